@@ -1,0 +1,127 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+use crate::history::pairing::Refusal;
+use crate::model::SessionId;
+
+/// Everything the session store can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The path exists but is not an SQLite database.
+    #[error("{path} is not an SQLite database")]
+    NotADatabase {
+        /// The file that was refused.
+        path: PathBuf,
+    },
+    /// The path could not be read or created.
+    #[error("cannot open {path}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database records a migration that this build does not know (it was written by a
+    /// newer version).
+    #[error("database schema is newer than this build: migration V{version}__{name} is unknown here (latest known: V{latest_known})")]
+    FutureSchema {
+        /// The unknown migration's version.
+        version: i64,
+        /// Its name.
+        name: String,
+        /// The newest version this build carries.
+        latest_known: i64,
+    },
+    /// The database records a migration whose name or content differs from ours.
+    #[error("migration history diverges at V{version}: database has {theirs:?}, this build has {ours:?}")]
+    DivergentSchema {
+        /// The version that differs.
+        version: i64,
+        /// What the database recorded (name and checksum).
+        theirs: String,
+        /// What this build carries (name and checksum).
+        ours: String,
+    },
+    /// Applying the embedded migrations failed.
+    #[error("migration failed")]
+    Migration(#[from] refinery::Error),
+    /// No session with this id.
+    #[error("unknown session {0}")]
+    UnknownSession(SessionId),
+    /// A session with this id already exists.
+    #[error("session {0} already exists")]
+    SessionExists(SessionId),
+    /// A message was refused by the pairing rules; nothing was written.
+    #[error("message {index} of the append to session {session} refused")]
+    Refused {
+        /// The session appended to.
+        session: SessionId,
+        /// Position of the refused message in the append (0 for a single message).
+        index: usize,
+        /// What was wrong.
+        #[source]
+        reason: Refusal,
+    },
+    /// A stored row that no valid writer produces and the reader cannot interpret.
+    #[error("corrupt row in {table} (id {row_id}): {detail}")]
+    CorruptRow {
+        /// The table.
+        table: &'static str,
+        /// The row's id.
+        row_id: i64,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// SQLite reported an error.
+    #[error("sqlite")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The connection pool could not hand out a connection.
+    #[error("connection pool")]
+    Pool(#[from] r2d2::Error),
+    /// A JSON value could not be encoded.
+    #[error("json")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// True when SQLite gave up waiting for a lock held by another connection.
+    pub fn is_busy(&self) -> bool {
+        self.sqlite_code().is_some_and(|code| {
+            matches!(
+                code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        })
+    }
+
+    /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
+    pub fn is_full(&self) -> bool {
+        self.sqlite_code() == Some(rusqlite::ErrorCode::DiskFull)
+    }
+
+    /// True when the database cannot be written (read-only file or connection).
+    pub fn is_read_only(&self) -> bool {
+        self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
+    }
+
+    /// The refusal, when the error is a refused append.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Error::Refused { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        match self {
+            Error::Sqlite(e) => e.sqlite_error_code(),
+            _ => None,
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,9 @@
+//! Pure history logic: turn boundaries, pairing rules and everything else that reasons about a
+//! list of messages.
+//!
+//! Architecture invariant: nothing under `history` does I/O. It imports nothing from
+//! rusqlite, r2d2 or `std::fs`, and takes `now` as a parameter instead of reading the clock,
+//! so every rule here is testable with plain vectors.
+
+pub mod pairing;
+pub mod turns;

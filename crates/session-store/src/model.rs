@@ -1,0 +1,426 @@
+//! The vocabulary of a stored conversation: sessions, roles, parts and messages.
+//!
+//! These types are shared by the pure history logic and the storage layer. They make the
+//! contract's closed sets closed in the type system: a [`Role`] is one of four, a [`Part`] is
+//! one of five kinds, and a tool_result cannot exist without the id it answers.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The id of one conversation (the `sessions.id` column).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Wraps an id chosen by the caller.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self(id.into())
+    }
+
+    /// A fresh random id (UUID v4).
+    pub fn random() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// The id as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for SessionId {
+    fn from(id: &str) -> Self {
+        Self::new(id)
+    }
+}
+
+impl From<String> for SessionId {
+    fn from(id: String) -> Self {
+        Self(id)
+    }
+}
+
+/// Who wrote a message. Tool results live in [`Role::Tool`] messages, never in user messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions from the application; never part of a tool pair.
+    System,
+    /// A person's turn; each user message opens a new turn.
+    User,
+    /// The model; may carry reasoning and tool_use parts.
+    Assistant,
+    /// Results of the tool_uses of the assistant message directly before the block.
+    Tool,
+}
+
+impl Role {
+    /// The value stored in `messages.role`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not one of the four roles.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown role {0:?} (expected system, user, assistant or tool)")]
+pub struct UnknownRole(pub String);
+
+impl FromStr for Role {
+    type Err = UnknownRole;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "system" => Ok(Role::System),
+            "user" => Ok(Role::User),
+            "assistant" => Ok(Role::Assistant),
+            "tool" => Ok(Role::Tool),
+            other => Err(UnknownRole(other.to_owned())),
+        }
+    }
+}
+
+/// The `parts.kind` column: which variant of [`Part`] a row holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartKind {
+    /// [`Part::Text`]
+    Text,
+    /// [`Part::Reasoning`]
+    Reasoning,
+    /// [`Part::RedactedReasoning`]
+    RedactedReasoning,
+    /// [`Part::ToolUse`]
+    ToolUse,
+    /// [`Part::ToolResult`]
+    ToolResult,
+}
+
+impl PartKind {
+    /// The value stored in `parts.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartKind::Text => "text",
+            PartKind::Reasoning => "reasoning",
+            PartKind::RedactedReasoning => "redacted_reasoning",
+            PartKind::ToolUse => "tool_use",
+            PartKind::ToolResult => "tool_result",
+        }
+    }
+}
+
+impl fmt::Display for PartKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that is not one of the five part kinds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown part kind {0:?}")]
+pub struct UnknownPartKind(pub String);
+
+impl FromStr for PartKind {
+    type Err = UnknownPartKind;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "text" => Ok(PartKind::Text),
+            "reasoning" => Ok(PartKind::Reasoning),
+            "redacted_reasoning" => Ok(PartKind::RedactedReasoning),
+            "tool_use" => Ok(PartKind::ToolUse),
+            "tool_result" => Ok(PartKind::ToolResult),
+            other => Err(UnknownPartKind(other.to_owned())),
+        }
+    }
+}
+
+/// One content block of a message (one `parts` row).
+///
+/// `provider_metadata` is opaque JSON kept byte for byte in meaning, for example
+/// `{"anthropic": {"signature": "..."}}`; signatures may sit under any namespace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Part {
+    /// Plain text. `""` is a value: an empty text part stays at its ordinal.
+    Text {
+        /// The text, possibly empty.
+        text: String,
+        /// Opaque provider data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// Model thinking, usually signed by the provider.
+    Reasoning {
+        /// The thinking text.
+        text: String,
+        /// Where the signature lives, e.g. `{"anthropic": {"signature": "..."}}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// Thinking the provider encrypted; only `data` can be sent back.
+    RedactedReasoning {
+        /// The opaque payload.
+        data: String,
+        /// Opaque provider data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// A call the model asked for.
+    ToolUse {
+        /// Unique within the session.
+        id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments; the write path requires a JSON object.
+        input: Value,
+        /// Opaque provider data (e.g. a Gemini thought signature).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// The answer to one tool_use; lives in a [`Role::Tool`] message.
+    ToolResult {
+        /// The id of the tool_use it answers.
+        tool_use_id: String,
+        /// The result as text, possibly empty.
+        content: String,
+        /// True for failures and tombstones.
+        is_error: bool,
+        /// Opaque provider data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+}
+
+impl Part {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Part::Text {
+            text: text.into(),
+            provider_metadata: None,
+        }
+    }
+
+    /// A reasoning part with its provider metadata (where the signature lives).
+    pub fn reasoning(text: impl Into<String>, provider_metadata: Option<Value>) -> Self {
+        Part::Reasoning {
+            text: text.into(),
+            provider_metadata,
+        }
+    }
+
+    /// A tool_use part.
+    pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Part::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+            provider_metadata: None,
+        }
+    }
+
+    /// A successful tool_result part.
+    pub fn tool_result(tool_use_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Part::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error: false,
+            provider_metadata: None,
+        }
+    }
+
+    /// A failed tool_result part (`is_error = 1`).
+    pub fn tool_error(tool_use_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Part::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error: true,
+            provider_metadata: None,
+        }
+    }
+
+    /// Which kind of part this is.
+    pub fn kind(&self) -> PartKind {
+        match self {
+            Part::Text { .. } => PartKind::Text,
+            Part::Reasoning { .. } => PartKind::Reasoning,
+            Part::RedactedReasoning { .. } => PartKind::RedactedReasoning,
+            Part::ToolUse { .. } => PartKind::ToolUse,
+            Part::ToolResult { .. } => PartKind::ToolResult,
+        }
+    }
+
+    /// The provider metadata, whatever the kind.
+    pub fn provider_metadata(&self) -> Option<&Value> {
+        match self {
+            Part::Text {
+                provider_metadata, ..
+            }
+            | Part::Reasoning {
+                provider_metadata, ..
+            }
+            | Part::RedactedReasoning {
+                provider_metadata, ..
+            }
+            | Part::ToolUse {
+                provider_metadata, ..
+            }
+            | Part::ToolResult {
+                provider_metadata, ..
+            } => provider_metadata.as_ref(),
+        }
+    }
+
+    /// The id of a tool_use part.
+    pub fn tool_use_id(&self) -> Option<&str> {
+        match self {
+            Part::ToolUse { id, .. } => Some(id),
+            _ => None,
+        }
+    }
+
+    /// The id a tool_result part answers.
+    pub fn answers(&self) -> Option<&str> {
+        match self {
+            Part::ToolResult { tool_use_id, .. } => Some(tool_use_id),
+            _ => None,
+        }
+    }
+}
+
+/// A message to append. The store assigns `seq` and `turn_index`; callers never do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewMessage {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content blocks, in order. Must not be empty.
+    pub parts: Vec<Part>,
+    /// When it was written; the store's clock when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+impl NewMessage {
+    /// A message with the given role and parts.
+    pub fn new(role: Role, parts: Vec<Part>) -> Self {
+        Self {
+            role,
+            parts,
+            created_at: None,
+        }
+    }
+
+    /// A user message holding one text part.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::new(Role::User, vec![Part::text(text)])
+    }
+
+    /// A system message holding one text part.
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::new(Role::System, vec![Part::text(text)])
+    }
+
+    /// An assistant message.
+    pub fn assistant(parts: Vec<Part>) -> Self {
+        Self::new(Role::Assistant, parts)
+    }
+
+    /// A tool message holding tool_results.
+    pub fn tool(parts: Vec<Part>) -> Self {
+        Self::new(Role::Tool, parts)
+    }
+
+    /// Sets the creation time instead of reading the store's clock.
+    pub fn at(mut self, created_at: DateTime<Utc>) -> Self {
+        self.created_at = Some(created_at);
+        self
+    }
+}
+
+/// A stored message (one `messages` row with its `parts`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// `messages.id`.
+    pub id: i64,
+    /// Order within the session.
+    pub seq: i64,
+    /// The turn it belongs to (see the contract's "Turns").
+    pub turn_index: i64,
+    /// Who wrote it.
+    pub role: Role,
+    /// Replaced by a summary in what the provider sees.
+    pub compacted: bool,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// Its content blocks, in ordinal order.
+    pub parts: Vec<Part>,
+}
+
+/// What an append stored for one message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Appended {
+    /// `messages.id` of the new row.
+    pub id: i64,
+    /// The `seq` the store assigned.
+    pub seq: i64,
+    /// The `turn_index` the store assigned.
+    pub turn_index: i64,
+}
+
+/// One line of the session list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// The session's id.
+    pub id: SessionId,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// How many messages it holds.
+    pub message_count: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_and_kind_round_trip_through_their_column_values() {
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+        }
+        for kind in [
+            PartKind::Text,
+            PartKind::Reasoning,
+            PartKind::RedactedReasoning,
+            PartKind::ToolUse,
+            PartKind::ToolResult,
+        ] {
+            assert_eq!(kind.as_str().parse::<PartKind>(), Ok(kind));
+        }
+        assert!("developer".parse::<Role>().is_err());
+        assert!("image".parse::<PartKind>().is_err());
+    }
+}

@@ -1,0 +1,203 @@
+//! The storage layer: the only place that talks SQL.
+//!
+//! A [`Store`] owns an r2d2 pool of SQLite connections to one file. Every connection runs in
+//! WAL mode with `foreign_keys=ON`, `synchronous=NORMAL` and a busy timeout; every write is
+//! one `BEGIN IMMEDIATE` transaction, so two writers queue on the lock instead of failing on
+//! the read-to-write upgrade, and a reader never sees half of a write.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+mod read;
+mod rows;
+mod schema;
+mod write;
+
+pub use schema::{latest_schema_version, schema_version};
+
+/// How a [`Store`] opens its file.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// How long a connection waits for another's write lock before `SQLITE_BUSY`.
+    pub busy_timeout: Duration,
+    /// The most connections the pool opens at once.
+    pub max_connections: u32,
+    /// Open without write access: no migration runs, and every write fails with a typed
+    /// error (`Error::is_read_only`).
+    pub read_only: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(30),
+            max_connections: 8,
+            read_only: false,
+        }
+    }
+}
+
+/// A session database: one SQLite file, migrated to the current schema, behind a pool.
+///
+/// `Store` is `Send + Sync` and cheap to clone; clones share the pool.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: Pool<SqliteConnectionManager>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (or creates) the database at `path` and brings it to the current schema.
+    ///
+    /// A path that exists but is not SQLite, or a database whose migration history is not a
+    /// prefix of ours, is refused before anything is written to it.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, &StoreOptions::default())
+    }
+
+    /// [`Store::open`] with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        schema::check_file(&path, options.read_only)?;
+        if path.exists() {
+            // Before any pragma writes to the file: refuse a foreign migration history.
+            let flags = if options.read_only {
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+            } else {
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+            };
+            let conn = Connection::open_with_flags(&path, flags)?;
+            schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
+        }
+        let manager = connection_manager(&path, options);
+        let pool = Pool::builder()
+            .max_size(options.max_connections.max(1))
+            .min_idle(Some(1))
+            .connection_timeout(options.busy_timeout + Duration::from_secs(5))
+            .build(manager)?;
+        let store = Self { pool, path };
+        if options.read_only {
+            store.read(|conn| schema::require_current(conn))?;
+        } else {
+            let mut conn = store.pool.get()?;
+            schema::migrate(&mut conn)?;
+        }
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits if it returns `Ok`.
+    ///
+    /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
+    /// leaves no trace.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let value = f(&tx)?;
+        tx.finish()?;
+        Ok(value)
+    }
+}
+
+/// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
+fn not_a_database(error: Error, path: &Path) -> Error {
+    match &error {
+        Error::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+            Error::NotADatabase {
+                path: path.to_path_buf(),
+            }
+        }
+        _ => error,
+    }
+}
+
+fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionManager {
+    let flags = if options.read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI
+    } else {
+        OpenFlags::default()
+    };
+    let busy_timeout = options.busy_timeout;
+    let read_only = options.read_only;
+    SqliteConnectionManager::file(path)
+        .with_flags(flags)
+        .with_init(move |conn| configure(conn, busy_timeout, read_only))
+}
+
+/// Per-connection settings; WAL is persistent in the file, the others are per connection.
+fn configure(
+    conn: &mut Connection,
+    busy_timeout: Duration,
+    read_only: bool,
+) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy_timeout)?;
+    if !read_only {
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(mode, "journal_mode stayed {mode}, not WAL");
+        }
+    }
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(())
+}
+
+/// The store's clock; history logic never reads it (it takes `now` as a parameter).
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now()
+}
+
+/// Timestamps are stored as RFC 3339 in UTC with microseconds, e.g. `2026-11-25T21:42:30.123456Z`.
+pub(crate) fn format_time(time: DateTime<Utc>) -> String {
+    time.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// Parses a stored timestamp: RFC 3339, or SQLite's own `YYYY-MM-DD HH:MM:SS[.fff]`
+/// (what `datetime('now')` writes in a hand-made row).
+pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
+    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        return Some(time.with_timezone(&Utc));
+    }
+    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+        .ok()
+        .map(|naive| naive.and_utc())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_times_parse_back_exactly() {
+        let now = now();
+        let text = format_time(now);
+        assert!(text.ends_with('Z'));
+        let back = parse_time(&text).expect("parses");
+        assert_eq!(back.timestamp_micros(), now.timestamp_micros());
+        assert!(parse_time("2026-01-02 03:04:05").is_some());
+        assert!(parse_time("yesterday").is_none());
+    }
+}

@@ -1,0 +1,67 @@
+//! Reading sessions back: whole sessions and the session list.
+
+use rusqlite::OptionalExtension;
+
+use super::rows::{load_messages, Range};
+use super::write::require_session;
+use super::{parse_time, Store};
+use crate::error::{Error, Result};
+use crate::model::{Message, SessionId, SessionInfo};
+
+const LIST_SESSIONS: &str = "
+    SELECT s.id, s.created_at, s.updated_at,
+           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+    FROM sessions s ORDER BY s.created_at, s.id";
+
+impl Store {
+    /// Every message of the session, in `seq` order, with its parts in ordinal order.
+    pub fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
+        self.read(|conn| {
+            require_session(conn, session)?;
+            load_messages(conn, session, Range::All)
+        })
+    }
+
+    /// One session's summary line, or `None` when it does not exist.
+    pub fn session(&self, session: &SessionId) -> Result<Option<SessionInfo>> {
+        Ok(self.sessions()?.into_iter().find(|s| &s.id == session))
+    }
+
+    /// Every session, oldest first.
+    pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(LIST_SESSIONS)?;
+            let mut rows = stmt.query([])?;
+            let mut sessions = Vec::new();
+            while let Some(row) = rows.next()? {
+                let id: String = row.get(0)?;
+                let time = |at: usize| -> Result<_> {
+                    let text: String = row.get(at)?;
+                    parse_time(&text).ok_or_else(|| Error::CorruptRow {
+                        table: "sessions",
+                        row_id: 0,
+                        detail: format!("session {id}: timestamp {text:?} is not RFC 3339"),
+                    })
+                };
+                sessions.push(SessionInfo {
+                    created_at: time(1)?,
+                    updated_at: time(2)?,
+                    message_count: row.get(3)?,
+                    id: SessionId::new(id),
+                });
+            }
+            Ok(sessions)
+        })
+    }
+
+    /// True when a session with this id exists.
+    pub fn has_session(&self, session: &SessionId) -> Result<bool> {
+        self.read(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+                .query_row([session.as_str()], |_| Ok(()))
+                .optional()?
+                .is_some())
+        })
+    }
+}

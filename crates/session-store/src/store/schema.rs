@@ -1,0 +1,196 @@
+//! The schema: the embedded migrations from the top-level `migrations/` folder and how they
+//! are applied.
+//!
+//! Migrations are embedded with refinery and recorded in refinery's own
+//! `refinery_schema_history` table (same columns, same checksums), but applied here, each in
+//! one `BEGIN IMMEDIATE` transaction that re-reads the history first. Refinery's runner uses a
+//! deferred transaction, which fails at once with `SQLITE_BUSY_SNAPSHOT` when two processes
+//! open a fresh file together; under the write lock the second simply finds the work done.
+
+use std::io::Read;
+use std::path::Path;
+
+use refinery::Migration;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::error::{Error, Result};
+
+refinery::embed_migrations!("../../migrations");
+
+const HISTORY_TABLE: &str = "refinery_schema_history";
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// The newest schema version this build carries.
+pub fn latest_schema_version() -> i64 {
+    embedded()
+        .iter()
+        .map(|m| i64::from(m.version()))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The schema version recorded in an open database (0 when it has no history).
+pub fn schema_version(conn: &Connection) -> Result<i64> {
+    if !history_exists(conn)? {
+        return Ok(0);
+    }
+    let version: Option<i64> = conn.query_row(
+        &format!("SELECT MAX(version) FROM {HISTORY_TABLE}"),
+        [],
+        |row| row.get(0),
+    )?;
+    Ok(version.unwrap_or(0))
+}
+
+fn embedded() -> Vec<Migration> {
+    let mut migrations = migrations::runner().get_migrations().clone();
+    migrations.sort_by_key(Migration::version);
+    migrations
+}
+
+/// Refuses, before any connection touches it, a path that is a directory or a non-empty file
+/// that does not start with SQLite's header. A missing file is fine unless `read_only`.
+pub(crate) fn check_file(path: &Path, read_only: bool) -> Result<()> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => return Ok(()),
+        Err(e) => return Err(io(e)),
+    };
+    if metadata.is_dir() {
+        return Err(io(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "is a directory",
+        )));
+    }
+    if metadata.len() == 0 {
+        return Ok(());
+    }
+    let mut header = [0u8; 16];
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let read = file.read(&mut header).map_err(io)?;
+    if read < header.len() || &header != SQLITE_MAGIC {
+        return Err(Error::NotADatabase {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// The migrations this database still needs, after checking that what it has applied is a
+/// prefix of ours. Reads only.
+pub(crate) fn pending_migrations(conn: &Connection) -> Result<Vec<Migration>> {
+    let ours = embedded();
+    let applied = applied_migrations(conn)?;
+    let latest_known = ours.last().map_or(0, |m| i64::from(m.version()));
+    for (version, name, checksum) in &applied {
+        let Some(mine) = ours.iter().find(|m| i64::from(m.version()) == *version) else {
+            if *version > latest_known {
+                return Err(Error::FutureSchema {
+                    version: *version,
+                    name: name.clone(),
+                    latest_known,
+                });
+            }
+            return Err(Error::DivergentSchema {
+                version: *version,
+                theirs: format!("{name} ({checksum})"),
+                ours: "no such migration".to_owned(),
+            });
+        };
+        if mine.name() != name || mine.checksum().to_string() != *checksum {
+            return Err(Error::DivergentSchema {
+                version: *version,
+                theirs: format!("{name} ({checksum})"),
+                ours: format!("{} ({})", mine.name(), mine.checksum()),
+            });
+        }
+    }
+    Ok(ours
+        .into_iter()
+        .filter(|m| !applied.iter().any(|(v, _, _)| *v == i64::from(m.version())))
+        .collect())
+}
+
+/// Fails unless the database is at the current schema (for read-only opens).
+pub(crate) fn require_current(conn: &Connection) -> Result<()> {
+    let pending = pending_migrations(conn)?;
+    match pending.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::DivergentSchema {
+            version: i64::from(first.version()),
+            theirs: "not applied (read-only database needs migrating)".to_owned(),
+            ours: first.name().to_owned(),
+        }),
+    }
+}
+
+/// Applies every pending migration, each with its history row in one IMMEDIATE transaction.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
+    // Checked outside any write lock first, so a refused database is never written to.
+    if pending_migrations(conn)?.is_empty() {
+        return Ok(());
+    }
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let Some(next) = pending_migrations(&tx)?.into_iter().next() else {
+            return Ok(());
+        };
+        ensure_history_table(&tx)?;
+        tx.execute_batch(next.sql().unwrap_or_default())?;
+        tx.execute(
+            &format!(
+                "INSERT INTO {HISTORY_TABLE} (version, name, applied_on, checksum) VALUES (?1, ?2, ?3, ?4)"
+            ),
+            rusqlite::params![
+                i64::from(next.version()),
+                next.name(),
+                super::format_time(super::now()),
+                next.checksum().to_string()
+            ],
+        )?;
+        tx.commit()?;
+        tracing::info!(
+            version = next.version(),
+            name = next.name(),
+            "applied migration"
+        );
+    }
+}
+
+fn history_exists(conn: &Connection) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [HISTORY_TABLE],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+fn applied_migrations(conn: &Connection) -> Result<Vec<(i64, String, String)>> {
+    if !history_exists(conn)? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(&format!(
+        "SELECT version, COALESCE(name, ''), COALESCE(checksum, '') FROM {HISTORY_TABLE} ORDER BY version"
+    ))?;
+    let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The same table refinery creates, so refinery's own runner agrees with what we recorded.
+fn ensure_history_table(conn: &Connection) -> Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS {HISTORY_TABLE} (
+             version int4 PRIMARY KEY,
+             name VARCHAR(255),
+             applied_on VARCHAR(255),
+             checksum VARCHAR(255));"
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! The write path: sessions are created, and messages appended, only through checks that keep
+//! every tool_use paired with its result.
+
+use std::collections::HashSet;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::rows::insert_message;
+use super::{format_time, now, Store};
+use crate::error::{Error, Result};
+use crate::history::pairing::{self, Tail, ToolBlock};
+use crate::history::turns::next_turn_index;
+use crate::model::{Appended, NewMessage, Part, Role, SessionId};
+
+impl Store {
+    /// Creates a session with a fresh random id.
+    pub fn create_session(&self) -> Result<SessionId> {
+        let id = SessionId::random();
+        self.create_session_with_id(&id)?;
+        Ok(id)
+    }
+
+    /// Creates a session with the caller's id; [`Error::SessionExists`] if it is taken.
+    pub fn create_session_with_id(&self, id: &SessionId) -> Result<()> {
+        self.write(|tx| {
+            let now = format_time(now());
+            let inserted = tx.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2) ON CONFLICT (id) DO NOTHING",
+                params![id.as_str(), now],
+            )?;
+            if inserted == 0 {
+                return Err(Error::SessionExists(id.clone()));
+            }
+            Ok(())
+        })
+    }
+
+    /// Appends one message, assigning its `seq` and `turn_index`.
+    ///
+    /// Refused with [`Error::Refused`], and nothing written, when the message would break a
+    /// tool pair (see [`pairing::Refusal`]).
+    pub fn append(&self, session: &SessionId, message: NewMessage) -> Result<Appended> {
+        let mut appended = self.append_batch(session, vec![message])?;
+        appended.pop().ok_or_else(|| Error::Refused {
+            session: session.clone(),
+            index: 0,
+            reason: pairing::Refusal::EmptyMessage,
+        })
+    }
+
+    /// Appends several messages (typically a whole turn) in one transaction, validated as a
+    /// whole: either all are stored or none is.
+    pub fn append_batch(
+        &self,
+        session: &SessionId,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Appended>> {
+        self.write(|tx| append_in(tx, session, &messages))
+    }
+
+    /// Answers every pending tool_use of the session with a tombstone result (`is_error = 1`,
+    /// text saying it was cancelled and why), in one transaction. Returns the ids it answered;
+    /// with nothing pending it writes nothing and returns an empty list.
+    ///
+    /// Call it when a turn is interrupted between storing the assistant message and storing
+    /// the results, and on start-up for sessions a crash left pending.
+    pub fn cancel_pending(&self, session: &SessionId, reason: &str) -> Result<Vec<String>> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            let position = tail_of(tx, session)?;
+            let Some(message) = pairing::tombstones(&position.tail, reason) else {
+                return Ok(Vec::new());
+            };
+            let ids = message
+                .parts
+                .iter()
+                .filter_map(Part::answers)
+                .map(str::to_owned)
+                .collect();
+            append_in(tx, session, &[message])?;
+            Ok(ids)
+        })
+    }
+
+    /// The tool_uses of the session still waiting for a result, in part order.
+    pub fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
+        self.read(|conn| {
+            require_session(conn, session)?;
+            Ok(tail_of(conn, session)?.tail.pending())
+        })
+    }
+}
+
+/// Validates `messages` against the session's tail, then inserts them; the caller owns the
+/// transaction.
+pub(crate) fn append_in(
+    conn: &Connection,
+    session: &SessionId,
+    messages: &[NewMessage],
+) -> Result<Vec<Appended>> {
+    require_session(conn, session)?;
+    let mut position = tail_of(conn, session)?;
+    let mut used = used_tool_use_ids(conn, session, messages)?;
+    let refused = |index, reason| Error::Refused {
+        session: session.clone(),
+        index,
+        reason,
+    };
+    if messages.is_empty() {
+        return Err(refused(0, pairing::Refusal::EmptyMessage));
+    }
+    let mut tail = position.tail.clone();
+    for (index, message) in messages.iter().enumerate() {
+        tail = pairing::check_append(&tail, message, &mut used)
+            .map_err(|reason| refused(index, reason))?;
+    }
+    let now = now();
+    let mut appended = Vec::with_capacity(messages.len());
+    for message in messages {
+        position.last_seq += 1;
+        let turn_index = next_turn_index(position.last_user_turn, message.role);
+        if message.role == Role::User {
+            position.last_user_turn = Some(turn_index);
+        }
+        let created_at = format_time(message.created_at.unwrap_or(now));
+        let id = insert_message(
+            conn,
+            session,
+            position.last_seq,
+            turn_index,
+            message,
+            &created_at,
+        )?;
+        appended.push(Appended {
+            id,
+            seq: position.last_seq,
+            turn_index,
+        });
+    }
+    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
+        .execute(params![session.as_str(), format_time(now)])?;
+    Ok(appended)
+}
+
+/// Fails with [`Error::UnknownSession`] unless the session exists.
+pub(crate) fn require_session(conn: &Connection, session: &SessionId) -> Result<()> {
+    let found = conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .query_row([session.as_str()], |_| Ok(()))
+        .optional()?;
+    found.ok_or_else(|| Error::UnknownSession(session.clone()))
+}
+
+/// Where the next message of a session goes, and what it may be.
+#[derive(Debug)]
+pub(crate) struct Position {
+    /// The pairing state at the end of the session.
+    pub(crate) tail: Tail,
+    /// The highest `seq` so far (0 for an empty session).
+    pub(crate) last_seq: i64,
+    /// The turn of the last user message, if any.
+    pub(crate) last_user_turn: Option<i64>,
+}
+
+const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1";
+const LAST_USER_TURN: &str =
+    "SELECT turn_index FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq DESC LIMIT 1";
+const LAST_SPEAKER: &str = "
+    SELECT id, seq, role FROM messages
+    WHERE session_id = ?1 AND role IN ('user', 'assistant')
+    ORDER BY seq DESC LIMIT 1";
+const CALLS_OF: &str =
+    "SELECT tool_use_id FROM parts WHERE message_id = ?1 AND kind = 'tool_use' ORDER BY ordinal";
+const ANSWERS_AFTER: &str = "
+    SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1 AND m.seq > ?2 AND m.role = 'tool' AND p.kind = 'tool_result'";
+
+/// Reads the end of a session: the last seq, the last user turn and the open tool block.
+pub(crate) fn tail_of(conn: &Connection, session: &SessionId) -> Result<Position> {
+    let last_seq: i64 = conn
+        .prepare_cached(LAST_SEQ)?
+        .query_row([session.as_str()], |r| r.get(0))?;
+    let last_user_turn: Option<i64> = conn
+        .prepare_cached(LAST_USER_TURN)?
+        .query_row([session.as_str()], |r| r.get(0))
+        .optional()?;
+    let speaker: Option<(i64, i64, String)> = conn
+        .prepare_cached(LAST_SPEAKER)?
+        .query_row([session.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    let tail = match speaker {
+        None => Tail::Empty,
+        Some((_, _, role)) if role == "user" => Tail::User,
+        Some((message_id, seq, _)) => {
+            let calls = conn
+                .prepare_cached(CALLS_OF)?
+                .query_map([message_id], |r| r.get::<_, Option<String>>(0))?
+                .filter_map(|id| id.transpose())
+                .collect::<rusqlite::Result<Vec<String>>>()?;
+            let answered = if calls.is_empty() {
+                HashSet::new()
+            } else {
+                conn.prepare_cached(ANSWERS_AFTER)?
+                    .query_map(params![session.as_str(), seq], |r| {
+                        r.get::<_, Option<String>>(0)
+                    })?
+                    .filter_map(|id| id.transpose())
+                    .collect::<rusqlite::Result<HashSet<String>>>()?
+            };
+            Tail::Assistant(ToolBlock { calls, answered })
+        }
+    };
+    Ok(Position {
+        tail,
+        last_seq,
+        last_user_turn,
+    })
+}
+
+const TOOL_USE_ID_TAKEN: &str = "
+    SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 LIMIT 1";
+
+/// The tool_use ids of `messages` that the session already uses.
+fn used_tool_use_ids(
+    conn: &Connection,
+    session: &SessionId,
+    messages: &[NewMessage],
+) -> Result<HashSet<String>> {
+    let mut stmt = conn.prepare_cached(TOOL_USE_ID_TAKEN)?;
+    let mut used = HashSet::new();
+    for id in messages
+        .iter()
+        .flat_map(|m| m.parts.iter().filter_map(Part::tool_use_id))
+    {
+        if stmt.exists(params![id, session.as_str()])? {
+            used.insert(id.to_owned());
+        }
+    }
+    Ok(used)
+}

@@ -1,0 +1,2 @@
+//! `session-store`: inspect and exchange sessions (see the contract).
+fn main() {}
