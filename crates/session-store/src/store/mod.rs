@@ -32,6 +32,11 @@ pub struct StoreOptions {
     /// Open without write access: no migration runs, and every write fails with a typed
     /// error (`Error::is_read_only`).
     pub read_only: bool,
+    /// Caps the file at this many pages (SQLite `PRAGMA max_page_count`) on every connection
+    /// of the pool: a write that needs more fails with a typed error (`Error::is_full`) and
+    /// leaves nothing behind, as on a full disk. `None` keeps SQLite's own limit. A quota,
+    /// and the way the disk-full tests reach the store's connections.
+    pub max_page_count: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -40,6 +45,7 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(30),
             max_connections: 8,
             read_only: false,
+            max_page_count: None,
         }
     }
 }
@@ -84,7 +90,7 @@ impl Store {
             .build(manager)?;
         let store = Self { pool, path };
         if options.read_only {
-            store.read(|conn| schema::require_current(conn))?;
+            store.read(schema::require_current)?;
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;
@@ -141,9 +147,17 @@ fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionMa
     };
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
+    let max_page_count = options.max_page_count;
     SqliteConnectionManager::file(path)
         .with_flags(flags)
-        .with_init(move |conn| configure(conn, busy_timeout, read_only))
+        .with_init(move |conn| {
+            configure(conn, busy_timeout, read_only)?;
+            if let Some(pages) = max_page_count {
+                let pages = i64::try_from(pages).unwrap_or(i64::MAX);
+                conn.pragma_update(None, "max_page_count", pages)?;
+            }
+            Ok(())
+        })
 }
 
 /// Per-connection settings; WAL is persistent in the file, the others are per connection.

@@ -1,0 +1,151 @@
+//! Append benchmarks: one realistic tool turn (6 messages, 10 parts) stored message by message
+//! and as one batch, against raw rusqlite inserting the same rows in the same transaction
+//! shape, and the two peers; then one small message per commit, as messages per second.
+//! Ratios are printed at the end (see BENCHMARKS.md).
+#![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
+
+mod common;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput};
+use session_store::{NewMessage, Store};
+
+use common::{print_ratios, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
+
+fn turn(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    let session = store.create_session().unwrap();
+    let raw_db = dir.path().join("raw.db");
+    drop(Store::open(&raw_db).unwrap());
+    let mut raw = Raw::open(&raw_db);
+    let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
+    let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
+
+    let mut group = c.benchmark_group("append_turn");
+    group.throughput(Throughput::Elements(TURN_LEN as u64));
+    let mut n = 0u64;
+    let mut next = move || {
+        n += 1;
+        tool_turn(n)
+    };
+    group.bench_function("store_by_message", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| {
+                for message in turn {
+                    black_box(store.append(&session, message).unwrap());
+                }
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("raw_by_message", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| {
+                for message in turn {
+                    raw.append(std::slice::from_ref(&message));
+                }
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("store_batch", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| black_box(store.append_batch(&session, turn).unwrap()),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("raw_batch", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| raw.append(&turn),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("jsonl_by_message", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| jsonl.append(&turn),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("blob_by_message", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| {
+                for message in &turn {
+                    blob.append(std::slice::from_ref(message));
+                }
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("blob_batch", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| blob.append(&turn),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+/// One short user message per commit: the per-commit cost, as messages per second. With WAL
+/// and `synchronous=NORMAL` a commit appends to the WAL without fsync (fsync happens at
+/// checkpoints), for the store and the baseline alike.
+fn single(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    let session = store.create_session().unwrap();
+    let raw_db = dir.path().join("raw.db");
+    drop(Store::open(&raw_db).unwrap());
+    let mut raw = Raw::open(&raw_db);
+    let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
+    let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
+    let message = NewMessage::user("run the tests again, please");
+
+    let mut group = c.benchmark_group("append_single");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("store", |b| {
+        b.iter(|| black_box(store.append(&session, message.clone()).unwrap()))
+    });
+    group.bench_function("raw", |b| {
+        b.iter(|| raw.append(std::slice::from_ref(&message)))
+    });
+    group.bench_function("jsonl", |b| {
+        b.iter(|| jsonl.append(std::slice::from_ref(&message)))
+    });
+    group.bench_function("blob", |b| {
+        b.iter(|| blob.append(std::slice::from_ref(&message)))
+    });
+    group.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    turn(&mut c);
+    single(&mut c);
+    c.final_summary();
+    print_ratios(
+        "append_turn",
+        &[
+            ("store_by_message", "raw_by_message", Some(1.3)),
+            ("store_batch", "raw_batch", Some(1.3)),
+            ("store_by_message", "jsonl_by_message", None),
+            ("store_by_message", "blob_by_message", None),
+            ("store_batch", "blob_batch", None),
+        ],
+    );
+    print_ratios(
+        "append_single",
+        &[
+            ("store", "raw", Some(1.3)),
+            ("store", "jsonl", None),
+            ("store", "blob", None),
+        ],
+    );
+}

@@ -1,0 +1,71 @@
+//! Load benchmark: a 10,002-message session (1,667 tool turns) read whole, by the store and
+//! by a raw `SELECT` of the same rows decoded into the same `Message` values, and by the two
+//! peers reading the same messages back. Ratios are printed at the end (see BENCHMARKS.md).
+//!
+//! The store is measured through `Store::messages`, the whole stored history; the provider
+//! view (what `export` renders) is not on this branch yet.
+#![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
+
+mod common;
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput};
+use session_store::Store;
+
+use common::{print_ratios, raw_load, tool_turn, Blob, Jsonl, TURN_LEN};
+
+/// Tool turns in the loaded session: 1,667 x 6 = 10,002 messages.
+const TURNS: u64 = 1_667;
+
+fn load(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.db");
+    let store = Store::open(&db).unwrap();
+    let session = store.create_session().unwrap();
+    let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
+    let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
+    for n in 0..TURNS {
+        let turn = tool_turn(n);
+        jsonl.append(&turn);
+        blob.append(&turn);
+        store.append_batch(&session, turn).unwrap();
+    }
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    common::configure(&raw);
+    let expected = TURNS as usize * TURN_LEN;
+    assert_eq!(store.messages(&session).unwrap().len(), expected);
+    assert_eq!(
+        raw_load(&raw, session.as_str()),
+        store.messages(&session).unwrap()
+    );
+    assert_eq!(jsonl.load().len(), expected);
+    assert_eq!(blob.load().len(), expected);
+
+    let mut group = c.benchmark_group("load_10k");
+    group.throughput(Throughput::Elements(expected as u64));
+    group.sample_size(20);
+    group.bench_function("store_messages", |b| {
+        b.iter(|| black_box(store.messages(&session).unwrap()))
+    });
+    group.bench_function("raw_select", |b| {
+        b.iter(|| black_box(raw_load(&raw, session.as_str())))
+    });
+    group.bench_function("jsonl", |b| b.iter(|| black_box(jsonl.load())));
+    group.bench_function("blob", |b| b.iter(|| black_box(blob.load())));
+    group.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    load(&mut c);
+    c.final_summary();
+    print_ratios(
+        "load_10k",
+        &[
+            ("store_messages", "raw_select", Some(1.5)),
+            ("store_messages", "jsonl", None),
+            ("store_messages", "blob", None),
+        ],
+    );
+}

@@ -1,0 +1,112 @@
+//! Peak resident memory of loading the 10,002-message session (the `load` benchmark's
+//! workload), for the store and each baseline, each in a fresh child process so that one
+//! variant's allocations do not hide another's. Reads `VmHWM` (peak resident set) from
+//! `/proc/self/status` after opening and after loading; the difference is what the load cost.
+//!
+//! Run with `cargo bench --bench memory`; criterion is not involved (no timing here).
+#![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
+
+mod common;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+
+use session_store::{SessionId, Store};
+
+use common::{raw_load, tool_turn, Blob, Jsonl};
+
+const TURNS: u64 = 1_667;
+const VARIANT: &str = "PROOF_MEM_VARIANT";
+const DIR: &str = "PROOF_MEM_DIR";
+const VARIANTS: &[&str] = &["store_messages", "raw_select", "jsonl", "blob"];
+
+/// `VmHWM` in KiB.
+fn peak_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn child(variant: &str, dir: &Path) {
+    let session = SessionId::new(std::fs::read_to_string(dir.join("session")).unwrap());
+    let (opened, messages) = match variant {
+        "store_messages" => {
+            let store = Store::open(dir.join("store.db")).unwrap();
+            let opened = peak_kib();
+            (opened, black_box(store.messages(&session).unwrap()).len())
+        }
+        "raw_select" => {
+            let conn = rusqlite::Connection::open(dir.join("store.db")).unwrap();
+            common::configure(&conn);
+            let opened = peak_kib();
+            (opened, black_box(raw_load(&conn, session.as_str())).len())
+        }
+        "jsonl" => {
+            let jsonl = Jsonl::open(&dir.join("peer.jsonl"));
+            let opened = peak_kib();
+            (opened, black_box(jsonl.load()).len())
+        }
+        "blob" => {
+            let blob = Blob::attach(&dir.join("peer-blob.db"));
+            let opened = peak_kib();
+            (opened, black_box(blob.load()).len())
+        }
+        other => panic!("unknown variant {other}"),
+    };
+    println!("{opened} {} {messages}", peak_kib());
+}
+
+fn main() {
+    if let (Ok(variant), Some(dir)) = (std::env::var(VARIANT), std::env::var_os(DIR)) {
+        child(&variant, Path::new(&dir));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path().join("store.db")).unwrap();
+        let session = store.create_session().unwrap();
+        std::fs::write(dir.path().join("session"), session.as_str()).unwrap();
+        let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
+        let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
+        for n in 0..TURNS {
+            let turn = tool_turn(n);
+            jsonl.append(&turn);
+            blob.append(&turn);
+            store.append_batch(&session, turn).unwrap();
+        }
+    }
+    println!("== memory: peak RSS (VmHWM) loading the 10,002-message session ==");
+    let mut results = Vec::new();
+    for variant in VARIANTS {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .env(VARIANT, variant)
+            .env(DIR, dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{variant} failed: {out:?}");
+        let fields: Vec<u64> = String::from_utf8(out.stdout)
+            .unwrap()
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect();
+        let (opened, peak, count) = (fields[0], fields[1], fields[2]);
+        println!(
+            "{variant:>15}: peak {:>7.1} MiB, of which the load {:>7.1} MiB ({count} messages)",
+            peak as f64 / 1024.0,
+            (peak - opened) as f64 / 1024.0
+        );
+        results.push((*variant, peak, peak - opened));
+    }
+    let (_, raw_peak, raw_load) = results[1];
+    for (variant, peak, load) in &results {
+        println!(
+            "{variant:>15} / raw_select: peak {:.2}x, load {:.2}x",
+            *peak as f64 / raw_peak as f64,
+            *load as f64 / raw_load as f64
+        );
+    }
+}
