@@ -1,1 +1,7 @@
-//! Integration tests.
+//! Integration tests, compiled as one crate: each module covers one failure class against
+//! real SQLite files in a temporary directory.
+
+mod regression;
+mod store;
+mod store_props;
+mod util;
