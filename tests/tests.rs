@@ -1,4 +1,5 @@
-//! Integration tests, compiled as one crate (one binary, one link).
+//! Integration tests, compiled as one crate: each module covers one failure class against
+//! real SQLite files in a temporary directory.
 
 mod contention;
 mod crash;
@@ -6,3 +7,7 @@ mod disk_full;
 mod fault_support;
 mod migration_kill;
 mod read_only;
+mod regression;
+mod store;
+mod store_props;
+mod util;
