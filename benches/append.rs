@@ -11,7 +11,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput};
 use session_store::{NewMessage, Store};
 
-use common::{print_ratios, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
+use common::{paired, print_ratios, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
 
 fn turn(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -96,7 +96,8 @@ fn turn(c: &mut Criterion) {
 
 /// One short user message per commit: the per-commit cost, as messages per second. With WAL
 /// and `synchronous=NORMAL` a commit appends to the WAL without fsync (fsync happens at
-/// checkpoints), for the store and the baseline alike.
+/// checkpoints), for the store and the baseline alike; `raw_sync_full` shows the same raw
+/// commit with an fsync each, the truly fsync-bound case.
 fn single(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("store.db")).unwrap();
@@ -104,6 +105,10 @@ fn single(c: &mut Criterion) {
     let raw_db = dir.path().join("raw.db");
     drop(Store::open(&raw_db).unwrap());
     let mut raw = Raw::open(&raw_db);
+    let full_db = dir.path().join("raw-full.db");
+    drop(Store::open(&full_db).unwrap());
+    let mut raw_full = Raw::open(&full_db);
+    raw_full.synchronous("FULL");
     let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
     let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
     let message = NewMessage::user("run the tests again, please");
@@ -116,6 +121,10 @@ fn single(c: &mut Criterion) {
     group.bench_function("raw", |b| {
         b.iter(|| raw.append(std::slice::from_ref(&message)))
     });
+    // What the store's durability choice saves: the same raw commit with an fsync each.
+    group.bench_function("raw_sync_full", |b| {
+        b.iter(|| raw_full.append(std::slice::from_ref(&message)))
+    });
     group.bench_function("jsonl", |b| {
         b.iter(|| jsonl.append(std::slice::from_ref(&message)))
     });
@@ -125,11 +134,62 @@ fn single(c: &mut Criterion) {
     group.finish();
 }
 
+/// The targeted ratios again, timed in pairs (see `common::paired`).
+fn paired_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    let session = store.create_session().unwrap();
+    let raw_db = dir.path().join("raw.db");
+    drop(Store::open(&raw_db).unwrap());
+    let raw = std::cell::RefCell::new(Raw::open(&raw_db));
+    let n = std::cell::Cell::new(1_000_000u64);
+    let next = || {
+        n.set(n.get() + 1);
+        tool_turn(n.get())
+    };
+    println!();
+    paired(
+        "append_turn store_by_message / raw_by_message",
+        300,
+        || {
+            for message in next() {
+                store.append(&session, message).unwrap();
+            }
+        },
+        || {
+            for message in next() {
+                raw.borrow_mut().append(std::slice::from_ref(&message));
+            }
+        },
+    );
+    paired(
+        "append_turn store_batch / raw_batch",
+        300,
+        || {
+            store.append_batch(&session, next()).unwrap();
+        },
+        || raw.borrow_mut().append(&next()),
+    );
+    let message = NewMessage::user("run the tests again, please");
+    paired(
+        "append_single store / raw",
+        2_000,
+        || {
+            store.append(&session, message.clone()).unwrap();
+        },
+        || raw.borrow_mut().append(std::slice::from_ref(&message)),
+    );
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     turn(&mut c);
     single(&mut c);
     c.final_summary();
+    if std::env::args().any(|a| a == "--list" || a == "--test" || a == "--profile-time") {
+        return;
+    }
+    paired_ratios();
     print_ratios(
         "append_turn",
         &[
@@ -144,6 +204,7 @@ fn main() {
         "append_single",
         &[
             ("store", "raw", Some(1.3)),
+            ("store", "raw_sync_full", None),
             ("store", "jsonl", None),
             ("store", "blob", None),
         ],

@@ -13,7 +13,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput};
 use session_store::Store;
 
-use common::{print_ratios, raw_load, tool_turn, Blob, Jsonl, TURN_LEN};
+use common::{paired, print_ratios, raw_load, tool_turn, Blob, Jsonl, TURN_LEN};
 
 /// Tool turns in the loaded session: 1,667 x 6 = 10,002 messages.
 const TURNS: u64 = 1_667;
@@ -33,6 +33,9 @@ fn load(c: &mut Criterion) {
     }
     let raw = rusqlite::Connection::open(&db).unwrap();
     common::configure(&raw);
+    // Every reader starts from the main file, not from whatever the WAL holds after setup.
+    raw.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
     let expected = TURNS as usize * TURN_LEN;
     assert_eq!(store.messages(&session).unwrap().len(), expected);
     assert_eq!(
@@ -54,6 +57,20 @@ fn load(c: &mut Criterion) {
     group.bench_function("jsonl", |b| b.iter(|| black_box(jsonl.load())));
     group.bench_function("blob", |b| b.iter(|| black_box(blob.load())));
     group.finish();
+    if std::env::args().any(|a| a == "--list" || a == "--test" || a == "--profile-time") {
+        return;
+    }
+    println!();
+    paired(
+        "load_10k store_messages / raw_select",
+        30,
+        || {
+            black_box(store.messages(&session).unwrap());
+        },
+        || {
+            black_box(raw_load(&raw, session.as_str()));
+        },
+    );
 }
 
 fn main() {

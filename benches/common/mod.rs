@@ -152,6 +152,12 @@ impl Raw {
         }
     }
 
+    /// Changes the durability of the baseline's commits (`NORMAL` like the store, or `FULL`:
+    /// fsync on every commit).
+    pub fn synchronous(&self, level: &str) {
+        self.conn.pragma_update(None, "synchronous", level).unwrap();
+    }
+
     /// Appends `messages` in one `BEGIN IMMEDIATE` transaction.
     pub fn append(&mut self, messages: &[NewMessage]) {
         let tx = self
@@ -503,4 +509,40 @@ pub fn print_ratios(group: &str, pairs: &[(&str, &str, Option<f64>)]) {
             _ => println!("{ours} / {baseline}: not measured in this run"),
         }
     }
+}
+
+/// Paired timing, robust to a shared machine's drifting load: each round times one call of
+/// `ours` and one of `baseline` back to back (alternating which goes first), and the ratio
+/// reported is the median of the per-round ratios. Printed beside criterion's figures.
+pub fn paired(name: &str, rounds: usize, mut ours: impl FnMut(), mut baseline: impl FnMut()) {
+    use std::time::Instant;
+    let mut ratios = Vec::with_capacity(rounds);
+    let (mut a_all, mut b_all) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    for round in 0..rounds {
+        let time = |f: &mut dyn FnMut()| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        };
+        let (a, b) = if round % 2 == 0 {
+            let a = time(&mut ours);
+            (a, time(&mut baseline))
+        } else {
+            let b = time(&mut baseline);
+            (time(&mut ours), b)
+        };
+        ratios.push(a / b);
+        a_all.push(a);
+        b_all.push(b);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "paired {name}: median ratio {:.2}x over {rounds} rounds ({:.1} us vs {:.1} us)",
+        median(&mut ratios),
+        median(&mut a_all) * 1e6,
+        median(&mut b_all) * 1e6
+    );
 }
