@@ -15,11 +15,16 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod compaction;
 mod read;
+mod revert;
 mod rows;
 mod schema;
+mod turns;
 mod write;
 
+pub use compaction::CompactionOutcome;
+pub use revert::Reverted;
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.
@@ -84,7 +89,7 @@ impl Store {
             .build(manager)?;
         let store = Self { pool, path };
         if options.read_only {
-            store.read(|conn| schema::require_current(conn))?;
+            store.read(schema::require_current)?;
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;

@@ -61,7 +61,8 @@ pub(crate) fn load_messages(
     Ok(messages)
 }
 
-fn message_from_row(row: &Row<'_>) -> Result<Message> {
+/// Decodes the message columns 0..=5 (id, seq, turn_index, role, compacted, created_at).
+pub(crate) fn message_from_row(row: &Row<'_>) -> Result<Message> {
     let id: i64 = row.get(0)?;
     let role: String = row.get(3)?;
     let created_at: String = row.get(5)?;
