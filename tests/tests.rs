@@ -1,1 +1,4 @@
 //! Integration tests.
+mod compaction;
+mod revert;
+mod turn_fixtures;
