@@ -46,4 +46,4 @@ pub use history::paging::{Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
 pub use store::{CompactionOutcome, Reverted};
-pub use store::{Store, StoreOptions};
+pub use store::{ConnectionSettings, Store, StoreOptions};
