@@ -10,6 +10,7 @@ use session_store::{Error, Message, NewMessage, Reverted, Store};
 use crate::turn_fixtures::{
     assert_compacted_prefix_of_whole_turns, assert_pairs_intact, open_store, session_of_turns,
 };
+use crate::util::violations;
 
 fn side_rows(store: &Store) -> rusqlite::Result<(i64, i64, i64)> {
     let conn = Connection::open(store.path())?;
@@ -50,6 +51,7 @@ fn undo_before_append_restores_the_same_history() -> anyhow::Result<()> {
     assert_pairs_intact(&live);
     assert!(store.pending_tool_uses(&session)?.is_empty());
     assert_eq!(side_rows(&store)?, (1, 10, 10));
+    assert_eq!(violations(store.path()), Vec::<String>::new());
 
     let undone = store.undo_revert(&session)?;
     assert_eq!(undone.map(|u| u.messages), Some(10));
@@ -210,6 +212,7 @@ fn revert_into_the_compacted_head_lands_on_a_compaction_boundary() -> anyhow::Re
     );
     assert!(view.messages.is_empty());
     assert_compacted_prefix_of_whole_turns(&store.messages(&session)?);
+    assert_eq!(violations(store.path()), Vec::<String>::new());
 
     store.undo_revert(&session)?;
     assert_eq!(store.messages(&session)?, before);

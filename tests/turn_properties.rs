@@ -16,6 +16,7 @@ use crate::pages::all_pages;
 use crate::turn_fixtures::{
     assert_compacted_prefix_of_whole_turns, assert_pairs_intact, open_store,
 };
+use crate::util::violations;
 
 /// One assistant step: how many tool calls it makes, and whether each result gets its own
 /// tool message.
@@ -151,7 +152,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
     #[test]
-    fn no_cut_ever_splits_a_turn((turns, pending_end) in history()) {
+    fn no_cut_ever_splits_a_turn((turns, pending_end) in history(), revert_at in 0i64..10) {
         let (_dir, store) = open_store().expect("store");
         let session = build(&store, &turns, pending_end).expect("build");
         let all = store.messages(&session).expect("messages");
@@ -164,6 +165,14 @@ proptest! {
         for max in [0, 1, 2, 3, 5, 8, 13, 34, len] {
             check_pages(&store, &session, &all, max);
         }
+
+        // A revert keeps the turns before it, whole, and its undo restores the session.
+        store.revert_to_turn(&session, revert_at).expect("revert");
+        let kept: Vec<Message> = all.iter().filter(|m| m.turn_index < revert_at).cloned().collect();
+        prop_assert_eq!(&store.messages(&session).expect("messages"), &kept);
+        prop_assert_eq!(violations(store.path()), Vec::<String>::new());
+        store.undo_revert(&session).expect("undo");
+        prop_assert_eq!(&store.messages(&session).expect("messages"), &all);
 
         // Every tail size, from the whole history down to nothing: successive compactions of
         // one session, each one on top of the ones before.
@@ -182,6 +191,7 @@ proptest! {
                 prop_assert_eq!(summary.last_turn, now[compacted - 1].turn_index);
             }
             assert_pairs_intact(&view.messages);
+            prop_assert_eq!(violations(store.path()), Vec::<String>::new());
         }
         prop_assert_eq!(
             store.pending_tool_uses(&session).expect("pending").is_empty(),
