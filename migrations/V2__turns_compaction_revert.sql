@@ -6,9 +6,10 @@
 -- one `reverts` row; undoing it moves them back. The next append to the session deletes its
 -- `reverts` rows, and the cascade takes the moved rows with them: gone for good.
 --
--- The reverted_* tables mirror the contract columns of messages and parts. A migration that
--- adds a column to messages or parts must add it here too, or a revert and undo would lose it
--- (the test `reverted_tables_mirror_every_live_column` fails until it does).
+-- The reverted_* tables mirror the columns of messages and parts. A later migration that adds
+-- a column to messages or parts adds it to the mirror as well (ALTER TABLE in that migration)
+-- and to the copy SQL in store/revert.rs, or a revert and undo would lose its values (the test
+-- `reverted_tables_mirror_every_live_column` fails until the tables match).
 
 CREATE TABLE IF NOT EXISTS reverts (
     id          INTEGER PRIMARY KEY,
