@@ -47,7 +47,7 @@ impl CompactionOutcome {
 
 /// What the planner needs of each message: role and compacted flag, with the seq to cut at.
 const PLAN_ROWS: &str =
-    "SELECT seq, role, compacted FROM messages WHERE session_id = ?1 ORDER BY seq";
+    "SELECT seq, role, compacted, id FROM messages WHERE session_id = ?1 ORDER BY seq";
 
 const MARK_HEAD: &str =
     "UPDATE messages SET compacted = 1 WHERE session_id = ?1 AND seq < ?2 AND compacted = 0";
@@ -187,11 +187,16 @@ fn plan_rows(conn: &Connection, session: &SessionId) -> Result<(Seqs, PlanItems)
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
         let role = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
-        let role = role.parse::<Role>().map_err(|e| Error::CorruptRow {
-            table: "messages",
-            row_id: seq,
-            detail: format!("seq {seq}: {e}"),
-        })?;
+        let role = match role.parse::<Role>() {
+            Ok(role) => role,
+            Err(e) => {
+                return Err(Error::CorruptRow {
+                    table: "messages",
+                    row_id: row.get(3)?,
+                    detail: e.to_string(),
+                })
+            }
+        };
         seqs.push(seq);
         items.push((role, row.get::<_, i64>(2)? != 0));
     }
