@@ -87,6 +87,31 @@ impl Store {
     /// is kept with the turns it covers ([`Store::summaries`]).
     ///
     /// Refused with [`Error::EmptySummary`] when `summary` has no non-whitespace text.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use session_store::{CompactionOutcome, NewMessage, Part, Role, Store};
+    ///
+    /// # fn main() -> session_store::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("tempdir");
+    /// let store = Store::open(dir.path().join("sessions.db"))?;
+    /// let session = store.create_session()?;
+    /// store.append(&session, NewMessage::user("hi"))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::text("hello")]))?;
+    /// store.append(&session, NewMessage::user("list /tmp"))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::tool_use("c1", "ls", json!({}))]))?;
+    /// store.append(&session, NewMessage::tool(vec![Part::tool_result("c1", "a b")]))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::text("a and b")]))?;
+    ///
+    /// // Keeping 2 would start the tail at the tool result; the cut walks back to "list /tmp".
+    /// let outcome = store.compact(&session, 2, "The user said hi.")?;
+    /// assert!(matches!(outcome, CompactionOutcome::Compacted { newly_compacted: 2, kept: 4, .. }));
+    /// let view = store.provider_history(&session)?;
+    /// assert_eq!(view.summary.map(|s| s.text).as_deref(), Some("The user said hi."));
+    /// assert_eq!(view.messages[0].role, Role::User);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn compact(
         &self,
         session: &SessionId,
