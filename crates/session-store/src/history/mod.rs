@@ -7,3 +7,11 @@
 
 pub mod pairing;
 pub mod turns;
+
+// Provider-ready history (issue 4).
+pub mod contract;
+pub mod render;
+pub mod request;
+pub mod sanitize;
+pub mod signed;
+pub mod thinking;

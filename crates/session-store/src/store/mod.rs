@@ -20,6 +20,9 @@ mod rows;
 mod schema;
 mod write;
 
+mod export;
+pub use export::ExportOptions;
+
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.
@@ -84,7 +87,7 @@ impl Store {
             .build(manager)?;
         let store = Self { pool, path };
         if options.read_only {
-            store.read(|conn| schema::require_current(conn))?;
+            store.read(schema::require_current)?;
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;

@@ -1,0 +1,55 @@
+//! The whole way from stored messages to a checked request body, as one pure function.
+//!
+//! `retention -> sanitize -> render -> check`: thinking retention decides on the stored
+//! messages (it needs their `seq` and times), the loader builds the view from what is left,
+//! the renderer writes the body, and the contract checks run on the result so a caller can
+//! refuse to send, or report, anything a provider would reject.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::history::contract::{self, Violation};
+use crate::history::render::{self, MessageDigest, Provider};
+use crate::history::sanitize::{self, View};
+use crate::history::thinking::{self, Retention, ThinkingConfig, ThinkingState};
+use crate::model::Message;
+
+/// A rendered request and how it was made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// The request body (`{"system", "messages"}` or `{"messages"}`).
+    pub body: Value,
+    /// The view it was rendered from, with the loader's repairs.
+    pub view: View,
+    /// What thinking retention decided (and whether the latch turned on now).
+    pub retention: Retention,
+    /// One digest per rendered message, to compare with an earlier request.
+    pub digests: Vec<MessageDigest>,
+    /// What the provider would reject; empty unless the renderer has a bug.
+    pub violations: Vec<Violation>,
+}
+
+/// Builds `provider`'s request from `messages` (in `seq` order, without compacted ones) at
+/// `now`, given the session's thinking `state`.
+pub fn build_request(
+    messages: &[Message],
+    state: &ThinkingState,
+    now: DateTime<Utc>,
+    config: &ThinkingConfig,
+    provider: Provider,
+) -> Request {
+    let retention = thinking::plan_retention(messages, state, now, config);
+    let kept = thinking::apply_retention(messages, &retention);
+    let view = sanitize::sanitize(&kept);
+    let body = render::render(&view, provider);
+    let digests = render::digests(&body);
+    let violations = contract::check(provider, &body);
+    Request {
+        body,
+        view,
+        retention,
+        digests,
+        violations,
+    }
+}

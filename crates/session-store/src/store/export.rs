@@ -1,0 +1,152 @@
+//! Export: the request body the library would send for a session now, and the thinking
+//! retention state kept in the session row (migration V3).
+//!
+//! The state is two columns of `sessions`: `thinking_latched` (0/1) and `last_completion_at`
+//! (RFC 3339 or NULL). Completions are recorded explicitly with [`Store::record_completion`]
+//! (call it when a model response has been stored); when none was recorded, the `created_at`
+//! of the latest assistant message stands in (see `history::thinking::plan_retention`).
+//! [`Store::export`] turns the latch on in the row when it decides so; clearing the session's
+//! state with [`Store::clear_thinking_state`] turns it off again.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use super::rows::{load_messages, Range};
+use super::write::require_session;
+use super::{format_time, parse_time, Store};
+use crate::error::{Error, Result};
+use crate::history::render::Provider;
+use crate::history::request::{build_request, Request};
+use crate::history::thinking::{ThinkingConfig, ThinkingState};
+use crate::model::{Message, SessionId};
+
+/// How [`Store::export`] builds a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// Idle threshold and how many reasoning messages to keep once latched.
+    pub thinking: ThinkingConfig,
+    /// Write the latch to the session row when it turns on (default). Turn off to export
+    /// from a read-only store; the latch then only applies to this export.
+    pub persist_latch: bool,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        Self {
+            thinking: ThinkingConfig::default(),
+            persist_latch: true,
+        }
+    }
+}
+
+const THINKING_STATE: &str =
+    "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
+const SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = ?1";
+const RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = ?2 WHERE id = ?1";
+const CLEAR_THINKING: &str =
+    "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = ?1";
+
+impl Store {
+    /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
+    ///
+    /// Loads the messages the provider sees (not compacted), applies thinking retention
+    /// (persisting the latch when it turns on, see [`ExportOptions::persist_latch`]),
+    /// sanitizes and renders. The body passes the provider's contract for any stored history.
+    pub fn export(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+    ) -> Result<Value> {
+        Ok(self.export_request(session, provider, now, options)?.body)
+    }
+
+    /// [`Store::export`] with everything that went into the body: the view and its repairs,
+    /// the retention decision, per-message digests and contract violations (empty unless a
+    /// renderer has a bug).
+    pub fn export_request(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+    ) -> Result<Request> {
+        let (messages, state) = self.read(|conn| {
+            require_session(conn, session)?;
+            let messages = provider_messages(conn, session)?;
+            Ok((messages, thinking_state(conn, session)?))
+        })?;
+        let request = build_request(&messages, &state, now, &options.thinking, provider);
+        if request.retention.newly_latched && options.persist_latch {
+            self.write(|tx| {
+                tx.prepare_cached(SET_LATCHED)?
+                    .execute([session.as_str()])?;
+                Ok(())
+            })?;
+        }
+        if !request.violations.is_empty() {
+            tracing::warn!(
+                session = %session,
+                provider = %provider,
+                violations = request.violations.len(),
+                "rendered request breaks the provider contract"
+            );
+        }
+        Ok(request)
+    }
+
+    /// The session's thinking retention state (latch and last completion).
+    pub fn thinking_state(&self, session: &SessionId) -> Result<ThinkingState> {
+        self.read(|conn| thinking_state(conn, session))
+    }
+
+    /// Records that an assistant response was completed at `at` (the idle clock starts here).
+    pub fn record_completion(&self, session: &SessionId, at: DateTime<Utc>) -> Result<()> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            tx.prepare_cached(RECORD_COMPLETION)?
+                .execute(params![session.as_str(), format_time(at)])?;
+            Ok(())
+        })
+    }
+
+    /// Resets the session's thinking state: latch off, no completion recorded. Call it when
+    /// the session is cleared.
+    pub fn clear_thinking_state(&self, session: &SessionId) -> Result<()> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            tx.prepare_cached(CLEAR_THINKING)?
+                .execute([session.as_str()])?;
+            Ok(())
+        })
+    }
+}
+
+/// The messages the provider sees: everything not compacted, in `seq` order.
+///
+/// SUMMARY: this is the one place where the compaction summary goes. Until
+/// `Store::provider_history` (branch `turns`) lands, compacted messages are filtered here and
+/// no summary is inserted; the lead wires the summary in as the first message(s) of the list.
+fn provider_messages(conn: &Connection, session: &SessionId) -> Result<Vec<Message>> {
+    let mut messages = load_messages(conn, session, Range::All)?;
+    messages.retain(|message| !message.compacted);
+    Ok(messages)
+}
+
+fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {
+    let (latched, last): (i64, Option<String>) = conn
+        .prepare_cached(THINKING_STATE)?
+        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Error::UnknownSession(session.clone()),
+            e => Error::Sqlite(e),
+        })?;
+    // A timestamp another writer garbled only costs the idle clock, never the export.
+    let last_completion = last.as_deref().and_then(parse_time);
+    Ok(ThinkingState {
+        latched: latched != 0,
+        last_completion,
+    })
+}
