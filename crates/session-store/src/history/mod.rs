@@ -14,4 +14,6 @@ pub mod render;
 pub mod request;
 pub mod sanitize;
 pub mod signed;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod thinking;

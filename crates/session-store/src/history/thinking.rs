@@ -12,7 +12,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::model::Message;
+use crate::model::{Message, Part, Role};
 
 /// The default idle threshold: about the lifetime of a provider's prompt cache.
 pub const DEFAULT_IDLE_THRESHOLD: Duration = Duration::minutes(5);
@@ -52,7 +52,8 @@ pub struct Retention {
     pub latched: bool,
     /// True when the latch turned on in this decision (the caller persists it).
     pub newly_latched: bool,
-    /// The `seq` of every assistant message whose reasoning is stripped, ascending.
+    /// The `seq` of every assistant message whose reasoning is stripped, ascending (the
+    /// messages arrive in `seq` order).
     pub strip: Vec<i64>,
 }
 
@@ -68,13 +69,63 @@ pub fn plan_retention(
     now: DateTime<Utc>,
     config: &ThinkingConfig,
 ) -> Retention {
-    let _ = (messages, state, now, config);
-    todo!()
+    let latest_assistant = messages.iter().rev().find(|m| m.role == Role::Assistant);
+    let last_completion = state
+        .last_completion
+        .max(latest_assistant.map(|m| m.created_at));
+    let idle = last_completion.is_some_and(|at| now - at > config.idle_threshold);
+    let latched = state.latched || idle;
+    let newly_latched = latched && !state.latched;
+    if !latched {
+        return Retention {
+            latched,
+            newly_latched,
+            strip: Vec::new(),
+        };
+    }
+    let with_reasoning: Vec<&Message> = messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant && has_reasoning(m))
+        .collect();
+    let keep_from = with_reasoning.len().saturating_sub(config.keep_recent);
+    let latest_seq = latest_assistant.map(|m| m.seq);
+    let strip = with_reasoning[..keep_from]
+        .iter()
+        .map(|m| m.seq)
+        .filter(|seq| Some(*seq) != latest_seq)
+        .collect();
+    Retention {
+        latched,
+        newly_latched,
+        strip,
+    }
+}
+
+/// True when a message holds reasoning or redacted reasoning.
+pub fn has_reasoning(message: &Message) -> bool {
+    message.parts.iter().any(is_reasoning)
+}
+
+fn is_reasoning(part: &Part) -> bool {
+    matches!(
+        part,
+        Part::Reasoning { .. } | Part::RedactedReasoning { .. }
+    )
 }
 
 /// `messages` with the reasoning and redacted reasoning parts of every message in
 /// `retention.strip` removed. A message left without parts is kept here; the loader drops it.
 pub fn apply_retention(messages: &[Message], retention: &Retention) -> Vec<Message> {
-    let _ = (messages, retention);
-    todo!()
+    messages
+        .iter()
+        .map(|message| {
+            if retention.strip.binary_search(&message.seq).is_ok() {
+                let mut stripped = message.clone();
+                stripped.parts.retain(|part| !is_reasoning(part));
+                stripped
+            } else {
+                message.clone()
+            }
+        })
+        .collect()
 }

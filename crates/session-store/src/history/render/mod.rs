@@ -84,19 +84,66 @@ pub struct MessageDigest {
 /// The hash is FNV-1a 64 over `serde_json::to_string` of the value: cheap, dependency-free
 /// and stable across builds; it finds divergence, it is not a cryptographic hash.
 pub fn digests(body: &Value) -> Vec<MessageDigest> {
-    let _ = body;
-    todo!()
+    let mut out = Vec::new();
+    if let Some(system) = body.get("system") {
+        out.push(digest_of("/system".to_owned(), system));
+    }
+    if let Some(messages) = body.get("messages").and_then(Value::as_array) {
+        for (index, message) in messages.iter().enumerate() {
+            out.push(digest_of(format!("/messages/{index}"), message));
+        }
+    }
+    out
 }
 
-/// The index into `a`'s digests of the first message that differs in `b` (or that only one
-/// of them has); `None` when both render the same messages.
+fn digest_of(path: String, value: &Value) -> MessageDigest {
+    // `Value`'s Display is its compact serialization; it cannot fail.
+    let text = value.to_string();
+    MessageDigest {
+        path,
+        digest: format!("{:016x}", fnv1a64(text.as_bytes())),
+    }
+}
+
+/// The index of the first digest that differs between `a` and `b` (in path or value), or the
+/// length of the shorter list when one is a prefix of the other; `None` when they are equal.
 pub fn first_divergence(a: &[MessageDigest], b: &[MessageDigest]) -> Option<usize> {
-    let _ = (a, b);
-    todo!()
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .or_else(|| (a.len() != b.len()).then(|| a.len().min(b.len())))
 }
 
 /// 64-bit FNV-1a of `bytes`.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let _ = bytes;
-    todo!()
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fnv1a64_matches_the_reference_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn divergence_points_at_the_first_changed_message() {
+        let a = json!({"system": "s", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
+        let b = json!({"system": "s", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "c"}]});
+        let (da, db) = (digests(&a), digests(&b));
+        assert_eq!(da.len(), 3);
+        assert_eq!(da[0].path, "/system");
+        assert_eq!(first_divergence(&da, &db), Some(2));
+        assert_eq!(first_divergence(&da, &da), None);
+        assert_eq!(first_divergence(&da[..2], &da), Some(2));
+    }
 }
