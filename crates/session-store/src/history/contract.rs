@@ -676,3 +676,176 @@ pub fn check(provider: Provider, body: &Value) -> Vec<Violation> {
         Provider::OpenAi => check_openai(body),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::render::{anthropic, openai};
+    use crate::history::sanitize::sanitize;
+    use crate::history::signed::signature;
+    use crate::history::testing::{arb, history};
+    use crate::model::{Part, Role};
+
+    fn rules(violations: &[Violation]) -> Vec<Rule> {
+        violations.iter().map(|v| v.rule).collect()
+    }
+
+    #[test]
+    fn anthropic_rules_are_each_detected() {
+        let body = json!({"messages": [
+            {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "system", "content": "x"},
+            {"role": "user", "content": [
+                {"type": "text", "text": " "},
+                {"type": "tool_result", "tool_use_id": "nope", "is_error": true},
+                {"type": "thinking", "thinking": "t"},
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "a", "name": "bash", "input": {}},
+                {"type": "tool_use", "id": "a", "name": "bash", "input": "x"},
+            ]},
+            {"role": "user", "content": ""},
+        ]});
+        let found = rules(&check_anthropic(&body));
+        for rule in [
+            Rule::FirstMessageUser,
+            Rule::Roles,
+            Rule::NonEmptyText,
+            Rule::ToolResultAnswersPrevious,
+            Rule::ErrorResultContent,
+            Rule::ToolResultsFirst,
+            Rule::ThinkingInAssistant,
+            Rule::ThinkingSigned,
+            Rule::UniqueToolUseIds,
+            Rule::Shape,
+            Rule::ToolUseAnswered,
+        ] {
+            assert!(found.contains(&rule), "{rule} not found in {found:?}");
+        }
+    }
+
+    #[test]
+    fn joined_user_text_before_results_breaks_results_first() {
+        // Rule 5: the server joins the two user messages, so the text comes first.
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": "wait"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]},
+        ]});
+        let violations = check_anthropic(&body);
+        assert_eq!(rules(&violations), vec![Rule::ToolResultsFirst]);
+        assert_eq!(violations[0].path, "/messages/3/content/0");
+    }
+
+    #[test]
+    fn single_space_is_accepted_only_with_signed_thinking() {
+        let signed = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "a", "signature": "s"},
+                {"type": "text", "text": " "},
+                {"type": "thinking", "thinking": "b", "signature": "t"},
+            ]},
+        ]});
+        assert_eq!(check_anthropic(&signed), vec![]);
+        let unsigned = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}]},
+        ]});
+        assert_eq!(rules(&check_anthropic(&unsigned)), vec![Rule::NonEmptyText]);
+    }
+
+    #[test]
+    fn openai_rules_are_each_detected() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "bash", "arguments": {"cmd": "ls"}}},
+                {"id": "b", "type": "function", "function": {"name": "bash", "arguments": "{"}},
+            ]},
+            {"role": "system", "content": "between"},
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            ]},
+            {"role": "function", "content": "x"},
+            {"role": "assistant", "content": null},
+        ]});
+        let found = rules(&check_openai(&body));
+        for rule in [
+            Rule::ArgumentsJsonString,
+            Rule::ToolCallsAnswered,
+            Rule::ToolMessageAnswersCall,
+            Rule::UniqueToolUseIds,
+            Rule::Roles,
+            Rule::Shape,
+        ] {
+            assert!(found.contains(&rule), "{rule} not found in {found:?}");
+        }
+    }
+
+    #[test]
+    fn healthy_bodies_pass() {
+        let anthropic = json!({"system": "s", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text", "text": "ok"}]},
+                {"type": "text", "text": "next"},
+            ]},
+        ]});
+        assert_eq!(check_anthropic(&anthropic), vec![]);
+        let openai = json!({"messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "content": "done"},
+        ]});
+        assert_eq!(check_openai(&openai), vec![]);
+    }
+
+    /// The signatures of the signed reasoning parts of assistant messages, in order.
+    fn stored_signatures(messages: &[(Role, Vec<Part>)]) -> Vec<String> {
+        messages
+            .iter()
+            .filter(|(role, _)| *role == Role::Assistant)
+            .flat_map(|(_, parts)| parts.iter().filter_map(signature))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn rendered_signatures(body: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for message in body["messages"].as_array().into_iter().flatten() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if let Some(signature) = block.get("signature").and_then(Value::as_str) {
+                    out.push(signature.to_owned());
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any stored history, however broken, renders into bodies both providers accept,
+        /// and every signed thinking block comes back, in order.
+        #[test]
+        fn rendered_random_histories_pass_the_contract(raw in arb::messages(14)) {
+            let view = sanitize(&history(raw.clone()));
+            let a = anthropic::render(&view);
+            let o = openai::render(&view);
+            prop_assert_eq!(check_anthropic(&a), vec![], "anthropic {:#}", a);
+            prop_assert_eq!(check_openai(&o), vec![], "openai {:#}", o);
+            prop_assert_eq!(rendered_signatures(&a), stored_signatures(&raw));
+        }
+    }
+}

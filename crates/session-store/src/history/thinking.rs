@@ -129,3 +129,171 @@ pub fn apply_retention(messages: &[Message], retention: &Retention) -> Vec<Messa
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::testing::*;
+
+    /// user, then three assistant messages with signed reasoning (seq 2, 4, 6) answered by
+    /// users, the last one (seq 6) being the latest assistant message; created one second apart.
+    fn three_thinking_turns() -> Vec<Message> {
+        history(vec![
+            user("a"),
+            assistant(vec![signed("r1", "anthropic", "s1"), Part::text("1")]),
+            user("b"),
+            assistant(vec![signed("r2", "anthropic", "s2"), Part::text("2")]),
+            user("c"),
+            assistant(vec![signed("r3", "anthropic", "s3"), Part::text("3")]),
+            user("d"),
+        ])
+    }
+
+    fn latest_completion(messages: &[Message]) -> DateTime<Utc> {
+        messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map_or_else(t0, |m| m.created_at)
+    }
+
+    #[test]
+    fn idle_latch_off() {
+        let messages = three_thinking_turns();
+        let now = latest_completion(&messages) + Duration::minutes(5);
+        let plan = plan_retention(
+            &messages,
+            &ThinkingState::default(),
+            now,
+            &ThinkingConfig::default(),
+        );
+        assert_eq!(
+            plan,
+            Retention::default(),
+            "exactly at the threshold is not idle"
+        );
+        assert_eq!(apply_retention(&messages, &plan), messages);
+    }
+
+    #[test]
+    fn idle_latch_on() {
+        let messages = three_thinking_turns();
+        let now = latest_completion(&messages) + Duration::minutes(5) + Duration::seconds(1);
+        let plan = plan_retention(
+            &messages,
+            &ThinkingState::default(),
+            now,
+            &ThinkingConfig::default(),
+        );
+        assert_eq!(
+            plan,
+            Retention {
+                latched: true,
+                newly_latched: true,
+                strip: vec![2, 4]
+            }
+        );
+        let kept = apply_retention(&messages, &plan);
+        assert_eq!(kept[1].parts, vec![Part::text("1")]);
+        assert_eq!(
+            kept[5].parts, messages[5].parts,
+            "latest keeps its reasoning"
+        );
+    }
+
+    #[test]
+    fn idle_latch_stays_on_once_latched() {
+        let messages = three_thinking_turns();
+        let state = ThinkingState {
+            latched: true,
+            last_completion: Some(latest_completion(&messages)),
+        };
+        let plan = plan_retention(
+            &messages,
+            &state,
+            latest_completion(&messages),
+            &ThinkingConfig::default(),
+        );
+        assert!(plan.latched && !plan.newly_latched);
+        assert_eq!(plan.strip, vec![2, 4]);
+    }
+
+    #[test]
+    fn recorded_completion_later_than_the_messages_counts() {
+        let messages = three_thinking_turns();
+        let recorded = latest_completion(&messages) + Duration::minutes(10);
+        let state = ThinkingState {
+            latched: false,
+            last_completion: Some(recorded),
+        };
+        let plan = plan_retention(
+            &messages,
+            &state,
+            recorded + Duration::minutes(1),
+            &ThinkingConfig::default(),
+        );
+        assert!(!plan.latched);
+    }
+
+    #[test]
+    fn keep_counts_only_messages_with_reasoning_and_never_strips_the_latest() {
+        let messages = history(vec![
+            user("a"),
+            assistant(vec![signed("r1", "bedrock", "s1"), Part::text("1")]),
+            user("b"),
+            assistant(vec![signed("r2", "vertex", "s2"), Part::text("2")]),
+            user("c"),
+            assistant(vec![Part::text("no reasoning")]),
+            user("d"),
+            assistant(vec![signed("r4", "anthropic", "s4"), call("x")]),
+        ]);
+        let state = ThinkingState {
+            latched: true,
+            last_completion: None,
+        };
+        let keep_two = ThinkingConfig {
+            keep_recent: 2,
+            ..ThinkingConfig::default()
+        };
+        assert_eq!(
+            plan_retention(&messages, &state, t0(), &keep_two).strip,
+            vec![2]
+        );
+        let keep_none = ThinkingConfig {
+            keep_recent: 0,
+            ..ThinkingConfig::default()
+        };
+        assert_eq!(
+            plan_retention(&messages, &state, t0(), &keep_none).strip,
+            vec![2, 4]
+        );
+    }
+
+    #[test]
+    fn a_message_loses_all_of_its_reasoning_at_once() {
+        let messages = history(vec![
+            user("a"),
+            assistant(vec![
+                signed("r1", "anthropic", "s1"),
+                Part::text(""),
+                Part::RedactedReasoning {
+                    data: "opaque".to_owned(),
+                    provider_metadata: None,
+                },
+                Part::text("1"),
+            ]),
+            user("b"),
+            assistant(vec![Part::text("2")]),
+        ]);
+        let retention = Retention {
+            latched: true,
+            newly_latched: false,
+            strip: vec![2],
+        };
+        let kept = apply_retention(&messages, &retention);
+        assert_eq!(kept[1].parts, vec![Part::text(""), Part::text("1")]);
+        // Without its signed reasoning, the empty text is dropped, not sent as a space.
+        let view = crate::history::sanitize::sanitize(&kept);
+        assert_eq!(view.messages[1].parts, vec![Part::text("1")]);
+    }
+}

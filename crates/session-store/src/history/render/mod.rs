@@ -126,7 +126,61 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::{arb, history};
+    use crate::model::{Part, Role};
+
+    /// A turn to append: a user message that opens it, then any messages but system ones
+    /// (on Anthropic a system message changes the top-level `system`, by design).
+    fn turn() -> impl Strategy<Value = Vec<(Role, Vec<Part>)>> {
+        let role = prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::Tool)];
+        prop::collection::vec((role, prop::collection::vec(arb::part(), 0..4)), 0..6).prop_map(
+            |rest| {
+                let mut turn = vec![(Role::User, vec![Part::text("next question")])];
+                turn.extend(rest);
+                turn
+            },
+        )
+    }
+
+    fn rendered_messages(body: &Value) -> Vec<String> {
+        body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Appending a turn leaves every message rendered before it byte for byte unchanged,
+        /// for both providers, whatever the history before (broken ones included).
+        #[test]
+        fn appending_a_turn_keeps_the_rendered_prefix(
+            before in arb::messages(12),
+            turn in turn(),
+        ) {
+            let mut after = before.clone();
+            after.extend(turn);
+            let (old_view, new_view) = (sanitize(&history(before)), sanitize(&history(after)));
+            for provider in [Provider::Anthropic, Provider::OpenAi] {
+                let (old, new) = (render(&old_view, provider), render(&new_view, provider));
+                let (old_messages, new_messages) = (rendered_messages(&old), rendered_messages(&new));
+                prop_assert!(new_messages.len() >= old_messages.len());
+                prop_assert_eq!(&new_messages[..old_messages.len()], &old_messages[..], "{}", provider);
+                prop_assert_eq!(old.get("system"), new.get("system"));
+                // Deterministic: the same view renders to the same bytes.
+                prop_assert_eq!(render(&new_view, provider).to_string(), new.to_string());
+                let (old_digests, new_digests) = (digests(&old), digests(&new));
+                prop_assert_eq!(&new_digests[..old_digests.len()], &old_digests[..]);
+            }
+        }
+    }
 
     #[test]
     fn fnv1a64_matches_the_reference_vectors() {
