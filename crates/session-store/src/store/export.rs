@@ -150,3 +150,214 @@ fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingStat
         last_completion,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, TimeZone};
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::contract::check;
+    use crate::model::{NewMessage, Part};
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn signed(text: &str, signature: &str) -> Part {
+        Part::reasoning(text, Some(json!({"anthropic": {"signature": signature}})))
+    }
+
+    /// A session with two thinking turns; the second assistant message was completed at
+    /// t0 + 3s.
+    fn thinking_session(store: &Store) -> Result<SessionId> {
+        let session = store.create_session()?;
+        store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("a").at(t0()),
+                NewMessage::assistant(vec![signed("r1", "s1"), Part::text("1")])
+                    .at(t0() + Duration::seconds(1)),
+                NewMessage::user("b").at(t0() + Duration::seconds(2)),
+                NewMessage::assistant(vec![signed("r2", "s2"), Part::text("2")])
+                    .at(t0() + Duration::seconds(3)),
+                NewMessage::user("c").at(t0() + Duration::seconds(4)),
+            ],
+        )?;
+        store.record_completion(&session, t0() + Duration::seconds(3))?;
+        Ok(session)
+    }
+
+    fn thinking_blocks(body: &Value) -> usize {
+        body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .filter(|b| b["type"] == "thinking")
+            .count()
+    }
+
+    fn idle() -> DateTime<Utc> {
+        t0() + Duration::seconds(3) + Duration::minutes(6)
+    }
+
+    #[test]
+    fn idle_latch_survives_reopen() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        let session = {
+            let store = Store::open(&path)?;
+            let session = thinking_session(&store)?;
+            assert!(!store.thinking_state(&session)?.latched);
+            let body = store.export(
+                &session,
+                Provider::Anthropic,
+                idle(),
+                &ExportOptions::default(),
+            )?;
+            assert_eq!(thinking_blocks(&body), 1, "older reasoning stripped");
+            session
+        };
+        let store = Store::open(&path)?;
+        let state = store.thinking_state(&session)?;
+        assert!(state.latched);
+        assert_eq!(state.last_completion, Some(t0() + Duration::seconds(3)));
+        // Active again (not idle), but the latch stays on.
+        let body = store.export(
+            &session,
+            Provider::Anthropic,
+            t0() + Duration::seconds(5),
+            &ExportOptions::default(),
+        )?;
+        assert_eq!(thinking_blocks(&body), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn idle_latch_reset() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        let session = thinking_session(&store)?;
+        store.export(
+            &session,
+            Provider::Anthropic,
+            idle(),
+            &ExportOptions::default(),
+        )?;
+        assert!(store.thinking_state(&session)?.latched);
+        store.clear_thinking_state(&session)?;
+        assert_eq!(store.thinking_state(&session)?, ThinkingState::default());
+        store.record_completion(&session, idle())?;
+        let body = store.export(
+            &session,
+            Provider::Anthropic,
+            idle(),
+            &ExportOptions::default(),
+        )?;
+        assert_eq!(
+            thinking_blocks(&body),
+            2,
+            "reasoning kept again after the reset"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn export_without_persisting_leaves_the_row_alone() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        let session = thinking_session(&store)?;
+        let options = ExportOptions {
+            persist_latch: false,
+            ..ExportOptions::default()
+        };
+        let request = store.export_request(&session, Provider::Anthropic, idle(), &options)?;
+        assert!(request.retention.newly_latched);
+        assert!(!store.thinking_state(&session)?.latched);
+        Ok(())
+    }
+
+    #[test]
+    fn export_skips_compacted_messages_and_passes_the_contract() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path)?;
+        let session = store.create_session()?;
+        store.append(&session, NewMessage::user("old"))?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::tool_use("a", "bash", json!({}))]),
+        )?;
+        store.append(
+            &session,
+            NewMessage::tool(vec![Part::tool_result("a", "ok")]),
+        )?;
+        store.append(&session, NewMessage::user("new"))?;
+        // Older code compacted the turn's first two messages only: the result is an orphan.
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute("UPDATE messages SET compacted = 1 WHERE seq <= 2", [])?;
+        for provider in [Provider::Anthropic, Provider::OpenAi] {
+            let body = store.export(&session, provider, t0(), &ExportOptions::default())?;
+            assert_eq!(check(provider, &body), vec![], "{provider}: {body:#}");
+            assert!(!body.to_string().contains("\"old\""));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_session_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        let missing = SessionId::new("missing");
+        let export = store.export(&missing, Provider::OpenAi, t0(), &ExportOptions::default());
+        assert!(matches!(export, Err(Error::UnknownSession(_))));
+        assert!(matches!(
+            store.record_completion(&missing, t0()),
+            Err(Error::UnknownSession(_))
+        ));
+        assert!(matches!(
+            store.thinking_state(&missing),
+            Err(Error::UnknownSession(_))
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn contract_insert_without_the_new_columns_still_works() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        drop(Store::open(&path)?);
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute(
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+            [],
+        )?;
+        let store = Store::open(&path)?;
+        assert_eq!(
+            store.thinking_state(&SessionId::new("x"))?,
+            ThinkingState::default()
+        );
+        Ok(())
+    }
+}
