@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::history::render::Provider;
+use crate::history::signed::{is_position_validated, signature};
+use crate::model::{Message, Part, Role};
 
 /// One provider rule, named after what it requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,6 +51,9 @@ pub enum Rule {
     ToolMessageAnswersCall,
     /// 13: `function.arguments` is a string holding JSON.
     ArgumentsJsonString,
+    /// 9: the thinking blocks of the latest assistant message come back exactly as stored:
+    /// same thinking, signature and data, order and count.
+    LatestThinkingUnchanged,
 }
 
 impl Rule {
@@ -69,6 +74,7 @@ impl Rule {
             Rule::ToolCallsAnswered => "tool_calls_answered",
             Rule::ToolMessageAnswersCall => "tool_message_answers_call",
             Rule::ArgumentsJsonString => "arguments_json_string",
+            Rule::LatestThinkingUnchanged => "latest_thinking_unchanged",
         }
     }
 }
@@ -669,6 +675,76 @@ fn check_tool_calls<'a>(
     ids
 }
 
+/// Rule 9 against the stored history: the signed thinking and redacted thinking of the latest
+/// assistant message in `messages` (what the provider sent) end the thinking blocks of the
+/// last assistant message of the Anthropic `body`, byte for byte and in order.
+pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Violation> {
+    let expected: Vec<(&str, &str, &str)> = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(|latest| {
+            latest
+                .parts
+                .iter()
+                .filter(|part| is_position_validated(part))
+                .filter_map(|part| match part {
+                    Part::Reasoning { text, .. } => Some((
+                        "thinking",
+                        text.as_str(),
+                        signature(part).unwrap_or_default(),
+                    )),
+                    Part::RedactedReasoning { data, .. } => {
+                        Some(("redacted_thinking", data.as_str(), ""))
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if expected.is_empty() {
+        return Vec::new();
+    }
+    let messages = body.get("messages").and_then(Value::as_array);
+    let last = messages.and_then(|all| {
+        all.iter()
+            .enumerate()
+            .rev()
+            .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"))
+    });
+    let (path, actual) = match last {
+        Some((index, message)) => {
+            let actual: Vec<(&str, &str, &str)> = message
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|block| {
+                    let field = |key| block.get(key).and_then(Value::as_str).unwrap_or_default();
+                    match field("type") {
+                        "thinking" => Some(("thinking", field("thinking"), field("signature"))),
+                        "redacted_thinking" => Some(("redacted_thinking", field("data"), "")),
+                        _ => None,
+                    }
+                })
+                .collect();
+            (format!("/messages/{index}"), actual)
+        }
+        None => ("/messages".to_owned(), Vec::new()),
+    };
+    if actual.ends_with(&expected) {
+        return Vec::new();
+    }
+    vec![Violation {
+        rule: Rule::LatestThinkingUnchanged,
+        path,
+        detail: format!(
+            "the latest assistant message's {} thinking blocks are not sent back as stored",
+            expected.len()
+        ),
+    }]
+}
+
 /// [`check_anthropic`] or [`check_openai`], by provider.
 pub fn check(provider: Provider, body: &Value) -> Vec<Violation> {
     match provider {
@@ -789,6 +865,34 @@ mod tests {
     }
 
     #[test]
+    fn latest_thinking_must_come_back_unchanged() {
+        let messages = history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![
+                    Part::reasoning("t", Some(json!({"bedrock": {"signature": "s"}}))),
+                    Part::text("a"),
+                ],
+            ),
+        ]);
+        let sent = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "text", "text": "a"},
+            ]},
+        ]});
+        assert_eq!(check_latest_thinking(&messages, &sent), vec![]);
+        let mut changed = sent.clone();
+        changed["messages"][1]["content"][0]["signature"] = json!("other");
+        assert_eq!(
+            rules(&check_latest_thinking(&messages, &changed)),
+            vec![Rule::LatestThinkingUnchanged]
+        );
+    }
+
+    #[test]
     fn healthy_bodies_pass() {
         let anthropic = json!({"system": "s", "messages": [
             {"role": "user", "content": "go"},
@@ -846,6 +950,7 @@ mod tests {
             prop_assert_eq!(check_anthropic(&a), vec![], "anthropic {:#}", a);
             prop_assert_eq!(check_openai(&o), vec![], "openai {:#}", o);
             prop_assert_eq!(rendered_signatures(&a), stored_signatures(&raw));
+            prop_assert_eq!(check_latest_thinking(&history(raw), &a), vec![]);
         }
     }
 }

@@ -44,7 +44,10 @@ pub fn build_request(
     let view = sanitize::sanitize(&kept);
     let body = render::render(&view, provider);
     let digests = render::digests(&body);
-    let violations = contract::check(provider, &body);
+    let mut violations = contract::check(provider, &body);
+    if provider == Provider::Anthropic {
+        violations.extend(contract::check_latest_thinking(&kept, &body));
+    }
     Request {
         body,
         view,

@@ -63,6 +63,16 @@ impl Store {
         Ok(self.export_request(session, provider, now, options)?.body)
     }
 
+    /// [`Store::export`] at the store's clock, for tools that do not read a clock themselves.
+    pub fn export_now(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        options: &ExportOptions,
+    ) -> Result<Value> {
+        self.export(session, provider, super::now(), options)
+    }
+
     /// [`Store::export`] with everything that went into the body: the view and its repairs,
     /// the retention decision, per-message digests and contract violations (empty unless a
     /// renderer has a bug).
