@@ -1,2 +1,8 @@
-//! Integration tests.
+//! Integration tests, compiled as one crate: each module covers one failure class against
+//! real SQLite files in a temporary directory.
+
 mod provider_transcripts;
+mod regression;
+mod store;
+mod store_props;
+mod util;

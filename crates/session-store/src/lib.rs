@@ -43,7 +43,7 @@ pub mod store;
 pub use error::{Error, Result};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
-pub use store::{Store, StoreOptions};
+pub use store::{ConnectionSettings, Store, StoreOptions};
 
 pub use history::contract::{check_anthropic, check_openai, Rule, Violation};
 pub use history::render::Provider;
