@@ -337,6 +337,17 @@ fn check_joined_blocks<'a>(
                 }
                 match block.str_field("id") {
                     Some(id) if !id.is_empty() => {
+                        if !id
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                        {
+                            push(
+                                out,
+                                Rule::Shape,
+                                path,
+                                format!("tool_use id {id:?} does not match ^[a-zA-Z0-9_-]+$"),
+                            );
+                        }
                         if let Some(first) = seen_ids.get(id) {
                             push(
                                 out,

@@ -56,3 +56,36 @@ pub fn build_request(
         violations,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::history::testing::{arb, history, t0};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Whatever retention decides (latched or not, any K), the request passes the
+        /// contract, the latest assistant message's thinking included.
+        #[test]
+        fn requests_pass_the_contract_whatever_retention_decides(
+            raw in arb::messages(14),
+            latched in any::<bool>(),
+            idle_minutes in 0i64..20,
+            keep_recent in 0usize..3,
+        ) {
+            let messages = history(raw);
+            let state = ThinkingState { latched, last_completion: Some(t0()) };
+            let config = ThinkingConfig { keep_recent, ..ThinkingConfig::default() };
+            let now = t0() + Duration::minutes(idle_minutes);
+            for provider in [Provider::Anthropic, Provider::OpenAi] {
+                let request = build_request(&messages, &state, now, &config, provider);
+                prop_assert_eq!(&request.violations, &vec![], "{:#}", request.body);
+                prop_assert_eq!(request.digests.len(), request.body["messages"].as_array().map_or(0, Vec::len) + usize::from(request.body.get("system").is_some()));
+            }
+        }
+    }
+}

@@ -17,7 +17,8 @@
 //!   (system messages aside), by a real result or a synthetic tombstone;
 //! - `tool` messages hold tool_results only, each answering a tool_use of the assistant
 //!   message directly before; an error result is never empty;
-//! - tool_use ids are unique, tool names non-empty, inputs JSON objects;
+//! - tool_use ids are unique and match `^[a-zA-Z0-9_-]+$`, tool names are non-empty, inputs
+//!   are JSON objects;
 //! - no message is empty.
 //!
 //! The view is a function of the messages alone and of nothing after them, except that a
@@ -68,7 +69,8 @@ pub enum RepairKind {
     Tombstone,
     /// A tool_result whose tool_use is not directly before its block became text.
     OrphanResult,
-    /// A tool_use id repeated an earlier one (or was empty) and was renamed with its answer.
+    /// A tool_use id repeated an earlier one (or was empty, or used characters outside
+    /// `[A-Za-z0-9_-]`) and was renamed with its answer.
     RenamedToolUse,
     /// A user message holding tool_results was split into a tool block and the user's text.
     SplitUserResults,
@@ -249,10 +251,11 @@ impl Loader {
                     }
                 } else {
                     let parts = texts_outside_tool(self, message, |_| true);
-                    self.close_block();
+                    // A message with nothing to send is invisible: it does not end a block.
                     if parts.is_empty() {
                         self.dropped_nothing_left(message);
                     } else {
+                        self.close_block();
                         self.push(Role::User, parts, vec![message.seq], true);
                     }
                 }
@@ -305,6 +308,18 @@ impl Loader {
     }
 
     fn load_assistant(&mut self, message: &Message) {
+        // A message with nothing to send is invisible: it does not end a block.
+        let sendable = message.parts.iter().any(|part| match part {
+            Part::Text { text, .. } => !text.trim().is_empty(),
+            _ => true,
+        });
+        if !sendable {
+            for (ordinal, _) in message.parts.iter().enumerate() {
+                self.dropped_blank(message.seq, ordinal);
+            }
+            self.dropped_nothing_left(message);
+            return;
+        }
         self.close_block();
         let signed = has_signed_reasoning(&message.parts);
         let mut parts = Vec::with_capacity(message.parts.len());
@@ -412,7 +427,23 @@ impl Loader {
     /// smallest free `n >= 2` when the id was already used (or is empty). Depends only on the
     /// ids before it, so it never changes when the session grows.
     fn fresh_id(&mut self, id: &str, seq: i64, ordinal: usize) -> String {
-        let base = if id.is_empty() { UNNAMED_ID } else { id };
+        // Anthropic accepts ids matching `^[a-zA-Z0-9_-]+$` only; other providers' ids
+        // (e.g. `functions.get_time:0`) are mapped onto that alphabet.
+        let cleaned: String = id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = if cleaned.is_empty() {
+            UNNAMED_ID
+        } else {
+            cleaned.as_str()
+        };
         let mut view_id = base.to_owned();
         let mut n = 2u64;
         while self.used_ids.contains(&view_id) {
@@ -424,7 +455,7 @@ impl Loader {
                 RepairKind::RenamedToolUse,
                 seq,
                 Some(ordinal),
-                format!("tool_use id {id:?} is already used or empty: sent as {view_id:?} with its result"),
+                format!("tool_use id {id:?} is empty, repeated or not [A-Za-z0-9_-]: sent as {view_id:?} with its result"),
             );
         }
         self.used_ids.insert(view_id.clone());
@@ -845,6 +876,46 @@ mod tests {
             view.messages[2].parts,
             vec![Part::tool_result("tool_use", "ok")]
         );
+    }
+
+    #[test]
+    fn ids_outside_anthropics_alphabet_are_mapped_with_their_answers() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![call("functions.get:0"), call("functions_get_0")]),
+            tool(vec![
+                Part::tool_result("functions.get:0", "a"),
+                Part::tool_result("functions_get_0", "b"),
+            ]),
+        ]);
+        assert_eq!(
+            view.messages[1].parts[0].tool_use_id(),
+            Some("functions_get_0")
+        );
+        assert_eq!(
+            view.messages[1].parts[1].tool_use_id(),
+            Some("functions_get_0__2")
+        );
+        assert_eq!(
+            view.messages[2].parts,
+            vec![
+                Part::tool_result("functions_get_0", "a"),
+                Part::tool_result("functions_get_0__2", "b")
+            ]
+        );
+    }
+
+    #[test]
+    fn blank_message_inside_a_tool_pair_does_not_break_it() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            user(" "),
+            assistant(vec![Part::text("")]),
+            tool(vec![Part::tool_result("a", "ok")]),
+        ]);
+        assert_eq!(view.messages[2].parts, vec![Part::tool_result("a", "ok")]);
+        assert!(!kinds(&view).contains(&RepairKind::Tombstone));
     }
 
     #[test]

@@ -77,7 +77,8 @@ pub(crate) mod arb {
 
     /// Ids from a small pool, so pairs, orphans, dangling calls and repeats all happen.
     fn id() -> impl Strategy<Value = String> {
-        prop::sample::select(vec!["a", "b", "c", "a__2", ""]).prop_map(str::to_owned)
+        prop::sample::select(vec!["a", "b", "c", "a__2", "", "fn.x:0", "fn_x_0"])
+            .prop_map(str::to_owned)
     }
 
     fn text() -> impl Strategy<Value = String> {
