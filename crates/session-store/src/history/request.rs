@@ -31,8 +31,10 @@ pub struct Request {
 }
 
 /// Builds `provider`'s request from `messages` (in `seq` order, without compacted ones) at
-/// `now`, given the session's thinking `state`.
+/// `now`, given the session's thinking `state`. `summary` is the text of the latest
+/// compaction summary, sent first (see [`sanitize::sanitize_with_summary`]).
 pub fn build_request(
+    summary: Option<&str>,
     messages: &[Message],
     state: &ThinkingState,
     now: DateTime<Utc>,
@@ -41,7 +43,7 @@ pub fn build_request(
 ) -> Request {
     let retention = thinking::plan_retention(messages, state, now, config);
     let kept = thinking::apply_retention(messages, &retention);
-    let view = sanitize::sanitize(&kept);
+    let view = sanitize::sanitize_with_summary(summary, &kept);
     let body = render::render(&view, provider);
     let digests = render::digests(&body);
     let mut violations = contract::check(provider, &body);
@@ -82,7 +84,7 @@ mod tests {
             let config = ThinkingConfig { keep_recent, ..ThinkingConfig::default() };
             let now = t0() + Duration::minutes(idle_minutes);
             for provider in [Provider::Anthropic, Provider::OpenAi] {
-                let request = build_request(&messages, &state, now, &config, provider);
+                let request = build_request(None, &messages, &state, now, &config, provider);
                 prop_assert_eq!(&request.violations, &vec![], "{:#}", request.body);
                 prop_assert_eq!(request.digests.len(), request.body["messages"].as_array().map_or(0, Vec::len) + usize::from(request.body.get("system").is_some()));
             }

@@ -132,10 +132,27 @@ pub struct View {
     pub repairs: Vec<Repair>,
 }
 
+/// The words put before a compaction summary in the user message that carries it.
+pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:\n\n";
+
 /// Builds the provider's view of `messages` (in `seq` order, already restricted to what the
 /// provider sees: no compacted messages).
 pub fn sanitize(messages: &[Message]) -> View {
+    sanitize_with_summary(None, messages)
+}
+
+/// [`sanitize`], with the summary of the compacted head (if any) sent first as a user
+/// message ([`SUMMARY_PREFIX`] and the text) that opens a turn of its own.
+pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
     let mut loader = Loader::default();
+    if let Some(summary) = summary.filter(|text| !text.trim().is_empty()) {
+        loader.push(
+            Role::User,
+            vec![Part::text(format!("{SUMMARY_PREFIX}{summary}"))],
+            Vec::new(),
+            true,
+        );
+    }
     for message in messages {
         loader.load(message);
     }
@@ -735,6 +752,25 @@ mod tests {
             content(&a, 2)[1],
             json!({"type": "text", "text": "and then?"})
         );
+    }
+
+    #[test]
+    fn summary_goes_first_as_its_own_user_message() {
+        let view = sanitize_with_summary(
+            Some("we listed /tmp"),
+            &history(vec![user("and now?"), assistant(vec![Part::text("ok")])]),
+        );
+        let a = anthropic::render(&view);
+        assert_eq!(check_anthropic(&a), vec![]);
+        assert_eq!(
+            content(&a, 0),
+            &vec![json!({"type": "text", "text": format!("{SUMMARY_PREFIX}we listed /tmp")})]
+        );
+        assert_eq!(
+            content(&a, 1),
+            &vec![json!({"type": "text", "text": "and now?"})]
+        );
+        assert_eq!(sanitize_with_summary(Some(" "), &[]), View::default());
     }
 
     #[test]

@@ -83,12 +83,19 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Request> {
-        let (messages, state) = self.read(|conn| {
+        let ((summary, messages), state) = self.read(|conn| {
             require_session(conn, session)?;
-            let messages = provider_messages(conn, session)?;
-            Ok((messages, thinking_state(conn, session)?))
+            let history = provider_messages(conn, session)?;
+            Ok((history, thinking_state(conn, session)?))
         })?;
-        let request = build_request(&messages, &state, now, &options.thinking, provider);
+        let request = build_request(
+            summary.as_deref(),
+            &messages,
+            &state,
+            now,
+            &options.thinking,
+            provider,
+        );
         if request.retention.newly_latched && options.persist_latch {
             self.write(|tx| {
                 tx.prepare_cached(SET_LATCHED)?
@@ -134,15 +141,20 @@ impl Store {
     }
 }
 
-/// The messages the provider sees: everything not compacted, in `seq` order.
+/// What the provider sees: the text of the latest compaction summary, and every message not
+/// compacted, in `seq` order.
 ///
-/// SUMMARY: this is the one place where the compaction summary goes. Until
+/// SUMMARY: this is the one place where the compaction summary comes from. Until
 /// `Store::provider_history` (branch `turns`) lands, compacted messages are filtered here and
-/// no summary is inserted; the lead wires the summary in as the first message(s) of the list.
-fn provider_messages(conn: &Connection, session: &SessionId) -> Result<Vec<Message>> {
+/// the summary is `None`; wiring it means returning `provider_history`'s
+/// `(summary.map(|s| s.text), messages)` here (the renderers already send it first).
+fn provider_messages(
+    conn: &Connection,
+    session: &SessionId,
+) -> Result<(Option<String>, Vec<Message>)> {
     let mut messages = load_messages(conn, session, Range::All)?;
     messages.retain(|message| !message.compacted);
-    Ok(messages)
+    Ok((None, messages))
 }
 
 fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {
