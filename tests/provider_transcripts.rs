@@ -192,3 +192,121 @@ fn derived_pydantic_ai_requests_render_with_zero_violations() {
     }
     assert_eq!(seen, 5, "all derived fixtures were read");
 }
+
+/// A Claude Code session log (JSON Lines) as stored messages: consecutive assistant lines
+/// sharing a `message.id` form one message, every user line is one user message (results
+/// included, as older code stored them). Test-only; the real importer is `session-store import`.
+fn claude_code_messages(jsonl: &str) -> Vec<Message> {
+    let mut raw: Vec<(Role, Option<String>, Vec<Part>)> = Vec::new();
+    for line in jsonl.lines().filter(|l| !l.trim().is_empty()) {
+        let entry: Value = serde_json::from_str(line).expect("JSON line");
+        let role = match entry["type"].as_str() {
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            _ => continue,
+        };
+        let id = entry["message"]["id"].as_str().map(str::to_owned);
+        let content = &entry["message"]["content"];
+        let mut parts = Vec::new();
+        match content {
+            Value::String(text) => parts.push(Part::text(text.clone())),
+            Value::Array(blocks) => {
+                for block in blocks {
+                    let field = |key: &str| block[key].as_str().unwrap_or_default().to_owned();
+                    match block["type"].as_str() {
+                        Some("text") => parts.push(Part::text(field("text"))),
+                        Some("thinking") => parts.push(Part::reasoning(
+                            field("thinking"),
+                            Some(
+                                serde_json::json!({"anthropic": {"signature": field("signature")}}),
+                            ),
+                        )),
+                        Some("tool_use") => parts.push(Part::tool_use(
+                            field("id"),
+                            field("name"),
+                            block["input"].clone(),
+                        )),
+                        Some("tool_result") => parts.push(Part::ToolResult {
+                            tool_use_id: field("tool_use_id"),
+                            content: text_of(&block["content"]),
+                            is_error: block["is_error"].as_bool().unwrap_or(false),
+                            provider_metadata: None,
+                        }),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        match raw.last_mut() {
+            Some((Role::Assistant, Some(last), existing))
+                if role == Role::Assistant && id.as_ref() == Some(last) =>
+            {
+                existing.extend(parts)
+            }
+            _ => raw.push((role, id, parts)),
+        }
+    }
+    raw.into_iter()
+        .enumerate()
+        .map(|(at, (role, _, parts))| Message {
+            id: at as i64 + 1,
+            seq: at as i64 + 1,
+            turn_index: 0,
+            role,
+            compacted: false,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            parts,
+        })
+        .collect()
+}
+
+#[test]
+fn claude_code_logs_render_with_zero_violations() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");
+    let files = [
+        "fasthooks/sample_main_transcript.jsonl",
+        "fasthooks/sample_agent_sidechain.jsonl",
+        "spotter/short.jsonl",
+        "spotter/tool_heavy.jsonl",
+        "spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+        "spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl",
+        "spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-acompact-fffbd0.jsonl",
+        "agentcmd/claude/full-session-two.jsonl",
+        "agentcmd/claude/full-session-three.jsonl",
+        "agentcmd/claude/full-session-five.jsonl",
+        "agentcmd/claude/full-session-askuserquestion.jsonl",
+    ];
+    for file in files {
+        let path = root.join(file);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let messages = claude_code_messages(&text);
+        let view = sanitize(&messages);
+        let anthropic = render(&view, Provider::Anthropic);
+        for provider in [Provider::Anthropic, Provider::OpenAi] {
+            let body = render(&view, provider);
+            assert_eq!(check(provider, &body), vec![], "{file} as {provider}");
+        }
+        let signatures: Vec<String> = messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .flat_map(|m| {
+                m.parts
+                    .iter()
+                    .filter_map(session_store::history::signed::signature)
+            })
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(collect(&anthropic, "signature"), signatures, "{file}");
+        let rendered = anthropic.to_string();
+        for part in messages.iter().flat_map(|m| &m.parts) {
+            let id = match part {
+                Part::ToolUse { id, .. } => id,
+                Part::ToolResult { tool_use_id, .. } => tool_use_id,
+                _ => continue,
+            };
+            assert!(rendered.contains(&format!("\"{id}")), "{file}: {id} lost");
+        }
+    }
+}
