@@ -3,6 +3,7 @@
 
 mod compaction;
 mod pages;
+mod provider_transcripts;
 mod regression;
 mod revert;
 mod store;

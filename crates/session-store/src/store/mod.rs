@@ -25,6 +25,9 @@ mod write;
 
 pub use compaction::CompactionOutcome;
 pub use revert::Reverted;
+mod export;
+pub use export::ExportOptions;
+
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.
