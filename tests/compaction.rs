@@ -228,3 +228,40 @@ fn unknown_session_is_an_error() -> session_store::Result<()> {
     ));
     Ok(())
 }
+
+/// End to end: what the provider is sent after compacting the seed shape is the summary,
+/// then the kept turns with every tool pair whole, and it passes both providers' contracts.
+#[test]
+fn export_sends_the_summary_in_place_of_the_head() -> anyhow::Result<()> {
+    use session_store::{check_anthropic, check_openai, ExportOptions, Provider};
+
+    let (_dir, store) = open_store()?;
+    let session = session_of_turns(&store, &[3, 3, 3])?;
+    store.compact(&session, 2, "Turns 0 and 1 listed files.")?;
+    let options = ExportOptions {
+        persist_latch: false,
+        ..ExportOptions::default()
+    };
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        let body = store.export_now(&session, provider, &options)?;
+        let text = body.to_string();
+        assert!(
+            text.contains("Turns 0 and 1 listed files."),
+            "{provider}: {text}"
+        );
+        assert!(
+            !text.contains("t0_call_0") && !text.contains("t1_call_2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("t2_call_0") && text.contains("t2_call_2"),
+            "{text}"
+        );
+        let violations = match provider {
+            Provider::Anthropic => check_anthropic(&body),
+            _ => check_openai(&body),
+        };
+        assert!(violations.is_empty(), "{provider}: {violations:?}");
+    }
+    Ok(())
+}

@@ -171,15 +171,7 @@ impl Store {
     pub fn provider_history(&self, session: &SessionId) -> Result<ProviderHistory> {
         self.read(|conn| {
             require_session(conn, session)?;
-            let summary = conn
-                .prepare_cached(LATEST_SUMMARY)?
-                .query_row([session.as_str()], summary_from_row)
-                .optional()?
-                .transpose()?;
-            Ok(ProviderHistory {
-                summary,
-                messages: visible_messages(conn, session)?,
-            })
+            provider_history_in(conn, session)
         })
     }
 
@@ -203,6 +195,22 @@ impl Store {
 type Seqs = Vec<i64>;
 /// The planner's view of each message: role and compacted flag.
 type PlanItems = Vec<(Role, bool)>;
+
+/// [`Store::provider_history`] inside the caller's read transaction.
+pub(crate) fn provider_history_in(
+    conn: &Connection,
+    session: &SessionId,
+) -> Result<ProviderHistory> {
+    let summary = conn
+        .prepare_cached(LATEST_SUMMARY)?
+        .query_row([session.as_str()], summary_from_row)
+        .optional()?
+        .transpose()?;
+    Ok(ProviderHistory {
+        summary,
+        messages: visible_messages(conn, session)?,
+    })
+}
 
 /// Seqs and planner items of the whole session, in seq order.
 fn plan_rows(conn: &Connection, session: &SessionId) -> Result<(Seqs, PlanItems)> {
