@@ -9,14 +9,14 @@
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
-use super::rows::{message_from_row, part_from_row};
+use super::rows::{load_messages, Range};
 use super::write::require_session;
 use super::{format_time, now, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::compaction::{
     plan_compaction, CompactionPlan, NothingToCompact, ProviderHistory, Summary,
 };
-use crate::model::{Message, Role, SessionId};
+use crate::model::{Role, SessionId};
 
 /// What [`Store::compact`] did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,13 +66,6 @@ const LATEST_SUMMARY: &str = "
 const ALL_SUMMARIES: &str = "
     SELECT id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at
     FROM summaries WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id";
-
-const VISIBLE_MESSAGES: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
-           p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
-    FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1 AND m.compacted = 0
-    ORDER BY m.seq, p.ordinal";
 
 impl Store {
     /// Replaces the head of the session with `summary` in what the provider sees, keeping at
@@ -208,7 +201,7 @@ pub(crate) fn provider_history_in(
         .transpose()?;
     Ok(ProviderHistory {
         summary,
-        messages: visible_messages(conn, session)?,
+        messages: load_messages(conn, session, Range::Visible)?,
     })
 }
 
@@ -256,23 +249,4 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Summary>> {
         text: row.get(5)?,
         created_at,
     }))
-}
-
-/// Every message with `compacted = 0`, with its parts, in seq order.
-fn visible_messages(conn: &Connection, session: &SessionId) -> Result<Vec<Message>> {
-    let mut stmt = conn.prepare_cached(VISIBLE_MESSAGES)?;
-    let mut rows = stmt.query([session.as_str()])?;
-    let mut messages: Vec<Message> = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id: i64 = row.get(0)?;
-        if messages.last().is_none_or(|m| m.id != id) {
-            messages.push(message_from_row(row)?);
-        }
-        if let Some(part) = part_from_row(row, 6)? {
-            if let Some(message) = messages.last_mut() {
-                message.parts.push(part);
-            }
-        }
-    }
-    Ok(messages)
 }
