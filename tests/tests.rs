@@ -1,13 +1,19 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod compaction;
 mod contention;
 mod crash;
 mod disk_full;
 mod fault_support;
 mod migration_kill;
+mod pages;
+mod provider_transcripts;
 mod read_only;
 mod regression;
+mod revert;
 mod store;
 mod store_props;
+mod turn_fixtures;
+mod turn_properties;
 mod util;

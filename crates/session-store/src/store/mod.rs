@@ -15,10 +15,18 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod compaction;
 mod read;
+mod revert;
 mod rows;
 mod schema;
+mod turns;
 mod write;
+
+pub use compaction::CompactionOutcome;
+pub use revert::Reverted;
+mod export;
+pub use export::ExportOptions;
 
 pub use schema::{latest_schema_version, schema_version};
 
