@@ -1,9 +1,9 @@
-//! Load benchmark: a 10,002-message session (1,667 tool turns) read whole, by the store and
-//! by a raw `SELECT` of the same rows decoded into the same `Message` values, and by the two
-//! peers reading the same messages back. Ratios are printed at the end (see BENCHMARKS.md).
-//!
-//! The store is measured through `Store::messages`, the whole stored history; the provider
-//! view (what `export` renders) is not on this branch yet.
+//! Load benchmark: a 10,002-message session (1,667 tool turns, none compacted) read whole: the
+//! provider view (`Store::provider_history`: latest summary and every message not compacted)
+//! and the whole stored history (`Store::messages`), beside a raw `SELECT` of the same rows
+//! decoded into the same `Message` values, and the two peers reading the same messages back.
+//! `Store::export` (the view rendered as an Anthropic request body) is measured too, to show
+//! what rendering adds. Ratios are printed at the end (see BENCHMARKS.md).
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
 mod common;
@@ -11,7 +11,7 @@ mod common;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
-use session_store::Store;
+use session_store::{ExportOptions, Provider, Store};
 
 use common::{paired, print_ratios, raw_load, tool_turn, Blob, Jsonl, TURN_LEN};
 
@@ -42,17 +42,38 @@ fn load(c: &mut Criterion) {
         raw_load(&raw, session.as_str()),
         store.messages(&session).unwrap()
     );
+    assert_eq!(
+        raw_load(&raw, session.as_str()),
+        store.provider_history(&session).unwrap().messages
+    );
+    // A read-only export: the thinking latch is not written back while measuring.
+    let export = ExportOptions {
+        persist_latch: false,
+        ..ExportOptions::default()
+    };
     assert_eq!(jsonl.load().len(), expected);
     assert_eq!(blob.load().len(), expected);
 
     let mut group = c.benchmark_group("load_10k");
     group.throughput(Throughput::Elements(expected as u64));
     group.sample_size(20);
+    group.bench_function("store_provider_history", |b| {
+        b.iter(|| black_box(store.provider_history(&session).unwrap()))
+    });
     group.bench_function("store_messages", |b| {
         b.iter(|| black_box(store.messages(&session).unwrap()))
     });
     group.bench_function("raw_select", |b| {
         b.iter(|| black_box(raw_load(&raw, session.as_str())))
+    });
+    group.bench_function("store_export_anthropic", |b| {
+        b.iter(|| {
+            black_box(
+                store
+                    .export_now(&session, Provider::Anthropic, &export)
+                    .unwrap(),
+            )
+        })
     });
     group.bench_function("jsonl", |b| b.iter(|| black_box(jsonl.load())));
     group.bench_function("blob", |b| b.iter(|| black_box(blob.load())));
@@ -62,10 +83,10 @@ fn load(c: &mut Criterion) {
     }
     println!();
     paired(
-        "load_10k store_messages / raw_select",
+        "load_10k store_provider_history / raw_select",
         30,
         || {
-            black_box(store.messages(&session).unwrap());
+            black_box(store.provider_history(&session).unwrap());
         },
         || {
             black_box(raw_load(&raw, session.as_str()));
@@ -80,9 +101,11 @@ fn main() {
     print_ratios(
         "load_10k",
         &[
+            ("store_provider_history", "raw_select", Some(1.5)),
             ("store_messages", "raw_select", Some(1.5)),
-            ("store_messages", "jsonl", None),
-            ("store_messages", "blob", None),
+            ("store_export_anthropic", "raw_select", None),
+            ("store_provider_history", "jsonl", None),
+            ("store_provider_history", "blob", None),
         ],
     );
 }

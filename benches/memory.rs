@@ -1,5 +1,6 @@
 //! Peak resident memory of loading the 10,002-message session (the `load` benchmark's
-//! workload), for the store and each baseline, each in a fresh child process so that one
+//! workload): the provider view, the whole history and the rendered Anthropic body, beside
+//! the raw baseline and the peers, each in a fresh child process so that one
 //! variant's allocations do not hide another's. Reads `VmHWM` (peak resident set) from
 //! `/proc/self/status` after opening and after loading; the difference is what the load cost.
 //!
@@ -12,14 +13,21 @@ use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
 
-use session_store::{SessionId, Store};
+use session_store::{ExportOptions, Provider, SessionId, Store};
 
 use common::{raw_load, tool_turn, Blob, Jsonl};
 
 const TURNS: u64 = 1_667;
 const VARIANT: &str = "PROOF_MEM_VARIANT";
 const DIR: &str = "PROOF_MEM_DIR";
-const VARIANTS: &[&str] = &["store_messages", "raw_select", "jsonl", "blob"];
+const VARIANTS: &[&str] = &[
+    "raw_select",
+    "store_provider_history",
+    "store_messages",
+    "store_export_anthropic",
+    "jsonl",
+    "blob",
+];
 
 /// `VmHWM` in KiB.
 fn peak_kib() -> u64 {
@@ -34,6 +42,26 @@ fn peak_kib() -> u64 {
 fn child(variant: &str, dir: &Path) {
     let session = SessionId::new(std::fs::read_to_string(dir.join("session")).unwrap());
     let (opened, messages) = match variant {
+        "store_provider_history" => {
+            let store = Store::open(dir.join("store.db")).unwrap();
+            let opened = peak_kib();
+            let view = black_box(store.provider_history(&session).unwrap());
+            (opened, view.messages.len())
+        }
+        "store_export_anthropic" => {
+            let store = Store::open(dir.join("store.db")).unwrap();
+            let options = ExportOptions {
+                persist_latch: false,
+                ..ExportOptions::default()
+            };
+            let opened = peak_kib();
+            let body = black_box(
+                store
+                    .export_now(&session, Provider::Anthropic, &options)
+                    .unwrap(),
+            );
+            (opened, body["messages"].as_array().map_or(0, Vec::len))
+        }
         "store_messages" => {
             let store = Store::open(dir.join("store.db")).unwrap();
             let opened = peak_kib();
@@ -101,7 +129,7 @@ fn main() {
         );
         results.push((*variant, peak, peak - opened));
     }
-    let (_, raw_peak, raw_load) = results[1];
+    let (_, raw_peak, raw_load) = results[0];
     for (variant, peak, load) in &results {
         println!(
             "{variant:>15} / raw_select: peak {:.2}x, load {:.2}x",

@@ -1,8 +1,9 @@
 //! Contention: many writers and readers on one file must queue on SQLite's lock, not fail.
-//! 8 writer threads on separate sessions beside 4 reader threads, and 2 processes appending
-//! to the same session, must see zero busy errors (the busy timeout absorbs the waits), end
-//! with exact message counts, and leave every session healthy; every snapshot a reader takes
-//! shows whole messages in `seq` order with the turn indexes the contract requires.
+//! 8 writer threads on separate sessions beside 4 reader threads (whole reads and pages), and
+//! 2 processes appending to the same session, must see zero busy errors (the busy timeout
+//! absorbs the waits), end with exact message counts, and leave every session healthy; every
+//! snapshot a reader takes shows whole messages in `seq` order with the turn indexes the
+//! contract requires, and every page a reader pages through holds whole turns.
 
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,6 +33,36 @@ fn assert_snapshot_whole(messages: &[Message]) {
             users += 1;
         }
         assert_eq!(message.turn_index, (users - 1).max(0), "turn index");
+    }
+}
+
+/// Pages through the session (at most 16 messages a page), checking that every page is whole
+/// turns: it starts where a turn starts (a user message, or the session's first message).
+fn read_by_pages(store: &Store, session: &SessionId) -> Vec<Message> {
+    let mut all: Vec<Message> = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .page(session, after, 16)
+            .expect("page under contention");
+        if let Some(first) = page.messages.first() {
+            assert!(
+                first.seq == 1 || first.role == Role::User,
+                "page starts inside a turn at seq {}",
+                first.seq
+            );
+        }
+        if let (Some(last), Some(next)) = (all.last(), page.messages.first()) {
+            assert!(
+                next.turn_index > last.turn_index,
+                "a turn split across pages"
+            );
+        }
+        all.extend(page.messages);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return all,
+        }
     }
 }
 
@@ -79,7 +110,11 @@ fn eight_writers_and_four_readers_never_see_busy() {
                 // At least one pass over every session, then until the writers finish.
                 while !done.load(Ordering::Acquire) || i < r + sessions.len() {
                     let session = &sessions[i % sessions.len()];
-                    let messages = store.messages(session).expect("read under contention");
+                    let messages = if i % 2 == 0 {
+                        store.messages(session).expect("read under contention")
+                    } else {
+                        read_by_pages(&store, session)
+                    };
                     assert_snapshot_whole(&messages);
                     store.sessions().expect("session list under contention");
                     reads.fetch_add(1, Ordering::Relaxed);

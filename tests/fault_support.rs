@@ -283,3 +283,56 @@ fn invariant_checker_flags_each_broken_rule() {
     }
     assert_invariants(&conn);
 }
+
+/// Printed by a child right before the work a parent wants to interrupt.
+pub const READY: &str = "PROOF_READY";
+/// Printed by a child after that work, with how long it took in microseconds.
+pub const DONE: &str = "PROOF_DONE";
+
+/// Runs `work` between the [`READY`] and [`DONE`] markers on stdout (the markers share a line
+/// with libtest's own output, so parents look for them anywhere in a line).
+pub fn marked_work(work: impl FnOnce()) {
+    use std::io::Write;
+    println!("{READY}");
+    std::io::stdout().flush().expect("flush");
+    let started = std::time::Instant::now();
+    work();
+    println!("{DONE} {}", started.elapsed().as_micros());
+}
+
+/// Runs `command` to the end with its stdout piped; returns how long the marked work took.
+pub fn timed_work(command: &mut Command) -> std::time::Duration {
+    let out = command
+        .stdout(std::process::Stdio::piped())
+        .output()
+        .expect("run child");
+    assert!(
+        out.status.success(),
+        "child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let micros = stdout
+        .lines()
+        .find_map(|l| l.split(DONE).nth(1))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("child printed no {DONE}: {stdout}"));
+    std::time::Duration::from_micros(micros)
+}
+
+/// Spawns `command` with stdout piped, waits until it prints [`READY`], sleeps `delay` and
+/// kills it with SIGKILL.
+pub fn kill_after_ready(command: &mut Command, delay: std::time::Duration) {
+    use std::io::BufRead;
+    let mut running = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    let stdout = running.stdout.take().expect("piped stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let ready = lines.any(|l| l.is_ok_and(|l| l.contains(READY)));
+    assert!(ready, "child ended before {READY}");
+    std::thread::sleep(delay);
+    let _ = running.kill();
+    running.wait().expect("reap");
+}

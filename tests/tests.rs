@@ -2,6 +2,7 @@
 //! real SQLite files in a temporary directory.
 
 mod compaction;
+mod compaction_kill;
 mod contention;
 mod crash;
 mod disk_full;

@@ -245,12 +245,13 @@ fn insert_part(conn: &Connection, message_id: i64, ordinal: i64, part: &Part) {
         .unwrap();
 }
 
-/// The same join the store runs, without its snapshot transaction or session check.
+/// The rows of the provider view (every message not compacted, with its parts), in one join,
+/// without the store's snapshot transaction, session check or summary lookup.
 pub const RAW_SELECT: &str = "
     SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1
+    WHERE m.session_id = ?1 AND m.compacted = 0
     ORDER BY m.seq, p.ordinal";
 
 /// The raw read: [`RAW_SELECT`] decoded into the store's own `Message` and `Part` values.
