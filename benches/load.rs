@@ -31,11 +31,14 @@ fn load(c: &mut Criterion) {
         blob.append(&turn);
         store.append_batch(&session, turn).unwrap();
     }
+    // Every reader starts from the main file, not from whatever the WAL holds after setup, and
+    // the baseline on a connection that did nothing else.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
     let raw = rusqlite::Connection::open(&db).unwrap();
     common::configure(&raw);
-    // Every reader starts from the main file, not from whatever the WAL holds after setup.
-    raw.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
     let expected = TURNS as usize * TURN_LEN;
     assert_eq!(store.messages(&session).unwrap().len(), expected);
     assert_eq!(
@@ -89,6 +92,21 @@ fn load(c: &mut Criterion) {
             black_box(store.provider_history(&session).unwrap());
         },
         || {
+            black_box(raw_load(&raw, session.as_str()));
+        },
+    );
+    // The same with a fresh connection on each side every round, so neither side's page
+    // cache or connection history favours it.
+    paired(
+        "load_10k (open + load) store_provider_history / raw_select",
+        30,
+        || {
+            let store = Store::open(&db).unwrap();
+            black_box(store.provider_history(&session).unwrap());
+        },
+        || {
+            let raw = rusqlite::Connection::open(&db).unwrap();
+            common::configure(&raw);
             black_box(raw_load(&raw, session.as_str()));
         },
     );

@@ -164,18 +164,13 @@ pub(crate) struct Position {
     pub(crate) last_user_turn: Option<i64>,
 }
 
-/// The end of a session in one statement (one step instead of three on every append): the
-/// last seq (0 when empty), the turn of the last user message, and the last user-or-assistant
-/// message (id, seq, role), NULLs when there is none.
-const SESSION_END: &str = "
-    SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1),
-           (SELECT turn_index FROM messages WHERE session_id = ?1 AND role = 'user'
-            ORDER BY seq DESC LIMIT 1),
-           speaker.id, speaker.seq, speaker.role
-    FROM (SELECT 1) LEFT JOIN (
-        SELECT id, seq, role FROM messages
-        WHERE session_id = ?1 AND role IN ('user', 'assistant')
-        ORDER BY seq DESC LIMIT 1) AS speaker";
+const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1";
+const LAST_USER_TURN: &str =
+    "SELECT turn_index FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq DESC LIMIT 1";
+const LAST_SPEAKER: &str = "
+    SELECT id, seq, role FROM messages
+    WHERE session_id = ?1 AND role IN ('user', 'assistant')
+    ORDER BY seq DESC LIMIT 1";
 const CALLS_OF: &str =
     "SELECT tool_use_id FROM parts WHERE message_id = ?1 AND kind = 'tool_use' ORDER BY ordinal";
 const ANSWERS_AFTER: &str = "
@@ -184,16 +179,19 @@ const ANSWERS_AFTER: &str = "
 
 /// Reads the end of a session: the last seq, the last user turn and the open tool block.
 pub(crate) fn tail_of(conn: &Connection, session: &SessionId) -> Result<Position> {
-    type End = (i64, Option<i64>, Option<(i64, i64, String)>);
-    let (last_seq, last_user_turn, speaker): End =
-        conn.prepare_cached(SESSION_END)?
-            .query_row([session.as_str()], |r| {
-                let speaker = match r.get::<_, Option<i64>>(2)? {
-                    Some(id) => Some((id, r.get(3)?, r.get(4)?)),
-                    None => None,
-                };
-                Ok((r.get(0)?, r.get(1)?, speaker))
-            })?;
+    let last_seq: i64 = conn
+        .prepare_cached(LAST_SEQ)?
+        .query_row([session.as_str()], |r| r.get(0))?;
+    let last_user_turn: Option<i64> = conn
+        .prepare_cached(LAST_USER_TURN)?
+        .query_row([session.as_str()], |r| r.get(0))
+        .optional()?;
+    let speaker: Option<(i64, i64, String)> = conn
+        .prepare_cached(LAST_SPEAKER)?
+        .query_row([session.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
     let tail = match speaker {
         None => Tail::Empty,
         Some((_, _, role)) if role == "user" => Tail::User,
