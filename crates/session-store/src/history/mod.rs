@@ -5,5 +5,7 @@
 //! rusqlite, r2d2 or `std::fs`, and takes `now` as a parameter instead of reading the clock,
 //! so every rule here is testable with plain vectors.
 
+pub mod mend;
 pub mod pairing;
+pub mod rules;
 pub mod turns;

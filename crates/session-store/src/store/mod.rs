@@ -84,7 +84,7 @@ impl Store {
             .build(manager)?;
         let store = Self { pool, path };
         if options.read_only {
-            store.read(|conn| schema::require_current(conn))?;
+            store.read(schema::require_current)?;
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;
