@@ -75,6 +75,24 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// A mend left the session still breaking a rule; it was rolled back.
+    #[error("mending session {session} left {remaining} problem(s), first: {first}; rolled back")]
+    RepairIncomplete {
+        /// The session.
+        session: SessionId,
+        /// How many violations were left.
+        remaining: usize,
+        /// The first one, for people.
+        first: String,
+    },
+    /// A backup copy could not be made or failed its integrity check.
+    #[error("backup {path} failed: {detail}")]
+    BackupFailed {
+        /// The copy (or its temporary name).
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// SQLite reported an error.
     #[error("sqlite")]
     Sqlite(#[from] rusqlite::Error),

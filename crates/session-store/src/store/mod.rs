@@ -16,6 +16,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use crate::error::{Error, Result};
 
 mod read;
+pub mod repair;
 mod rows;
 mod schema;
 mod write;
