@@ -176,8 +176,7 @@ fn load_session(conn: &Connection, session: &SessionId, now: DateTime<Utc>) -> R
                 provider_metadata: None,
             },
         };
-        if let (Some(message), Some(ids)) =
-            (loaded.messages.last_mut(), loaded.part_ids.last_mut())
+        if let (Some(message), Some(ids)) = (loaded.messages.last_mut(), loaded.part_ids.last_mut())
         {
             message.parts.push(part);
             ids.push(part_id);
@@ -360,10 +359,12 @@ fn apply(
         }
     }
 
-    // Parts: a message whose part list changed gets its parts renumbered 0.. (parked first).
+    // Parts: a message whose part list changed gets its parts renumbered 0... Every moving
+    // part is parked before any is placed, since a part may leave the message another
+    // part moves into.
     let mut final_parts: HashMap<PartRef, &Part> = HashMap::new();
+    let mut renumbered = Vec::new();
     for planned in &plan.messages {
-        let row = message_rows[&planned.origin];
         for part in &planned.parts {
             final_parts.insert(part.origin, &part.part);
         }
@@ -383,12 +384,16 @@ fn apply(
         if unchanged {
             continue;
         }
+        let row = message_rows[&planned.origin];
         for part in &planned.parts {
             if let Some(&id) = part_rows.get(&part.origin) {
                 conn.prepare_cached(PARK_PART)?
                     .execute(params![id, row, PARKED - id])?;
             }
         }
+        renumbered.push((row, planned));
+    }
+    for (row, planned) in renumbered {
         for (ordinal, part) in planned.parts.iter().enumerate() {
             match part_rows.get(&part.origin) {
                 Some(&id) => {
