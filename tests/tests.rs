@@ -1,3 +1,4 @@
 //! Integration tests.
 mod broken_db;
 mod repair;
+mod repair_cli;

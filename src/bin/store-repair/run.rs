@@ -1,5 +1,6 @@
 //! One run of the tool: inspect, (back up,) migrate, check, mend.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -103,23 +104,29 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
     outcome.backup = backup;
     let bar = progress(broken.len());
-    let mut problems = report.violations;
+    // Sessions are checked in id order; keep that order in the report.
+    let mut problems: BTreeMap<SessionId, Vec<Violation>> = BTreeMap::new();
+    for violation in report.violations {
+        problems
+            .entry(violation.session_id.clone())
+            .or_default()
+            .push(violation);
+    }
     for session in &broken {
         let repair = store
             .repair_session(session, &options)
             .with_context(|| format!("mending session {session}"))?;
-        // Report what was found under the write lock: the session may have changed.
-        problems.retain(|v| &v.session_id != session);
         if !repair.changes.is_empty() {
             outcome.sessions_repaired += 1;
             outcome.repaired += repair.found.len();
             outcome.changes += repair.changes.len();
         }
-        problems.extend(repair.found);
+        // Report what was found under the write lock: the session may have changed.
+        problems.insert(session.clone(), repair.found);
         bar.inc(1);
     }
     bar.finish_and_clear();
-    outcome.problems = problems;
+    outcome.problems = problems.into_values().flatten().collect();
     Ok(outcome)
 }
 

@@ -477,8 +477,7 @@ pub fn inspect_database_file(path: &Path) -> Result<DatabaseFile> {
         })?
         .len()
         == 0;
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    conn.busy_timeout(Duration::from_secs(30))?;
+    let conn = open_untouched(path)?;
     let pending = schema::pending_migrations(&conn).map_err(|e| not_a_database(e, path))?;
     Ok(DatabaseFile {
         empty,
@@ -514,17 +513,48 @@ pub fn backup_database(src: &Path, dest: &Path) -> Result<()> {
     result
 }
 
+/// Opens `path` to read it without creating or changing any file.
+///
+/// A read-only connection to a WAL database creates the `-wal` and `-shm` files when they are
+/// missing, and cannot remove them when it closes. They are missing only when no connection
+/// has the database open, so then nothing can change under us and the file is opened as
+/// `immutable` (no locks, no side files). Otherwise (a live database, or the rollback
+/// journal) a plain read-only connection creates nothing.
+fn open_untouched(path: &Path) -> Result<Connection> {
+    let mut header = [0u8; 20];
+    let is_wal = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header))
+        .is_ok()
+        && header[18] == 2;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let conn = if is_wal && !Path::new(&wal).exists() {
+        let text = path.to_str().ok_or_else(|| Error::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
+        })?;
+        let escaped = text
+            .replace('%', "%25")
+            .replace('?', "%3f")
+            .replace('#', "%23");
+        Connection::open_with_flags(
+            format!("file:{escaped}?immutable=1"),
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )?
+    } else {
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
+    };
+    conn.busy_timeout(Duration::from_secs(30))?;
+    Ok(conn)
+}
+
 fn copy_checked(src: &Path, temp: &Path) -> Result<()> {
     let _ = std::fs::remove_file(temp);
     let target = temp.to_str().ok_or_else(|| Error::BackupFailed {
         path: temp.to_path_buf(),
         detail: "path is not UTF-8".to_owned(),
     })?;
-    {
-        let conn = Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
-        conn.execute("VACUUM INTO ?1", [target])?;
-    }
+    open_untouched(src)?.execute("VACUUM INTO ?1", [target])?;
     let copy = Connection::open_with_flags(temp, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let verdict: String = copy.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
     if verdict != "ok" {
