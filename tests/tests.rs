@@ -1,4 +1,5 @@
 //! Integration tests.
 mod broken_db;
+mod forensics;
 mod repair;
 mod repair_cli;
