@@ -347,3 +347,75 @@ mod random {
         }
     }
 }
+
+#[test]
+fn hand_written_gaps_in_seq_and_ordinal_survive_a_mend() {
+    // Other writers leave gaps: seq 10, 20, 30, ... and ordinals 5, 7.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gaps.db");
+    drop(Store::open(&path).expect("create"));
+    let conn = Connection::open(&path).expect("open");
+    conn.execute_batch(
+        "INSERT INTO sessions VALUES ('gaps', '2026-01-01 00:00:00', '2026-01-01 00:00:00');
+         INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
+           (1, 'gaps', 10, 0, 'user', '2026-01-01 00:00:00'),
+           (2, 'gaps', 20, 0, 'assistant', '2026-01-01 00:00:01'),
+           (3, 'gaps', 30, 1, 'user', '2026-01-01 00:00:02'),
+           (4, 'gaps', 40, 1, 'assistant', '2026-01-01 00:00:03');
+         INSERT INTO parts (id, message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+           (11, 1, 5, 'text', 'hi', NULL, NULL, NULL),
+           (12, 2, 5, 'tool_use', NULL, 'g1', 'bash', '{}'),
+           (13, 2, 7, 'tool_use', NULL, 'g2', 'bash', '{}'),
+           (14, 3, 5, 'tool_result', 'one', 'g1', NULL, NULL),
+           (15, 3, 7, 'text', 'and then', NULL, NULL, NULL),
+           (16, 4, 5, 'text', 'done', NULL, NULL, NULL);",
+    )
+    .expect("raw rows");
+    let store = Store::open(&path).expect("open store");
+    let repair = store
+        .repair_session(&SessionId::new("gaps"), &RepairOptions::default())
+        .expect("repair");
+    assert!(!repair.changes.is_empty());
+    let rows: Vec<(i64, i64, String, i64)> = {
+        let mut stmt = conn
+            .prepare("SELECT id, seq, role, turn_index FROM messages WHERE session_id = 'gaps' ORDER BY seq")
+            .expect("prepare");
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .expect("query");
+        rows.collect::<rusqlite::Result<_>>().expect("rows")
+    };
+    let shape: Vec<(i64, String, i64)> = rows
+        .iter()
+        .map(|(_, s, r, t)| (*s, r.clone(), *t))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (10, "user".to_owned(), 0),
+            (20, "assistant".to_owned(), 0),
+            (30, "tool".to_owned(), 0),
+            (31, "tool".to_owned(), 0),
+            (32, "user".to_owned(), 1),
+            (42, "assistant".to_owned(), 1),
+        ]
+    );
+    // Untouched messages keep their ordinals; the split ones are renumbered from 0.
+    let ordinal = |part: i64| -> (i64, i64) {
+        conn.query_row(
+            "SELECT message_id, ordinal FROM parts WHERE id = ?1",
+            [part],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("part")
+    };
+    assert_eq!(ordinal(11), (1, 5));
+    assert_eq!(ordinal(13), (2, 7));
+    assert_eq!(ordinal(14), (3, 0));
+    assert_eq!(ordinal(15), (rows[4].0, 0));
+    assert!(store
+        .check(&[], &RepairOptions::default())
+        .expect("check")
+        .violations
+        .is_empty());
+}
