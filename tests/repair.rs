@@ -356,7 +356,7 @@ fn hand_written_gaps_in_seq_and_ordinal_survive_a_mend() {
     drop(Store::open(&path).expect("create"));
     let conn = Connection::open(&path).expect("open");
     conn.execute_batch(
-        "INSERT INTO sessions VALUES ('gaps', '2026-01-01 00:00:00', '2026-01-01 00:00:00');
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ('gaps', '2026-01-01 00:00:00', '2026-01-01 00:00:00');
          INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
            (1, 'gaps', 10, 0, 'user', '2026-01-01 00:00:00'),
            (2, 'gaps', 20, 0, 'assistant', '2026-01-01 00:00:01'),
@@ -413,6 +413,57 @@ fn hand_written_gaps_in_seq_and_ordinal_survive_a_mend() {
     assert_eq!(ordinal(13), (2, 7));
     assert_eq!(ordinal(14), (3, 0));
     assert_eq!(ordinal(15), (rows[4].0, 0));
+    assert!(store
+        .check(&[], &RepairOptions::default())
+        .expect("check")
+        .violations
+        .is_empty());
+}
+
+#[test]
+fn compaction_summaries_follow_the_messages_a_mend_moves() {
+    // A session compacted by the store, then broken inside its compacted head by other code:
+    // the tombstone shifts every later seq, and the summary must still end at the message
+    // it ended at.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("summaries.db");
+    let store = Store::open(&path).expect("open");
+    let session = store.create_session().expect("session");
+    for n in 0..3 {
+        store
+            .append(&session, NewMessage::user(format!("question {n}")))
+            .expect("append");
+        store
+            .append(&session, NewMessage::assistant(vec![Part::text("answer")]))
+            .expect("append");
+    }
+    store
+        .compact(&session, 2, "two questions")
+        .expect("compact");
+    let before = store.summaries(&session).expect("summaries");
+    assert_eq!(before[0].through_seq, 4);
+    let conn = Connection::open(&path).expect("raw");
+    conn.execute(
+        "UPDATE parts SET kind = 'tool_use', text = NULL, tool_use_id = 'lost', tool_name = 'bash', input = '{}'
+         WHERE message_id = (SELECT id FROM messages WHERE session_id = ?1 AND seq = 2)",
+        [session.as_str()],
+    )
+    .expect("break the head");
+    let repair = store
+        .repair_session(&session, &RepairOptions::default())
+        .expect("repair");
+    assert!(repair.changes.iter().any(|c| c.action == "follow_summary"));
+    let after = store.summaries(&session).expect("summaries");
+    assert_eq!(after[0].through_seq, 5);
+    assert_eq!(after[0].last_turn, before[0].last_turn);
+    let last_compacted: i64 = conn
+        .query_row(
+            "SELECT MAX(seq) FROM messages WHERE session_id = ?1 AND compacted = 1",
+            [session.as_str()],
+            |r| r.get(0),
+        )
+        .expect("max");
+    assert_eq!(last_compacted, 5);
     assert!(store
         .check(&[], &RepairOptions::default())
         .expect("check")

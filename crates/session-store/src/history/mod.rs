@@ -5,7 +5,19 @@
 //! rusqlite, r2d2 or `std::fs`, and takes `now` as a parameter instead of reading the clock,
 //! so every rule here is testable with plain vectors.
 
+pub mod compaction;
 pub mod mend;
+pub mod paging;
 pub mod pairing;
 pub mod rules;
 pub mod turns;
+
+// Provider-ready history (issue 4).
+pub mod contract;
+pub mod render;
+pub mod request;
+pub mod sanitize;
+pub mod signed;
+#[cfg(test)]
+pub(crate) mod testing;
+pub mod thinking;

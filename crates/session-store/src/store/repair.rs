@@ -450,8 +450,104 @@ fn apply(
             after: change.after.clone(),
         });
     }
+    logged.extend(follow_summaries(conn, session, loaded, plan, &stamp)?);
     conn.prepare_cached(TOUCH_SESSION)?
         .execute(params![session.as_str(), stamp])?;
+    Ok(logged)
+}
+
+const LIVE_SUMMARIES: &str = "
+    SELECT id, last_turn, through_seq FROM summaries
+    WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id";
+const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = ?2, through_seq = ?3 WHERE id = ?1";
+
+/// Keeps the compaction summaries (migration V2) pointing at the messages they cover: their
+/// `through_seq` follows the seq shift, and when the mend un-compacted the end of the head,
+/// the summary ends where the compacted prefix now ends. `last_turn` follows the recomputed
+/// turn indexes. One log row per summary moved.
+fn follow_summaries(
+    conn: &Connection,
+    session: &SessionId,
+    loaded: &Loaded,
+    plan: &MendPlan,
+    stamp: &str,
+) -> Result<Vec<LoggedChange>> {
+    let new_seq: HashMap<i64, i64> = loaded
+        .messages
+        .iter()
+        .filter_map(|m| {
+            plan.messages
+                .iter()
+                .find(|p| p.origin == MessageRef::Existing(m.id))
+                .map(|p| (m.seq, p.seq))
+        })
+        .collect();
+    let by_seq: HashMap<i64, (i64, i64)> = plan
+        .messages
+        .iter()
+        .filter_map(|p| match p.origin {
+            MessageRef::Existing(id) => Some((p.seq, (id, p.turn_index))),
+            MessageRef::New(_) => None,
+        })
+        .collect();
+    let head_end = plan
+        .messages
+        .iter()
+        .rev()
+        .find(|p| p.compacted)
+        .map(|p| p.seq);
+    let rule_of = |action: Action| {
+        plan.changes
+            .iter()
+            .find(|c| c.action == action)
+            .map(|c| c.rule)
+    };
+    let summaries: Vec<(i64, i64, i64)> = conn
+        .prepare_cached(LIVE_SUMMARIES)?
+        .query_map([session.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut logged = Vec::new();
+    for (id, last_turn, through_seq) in summaries {
+        let Some(&shifted) = new_seq.get(&through_seq) else {
+            continue;
+        };
+        let (through, rule) = match head_end {
+            Some(end) if shifted > end => (end, rule_of(Action::Uncompact)),
+            _ => (shifted, rule_of(Action::ShiftSeq)),
+        };
+        let Some(&(message_id, turn)) = by_seq.get(&through) else {
+            continue;
+        };
+        if (turn, through) == (last_turn, through_seq) {
+            continue;
+        }
+        conn.prepare_cached(MOVE_SUMMARY)?
+            .execute(params![id, turn, through])?;
+        let before = serde_json::json!({"summary_id": id, "last_turn": last_turn, "through_seq": through_seq});
+        let after =
+            serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
+        let rule = rule.unwrap_or(Rule::TurnIndexMismatch);
+        conn.prepare_cached(INSERT_LOG)?.execute(params![
+            session.as_str(),
+            rule.as_str(),
+            "follow_summary",
+            message_id,
+            None::<i64>,
+            serde_json::to_string(&before)?,
+            serde_json::to_string(&after)?,
+            stamp
+        ])?;
+        logged.push(LoggedChange {
+            rule,
+            action: "follow_summary",
+            message_id,
+            part_id: None,
+            before: Some(before),
+            after,
+        });
+    }
     Ok(logged)
 }
 
