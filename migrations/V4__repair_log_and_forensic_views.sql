@@ -46,10 +46,11 @@ SELECT mt.session_id, mt.turn, mt.message_id, mt.seq, mt.role, mt.compacted, mt.
        mt.prev_speaker_seq, mt.next_speaker_seq
 FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id;
 
--- Every tool_use of an assistant message: answered in its tool block? does its block end the
--- session (then an unanswered call is pending, not dangling)?
+-- Every tool_use: answered in the tool block after its message? does that block end the
+-- session (then an unanswered call is pending, not dangling)? A tool_use outside an
+-- assistant message (role <> 'assistant') can never be answered.
 CREATE VIEW IF NOT EXISTS tool_calls AS
-SELECT c.session_id, c.turn, c.message_id, c.seq, c.part_id, c.part, c.tool_use_id, c.tool_name,
+SELECT c.session_id, c.turn, c.message_id, c.seq, c.role, c.part_id, c.part, c.tool_use_id, c.tool_name,
        c.compacted, c.created_at,
        EXISTS (
            SELECT 1 FROM messages r JOIN parts rp ON rp.message_id = r.id
@@ -59,7 +60,7 @@ SELECT c.session_id, c.turn, c.message_id, c.seq, c.part_id, c.part, c.tool_use_
        ) AS answered,
        c.next_speaker_seq IS NULL AS at_end
 FROM message_parts c
-WHERE c.kind = 'tool_use' AND c.role = 'assistant';
+WHERE c.kind = 'tool_use';
 
 -- Each message with the compaction state of its turn and session.
 CREATE VIEW IF NOT EXISTS message_compaction AS

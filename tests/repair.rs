@@ -337,6 +337,8 @@ mod random {
             }
             prop_assert!(store.check(&[], &options).expect("check").violations.is_empty());
             prop_assert!(view_problems(&conn).is_empty());
+            let independent = crate::util::violations(&path);
+            prop_assert!(independent.is_empty(), "{:?}", independent);
             let parts_after: i64 = conn.query_row("SELECT COUNT(*) FROM parts", [], |r| r.get(0)).expect("count");
             prop_assert!(parts_after >= parts_before);
             let before = dump(&path);
@@ -469,4 +471,28 @@ fn compaction_summaries_follow_the_messages_a_mend_moves() {
         .expect("check")
         .violations
         .is_empty());
+}
+
+#[test]
+fn the_independent_sql_statement_of_the_rules_agrees_before_and_after_mending() {
+    let (dir, store) = broken_store();
+    let path = dir.path().join("broken.db");
+    let conn = Connection::open(&path).expect("open");
+    let mut independent = BTreeSet::new();
+    for (rule, sql) in crate::util::INVARIANTS {
+        let mut stmt = conn.prepare(sql).expect("prepare");
+        let sessions = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .expect("query")
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .expect("rows");
+        independent.extend(sessions.into_iter().map(|s| (s, (*rule).to_owned())));
+    }
+    assert_eq!(independent, broken_db::expected());
+    for session in store.session_ids().expect("ids") {
+        store
+            .repair_session(&session, &RepairOptions::default())
+            .expect("repair");
+    }
+    assert_eq!(crate::util::violations(&path), Vec::<String>::new());
 }

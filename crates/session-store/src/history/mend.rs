@@ -14,7 +14,8 @@
 //! 2. a reused tool_use id is renamed in the later tool_use and in its answer;
 //! 3. orphan tool_results in `tool` messages become text that says what they were;
 //! 4. unanswered calls that are not pending get a tombstone `tool` message directly after
-//!    their tool block;
+//!    their tool block (a call outside an assistant message, which nothing can answer,
+//!    becomes text instead);
 //! 5. compaction: the visible tail starts at the start of the turn of the first visible
 //!    message (a split turn is un-compacted, a gap is closed by un-compacting what follows);
 //! 6. `seq` shifts after inserted messages, and turn indexes are recomputed.
@@ -69,6 +70,8 @@ pub enum Action {
     MovePart,
     /// A tool_result became a text part.
     ResultToText,
+    /// A tool_use outside an assistant message became a text part.
+    UseToText,
     /// A tool_use id (in a tool_use or in the tool_result answering it) was renamed.
     RenameToolUseId,
     /// A tombstone tool_result was added.
@@ -88,6 +91,7 @@ impl Action {
             Action::SplitOff => "split_off",
             Action::MovePart => "move_part",
             Action::ResultToText => "result_to_text",
+            Action::UseToText => "use_to_text",
             Action::RenameToolUseId => "rename_tool_use_id",
             Action::Tombstone => "tombstone",
             Action::ShiftSeq => "shift_seq",
@@ -518,13 +522,17 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
     let mut inserts: Vec<(usize, Vec<String>, bool)> = Vec::new();
     for at in 0..work.messages.len() {
         let message = &work.messages[at];
-        if message.role != Role::Assistant
-            || !message.parts.iter().any(|p| p.tool_use_id().is_some())
-        {
+        if !message.parts.iter().any(|p| p.tool_use_id().is_some()) {
             continue;
         }
         let (block, open) = tool_block(&work.messages, at);
         if open && !options.is_stale(message.created_at) {
+            continue;
+        }
+        if message.role != Role::Assistant {
+            // No result can ever answer a call outside an assistant message (it would be an
+            // orphan): the call becomes text that says what it was.
+            uses_to_text(work, at, &block);
             continue;
         }
         let answered: HashSet<&str> = block
@@ -569,6 +577,49 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
                 json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
             );
         }
+    }
+}
+
+/// The unanswered tool_uses of the non-assistant message at `at` become text parts.
+fn uses_to_text(work: &mut Work, at: usize, block: &[usize]) {
+    let answered: HashSet<String> = block
+        .iter()
+        .flat_map(|&i| work.messages[i].parts.iter().filter_map(Part::answers))
+        .map(str::to_owned)
+        .collect();
+    let role = work.messages[at].role;
+    for index in 0..work.messages[at].parts.len() {
+        let Part::ToolUse {
+            id,
+            name,
+            input,
+            provider_metadata,
+        } = work.messages[at].parts[index].clone()
+        else {
+            continue;
+        };
+        if answered.contains(&id) {
+            continue;
+        }
+        let input_text = match &input {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        let text = format!(
+            "[store-repair: this was a tool_use {name:?} with id {id:?} in a {role} message, which no result can answer; kept as text]\n{input_text}"
+        );
+        work.messages[at].parts[index] = Part::Text {
+            text: text.clone(),
+            provider_metadata,
+        };
+        work.change(
+            Rule::DanglingToolUse,
+            Action::UseToText,
+            at,
+            Some(index),
+            Some(json!({"kind": "tool_use", "tool_use_id": id, "tool_name": name, "input": input})),
+            json!({"kind": "text", "text": text}),
+        );
     }
 }
 
@@ -843,6 +894,25 @@ mod tests {
         assert_eq!(
             actions(&plan),
             vec![(Rule::OrphanToolResult, Action::ResultToText)]
+        );
+    }
+
+    #[test]
+    fn a_call_outside_an_assistant_message_becomes_text_unless_pending() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (System, vec![call("s")]),
+            (User, vec![text("again")]),
+            (System, vec![call("t")]),
+        ]);
+        let (plan, after) = mend(&messages);
+        assert_healthy(&after);
+        assert!(matches!(&after[1].parts[0], Part::Text { text, .. } if text.contains("\"s\"")));
+        // The last one is pending: legal, left alone.
+        assert_eq!(after[3].parts[0], call("t"));
+        assert_eq!(
+            actions(&plan),
+            vec![(Rule::DanglingToolUse, Action::UseToText)]
         );
     }
 

@@ -27,7 +27,8 @@ pub enum Rule {
     SplitTurnCompaction,
     /// A compacted turn comes after a turn that is not compacted.
     CompactionGap,
-    /// A tool_use that is neither answered nor pending.
+    /// A tool_use that is neither answered nor pending (a tool_use outside an assistant
+    /// message can never be answered).
     DanglingToolUse,
     /// A tool_result that answers no tool_use of the assistant message directly before its block.
     OrphanToolResult,
@@ -391,9 +392,10 @@ fn check_pairing(
                 _ => {}
             }
         }
-        if message.role == Role::Assistant
-            && message.parts.iter().any(|p| p.tool_use_id().is_some())
-        {
+        // Every tool_use, whatever its message's role: one outside an assistant message can
+        // never be answered (its result would be an orphan), so it is dangling once anything
+        // follows it.
+        if message.parts.iter().any(|p| p.tool_use_id().is_some()) {
             let (block, open) = tool_block(messages, index);
             let answered: HashSet<&str> = block
                 .iter()
@@ -407,7 +409,12 @@ fn check_pairing(
                 if answered.contains(id) || (open && !stale) {
                     continue;
                 }
-                let why = if open {
+                let why = if message.role != Role::Assistant {
+                    format!(
+                        "it sits in a {} message, where no result can answer it",
+                        message.role
+                    )
+                } else if open {
                     "pending for longer than --stale-after".to_owned()
                 } else {
                     "its tool block ends without a result for it".to_owned()

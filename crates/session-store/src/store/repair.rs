@@ -105,12 +105,12 @@ struct Loaded {
 
 const SESSION_IDS: &str = "SELECT id FROM sessions ORDER BY id";
 
-// Only the columns the rules look at: tool_use input and provider metadata are not read
-// (the mend never rewrites them; it updates single columns), which keeps the check close to
-// the speed of a plain scan.
+// Only the columns the rules and the mend's texts look at: tool_use input is kept as raw text
+// and provider metadata is not read (the mend never rewrites either; it updates single
+// columns), which keeps the check close to the speed of a plain scan.
 const SESSION_ROWS: &str = "
     SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
-           p.id, p.kind, p.text, p.tool_use_id, p.is_error
+           p.id, p.kind, p.text, p.tool_use_id, p.is_error, p.tool_name, p.input
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1
     ORDER BY m.seq, p.ordinal";
@@ -163,10 +163,11 @@ fn load_session(conn: &Connection, session: &SessionId, now: DateTime<Utc>) -> R
                 data: text,
                 provider_metadata: None,
             },
+            // The input stays raw text: only a tool_use that becomes text shows it.
             PartKind::ToolUse => Part::ToolUse {
                 id: tool_use_id,
-                name: String::new(),
-                input: Value::Null,
+                name: row.get::<_, Option<String>>(11)?.unwrap_or_default(),
+                input: Value::String(row.get::<_, Option<String>>(12)?.unwrap_or_default()),
                 provider_metadata: None,
             },
             PartKind::ToolResult => Part::ToolResult {
@@ -285,6 +286,7 @@ const PARK_PART: &str = "UPDATE parts SET message_id = ?2, ordinal = ?3 WHERE id
 const PLACE_PART: &str = "UPDATE parts SET ordinal = ?2 WHERE id = ?1";
 const RESULT_TO_TEXT: &str =
     "UPDATE parts SET kind = 'text', text = ?2, tool_use_id = NULL, is_error = 0 WHERE id = ?1";
+const USE_TO_TEXT: &str = "UPDATE parts SET kind = 'text', text = ?2, tool_use_id = NULL, tool_name = NULL, input = NULL WHERE id = ?1";
 const RENAME_TOOL_USE_ID: &str = "UPDATE parts SET tool_use_id = ?2 WHERE id = ?1";
 const INSERT_LOG: &str = "
     INSERT INTO repair_log (session_id, rule, action, message_id, part_id, before_json, after_json, repaired_at)
@@ -416,6 +418,10 @@ fn apply(
         match (change.action, part_id, content) {
             (Action::ResultToText, Some(id), Some(Part::Text { text, .. })) => {
                 conn.prepare_cached(RESULT_TO_TEXT)?
+                    .execute(params![id, text])?;
+            }
+            (Action::UseToText, Some(id), Some(Part::Text { text, .. })) => {
+                conn.prepare_cached(USE_TO_TEXT)?
                     .execute(params![id, text])?;
             }
             (Action::RenameToolUseId, Some(id), Some(part)) => {
