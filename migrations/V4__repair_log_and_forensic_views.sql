@@ -38,10 +38,11 @@ FROM (
 );
 
 -- Every part with its message's place; `part` is its position in the message (from 0).
+-- (A count, not a window over parts: a filter on session_id must reach message_turns.)
 CREATE VIEW IF NOT EXISTS message_parts AS
 SELECT mt.session_id, mt.turn, mt.message_id, mt.seq, mt.role, mt.compacted, mt.created_at,
        p.id AS part_id,
-       ROW_NUMBER() OVER (PARTITION BY p.message_id ORDER BY p.ordinal) - 1 AS part,
+       (SELECT COUNT(*) FROM parts e WHERE e.message_id = p.message_id AND e.ordinal < p.ordinal) AS part,
        p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error,
        mt.prev_speaker_seq, mt.next_speaker_seq
 FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id;
@@ -62,19 +63,24 @@ SELECT c.session_id, c.turn, c.message_id, c.seq, c.role, c.part_id, c.part, c.t
 FROM message_parts c
 WHERE c.kind = 'tool_use';
 
--- Each message with the compaction state of its turn and session.
+-- Each message with the compaction state of its turn and session. (One window partition per
+-- level: SQLite pushes a filter on session_id into a subquery only when all its windows
+-- share one PARTITION BY, and per-session queries must not compute every session.)
 CREATE VIEW IF NOT EXISTS message_compaction AS
-SELECT mt.*,
-       MIN(seq) OVER turn_w AS turn_first_seq,
-       COUNT(*) OVER turn_w AS turn_messages,
-       SUM(compacted) OVER turn_w AS turn_compacted,
-       MIN(CASE WHEN compacted = 0 THEN seq END) OVER turn_w AS turn_first_visible_seq,
-       MIN(CASE WHEN compacted = 1 THEN seq END) OVER turn_w AS turn_first_compacted_seq,
+SELECT t.*,
        MIN(CASE WHEN compacted = 0 THEN seq END) OVER session_w AS session_first_visible_seq,
        MIN(CASE WHEN compacted = 0 THEN turn END) OVER session_w AS session_first_visible_turn
-FROM message_turns mt
-WINDOW turn_w AS (PARTITION BY session_id, turn),
-       session_w AS (PARTITION BY session_id);
+FROM (
+    SELECT mt.*,
+           MIN(seq) OVER turn_w AS turn_first_seq,
+           COUNT(*) OVER turn_w AS turn_messages,
+           SUM(compacted) OVER turn_w AS turn_compacted,
+           MIN(CASE WHEN compacted = 0 THEN seq END) OVER turn_w AS turn_first_visible_seq,
+           MIN(CASE WHEN compacted = 1 THEN seq END) OVER turn_w AS turn_first_compacted_seq
+    FROM message_turns mt
+    WINDOW turn_w AS (PARTITION BY session_id, turn)
+) t
+WINDOW session_w AS (PARTITION BY session_id);
 
 -- One view per rule: a row per violation.
 CREATE VIEW IF NOT EXISTS problem_turn_index_mismatch AS
@@ -156,19 +162,23 @@ CREATE VIEW IF NOT EXISTS session_turns AS
 SELECT t.session_id, t.turn, t.first_seq, t.last_seq, t.messages,
        CASE WHEN t.compacted_messages = t.messages THEN 1 ELSE 0 END AS compacted,
        t.compacted_messages,
-       COALESCE(c.pending_calls, 0) AS pending_calls
+       (SELECT COUNT(*) FROM messages a JOIN parts p ON p.message_id = a.id
+        WHERE a.session_id = t.session_id AND a.seq BETWEEN t.first_seq AND t.last_seq
+          AND p.kind = 'tool_use'
+          AND NOT EXISTS (SELECT 1 FROM messages n WHERE n.session_id = a.session_id
+                          AND n.seq > a.seq AND n.role IN ('user', 'assistant'))
+          AND NOT EXISTS (SELECT 1 FROM messages r JOIN parts q ON q.message_id = r.id
+                          WHERE r.session_id = a.session_id AND r.role = 'tool' AND r.seq > a.seq
+                            AND q.kind = 'tool_result' AND q.tool_use_id = p.tool_use_id)
+       ) AS pending_calls
 FROM (
-    SELECT session_id, turn, MIN(seq) AS first_seq, MAX(seq) AS last_seq, COUNT(*) AS messages,
-           SUM(compacted) AS compacted_messages
+    SELECT session_id, turn, seq,
+           MIN(seq) OVER turn_w AS first_seq, MAX(seq) OVER turn_w AS last_seq,
+           COUNT(*) OVER turn_w AS messages, SUM(compacted) OVER turn_w AS compacted_messages
     FROM message_turns
-    GROUP BY session_id, turn
+    WINDOW turn_w AS (PARTITION BY session_id, turn)
 ) t
-LEFT JOIN (
-    SELECT session_id, turn, COUNT(*) AS pending_calls
-    FROM tool_calls
-    WHERE NOT answered AND at_end
-    GROUP BY session_id, turn
-) c ON c.session_id = t.session_id AND c.turn = t.turn;
+WHERE t.seq = t.first_seq;
 
 -- Tombstones: error results written for calls that never got a real one (by cancel_pending
 -- or by store-repair).

@@ -197,3 +197,49 @@ fn readme_forensic_queries_answer_the_questions_before_and_after_repair() {
     let health = q("One line per session", "", 0, "");
     assert!(health.iter().all(|r| r["problems"] == 0));
 }
+
+/// A forensic query about one session must read only that session: on a database of a
+/// million messages a view that computes every session first takes a minute, not a moment.
+#[test]
+fn per_session_queries_of_the_views_never_scan_the_base_tables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("sessions.db");
+    broken_db::build(&db);
+    let conn = rusqlite::Connection::open(&db).expect("open");
+    for view in [
+        "problems",
+        "session_turns",
+        "tool_calls",
+        "tombstones",
+        "message_parts",
+        "message_compaction",
+    ] {
+        let mut stmt = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN SELECT * FROM {view} WHERE session_id = ?1"
+            ))
+            .expect("plan");
+        let details: Vec<String> = stmt
+            .query_map(["split-three-tool-turn"], |r| r.get::<_, String>(3))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        let full_scans: Vec<&String> = details
+            .iter()
+            .filter(|d| {
+                let mut words = d.split_whitespace();
+                words.next() == Some("SCAN")
+                    && words.next().is_some_and(|table| {
+                        [
+                            "messages", "parts", "m", "p", "e", "a", "ap", "r", "rp", "q", "n",
+                        ]
+                        .contains(&table)
+                    })
+            })
+            .collect();
+        assert!(
+            full_scans.is_empty(),
+            "{view}: {full_scans:?}\n{details:#?}"
+        );
+    }
+}
