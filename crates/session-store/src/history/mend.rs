@@ -552,12 +552,33 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
         let after = block.last().copied().unwrap_or(at);
         inserts.push((after, unanswered, work.messages[after].compacted));
     }
-    for (after, ids, compacted) in inserts.into_iter().rev() {
-        let text = tombstone_text(REPAIR_TOMBSTONE_REASON);
+    if inserts.is_empty() {
+        return;
+    }
+    // Rebuilt in one pass rather than inserted one by one: a session where every turn was
+    // cancelled gets a tombstone per turn.
+    let mut inserts = inserts.into_iter().peekable();
+    let old_messages = std::mem::take(&mut work.messages);
+    let old_origins = std::mem::take(&mut work.origins);
+    let old_part_origins = std::mem::take(&mut work.part_origins);
+    let text = tombstone_text(REPAIR_TOMBSTONE_REASON);
+    for (at, ((message, origin), part_origins)) in old_messages
+        .into_iter()
+        .zip(old_origins)
+        .zip(old_part_origins)
+        .enumerate()
+    {
+        let (seq, turn_index) = (message.seq, message.turn_index);
+        work.messages.push(message);
+        work.origins.push(origin);
+        work.part_origins.push(part_origins);
+        let Some((_, ids, compacted)) = inserts.next_if(|(after, _, _)| *after == at) else {
+            continue;
+        };
         let tombstone = Message {
             id: 0,
-            seq: work.messages[after].seq,
-            turn_index: work.messages[after].turn_index,
+            seq,
+            turn_index,
             role: Role::Tool,
             compacted,
             created_at: options.now,
@@ -566,13 +587,14 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
                 .map(|id| Part::tool_error(id.clone(), text.clone()))
                 .collect(),
         };
-        work.insert(after + 1, tombstone, Rule::DanglingToolUse);
-        for (index, id) in ids.iter().enumerate() {
+        let index = work.messages.len();
+        work.insert(index, tombstone, Rule::DanglingToolUse);
+        for (part, id) in ids.iter().enumerate() {
             work.change(
                 Rule::DanglingToolUse,
                 Action::Tombstone,
-                after + 1,
-                Some(index),
+                index,
+                Some(part),
                 None,
                 json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
             );

@@ -478,15 +478,18 @@ fn follow_summaries(
     plan: &MendPlan,
     stamp: &str,
 ) -> Result<Vec<LoggedChange>> {
+    let planned_seq: HashMap<i64, i64> = plan
+        .messages
+        .iter()
+        .filter_map(|p| match p.origin {
+            MessageRef::Existing(id) => Some((id, p.seq)),
+            MessageRef::New(_) => None,
+        })
+        .collect();
     let new_seq: HashMap<i64, i64> = loaded
         .messages
         .iter()
-        .filter_map(|m| {
-            plan.messages
-                .iter()
-                .find(|p| p.origin == MessageRef::Existing(m.id))
-                .map(|p| (m.seq, p.seq))
-        })
+        .filter_map(|m| planned_seq.get(&m.id).map(|&seq| (m.seq, seq)))
         .collect();
     let by_seq: HashMap<i64, (i64, i64)> = plan
         .messages
