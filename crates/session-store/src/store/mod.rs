@@ -15,6 +15,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod import;
 mod read;
 mod rows;
 mod schema;
@@ -84,7 +85,7 @@ impl Store {
             .build(manager)?;
         let store = Self { pool, path };
         if options.read_only {
-            store.read(|conn| schema::require_current(conn))?;
+            store.read(schema::require_current)?;
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;
