@@ -1,1 +1,3 @@
 //! Integration tests.
+mod cli;
+mod import_fixtures;

@@ -1,0 +1,290 @@
+//! `session-store` run as a process on real files: each command's output and exit status,
+//! and refused input that must leave the database exactly as it was (same bytes, same
+//! sessions) or not create it at all. Guards the contract's CLI section, which scripts rely on.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tempfile::TempDir;
+
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/transcripts")
+        .join(path)
+}
+
+const TOOL_HEAVY: &str = "spotter/tool_heavy.jsonl";
+const PARALLEL: &str = "pydantic-ai/derived/test_multiple_parallel_tool_calls.last_request.json";
+const NO_ID: &str =
+    "pydantic-ai/derived/test_compatible_api_with_tool_calls_without_id.last_request.json";
+
+fn session_store(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("session-store runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs a command that must succeed and returns its stdout.
+fn ok(db: &Path, args: &[&str]) -> String {
+    let output = session_store(db, args);
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}",
+        stderr(&output)
+    );
+    stdout(&output)
+}
+
+/// Runs a command that must fail with exit status 2 and returns its stderr.
+fn fails(db: &Path, args: &[&str]) -> String {
+    let output = session_store(db, args);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        stderr(&output)
+    );
+    stderr(&output)
+}
+
+fn import(db: &Path, format: &str, file: &Path) -> String {
+    let id = ok(
+        db,
+        &[
+            "import",
+            "--format",
+            format,
+            file.to_str().expect("utf-8 path"),
+        ],
+    );
+    let id = id.trim().to_owned();
+    assert_eq!(id.len(), 36, "a session id: {id:?}");
+    id
+}
+
+fn temp() -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("sessions.db");
+    (dir, db)
+}
+
+/// The database's bytes, write-ahead log included: what a refused command must not change.
+fn bytes(db: &Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(db).expect("db readable");
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    if let Ok(log) = std::fs::read(&wal) {
+        bytes.extend(log);
+    }
+    bytes
+}
+
+#[test]
+fn import_then_list_and_show_each_format() {
+    let (_dir, db) = temp();
+    let cc = import(&db, "claude-code", &fixture(TOOL_HEAVY));
+    let anthropic = import(&db, "anthropic", &fixture(PARALLEL));
+    let openai = import(&db, "openai", &fixture(NO_ID));
+
+    let listing = ok(&db, &["sessions"]);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 3, "{listing}");
+    let line_of = |id: &str| {
+        *lines
+            .iter()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} listed in {listing}"))
+    };
+    // tool_heavy: 6 calls, all answered; the parallel body: 4 calls in one turn.
+    assert!(line_of(&cc).contains("\tpending=0\t"), "{listing}");
+    assert!(
+        line_of(&anthropic).contains("\tmessages=4\tturns=1\t"),
+        "{listing}"
+    );
+    assert!(line_of(&openai).contains("\tmessages=3\t"), "{listing}");
+    for line in lines {
+        for field in [
+            "messages=",
+            "turns=",
+            "compacted_turns=",
+            "pending=",
+            "health=",
+        ] {
+            assert!(line.contains(field), "{line}");
+        }
+    }
+
+    let shown = ok(&db, &["show", &anthropic]);
+    assert!(shown.contains("== turn 0 =="), "{shown}");
+    assert_eq!(
+        shown.matches("[tool_use retrieve_entity_info").count(),
+        4,
+        "{shown}"
+    );
+    assert_eq!(shown.matches("[result for toolu_").count(), 4, "{shown}");
+    assert!(
+        shown.contains("#1 system"),
+        "the system prompt is stored first: {shown}"
+    );
+}
+
+#[test]
+fn show_turns_prints_only_the_turns_asked_for() {
+    let (_dir, db) = temp();
+    let id = import(&db, "claude-code", &fixture(TOOL_HEAVY));
+    let all = ok(&db, &["show", &id]);
+    assert!(
+        all.contains("== turn 0 ==") && all.contains("== turn 2 =="),
+        "{all}"
+    );
+    let some = ok(&db, &["show", &id, "--turns", "1..3"]);
+    assert!(!some.contains("== turn 0 =="), "{some}");
+    assert!(
+        some.contains("== turn 1 ==") && some.contains("== turn 2 =="),
+        "{some}"
+    );
+    assert!(!some.contains("== turn 3 =="), "{some}");
+    let one = ok(&db, &["show", &id, "--turns", "2"]);
+    assert_eq!(one.matches("== turn").count(), 1, "{one}");
+    fails(&db, &["show", &id, "--turns", "500.."]);
+    fails(&db, &["show", &id, "--turns", "3..1"]);
+}
+
+#[test]
+fn unknown_sessions_and_missing_files_exit_2() {
+    let (dir, db) = temp();
+    // Read commands never create the database.
+    assert!(fails(&db, &["sessions"]).contains("no database"));
+    assert!(!db.exists());
+    fails(&db, &["show", "nope"]);
+    assert!(!db.exists());
+
+    import(&db, "claude-code", &fixture(TOOL_HEAVY));
+    let err = fails(&db, &["show", "no-such-session"]);
+    assert!(err.contains("unknown session no-such-session"), "{err}");
+    let missing = dir.path().join("missing.jsonl");
+    let err = fails(
+        &db,
+        &[
+            "import",
+            "--format",
+            "claude-code",
+            missing.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(err.contains("missing.jsonl"), "{err}");
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let (_dir, db) = temp();
+    fails(&db, &["import", "--format", "codex", "x.jsonl"]);
+    fails(&db, &["frobnicate"]);
+    fails(&db, &["show"]);
+}
+
+#[test]
+fn a_malformed_line_is_refused_by_number_and_nothing_is_written() {
+    let (dir, db) = temp();
+    let first = import(&db, "claude-code", &fixture(TOOL_HEAVY));
+    let before = bytes(&db);
+    let listing = ok(&db, &["sessions"]);
+
+    // A real log with its 5th line cut short.
+    let text = std::fs::read_to_string(fixture(TOOL_HEAVY)).expect("fixture");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    let half = lines[4].len() / 2;
+    lines[4].truncate(half);
+    let broken = dir.path().join("broken.jsonl");
+    std::fs::write(&broken, lines.join("\n")).expect("write");
+    let err = fails(
+        &db,
+        &[
+            "import",
+            "--format",
+            "claude-code",
+            broken.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(err.contains("line 5"), "{err}");
+
+    assert_eq!(bytes(&db), before, "the database file is unchanged");
+    assert_eq!(ok(&db, &["sessions"]), listing);
+    assert!(listing.starts_with(&first));
+}
+
+#[test]
+fn a_malformed_body_is_refused_by_path_and_no_database_is_created() {
+    let (dir, db) = temp();
+    let body = dir.path().join("body.json");
+    std::fs::write(
+        &body,
+        r#"{"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "input": {}}]}
+        ]}"#,
+    )
+    .expect("write");
+    let err = fails(
+        &db,
+        &[
+            "import",
+            "--format",
+            "anthropic",
+            body.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(err.contains("messages[1].content[0]"), "{err}");
+    assert!(!db.exists(), "refused input creates no database");
+
+    // A result that answers no call: the provider would reject it, so the import does.
+    std::fs::write(
+        &body,
+        r#"{"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "b", "content": "?"}
+        ]}"#,
+    )
+    .expect("write");
+    import(&db, "anthropic", &fixture(PARALLEL));
+    let before = bytes(&db);
+    let err = fails(
+        &db,
+        &[
+            "import",
+            "--format",
+            "openai",
+            body.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(err.contains("messages[2]"), "{err}");
+    assert_eq!(bytes(&db), before);
+    assert_eq!(ok(&db, &["sessions"]).lines().count(), 1);
+}
+
+#[test]
+fn import_reads_stdin_when_the_file_is_a_dash() {
+    let (_dir, db) = temp();
+    let output = Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--format", "openai", "-"])
+        .stdin(std::fs::File::open(fixture(NO_ID)).expect("fixture"))
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(ok(&db, &["sessions"]).lines().count(), 1);
+}
