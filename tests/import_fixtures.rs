@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use session_store::import::{self, Format, Imported};
-use session_store::{Message, Part, Role, Store};
+use session_store::{Message, NewMessage, Part, Refusal, Role, Store};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts")
@@ -381,4 +381,26 @@ fn subagent_logs_import_their_own_conversation() {
     let imported = import::import(Format::ClaudeCode, &text).expect("imports");
     let roles: HashSet<Role> = imported.messages.iter().map(|m| m.role).collect();
     assert!(roles.contains(&Role::Tool) && roles.contains(&Role::Assistant));
+}
+
+#[test]
+fn a_refused_import_leaves_no_session_behind() {
+    // import_session creates the session and appends in one transaction: a refusal at the
+    // last message must not leave an empty (or half-filled) session.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("t.db")).expect("open");
+    let refused = store.import_session(vec![
+        NewMessage::user("hi"),
+        NewMessage::assistant(vec![Part::tool_use("a", "f", serde_json::json!({}))]),
+        NewMessage::tool(vec![Part::tool_result("b", "answers nothing")]),
+    ]);
+    let error = refused.expect_err("orphan result");
+    assert!(
+        matches!(error.refusal(), Some(Refusal::UnexpectedToolResult { .. })),
+        "{error:?}"
+    );
+    assert!(store.sessions().expect("list").is_empty());
+    let empty = store.import_session(Vec::new());
+    assert!(empty.is_err(), "an empty import is refused too");
+    assert!(store.sessions().expect("list").is_empty());
 }

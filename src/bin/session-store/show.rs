@@ -98,6 +98,10 @@ pub fn run(
             write_part(out, &label, &body, full)?;
         }
     }
+    let pending = store.pending_tool_uses(&id)?;
+    if !pending.is_empty() {
+        writeln!(out, "\npending tool calls: {}", pending.join(", "))?;
+    }
     Ok(())
 }
 
