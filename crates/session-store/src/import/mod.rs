@@ -13,9 +13,9 @@
 //! - Tool results always become `tool` messages: an Anthropic or Claude Code `user` message
 //!   that carries `tool_result` blocks is split into a `tool` message (the results, in source
 //!   order) followed by a `user` message holding the rest of its blocks, only if there is a rest.
-//! - Thinking becomes [`Part::Reasoning`](crate::Part::Reasoning) with the signature under
+//! - Thinking becomes [`Part::Reasoning`] with the signature under
 //!   `provider_metadata.anthropic.signature`; `redacted_thinking` becomes
-//!   [`Part::RedactedReasoning`](crate::Part::RedactedReasoning). Text is kept byte for byte,
+//!   [`Part::RedactedReasoning`]. Text is kept byte for byte,
 //!   including empty and whitespace-only blocks (the renderers decide what to send).
 //! - A content block of a type the store has no part for (`image`, `document`, `compaction`,
 //!   `server_tool_use`, an OpenAI `image_url` part, ...) is never dropped: it becomes a text
