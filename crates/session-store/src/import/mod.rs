@@ -637,4 +637,84 @@ mod tests {
         }
         assert!("codex".parse::<Format>().is_err());
     }
+
+    mod never_panics {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// JSON built from the words the importers look for, so random input reaches deep.
+        fn json_value() -> impl Strategy<Value = Value> {
+            let word = prop::sample::select(vec![
+                "type",
+                "text",
+                "role",
+                "user",
+                "assistant",
+                "tool",
+                "system",
+                "content",
+                "messages",
+                "tool_use",
+                "tool_result",
+                "thinking",
+                "signature",
+                "id",
+                "name",
+                "input",
+                "tool_use_id",
+                "is_error",
+                "tool_calls",
+                "function",
+                "arguments",
+                "tool_call_id",
+                "message",
+                "uuid",
+                "isSidechain",
+                "",
+                "{}",
+                "[1]",
+            ]);
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                (-2i64..3).prop_map(Value::from),
+                word.clone().prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 48, 6, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                    prop::collection::vec((word.clone(), inner), 0..6).prop_map(|pairs| {
+                        Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                    }),
+                ]
+            })
+        }
+
+        fn must_be_valid(result: Result<Imported, ImportError>) {
+            if let Ok(imported) = result {
+                let mut tail = Tail::Empty;
+                let mut used = HashSet::new();
+                for message in imported.into_messages() {
+                    tail = pairing::check_append(&tail, &message, &mut used)
+                        .expect("accepted imports pass the pairing rules");
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn importers_never_panic_and_accept_only_valid_histories(
+                messages in prop::collection::vec(json_value(), 0..6),
+                system in json_value(),
+            ) {
+                let body = json!({"system": system, "messages": messages});
+                must_be_valid(anthropic::import(&body.to_string()));
+                must_be_valid(openai::import(&body.to_string()));
+                let lines: Vec<String> = messages.iter().map(Value::to_string).collect();
+                must_be_valid(claude_code::import(&lines.join("\n")));
+            }
+        }
+    }
 }
