@@ -1,3 +1,9 @@
-//! Integration tests.
+//! Integration tests, compiled as one crate: each module covers one failure class against
+//! real SQLite files in a temporary directory.
+
 mod cli;
 mod import_fixtures;
+mod regression;
+mod store;
+mod store_props;
+mod util;

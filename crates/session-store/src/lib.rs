@@ -44,4 +44,4 @@ pub mod store;
 pub use error::{Error, Result};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
-pub use store::{Store, StoreOptions};
+pub use store::{ConnectionSettings, Store, StoreOptions};

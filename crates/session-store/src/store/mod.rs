@@ -45,6 +45,19 @@ impl Default for StoreOptions {
     }
 }
 
+/// What [`Store::connection_settings`] reads back from a pooled connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    /// `PRAGMA journal_mode` (`wal`).
+    pub journal_mode: String,
+    /// `PRAGMA foreign_keys`.
+    pub foreign_keys: bool,
+    /// `PRAGMA synchronous` as a number (`1` is NORMAL).
+    pub synchronous: String,
+    /// `PRAGMA busy_timeout` in milliseconds.
+    pub busy_timeout_ms: u64,
+}
+
 /// A session database: one SQLite file, migrated to the current schema, behind a pool.
 ///
 /// `Store` is `Send + Sync` and cheap to clone; clones share the pool.
@@ -96,6 +109,28 @@ impl Store {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The settings a pooled connection runs with, read back from SQLite.
+    pub fn connection_settings(&self) -> Result<ConnectionSettings> {
+        let conn = self.pool.get()?;
+        let pragma = |name: &str| -> Result<String> {
+            Ok(
+                conn.query_row(&format!("SELECT * FROM pragma_{name}"), [], |row| {
+                    row.get::<_, rusqlite::types::Value>(0).map(|v| match v {
+                        rusqlite::types::Value::Integer(i) => i.to_string(),
+                        rusqlite::types::Value::Text(t) => t,
+                        other => format!("{other:?}"),
+                    })
+                })?,
+            )
+        };
+        Ok(ConnectionSettings {
+            journal_mode: pragma("journal_mode")?,
+            foreign_keys: pragma("foreign_keys")? == "1",
+            synchronous: pragma("synchronous")?,
+            busy_timeout_ms: pragma("busy_timeout")?.parse().unwrap_or(0),
+        })
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits if it returns `Ok`.

@@ -11,7 +11,7 @@ use crate::model::{Message, SessionId, SessionInfo};
 const LIST_SESSIONS: &str = "
     SELECT s.id, s.created_at, s.updated_at,
            (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
-    FROM sessions s ORDER BY s.created_at, s.id";
+    FROM sessions s WHERE ?1 IS NULL OR s.id = ?1 ORDER BY s.created_at, s.id";
 
 impl Store {
     /// Every message of the session, in `seq` order, with its parts in ordinal order.
@@ -24,14 +24,18 @@ impl Store {
 
     /// One session's summary line, or `None` when it does not exist.
     pub fn session(&self, session: &SessionId) -> Result<Option<SessionInfo>> {
-        Ok(self.sessions()?.into_iter().find(|s| &s.id == session))
+        Ok(self.list_sessions(Some(session))?.pop())
     }
 
     /// Every session, oldest first.
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
+        self.list_sessions(None)
+    }
+
+    fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(LIST_SESSIONS)?;
-            let mut rows = stmt.query([])?;
+            let mut rows = stmt.query([only.map(SessionId::as_str)])?;
             let mut sessions = Vec::new();
             while let Some(row) = rows.next()? {
                 let id: String = row.get(0)?;

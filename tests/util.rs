@@ -1,0 +1,158 @@
+//! Shared helpers: temporary stores, logical dumps, and the contract's invariants as SQL.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags};
+use session_store::{Store, StoreOptions};
+use tempfile::TempDir;
+
+/// A store in a fresh temporary directory; keep the `TempDir` alive as long as the store.
+pub fn temp_store() -> (TempDir, Store, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("sessions.db");
+    let store = Store::open_with(&path, &StoreOptions::default()).expect("open store");
+    (dir, store, path)
+}
+
+/// A raw read-only connection beside the store's pool.
+pub fn raw(path: &Path) -> Connection {
+    Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("raw connection")
+}
+
+/// Every row of every table, in a stable order: two dumps are equal iff the contents are.
+pub fn dump(path: &Path) -> String {
+    let conn = raw(path);
+    let mut out = String::new();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("list tables");
+    for table in tables {
+        out.push_str(&format!("-- {table}\n"));
+        let mut stmt = conn
+            .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1"))
+            .expect("select");
+        let columns = stmt.column_count();
+        let mut rows = stmt.query([]).expect("query");
+        while let Some(row) = rows.next().expect("row") {
+            let values: Vec<String> = (0..columns)
+                .map(|i| format!("{:?}", row.get_ref(i).expect("value")))
+                .collect();
+            out.push_str(&values.join("|"));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The contract's invariants of a healthy session, one SQL query per rule, each returning
+/// a row per violation. Pending tool_uses (no user or assistant message after their
+/// assistant message) are legal.
+pub const INVARIANTS: &[(&str, &str)] = &[
+    (
+        "turn_index_mismatch",
+        "SELECT m.session_id, m.seq FROM messages m
+         WHERE m.turn_index != MAX((SELECT COUNT(*) FROM messages u
+                                    WHERE u.session_id = m.session_id AND u.role = 'user' AND u.seq <= m.seq) - 1, 0)",
+    ),
+    (
+        "split_turn_compaction",
+        "SELECT session_id, turn_index FROM messages GROUP BY session_id, turn_index
+         HAVING MIN(compacted) != MAX(compacted)",
+    ),
+    (
+        "compaction_gap",
+        "SELECT a.session_id, b.turn_index FROM messages a JOIN messages b
+           ON a.session_id = b.session_id AND a.turn_index < b.turn_index
+         WHERE a.compacted = 0 AND b.compacted = 1",
+    ),
+    (
+        "dangling_tool_use",
+        "SELECT a.session_id, p.tool_use_id FROM parts p JOIN messages a ON a.id = p.message_id
+         WHERE p.kind = 'tool_use'
+           AND EXISTS (SELECT 1 FROM messages n WHERE n.session_id = a.session_id AND n.seq > a.seq
+                       AND n.role IN ('user', 'assistant'))
+           AND NOT EXISTS (
+               SELECT 1 FROM messages r JOIN parts q ON q.message_id = r.id
+               WHERE r.session_id = a.session_id AND r.role = 'tool' AND r.seq > a.seq
+                 AND r.seq < (SELECT MIN(n.seq) FROM messages n WHERE n.session_id = a.session_id
+                              AND n.seq > a.seq AND n.role IN ('user', 'assistant'))
+                 AND q.kind = 'tool_result' AND q.tool_use_id = p.tool_use_id)",
+    ),
+    (
+        "orphan_tool_result",
+        "SELECT r.session_id, q.tool_use_id FROM parts q JOIN messages r ON r.id = q.message_id
+         WHERE q.kind = 'tool_result' AND r.role = 'tool'
+           AND NOT EXISTS (
+               SELECT 1 FROM messages a JOIN parts p ON p.message_id = a.id
+               WHERE a.session_id = r.session_id AND a.role = 'assistant'
+                 AND a.seq = (SELECT MAX(s.seq) FROM messages s WHERE s.session_id = r.session_id
+                              AND s.seq < r.seq AND s.role IN ('user', 'assistant'))
+                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id)",
+    ),
+    (
+        "duplicate_tool_use_id",
+        "SELECT m.session_id, p.tool_use_id FROM parts p JOIN messages m ON m.id = p.message_id
+         WHERE p.kind = 'tool_use' GROUP BY m.session_id, p.tool_use_id HAVING COUNT(*) > 1",
+    ),
+    (
+        "misplaced_tool_result",
+        "SELECT m.session_id, m.seq FROM parts p JOIN messages m ON m.id = p.message_id
+         WHERE p.kind = 'tool_result' AND m.role != 'tool'",
+    ),
+];
+
+/// Every violation of the contract's invariants in the database, as `rule: row`.
+pub fn violations(path: &Path) -> Vec<String> {
+    let conn = raw(path);
+    let mut found = Vec::new();
+    for (rule, sql) in INVARIANTS {
+        let mut stmt = conn.prepare(sql).expect("invariant query");
+        let rows: Vec<String> = stmt
+            .query_map([], |r| {
+                Ok(format!("{:?} {:?}", r.get_ref(0)?, r.get_ref(1)?))
+            })
+            .expect("run invariant")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        found.extend(rows.into_iter().map(|row| format!("{rule}: {row}")));
+    }
+    found
+}
+
+/// The SQL statement of the invariants must itself catch each broken shape, or the property
+/// tests that rely on it prove nothing.
+#[test]
+fn invariant_queries_catch_every_broken_shape() {
+    let (_dir, store, path) = temp_store();
+    drop(store);
+    let conn = Connection::open(&path).expect("raw rw");
+    conn.execute_batch(
+        "INSERT INTO sessions VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         -- turn 0: compacted user, uncompacted assistant (split), dangling call d1
+         INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at) VALUES
+           (1, 's', 1, 0, 'user', 1, 't'), (2, 's', 2, 0, 'assistant', 0, 't'),
+         -- turn 1: wrong index 5, results in a user message, orphan result, duplicate id
+           (3, 's', 3, 5, 'user', 0, 't'), (4, 's', 4, 1, 'assistant', 0, 't'),
+           (5, 's', 5, 1, 'tool', 0, 't'),
+         -- turn 2: compacted after an uncompacted turn (gap)
+           (6, 's', 6, 2, 'user', 1, 't');
+         INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+           (1, 0, 'text', 'hi', NULL, NULL, NULL),
+           (2, 0, 'tool_use', NULL, 'd1', 'bash', '{}'),
+           (3, 0, 'tool_result', 'x', 'd1', NULL, NULL),
+           (4, 0, 'tool_use', NULL, 'd1', 'bash', '{}'),
+           (5, 0, 'tool_result', 'y', 'zz', NULL, NULL),
+           (5, 1, 'tool_result', 'y', 'd1', NULL, NULL),
+           (6, 0, 'text', 'again', NULL, NULL, NULL);",
+    )
+    .expect("broken rows");
+    drop(conn);
+    let found = violations(&path);
+    for (rule, _) in INVARIANTS {
+        assert!(
+            found.iter().any(|v| v.starts_with(rule)),
+            "{rule} not caught in {found:?}"
+        );
+    }
+}
