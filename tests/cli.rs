@@ -288,3 +288,36 @@ fn import_reads_stdin_when_the_file_is_a_dash() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(ok(&db, &["sessions"]).lines().count(), 1);
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    // `session-store show ... | head`: once the pipe closes, writes fail with EPIPE; the
+    // tool must stop quietly with status 0, not print an error.
+    use std::io::Read;
+    use std::process::Stdio;
+    let (_dir, db) = temp();
+    let id = import(
+        &db,
+        "claude-code",
+        &fixture("spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .arg("--db")
+        .arg(&db)
+        .args(["show", &id, "--full"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut head = [0u8; 64];
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_exact(&mut head)
+        .expect("some output");
+    // The read end is dropped here, long before the megabytes of output are written.
+    let output = child.wait_with_output().expect("wait");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "");
+}
