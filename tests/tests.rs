@@ -3,6 +3,7 @@
 
 mod cli;
 mod import_fixtures;
+mod provider_transcripts;
 mod regression;
 mod store;
 mod store_props;

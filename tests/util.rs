@@ -128,7 +128,7 @@ fn invariant_queries_catch_every_broken_shape() {
     drop(store);
     let conn = Connection::open(&path).expect("raw rw");
     conn.execute_batch(
-        "INSERT INTO sessions VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
          -- turn 0: compacted user, uncompacted assistant (split), dangling call d1
          INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at) VALUES
            (1, 's', 1, 0, 'user', 1, 't'), (2, 's', 2, 0, 'assistant', 0, 't'),

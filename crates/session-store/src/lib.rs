@@ -45,3 +45,9 @@ pub use error::{Error, Result};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
 pub use store::{ConnectionSettings, Store, StoreOptions};
+
+pub use history::contract::{check_anthropic, check_openai, Rule, Violation};
+pub use history::render::Provider;
+pub use history::request::Request;
+pub use history::thinking::{ThinkingConfig, ThinkingState};
+pub use store::ExportOptions;

@@ -7,3 +7,13 @@
 
 pub mod pairing;
 pub mod turns;
+
+// Provider-ready history (issue 4).
+pub mod contract;
+pub mod render;
+pub mod request;
+pub mod sanitize;
+pub mod signed;
+#[cfg(test)]
+pub(crate) mod testing;
+pub mod thinking;

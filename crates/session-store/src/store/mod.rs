@@ -21,6 +21,9 @@ mod rows;
 mod schema;
 mod write;
 
+mod export;
+pub use export::ExportOptions;
+
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.

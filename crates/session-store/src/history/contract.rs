@@ -1,0 +1,967 @@
+//! The providers' request rules (PROVIDER_RULES.md 1-13) as checks over a rendered body.
+//!
+//! These are library code, not test helpers: the exporter runs them on what it renders, the
+//! CLI reports them, and the proptests require zero violations for any history, broken or
+//! not. Each [`Violation`] names its [`Rule`] and the JSON pointer of the offending value.
+//!
+//! Anthropic's server joins consecutive messages of one role before it checks (rule 5), so
+//! the Anthropic checks run on the joined messages; paths point at the original block.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::history::render::Provider;
+use crate::history::signed::{is_position_validated, signature};
+use crate::model::{Message, Part, Role};
+
+/// One provider rule, named after what it requires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Rule {
+    /// The body has the provider's shape (object, `messages` array, content of known types).
+    Shape,
+    /// 1: roles are `user` and `assistant` only (Anthropic); a known role (OpenAI).
+    Roles,
+    /// 1: the first message is a `user` message (Anthropic).
+    FirstMessageUser,
+    /// 2: each tool_use is answered by a tool_result in the very next message, a user message.
+    ToolUseAnswered,
+    /// 3: each tool_result answers a tool_use of the assistant message directly before.
+    ToolResultAnswersPrevious,
+    /// 4: in a user message every tool_result comes before any other block.
+    ToolResultsFirst,
+    /// 6 and 13: tool_use (tool call) ids are unique within the request.
+    UniqueToolUseIds,
+    /// 7: text blocks are non-empty and not whitespace-only, except a single space in an
+    /// assistant message with signed thinking.
+    NonEmptyText,
+    /// 8: a tool_result with `is_error: true` has content.
+    ErrorResultContent,
+    /// 9: thinking and redacted_thinking appear only in assistant messages.
+    ThinkingInAssistant,
+    /// 9-10: a thinking block carries its signature, a redacted_thinking block its data.
+    ThinkingSigned,
+    /// 11: an assistant message with tool_calls is followed by tool messages answering every
+    /// call, with nothing else between.
+    ToolCallsAnswered,
+    /// 12: every tool message answers a call of the assistant message before its block.
+    ToolMessageAnswersCall,
+    /// 13: `function.arguments` is a string holding JSON.
+    ArgumentsJsonString,
+    /// 9: the thinking blocks of the latest assistant message come back exactly as stored:
+    /// same thinking, signature and data, order and count.
+    LatestThinkingUnchanged,
+}
+
+impl Rule {
+    /// The rule's stable snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Shape => "shape",
+            Rule::Roles => "roles",
+            Rule::FirstMessageUser => "first_message_user",
+            Rule::ToolUseAnswered => "tool_use_answered",
+            Rule::ToolResultAnswersPrevious => "tool_result_answers_previous",
+            Rule::ToolResultsFirst => "tool_results_first",
+            Rule::UniqueToolUseIds => "unique_tool_use_ids",
+            Rule::NonEmptyText => "non_empty_text",
+            Rule::ErrorResultContent => "error_result_content",
+            Rule::ThinkingInAssistant => "thinking_in_assistant",
+            Rule::ThinkingSigned => "thinking_signed",
+            Rule::ToolCallsAnswered => "tool_calls_answered",
+            Rule::ToolMessageAnswersCall => "tool_message_answers_call",
+            Rule::ArgumentsJsonString => "arguments_json_string",
+            Rule::LatestThinkingUnchanged => "latest_thinking_unchanged",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One broken rule in a rendered body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// The rule broken.
+    pub rule: Rule,
+    /// JSON pointer of the offending value, e.g. `/messages/3/content/0`.
+    pub path: String,
+    /// What is wrong, with the ids involved.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}: {}", self.rule, self.path, self.detail)
+    }
+}
+
+/// Every violation of the Anthropic Messages rules (1-10) in `body`.
+///
+/// Rule 9's "the latest assistant message's thinking comes back unchanged" needs the original
+/// response to check, so it is not checked here; the renderer passes thinking through as it is.
+pub fn check_anthropic(body: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let Some(messages) = messages_of(body, &mut out) else {
+        return out;
+    };
+    if let Some(system) = body.get("system") {
+        check_system(system, &mut out);
+    }
+    // Rule 5: check on the messages as the server joins them.
+    let mut joined: Vec<Joined<'_>> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let path = format!("/messages/{index}");
+        let Some(role) = message.get("role").and_then(Value::as_str) else {
+            push(
+                &mut out,
+                Rule::Shape,
+                &path,
+                "message without a string role",
+            );
+            continue;
+        };
+        if role != "user" && role != "assistant" {
+            push(
+                &mut out,
+                Rule::Roles,
+                &format!("{path}/role"),
+                format!("role {role:?}: only user and assistant (system is top level)"),
+            );
+            continue;
+        }
+        if index == 0 && role != "user" {
+            push(
+                &mut out,
+                Rule::FirstMessageUser,
+                &path,
+                format!("first message is {role}"),
+            );
+        }
+        let blocks = content_blocks(message, &path, &mut out);
+        match joined.last_mut() {
+            Some(last) if last.role == role => last.blocks.extend(blocks),
+            _ => joined.push(Joined { role, blocks }),
+        }
+    }
+    let mut seen_ids: HashMap<&str, String> = HashMap::new();
+    for (at, message) in joined.iter().enumerate() {
+        check_joined_blocks(message, &mut seen_ids, &mut out);
+        if message.role == "assistant" {
+            check_answered_next(message, joined.get(at + 1), &mut out);
+        } else {
+            let previous = at.checked_sub(1).and_then(|p| joined.get(p));
+            check_results_answer_previous(message, previous, &mut out);
+        }
+    }
+    out
+}
+
+/// One message as the server sees it after joining consecutive messages of one role.
+struct Joined<'a> {
+    role: &'a str,
+    /// (path, block) of every content block, in order.
+    blocks: Vec<(String, Block<'a>)>,
+}
+
+/// A content block; string content counts as one text block.
+enum Block<'a> {
+    Value(&'a Value),
+    Text(&'a str),
+}
+
+impl<'a> Block<'a> {
+    fn kind(&self) -> Option<&'a str> {
+        match self {
+            Block::Value(value) => value.get("type").and_then(Value::as_str),
+            Block::Text(_) => Some("text"),
+        }
+    }
+
+    fn str_field(&self, key: &str) -> Option<&'a str> {
+        match self {
+            Block::Value(value) => value.get(key).and_then(Value::as_str),
+            Block::Text(text) => (key == "text").then_some(*text),
+        }
+    }
+
+    fn field(&self, key: &str) -> Option<&'a Value> {
+        match self {
+            Block::Value(value) => value.get(key),
+            Block::Text(_) => None,
+        }
+    }
+}
+
+fn push(out: &mut Vec<Violation>, rule: Rule, path: &str, detail: impl Into<String>) {
+    out.push(Violation {
+        rule,
+        path: path.to_owned(),
+        detail: detail.into(),
+    });
+}
+
+fn messages_of<'a>(body: &'a Value, out: &mut Vec<Violation>) -> Option<&'a Vec<Value>> {
+    if !body.is_object() {
+        push(out, Rule::Shape, "", "body is not a JSON object");
+        return None;
+    }
+    let messages = body.get("messages").and_then(Value::as_array);
+    if messages.is_none() {
+        push(out, Rule::Shape, "/messages", "body has no messages array");
+    }
+    messages
+}
+
+fn check_system(system: &Value, out: &mut Vec<Violation>) {
+    match system {
+        Value::String(_) => {}
+        Value::Array(blocks) => {
+            for (index, block) in blocks.iter().enumerate() {
+                let path = format!("/system/{index}");
+                match block.get("text").and_then(Value::as_str) {
+                    Some(text) if text.trim().is_empty() => {
+                        push(out, Rule::NonEmptyText, &path, "blank system text block");
+                    }
+                    Some(_) => {}
+                    None => push(out, Rule::Shape, &path, "system block without text"),
+                }
+            }
+        }
+        _ => push(
+            out,
+            Rule::Shape,
+            "/system",
+            "system is neither a string nor blocks",
+        ),
+    }
+}
+
+fn content_blocks<'a>(
+    message: &'a Value,
+    path: &str,
+    out: &mut Vec<Violation>,
+) -> Vec<(String, Block<'a>)> {
+    let content_path = format!("{path}/content");
+    match message.get("content") {
+        Some(Value::String(text)) => vec![(content_path, Block::Text(text))],
+        Some(Value::Array(blocks)) => {
+            if blocks.is_empty() {
+                push(out, Rule::Shape, &content_path, "empty content");
+            }
+            blocks
+                .iter()
+                .enumerate()
+                .map(|(index, block)| (format!("{content_path}/{index}"), Block::Value(block)))
+                .collect()
+        }
+        _ => {
+            push(
+                out,
+                Rule::Shape,
+                &content_path,
+                "content is neither a string nor blocks",
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// Rules 4 and 6-9 and the block shapes, within one joined message.
+fn check_joined_blocks<'a>(
+    message: &Joined<'a>,
+    seen_ids: &mut HashMap<&'a str, String>,
+    out: &mut Vec<Violation>,
+) {
+    let assistant = message.role == "assistant";
+    // Rule 7's exception: a single space keeps signed thinking blocks in place.
+    let signed = assistant
+        && message.blocks.iter().any(|(_, block)| match block.kind() {
+            Some("thinking") => block.str_field("signature").is_some_and(|s| !s.is_empty()),
+            Some("redacted_thinking") => true,
+            _ => false,
+        });
+    let mut other_seen = false;
+    for (path, block) in &message.blocks {
+        let kind = block.kind();
+        if kind != Some("tool_result") {
+            other_seen = true;
+        }
+        match kind {
+            Some("text") => match block.str_field("text") {
+                None => push(out, Rule::Shape, path, "text block without text"),
+                Some(" ") if signed => {}
+                Some("") => {
+                    push(out, Rule::NonEmptyText, path, "empty text block");
+                }
+                Some(text) if text.trim().is_empty() => {
+                    push(out, Rule::NonEmptyText, path, "whitespace-only text block");
+                }
+                Some(_) => {}
+            },
+            Some("thinking") | Some("redacted_thinking") => {
+                if !assistant {
+                    push(
+                        out,
+                        Rule::ThinkingInAssistant,
+                        path,
+                        format!("{} block in a user message", kind.unwrap_or_default()),
+                    );
+                }
+                let (field, name) = if kind == Some("thinking") {
+                    ("signature", "thinking block without a signature")
+                } else {
+                    ("data", "redacted_thinking block without data")
+                };
+                if block.str_field(field).is_none_or(str::is_empty) {
+                    push(out, Rule::ThinkingSigned, path, name);
+                }
+                if kind == Some("thinking") && block.str_field("thinking").is_none() {
+                    push(
+                        out,
+                        Rule::Shape,
+                        path,
+                        "thinking block without thinking text",
+                    );
+                }
+            }
+            Some("tool_use") => {
+                if !assistant {
+                    push(out, Rule::Shape, path, "tool_use block in a user message");
+                }
+                match block.str_field("id") {
+                    Some(id) if !id.is_empty() => {
+                        if !id
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                        {
+                            push(
+                                out,
+                                Rule::Shape,
+                                path,
+                                format!("tool_use id {id:?} does not match ^[a-zA-Z0-9_-]+$"),
+                            );
+                        }
+                        if let Some(first) = seen_ids.get(id) {
+                            push(
+                                out,
+                                Rule::UniqueToolUseIds,
+                                path,
+                                format!("tool_use id {id:?} already used at {first}"),
+                            );
+                        } else {
+                            seen_ids.insert(id, path.clone());
+                        }
+                    }
+                    _ => push(out, Rule::Shape, path, "tool_use without an id"),
+                }
+                if block.str_field("name").is_none_or(str::is_empty) {
+                    push(out, Rule::Shape, path, "tool_use without a name");
+                }
+                if !block.field("input").is_some_and(Value::is_object) {
+                    push(out, Rule::Shape, path, "tool_use input is not an object");
+                }
+            }
+            Some("tool_result") => {
+                if assistant {
+                    push(
+                        out,
+                        Rule::ToolResultAnswersPrevious,
+                        path,
+                        "tool_result block in an assistant message",
+                    );
+                } else if other_seen {
+                    push(
+                        out,
+                        Rule::ToolResultsFirst,
+                        path,
+                        "tool_result after another block of the (joined) user message",
+                    );
+                }
+                if block.str_field("tool_use_id").is_none_or(str::is_empty) {
+                    push(out, Rule::Shape, path, "tool_result without tool_use_id");
+                }
+                check_result_content(block, path, out);
+            }
+            Some(_) => {}
+            None => push(out, Rule::Shape, path, "content block without a type"),
+        }
+    }
+}
+
+/// Rule 8, and rule 7 for text blocks nested in a result.
+fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>) {
+    let is_error = block.field("is_error").and_then(Value::as_bool) == Some(true);
+    let has_content = match block.field("content") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(text)) => !text.trim().is_empty(),
+        Some(Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                if item.get("type").and_then(Value::as_str) == Some("text")
+                    && item
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .is_none_or(|t| t.trim().is_empty())
+                {
+                    push(
+                        out,
+                        Rule::NonEmptyText,
+                        &format!("{path}/content/{index}"),
+                        "blank text block in a tool_result",
+                    );
+                }
+            }
+            !items.is_empty()
+        }
+        Some(_) => {
+            push(
+                out,
+                Rule::Shape,
+                &format!("{path}/content"),
+                "tool_result content is neither a string nor blocks",
+            );
+            true
+        }
+    };
+    if is_error && !has_content {
+        push(
+            out,
+            Rule::ErrorResultContent,
+            path,
+            "error tool_result without content",
+        );
+    }
+}
+
+/// Rule 2: every tool_use of `message` is answered in the next message, a user message.
+fn check_answered_next(message: &Joined<'_>, next: Option<&Joined<'_>>, out: &mut Vec<Violation>) {
+    let answers: HashSet<&str> = next
+        .filter(|next| next.role == "user")
+        .map(|next| {
+            next.blocks
+                .iter()
+                .filter(|(_, block)| block.kind() == Some("tool_result"))
+                .filter_map(|(_, block)| block.str_field("tool_use_id"))
+                .collect()
+        })
+        .unwrap_or_default();
+    for (path, block) in &message.blocks {
+        if block.kind() != Some("tool_use") {
+            continue;
+        }
+        let Some(id) = block.str_field("id") else {
+            continue;
+        };
+        if !answers.contains(id) {
+            push(
+                out,
+                Rule::ToolUseAnswered,
+                path,
+                format!("tool_use {id:?} has no tool_result in the next message"),
+            );
+        }
+    }
+}
+
+/// Rule 3: every tool_result answers a tool_use of the assistant message directly before,
+/// once.
+fn check_results_answer_previous(
+    message: &Joined<'_>,
+    previous: Option<&Joined<'_>>,
+    out: &mut Vec<Violation>,
+) {
+    let calls: HashSet<&str> = previous
+        .filter(|previous| previous.role == "assistant")
+        .map(|previous| {
+            previous
+                .blocks
+                .iter()
+                .filter(|(_, block)| block.kind() == Some("tool_use"))
+                .filter_map(|(_, block)| block.str_field("id"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut answered = HashSet::new();
+    for (path, block) in &message.blocks {
+        if block.kind() != Some("tool_result") {
+            continue;
+        }
+        let Some(id) = block.str_field("tool_use_id") else {
+            continue;
+        };
+        if !calls.contains(id) {
+            push(
+                out,
+                Rule::ToolResultAnswersPrevious,
+                path,
+                format!(
+                    "tool_result for {id:?} answers no tool_use of the previous assistant message"
+                ),
+            );
+        } else if !answered.insert(id) {
+            push(
+                out,
+                Rule::ToolResultAnswersPrevious,
+                path,
+                format!("tool_use {id:?} is answered twice"),
+            );
+        }
+    }
+}
+
+/// Every violation of the OpenAI Chat Completions rules (11-13) in `body`.
+pub fn check_openai(body: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let Some(messages) = messages_of(body, &mut out) else {
+        return out;
+    };
+    let mut seen_ids: HashMap<&str, String> = HashMap::new();
+    // The open tool block: the assistant's path and its calls not answered yet.
+    let mut open: Option<(String, Vec<&str>)> = None;
+    for (index, message) in messages.iter().enumerate() {
+        let path = format!("/messages/{index}");
+        let Some(role) = message.get("role").and_then(Value::as_str) else {
+            push(
+                &mut out,
+                Rule::Shape,
+                &path,
+                "message without a string role",
+            );
+            continue;
+        };
+        if role == "tool" {
+            let id = message.get("tool_call_id").and_then(Value::as_str);
+            let answered = match (open.as_mut(), id) {
+                (Some((_, pending)), Some(id)) => match pending.iter().position(|p| *p == id) {
+                    Some(at) => {
+                        pending.remove(at);
+                        true
+                    }
+                    None => false,
+                },
+                _ => false,
+            };
+            if !answered {
+                push(&mut out, Rule::ToolMessageAnswersCall, &path, format!("tool message for {:?} answers no pending call of the assistant message before its block", id.unwrap_or_default()));
+            }
+            if !message
+                .get("content")
+                .is_some_and(|c| c.is_string() || c.is_array())
+            {
+                push(
+                    &mut out,
+                    Rule::Shape,
+                    &format!("{path}/content"),
+                    "tool message without content",
+                );
+            }
+            continue;
+        }
+        // Any other message ends the tool block.
+        if let Some((assistant, pending)) = open.take() {
+            if !pending.is_empty() {
+                push(
+                    &mut out,
+                    Rule::ToolCallsAnswered,
+                    &assistant,
+                    format!("tool_calls {pending:?} are not answered before {path}"),
+                );
+            }
+        }
+        match role {
+            "system" | "developer" | "user" => {}
+            "assistant" => {
+                let calls = check_tool_calls(message, &path, &mut seen_ids, &mut out);
+                let content = message.get("content");
+                let has_content = content.is_some_and(|c| !c.is_null());
+                if !has_content && calls.is_empty() {
+                    push(
+                        &mut out,
+                        Rule::Shape,
+                        &path,
+                        "assistant message without content or tool_calls",
+                    );
+                }
+                if !calls.is_empty() {
+                    open = Some((path.clone(), calls));
+                }
+            }
+            other => push(
+                &mut out,
+                Rule::Roles,
+                &format!("{path}/role"),
+                format!("unknown role {other:?}"),
+            ),
+        }
+    }
+    if let Some((assistant, pending)) = open {
+        if !pending.is_empty() {
+            push(
+                &mut out,
+                Rule::ToolCallsAnswered,
+                &assistant,
+                format!("tool_calls {pending:?} are not answered before the end"),
+            );
+        }
+    }
+    out
+}
+
+/// Rule 13 on one assistant message; returns its call ids.
+fn check_tool_calls<'a>(
+    message: &'a Value,
+    path: &str,
+    seen_ids: &mut HashMap<&'a str, String>,
+    out: &mut Vec<Violation>,
+) -> Vec<&'a str> {
+    let Some(calls) = message.get("tool_calls") else {
+        return Vec::new();
+    };
+    let Some(calls) = calls.as_array() else {
+        push(
+            out,
+            Rule::Shape,
+            &format!("{path}/tool_calls"),
+            "tool_calls is not an array",
+        );
+        return Vec::new();
+    };
+    let mut ids = Vec::new();
+    for (index, call) in calls.iter().enumerate() {
+        let call_path = format!("{path}/tool_calls/{index}");
+        match call.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => {
+                if let Some(first) = seen_ids.get(id) {
+                    push(
+                        out,
+                        Rule::UniqueToolUseIds,
+                        &call_path,
+                        format!("tool call id {id:?} already used at {first}"),
+                    );
+                } else {
+                    seen_ids.insert(id, call_path.clone());
+                }
+                ids.push(id);
+            }
+            _ => push(out, Rule::Shape, &call_path, "tool call without an id"),
+        }
+        if call
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            push(
+                out,
+                Rule::Shape,
+                &format!("{call_path}/function/name"),
+                "tool call without a function name",
+            );
+        }
+        let arguments_path = format!("{call_path}/function/arguments");
+        match call.pointer("/function/arguments") {
+            Some(Value::String(raw)) => {
+                if serde_json::from_str::<Value>(raw).is_err() {
+                    push(
+                        out,
+                        Rule::ArgumentsJsonString,
+                        &arguments_path,
+                        "arguments are not valid JSON",
+                    );
+                }
+            }
+            _ => push(
+                out,
+                Rule::ArgumentsJsonString,
+                &arguments_path,
+                "arguments are not a string",
+            ),
+        }
+    }
+    ids
+}
+
+/// Rule 9 against the stored history: the signed thinking and redacted thinking of the latest
+/// assistant message in `messages` (what the provider sent) end the thinking blocks of the
+/// last assistant message of the Anthropic `body`, byte for byte and in order.
+pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Violation> {
+    let expected: Vec<(&str, &str, &str)> = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(|latest| {
+            latest
+                .parts
+                .iter()
+                .filter(|part| is_position_validated(part))
+                .filter_map(|part| match part {
+                    Part::Reasoning { text, .. } => Some((
+                        "thinking",
+                        text.as_str(),
+                        signature(part).unwrap_or_default(),
+                    )),
+                    Part::RedactedReasoning { data, .. } => {
+                        Some(("redacted_thinking", data.as_str(), ""))
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if expected.is_empty() {
+        return Vec::new();
+    }
+    let messages = body.get("messages").and_then(Value::as_array);
+    let last = messages.and_then(|all| {
+        all.iter()
+            .enumerate()
+            .rev()
+            .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"))
+    });
+    let (path, actual) = match last {
+        Some((index, message)) => {
+            let actual: Vec<(&str, &str, &str)> = message
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|block| {
+                    let field = |key| block.get(key).and_then(Value::as_str).unwrap_or_default();
+                    match field("type") {
+                        "thinking" => Some(("thinking", field("thinking"), field("signature"))),
+                        "redacted_thinking" => Some(("redacted_thinking", field("data"), "")),
+                        _ => None,
+                    }
+                })
+                .collect();
+            (format!("/messages/{index}"), actual)
+        }
+        None => ("/messages".to_owned(), Vec::new()),
+    };
+    if actual.ends_with(&expected) {
+        return Vec::new();
+    }
+    vec![Violation {
+        rule: Rule::LatestThinkingUnchanged,
+        path,
+        detail: format!(
+            "the latest assistant message's {} thinking blocks are not sent back as stored",
+            expected.len()
+        ),
+    }]
+}
+
+/// [`check_anthropic`] or [`check_openai`], by provider.
+pub fn check(provider: Provider, body: &Value) -> Vec<Violation> {
+    match provider {
+        Provider::Anthropic => check_anthropic(body),
+        Provider::OpenAi => check_openai(body),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::render::{anthropic, openai};
+    use crate::history::sanitize::sanitize;
+    use crate::history::signed::signature;
+    use crate::history::testing::{arb, history};
+    use crate::model::{Part, Role};
+
+    fn rules(violations: &[Violation]) -> Vec<Rule> {
+        violations.iter().map(|v| v.rule).collect()
+    }
+
+    #[test]
+    fn anthropic_rules_are_each_detected() {
+        let body = json!({"messages": [
+            {"role": "assistant", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "system", "content": "x"},
+            {"role": "user", "content": [
+                {"type": "text", "text": " "},
+                {"type": "tool_result", "tool_use_id": "nope", "is_error": true},
+                {"type": "thinking", "thinking": "t"},
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "a", "name": "bash", "input": {}},
+                {"type": "tool_use", "id": "a", "name": "bash", "input": "x"},
+            ]},
+            {"role": "user", "content": ""},
+        ]});
+        let found = rules(&check_anthropic(&body));
+        for rule in [
+            Rule::FirstMessageUser,
+            Rule::Roles,
+            Rule::NonEmptyText,
+            Rule::ToolResultAnswersPrevious,
+            Rule::ErrorResultContent,
+            Rule::ToolResultsFirst,
+            Rule::ThinkingInAssistant,
+            Rule::ThinkingSigned,
+            Rule::UniqueToolUseIds,
+            Rule::Shape,
+            Rule::ToolUseAnswered,
+        ] {
+            assert!(found.contains(&rule), "{rule} not found in {found:?}");
+        }
+    }
+
+    #[test]
+    fn joined_user_text_before_results_breaks_results_first() {
+        // Rule 5: the server joins the two user messages, so the text comes first.
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": "wait"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]},
+        ]});
+        let violations = check_anthropic(&body);
+        assert_eq!(rules(&violations), vec![Rule::ToolResultsFirst]);
+        assert_eq!(violations[0].path, "/messages/3/content/0");
+    }
+
+    #[test]
+    fn single_space_is_accepted_only_with_signed_thinking() {
+        let signed = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "a", "signature": "s"},
+                {"type": "text", "text": " "},
+                {"type": "thinking", "thinking": "b", "signature": "t"},
+            ]},
+        ]});
+        assert_eq!(check_anthropic(&signed), vec![]);
+        let unsigned = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}]},
+        ]});
+        assert_eq!(rules(&check_anthropic(&unsigned)), vec![Rule::NonEmptyText]);
+    }
+
+    #[test]
+    fn openai_rules_are_each_detected() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "bash", "arguments": {"cmd": "ls"}}},
+                {"id": "b", "type": "function", "function": {"name": "bash", "arguments": "{"}},
+            ]},
+            {"role": "system", "content": "between"},
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            ]},
+            {"role": "function", "content": "x"},
+            {"role": "assistant", "content": null},
+        ]});
+        let found = rules(&check_openai(&body));
+        for rule in [
+            Rule::ArgumentsJsonString,
+            Rule::ToolCallsAnswered,
+            Rule::ToolMessageAnswersCall,
+            Rule::UniqueToolUseIds,
+            Rule::Roles,
+            Rule::Shape,
+        ] {
+            assert!(found.contains(&rule), "{rule} not found in {found:?}");
+        }
+    }
+
+    #[test]
+    fn latest_thinking_must_come_back_unchanged() {
+        let messages = history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![
+                    Part::reasoning("t", Some(json!({"bedrock": {"signature": "s"}}))),
+                    Part::text("a"),
+                ],
+            ),
+        ]);
+        let sent = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "text", "text": "a"},
+            ]},
+        ]});
+        assert_eq!(check_latest_thinking(&messages, &sent), vec![]);
+        let mut changed = sent.clone();
+        changed["messages"][1]["content"][0]["signature"] = json!("other");
+        assert_eq!(
+            rules(&check_latest_thinking(&messages, &changed)),
+            vec![Rule::LatestThinkingUnchanged]
+        );
+    }
+
+    #[test]
+    fn healthy_bodies_pass() {
+        let anthropic = json!({"system": "s", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "bash", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": [{"type": "text", "text": "ok"}]},
+                {"type": "text", "text": "next"},
+            ]},
+        ]});
+        assert_eq!(check_anthropic(&anthropic), vec![]);
+        let openai = json!({"messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "content": "done"},
+        ]});
+        assert_eq!(check_openai(&openai), vec![]);
+    }
+
+    /// The signatures of the signed reasoning parts of assistant messages, in order.
+    fn stored_signatures(messages: &[(Role, Vec<Part>)]) -> Vec<String> {
+        messages
+            .iter()
+            .filter(|(role, _)| *role == Role::Assistant)
+            .flat_map(|(_, parts)| parts.iter().filter_map(signature))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn rendered_signatures(body: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for message in body["messages"].as_array().into_iter().flatten() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if let Some(signature) = block.get("signature").and_then(Value::as_str) {
+                    out.push(signature.to_owned());
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any stored history, however broken, renders into bodies both providers accept,
+        /// and every signed thinking block comes back, in order.
+        #[test]
+        fn rendered_random_histories_pass_the_contract(raw in arb::messages(14)) {
+            let view = sanitize(&history(raw.clone()));
+            let a = anthropic::render(&view);
+            let o = openai::render(&view);
+            prop_assert_eq!(check_anthropic(&a), vec![], "anthropic {:#}", a);
+            prop_assert_eq!(check_openai(&o), vec![], "openai {:#}", o);
+            prop_assert_eq!(rendered_signatures(&a), stored_signatures(&raw));
+            prop_assert_eq!(check_latest_thinking(&history(raw), &a), vec![]);
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! The Anthropic Messages API body: `{"system": ..., "messages": [...]}`.
+//!
+//! - `system` is top level: the text of every system message, joined with a blank line, in
+//!   order; the key is left out when there is none.
+//! - A `tool` message becomes a `user` message of `tool_result` blocks; results come first,
+//!   then the text of a following user message, joined into one message (rule 4).
+//! - Consecutive messages of one role are joined into one (rule 5), so roles alternate.
+//! - tool_use `input` is an object; `thinking` carries `thinking` and `signature` (taken from
+//!   the `anthropic`, `bedrock` or `vertex` namespace), `redacted_thinking` carries `data`,
+//!   both byte for byte and in place. Reasoning without a signature came from another
+//!   provider and cannot be sent back: it is left out.
+//! - The first message must be `user` (rule 1; Bedrock enforces it): when the view starts
+//!   with an assistant message, a user message holding [`PLACEHOLDER_USER_TEXT`] is put
+//!   first. It depends on nothing that follows, so it stays stable as the session grows.
+
+use serde_json::{json, Map, Value};
+
+use crate::history::sanitize::View;
+use crate::history::signed::signature_in;
+use crate::model::{Part, Role};
+
+/// The text of the user message put first when a history starts with an assistant message.
+pub const PLACEHOLDER_USER_TEXT: &str = "(The conversation so far continues below.)";
+
+/// Renders `view` as an Anthropic Messages request body.
+pub fn render(view: &View) -> Value {
+    let mut system = Vec::new();
+    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in &view.messages {
+        let (role, blocks) = match message.role {
+            Role::System => {
+                let text = join_text(&message.parts);
+                if !text.trim().is_empty() {
+                    system.push(text);
+                }
+                continue;
+            }
+            Role::Assistant => ("assistant", blocks(&message.parts)),
+            Role::User | Role::Tool => ("user", blocks(&message.parts)),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match messages.last_mut() {
+            // Rule 5: the server joins consecutive messages of one role anyway; joining here
+            // keeps roles alternating. A message that opens a turn is not joined, so appending
+            // a turn never changes the bytes of the message before it (the server's join of
+            // the two is still valid: that message holds results first, then text).
+            Some((last_role, last)) if *last_role == role && !message.opens_turn => {
+                last.extend(blocks);
+            }
+            _ => messages.push((role, blocks)),
+        }
+    }
+    if messages
+        .first()
+        .is_some_and(|(role, _)| *role == "assistant")
+    {
+        messages.insert(0, ("user", vec![text_block(PLACEHOLDER_USER_TEXT)]));
+    }
+    let mut body = Map::new();
+    if !system.is_empty() {
+        body.insert("system".to_owned(), Value::String(system.join("\n\n")));
+    }
+    let messages = messages
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    body.insert("messages".to_owned(), Value::Array(messages));
+    Value::Object(body)
+}
+
+/// The text parts of a user or system message, joined with a blank line.
+pub(crate) fn join_text(parts: &[Part]) -> String {
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    texts.join("\n\n")
+}
+
+fn text_block(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+/// The content blocks of one view message, in part order.
+fn blocks(parts: &[Part]) -> Vec<Value> {
+    parts.iter().filter_map(block).collect()
+}
+
+fn block(part: &Part) -> Option<Value> {
+    Some(match part {
+        Part::Text { text, .. } => text_block(text),
+        Part::Reasoning {
+            text,
+            provider_metadata,
+        } => {
+            // Unsigned reasoning came from another provider; Anthropic cannot verify it.
+            let signature = signature_in(provider_metadata.as_ref())?;
+            json!({"type": "thinking", "thinking": text, "signature": signature})
+        }
+        Part::RedactedReasoning { data, .. } => {
+            if data.is_empty() {
+                return None;
+            }
+            json!({"type": "redacted_thinking", "data": data})
+        }
+        Part::ToolUse {
+            id, name, input, ..
+        } => json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+        Part::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            ..
+        } => {
+            let mut result = Map::new();
+            result.insert("type".to_owned(), json!("tool_result"));
+            result.insert("tool_use_id".to_owned(), json!(tool_use_id));
+            // Empty content is left out rather than sent as an empty string.
+            if !content.is_empty() {
+                result.insert("content".to_owned(), json!(content));
+            }
+            if *is_error {
+                result.insert("is_error".to_owned(), json!(true));
+            }
+            Value::Object(result)
+        }
+    })
+}

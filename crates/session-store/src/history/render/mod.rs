@@ -1,0 +1,203 @@
+//! Rendering a [`View`] as a provider's request body, deterministically.
+//!
+//! Provider prompt caches hit only when a request starts with the bytes of the one before.
+//! So rendering is a pure function of the view: keys are inserted in a fixed order (the
+//! workspace enables serde_json's `preserve_order`), nothing carries a timestamp or a random
+//! id, and each message renders from itself and what came before it. Appending a turn
+//! therefore leaves every earlier rendered message byte for byte unchanged, except where the
+//! idle latch or a compaction changes the history on purpose, or a synthetic tombstone is
+//! replaced by the real result. [`digests`] fingerprints each rendered message so two requests
+//! can be compared to find where they diverge.
+//!
+//! One further exception, on Anthropic only: its `system` is a top-level field, so a system
+//! message appended mid-session changes `system`, not the messages.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::history::sanitize::View;
+
+pub mod anthropic;
+pub mod openai;
+
+/// A request format the store can render.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Provider {
+    /// Anthropic Messages API (also Bedrock and Vertex): `{"system": ..., "messages": [...]}`.
+    Anthropic,
+    /// OpenAI Chat Completions: `{"messages": [...]}`.
+    OpenAi,
+}
+
+impl Provider {
+    /// The name used on the command line (`anthropic`, `openai`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+        }
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Provider {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "anthropic" => Ok(Provider::Anthropic),
+            "openai" => Ok(Provider::OpenAi),
+            other => Err(format!(
+                "unknown provider {other:?} (expected anthropic or openai)"
+            )),
+        }
+    }
+}
+
+/// Renders `view` as `provider`'s request body.
+pub fn render(view: &View, provider: Provider) -> Value {
+    match provider {
+        Provider::Anthropic => anthropic::render(view),
+        Provider::OpenAi => openai::render(view),
+    }
+}
+
+/// The fingerprint of one rendered message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageDigest {
+    /// JSON pointer of the rendered value: `/system` or `/messages/{i}`.
+    pub path: String,
+    /// 64-bit FNV-1a of the value's compact JSON serialization, as 16 lowercase hex digits.
+    pub digest: String,
+}
+
+/// One digest per rendered message of `body` (and one for an Anthropic `system` first, when
+/// present), in order. Two bodies diverge at the first path whose digests differ.
+///
+/// The hash is FNV-1a 64 over `serde_json::to_string` of the value: cheap, dependency-free
+/// and stable across builds; it finds divergence, it is not a cryptographic hash.
+pub fn digests(body: &Value) -> Vec<MessageDigest> {
+    let mut out = Vec::new();
+    if let Some(system) = body.get("system") {
+        out.push(digest_of("/system".to_owned(), system));
+    }
+    if let Some(messages) = body.get("messages").and_then(Value::as_array) {
+        for (index, message) in messages.iter().enumerate() {
+            out.push(digest_of(format!("/messages/{index}"), message));
+        }
+    }
+    out
+}
+
+fn digest_of(path: String, value: &Value) -> MessageDigest {
+    // `Value`'s Display is its compact serialization; it cannot fail.
+    let text = value.to_string();
+    MessageDigest {
+        path,
+        digest: format!("{:016x}", fnv1a64(text.as_bytes())),
+    }
+}
+
+/// The index of the first digest that differs between `a` and `b` (in path or value), or the
+/// length of the shorter list when one is a prefix of the other; `None` when they are equal.
+pub fn first_divergence(a: &[MessageDigest], b: &[MessageDigest]) -> Option<usize> {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .or_else(|| (a.len() != b.len()).then(|| a.len().min(b.len())))
+}
+
+/// 64-bit FNV-1a of `bytes`.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::{arb, history};
+    use crate::model::{Part, Role};
+
+    /// A turn to append: a user message that opens it, then any messages but system ones
+    /// (on Anthropic a system message changes the top-level `system`, by design).
+    fn turn() -> impl Strategy<Value = Vec<(Role, Vec<Part>)>> {
+        let role = prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::Tool)];
+        prop::collection::vec((role, prop::collection::vec(arb::part(), 0..4)), 0..6).prop_map(
+            |rest| {
+                let mut turn = vec![(Role::User, vec![Part::text("next question")])];
+                turn.extend(rest);
+                turn
+            },
+        )
+    }
+
+    fn rendered_messages(body: &Value) -> Vec<String> {
+        body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(Value::to_string)
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Appending a turn leaves every message rendered before it byte for byte unchanged,
+        /// for both providers, whatever the history before (broken ones included).
+        #[test]
+        fn appending_a_turn_keeps_the_rendered_prefix(
+            before in arb::messages(12),
+            turn in turn(),
+        ) {
+            let mut after = before.clone();
+            after.extend(turn);
+            let (old_view, new_view) = (sanitize(&history(before)), sanitize(&history(after)));
+            for provider in [Provider::Anthropic, Provider::OpenAi] {
+                let (old, new) = (render(&old_view, provider), render(&new_view, provider));
+                let (old_messages, new_messages) = (rendered_messages(&old), rendered_messages(&new));
+                prop_assert!(new_messages.len() >= old_messages.len());
+                prop_assert_eq!(&new_messages[..old_messages.len()], &old_messages[..], "{}", provider);
+                prop_assert_eq!(old.get("system"), new.get("system"));
+                // Deterministic: the same view renders to the same bytes.
+                prop_assert_eq!(render(&new_view, provider).to_string(), new.to_string());
+                let (old_digests, new_digests) = (digests(&old), digests(&new));
+                prop_assert_eq!(&new_digests[..old_digests.len()], &old_digests[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn fnv1a64_matches_the_reference_vectors() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn divergence_points_at_the_first_changed_message() {
+        let a = json!({"system": "s", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]});
+        let b = json!({"system": "s", "messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "c"}]});
+        let (da, db) = (digests(&a), digests(&b));
+        assert_eq!(da.len(), 3);
+        assert_eq!(da[0].path, "/system");
+        assert_eq!(first_divergence(&da, &db), Some(2));
+        assert_eq!(first_divergence(&da, &da), None);
+        assert_eq!(first_divergence(&da[..2], &da), Some(2));
+    }
+}

@@ -1,0 +1,1083 @@
+//! The defensive loader: turns stored messages, healthy or not, into a [`View`] that every
+//! renderer can send as it is.
+//!
+//! The rows are never trusted: a database written by older code, another writer or a crash
+//! can hold dangling tool_uses, orphan results, repeated ids, results in user messages, empty
+//! texts and inputs that are not objects. None of that is changed in the database here
+//! (`store-repair` does that); the view is repaired instead, and each repair is reported.
+//!
+//! What the view guarantees, whatever the input:
+//! - `system` messages hold text only and never sit inside a tool pair (one that came between
+//!   a tool_use and its block is moved to just after the block);
+//! - `user` messages hold non-blank text only;
+//! - `assistant` messages hold text, reasoning, redacted reasoning and tool_use parts; a text
+//!   part is never blank, except a single space `" "` in a message with signed reasoning,
+//!   which stands for an empty text part so the thinking blocks keep their positions;
+//! - every tool_use is answered in the `tool` message directly after its assistant message
+//!   (system messages aside), by a real result or a synthetic tombstone;
+//! - `tool` messages hold tool_results only, each answering a tool_use of the assistant
+//!   message directly before; an error result is never empty;
+//! - tool_use ids are unique and match `^[a-zA-Z0-9_-]+$`, tool names are non-empty, inputs
+//!   are JSON objects;
+//! - no message is empty.
+//!
+//! The view is a function of the messages alone and of nothing after them, except that a
+//! tombstone for a call that has no answer yet is replaced once the answer is stored: this is
+//! what keeps rendering prefix-stable.
+
+use std::collections::{HashSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::history::signed::has_signed_reasoning;
+use crate::model::{Message, Part, Role};
+
+/// The text of the synthetic tombstone the view gives a tool_use that has no answer.
+pub const MISSING_RESULT_TEXT: &str =
+    "Tool call has no result: it was interrupted or its result was lost.";
+
+/// The content given to an error result stored with empty content.
+pub const EMPTY_ERROR_TEXT: &str = "Tool call failed without output.";
+
+/// One message of the provider's view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ViewMessage {
+    /// `System`, `User`, `Assistant` or `Tool` (tool results only).
+    pub role: Role,
+    /// The parts to send, already repaired.
+    pub parts: Vec<Part>,
+    /// The `seq` of the stored messages it was made from; empty when it is synthetic.
+    pub seqs: Vec<i64>,
+    /// True when it starts at a stored `user` message, i.e. opens a turn. Renderers never
+    /// join such a message onto the one before, so appending a turn never changes the bytes
+    /// of what was rendered before it.
+    pub opens_turn: bool,
+}
+
+/// What the loader changed in the view, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RepairKind {
+    /// A message with no parts, or with nothing sendable left, was left out.
+    DroppedMessage,
+    /// A part that cannot be sent where it is (reasoning outside an assistant message, a
+    /// blank text) was left out.
+    DroppedPart,
+    /// A tool_use without an answer got a synthetic tombstone result.
+    Tombstone,
+    /// A tool_result whose tool_use is not directly before its block became text.
+    OrphanResult,
+    /// A tool_use id repeated an earlier one (or was empty, or used characters outside
+    /// `[A-Za-z0-9_-]`) and was renamed with its answer.
+    RenamedToolUse,
+    /// A user message holding tool_results was split into a tool block and the user's text.
+    SplitUserResults,
+    /// A part in a message of the wrong role (tool_use outside an assistant message,
+    /// tool_result in an assistant or system message, text in a tool message) became text
+    /// after the block.
+    MovedPart,
+    /// A system message inside a tool pair was moved to just after the tool block.
+    MovedSystem,
+    /// An error result with empty content was given content.
+    FilledErrorContent,
+    /// A tool_use input that is not a JSON object was wrapped in one.
+    WrappedInput,
+    /// A tool_use with an empty name was given one.
+    NamedTool,
+    /// An empty text part in a message with signed reasoning is sent as a single space.
+    SignedSpace,
+}
+
+impl RepairKind {
+    /// A stable snake_case name, for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepairKind::DroppedMessage => "dropped_message",
+            RepairKind::DroppedPart => "dropped_part",
+            RepairKind::Tombstone => "tombstone",
+            RepairKind::OrphanResult => "orphan_result",
+            RepairKind::RenamedToolUse => "renamed_tool_use",
+            RepairKind::SplitUserResults => "split_user_results",
+            RepairKind::MovedPart => "moved_part",
+            RepairKind::MovedSystem => "moved_system",
+            RepairKind::FilledErrorContent => "filled_error_content",
+            RepairKind::WrappedInput => "wrapped_input",
+            RepairKind::NamedTool => "named_tool",
+            RepairKind::SignedSpace => "signed_space",
+        }
+    }
+}
+
+/// One repair, located at the stored message (and part) it concerns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// What was done.
+    pub kind: RepairKind,
+    /// The `seq` of the stored message concerned.
+    pub seq: i64,
+    /// The part's position in that message, when one part is concerned.
+    pub ordinal: Option<usize>,
+    /// A sentence for people: ids involved, what became of them.
+    pub detail: String,
+}
+
+/// The provider's view of a history, and what was repaired to build it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct View {
+    /// The messages to render, in order.
+    pub messages: Vec<ViewMessage>,
+    /// Every repair, in the order it was made.
+    pub repairs: Vec<Repair>,
+}
+
+/// The words put before a compaction summary in the user message that carries it.
+pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:\n\n";
+
+/// Builds the provider's view of `messages` (in `seq` order, already restricted to what the
+/// provider sees: no compacted messages).
+pub fn sanitize(messages: &[Message]) -> View {
+    sanitize_with_summary(None, messages)
+}
+
+/// [`sanitize`], with the summary of the compacted head (if any) sent first as a user
+/// message ([`SUMMARY_PREFIX`] and the text) that opens a turn of its own.
+pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
+    let mut loader = Loader::default();
+    if let Some(summary) = summary.filter(|text| !text.trim().is_empty()) {
+        loader.push(
+            Role::User,
+            vec![Part::text(format!("{SUMMARY_PREFIX}{summary}"))],
+            Vec::new(),
+            true,
+        );
+    }
+    for message in messages {
+        loader.load(message);
+    }
+    loader.close_block();
+    View {
+        messages: loader.out,
+        repairs: loader.repairs,
+    }
+}
+
+/// The description a part gets when it cannot be sent as what it is (an orphan result, a
+/// tool_use in a user message). Deterministic: the same part always reads the same, and it is
+/// never blank.
+pub fn describe(part: &Part) -> String {
+    match part {
+        Part::Text { text, .. } | Part::Reasoning { text, .. } => text.clone(),
+        Part::RedactedReasoning { .. } => "[redacted reasoning]".to_owned(),
+        Part::ToolUse {
+            id, name, input, ..
+        } => format!("[tool_use {id:?} of tool {name:?} with input {input}]"),
+        Part::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            ..
+        } => {
+            let status = if *is_error { "error " } else { "" };
+            if content.trim().is_empty() {
+                format!("[{status}tool_result for tool_use {tool_use_id:?}, without content]")
+            } else {
+                format!("[{status}tool_result for tool_use {tool_use_id:?}]\n{content}")
+            }
+        }
+    }
+}
+
+/// The tool block being collected after an assistant message with tool_uses.
+#[derive(Default)]
+struct Block {
+    /// `seq` of the assistant message.
+    assistant_seq: i64,
+    /// (stored id, view id) of each call not answered yet, in part order.
+    open: VecDeque<(String, String)>,
+    /// Results so far, with view ids, in the order they were stored.
+    results: Vec<Part>,
+    /// `seq` of the messages the results came from.
+    result_seqs: Vec<i64>,
+    /// True when the block's first message opens a turn (a user message holding results).
+    opens_turn: bool,
+    /// Text sent after the results: orphans, and text parts of tool messages.
+    after: Vec<Part>,
+    /// `seq` of the messages the text came from.
+    after_seqs: Vec<i64>,
+    /// True when the text starts with orphans of a user message (which opens a turn).
+    after_opens_turn: bool,
+    /// System messages that sat inside the block, sent after it.
+    systems: Vec<ViewMessage>,
+}
+
+#[derive(Default)]
+struct Loader {
+    out: Vec<ViewMessage>,
+    repairs: Vec<Repair>,
+    /// Every tool_use id used in the view so far.
+    used_ids: HashSet<String>,
+    block: Option<Block>,
+}
+
+impl Loader {
+    fn repair(&mut self, kind: RepairKind, seq: i64, ordinal: Option<usize>, detail: String) {
+        self.repairs.push(Repair {
+            kind,
+            seq,
+            ordinal,
+            detail,
+        });
+    }
+
+    fn load(&mut self, message: &Message) {
+        if message.parts.is_empty() {
+            self.repair(
+                RepairKind::DroppedMessage,
+                message.seq,
+                None,
+                format!("{} message without parts", message.role),
+            );
+            return;
+        }
+        match message.role {
+            Role::System => self.load_system(message),
+            Role::Assistant => self.load_assistant(message),
+            Role::Tool => self.load_tool(message, false),
+            Role::User => {
+                let has_results = message
+                    .parts
+                    .iter()
+                    .any(|part| matches!(part, Part::ToolResult { .. }));
+                if has_results {
+                    self.repair(
+                        RepairKind::SplitUserResults,
+                        message.seq,
+                        None,
+                        "user message holds tool_results: sent as a tool block, then the user's text"
+                            .to_owned(),
+                    );
+                    self.load_tool(message, true);
+                    let rest = texts_outside_tool(self, message, |part| {
+                        !matches!(part, Part::ToolResult { .. })
+                    });
+                    if !rest.is_empty() {
+                        self.close_block();
+                        self.push(Role::User, rest, vec![message.seq], false);
+                    }
+                } else {
+                    let parts = texts_outside_tool(self, message, |_| true);
+                    // A message with nothing to send is invisible: it does not end a block.
+                    if parts.is_empty() {
+                        self.dropped_nothing_left(message);
+                    } else {
+                        self.close_block();
+                        self.push(Role::User, parts, vec![message.seq], true);
+                    }
+                }
+            }
+        }
+    }
+
+    fn dropped_nothing_left(&mut self, message: &Message) {
+        self.repair(
+            RepairKind::DroppedMessage,
+            message.seq,
+            None,
+            format!("{} message with nothing sendable left", message.role),
+        );
+    }
+
+    fn push(&mut self, role: Role, parts: Vec<Part>, seqs: Vec<i64>, opens_turn: bool) {
+        self.out.push(ViewMessage {
+            role,
+            parts,
+            seqs,
+            opens_turn,
+        });
+    }
+
+    fn load_system(&mut self, message: &Message) {
+        let parts = texts_outside_tool(self, message, |_| true);
+        if parts.is_empty() {
+            self.dropped_nothing_left(message);
+            return;
+        }
+        let system = ViewMessage {
+            role: Role::System,
+            parts,
+            seqs: vec![message.seq],
+            opens_turn: false,
+        };
+        if let Some(block) = self.block.as_mut() {
+            let assistant_seq = block.assistant_seq;
+            block.systems.push(system);
+            self.repair(
+                RepairKind::MovedSystem,
+                message.seq,
+                None,
+                format!("system message inside the tool block of message {assistant_seq}: sent after the block"),
+            );
+        } else {
+            self.out.push(system);
+        }
+    }
+
+    fn load_assistant(&mut self, message: &Message) {
+        // A message with nothing to send is invisible: it does not end a block.
+        let sendable = message.parts.iter().any(|part| match part {
+            Part::Text { text, .. } => !text.trim().is_empty(),
+            _ => true,
+        });
+        if !sendable {
+            for (ordinal, _) in message.parts.iter().enumerate() {
+                self.dropped_blank(message.seq, ordinal);
+            }
+            self.dropped_nothing_left(message);
+            return;
+        }
+        self.close_block();
+        let signed = has_signed_reasoning(&message.parts);
+        let mut parts = Vec::with_capacity(message.parts.len());
+        let mut calls = VecDeque::new();
+        for (ordinal, part) in message.parts.iter().enumerate() {
+            match part {
+                Part::Text {
+                    text,
+                    provider_metadata,
+                } if text.trim().is_empty() => {
+                    if signed {
+                        // Keeps the signed thinking blocks at their positions (rule 7's exception).
+                        self.repair(
+                            RepairKind::SignedSpace,
+                            message.seq,
+                            Some(ordinal),
+                            "blank text between signed reasoning sent as a single space".to_owned(),
+                        );
+                        parts.push(Part::Text {
+                            text: " ".to_owned(),
+                            provider_metadata: provider_metadata.clone(),
+                        });
+                    } else {
+                        self.dropped_blank(message.seq, ordinal);
+                    }
+                }
+                Part::Text { .. } | Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
+                    parts.push(part.clone());
+                }
+                Part::ToolUse {
+                    id,
+                    name,
+                    input,
+                    provider_metadata,
+                } => {
+                    let view_id = self.fresh_id(id, message.seq, ordinal);
+                    let name = if name.trim().is_empty() {
+                        self.repair(
+                            RepairKind::NamedTool,
+                            message.seq,
+                            Some(ordinal),
+                            format!("tool_use {id:?} has no tool name"),
+                        );
+                        UNNAMED_TOOL.to_owned()
+                    } else {
+                        name.clone()
+                    };
+                    let input = match object_input(input) {
+                        Some(object) => {
+                            self.repair(
+                                RepairKind::WrappedInput,
+                                message.seq,
+                                Some(ordinal),
+                                format!("input of tool_use {id:?} is not a JSON object"),
+                            );
+                            object
+                        }
+                        None => input.clone(),
+                    };
+                    calls.push_back((id.clone(), view_id.clone()));
+                    parts.push(Part::ToolUse {
+                        id: view_id,
+                        name,
+                        input,
+                        provider_metadata: provider_metadata.clone(),
+                    });
+                }
+                Part::ToolResult { tool_use_id, .. } => {
+                    self.repair(
+                        RepairKind::MovedPart,
+                        message.seq,
+                        Some(ordinal),
+                        format!(
+                            "tool_result for {tool_use_id:?} in an assistant message: sent as text"
+                        ),
+                    );
+                    parts.push(Part::text(describe(part)));
+                }
+            }
+        }
+        if parts.is_empty() {
+            self.dropped_nothing_left(message);
+            return;
+        }
+        self.push(Role::Assistant, parts, vec![message.seq], false);
+        if !calls.is_empty() {
+            self.block = Some(Block {
+                assistant_seq: message.seq,
+                open: calls,
+                ..Block::default()
+            });
+        }
+    }
+
+    fn dropped_blank(&mut self, seq: i64, ordinal: usize) {
+        self.repair(
+            RepairKind::DroppedPart,
+            seq,
+            Some(ordinal),
+            "blank text part".to_owned(),
+        );
+    }
+
+    /// The view id of a tool_use stored as `id`: itself the first time, `{id}__{n}` with the
+    /// smallest free `n >= 2` when the id was already used (or is empty). Depends only on the
+    /// ids before it, so it never changes when the session grows.
+    fn fresh_id(&mut self, id: &str, seq: i64, ordinal: usize) -> String {
+        // Anthropic accepts ids matching `^[a-zA-Z0-9_-]+$` only; other providers' ids
+        // (e.g. `functions.get_time:0`) are mapped onto that alphabet.
+        let cleaned: String = id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let base = if cleaned.is_empty() {
+            UNNAMED_ID
+        } else {
+            cleaned.as_str()
+        };
+        let mut view_id = base.to_owned();
+        let mut n = 2u64;
+        while self.used_ids.contains(&view_id) {
+            view_id = format!("{base}__{n}");
+            n += 1;
+        }
+        if view_id != id {
+            self.repair(
+                RepairKind::RenamedToolUse,
+                seq,
+                Some(ordinal),
+                format!("tool_use id {id:?} is empty, repeated or not [A-Za-z0-9_-]: sent as {view_id:?} with its result"),
+            );
+        }
+        self.used_ids.insert(view_id.clone());
+        view_id
+    }
+
+    /// A tool message, or the tool_results of a user message (`from_user`).
+    fn load_tool(&mut self, message: &Message, from_user: bool) {
+        let seq = message.seq;
+        let mut answered = false;
+        let mut after = Vec::new();
+        for (ordinal, part) in message.parts.iter().enumerate() {
+            match part {
+                Part::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                    provider_metadata,
+                } => {
+                    let view_id = self.block.as_mut().and_then(|block| {
+                        let at = block.open.iter().position(|(id, _)| id == tool_use_id)?;
+                        block.open.remove(at).map(|(_, view_id)| view_id)
+                    });
+                    let Some(view_id) = view_id else {
+                        self.repair(
+                            RepairKind::OrphanResult,
+                            seq,
+                            Some(ordinal),
+                            format!("tool_result for {tool_use_id:?} answers no tool_use of the assistant message before its block: sent as text"),
+                        );
+                        after.push(Part::text(describe(part)));
+                        continue;
+                    };
+                    let content = if *is_error && content.trim().is_empty() {
+                        self.repair(
+                            RepairKind::FilledErrorContent,
+                            seq,
+                            Some(ordinal),
+                            format!("error result for {tool_use_id:?} has no content"),
+                        );
+                        EMPTY_ERROR_TEXT.to_owned()
+                    } else {
+                        content.clone()
+                    };
+                    if let Some(block) = self.block.as_mut() {
+                        if block.results.is_empty() {
+                            block.opens_turn = from_user;
+                        }
+                        block.results.push(Part::ToolResult {
+                            tool_use_id: view_id,
+                            content,
+                            is_error: *is_error,
+                            provider_metadata: provider_metadata.clone(),
+                        });
+                        if !answered {
+                            block.result_seqs.push(seq);
+                            answered = true;
+                        }
+                    }
+                }
+                // The user's own text of a user message is loaded after the block.
+                _ if from_user => {}
+                Part::Text { text, .. } if text.trim().is_empty() => {
+                    self.dropped_blank(seq, ordinal)
+                }
+                Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
+                    self.dropped_reasoning(seq, ordinal, Role::Tool);
+                }
+                Part::Text { .. } | Part::ToolUse { .. } => {
+                    self.repair(
+                        RepairKind::MovedPart,
+                        seq,
+                        Some(ordinal),
+                        format!(
+                            "{} part in a tool message: sent as text after the tool block",
+                            part.kind()
+                        ),
+                    );
+                    after.push(Part::text(describe(part)));
+                }
+            }
+        }
+        if after.is_empty() {
+            return;
+        }
+        match self.block.as_mut() {
+            Some(block) => {
+                if block.after.is_empty() {
+                    block.after_opens_turn = from_user;
+                }
+                block.after.extend(after);
+                block.after_seqs.push(seq);
+            }
+            None => self.push(Role::User, after, vec![seq], from_user),
+        }
+    }
+
+    fn dropped_reasoning(&mut self, seq: i64, ordinal: usize, role: Role) {
+        self.repair(
+            RepairKind::DroppedPart,
+            seq,
+            Some(ordinal),
+            format!("reasoning in a {role} message cannot be sent"),
+        );
+    }
+
+    /// Ends the tool block: unanswered calls get tombstones, then the results are sent, then
+    /// the text that came with them, then the system messages that sat inside.
+    fn close_block(&mut self) {
+        let Some(mut block) = self.block.take() else {
+            return;
+        };
+        for (id, view_id) in std::mem::take(&mut block.open) {
+            self.repair(
+                RepairKind::Tombstone,
+                block.assistant_seq,
+                None,
+                format!("tool_use {id:?} has no result: answered with a synthetic tombstone"),
+            );
+            block
+                .results
+                .push(Part::tool_error(view_id, MISSING_RESULT_TEXT));
+        }
+        self.push(
+            Role::Tool,
+            block.results,
+            block.result_seqs,
+            block.opens_turn,
+        );
+        if !block.after.is_empty() {
+            self.push(
+                Role::User,
+                block.after,
+                block.after_seqs,
+                block.after_opens_turn,
+            );
+        }
+        self.out.extend(block.systems);
+    }
+}
+
+/// The id given to a tool_use stored without one (then made unique like a repeated id).
+const UNNAMED_ID: &str = "tool_use";
+/// The name given to a tool_use stored without one.
+const UNNAMED_TOOL: &str = "unknown_tool";
+
+/// The sendable text of a user or system message (the parts `keep` selects): blank text is
+/// dropped, reasoning is dropped, tool parts become text. Repairs go to `loader`.
+fn texts_outside_tool(
+    loader: &mut Loader,
+    message: &Message,
+    keep: impl Fn(&Part) -> bool,
+) -> Vec<Part> {
+    let mut parts = Vec::new();
+    for (ordinal, part) in message.parts.iter().enumerate().filter(|(_, p)| keep(p)) {
+        match part {
+            Part::Text { text, .. } if text.trim().is_empty() => {
+                loader.dropped_blank(message.seq, ordinal);
+            }
+            Part::Text { .. } => parts.push(part.clone()),
+            Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
+                loader.dropped_reasoning(message.seq, ordinal, message.role);
+            }
+            Part::ToolUse { .. } | Part::ToolResult { .. } => {
+                loader.repair(
+                    RepairKind::MovedPart,
+                    message.seq,
+                    Some(ordinal),
+                    format!(
+                        "{} part in a {} message: sent as text",
+                        part.kind(),
+                        message.role
+                    ),
+                );
+                parts.push(Part::text(describe(part)));
+            }
+        }
+    }
+    parts
+}
+
+/// The JSON object a tool_use input that is not one becomes; `None` when it is one.
+///
+/// A string holding a JSON object (what another writer may have stored) is parsed, `null`
+/// becomes `{}`, anything else is wrapped as `{"value": ...}`.
+fn object_input(input: &Value) -> Option<Value> {
+    match input {
+        Value::Object(_) => None,
+        Value::Null => Some(Value::Object(Default::default())),
+        Value::String(raw) => match serde_json::from_str::<Value>(raw) {
+            Ok(parsed @ Value::Object(_)) => Some(parsed),
+            _ => Some(wrap(input)),
+        },
+        _ => Some(wrap(input)),
+    }
+}
+
+fn wrap(input: &Value) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert("value".to_owned(), input.clone());
+    Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::history::contract::{check_anthropic, check_openai};
+    use crate::history::render::{anthropic, openai};
+    use crate::history::testing::*;
+
+    /// Sanitizes and renders for both providers, requiring zero contract violations.
+    fn check(messages: Vec<(Role, Vec<Part>)>) -> (View, Value, Value) {
+        let view = sanitize(&history(messages));
+        let (a, o) = (anthropic::render(&view), openai::render(&view));
+        assert_eq!(check_anthropic(&a), vec![], "anthropic: {a:#}");
+        assert_eq!(check_openai(&o), vec![], "openai: {o:#}");
+        (view, a, o)
+    }
+
+    fn kinds(view: &View) -> Vec<RepairKind> {
+        view.repairs.iter().map(|r| r.kind).collect()
+    }
+
+    #[test]
+    fn results_in_empty_text_user_message() {
+        // Older code stored results in a user message whose text was empty.
+        let (view, a, o) = check(vec![
+            user("list /tmp"),
+            assistant(vec![call("a")]),
+            (
+                Role::User,
+                vec![Part::text(""), Part::tool_result("a", "x.txt")],
+            ),
+            assistant(vec![Part::text("one file")]),
+        ]);
+        assert_eq!(view.messages[2].role, Role::Tool);
+        assert_eq!(
+            view.messages[2].parts,
+            vec![Part::tool_result("a", "x.txt")]
+        );
+        assert_eq!(
+            content(&a, 2),
+            &vec![json!({"type": "tool_result", "tool_use_id": "a", "content": "x.txt"})]
+        );
+        assert_eq!(o["messages"][2]["role"], "tool");
+        assert!(kinds(&view).contains(&RepairKind::SplitUserResults));
+    }
+
+    #[test]
+    fn tool_message_with_empty_text_keeps_its_results() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            tool(vec![Part::text(""), Part::tool_result("a", "ok")]),
+        ]);
+        assert_eq!(view.messages[2].parts, vec![Part::tool_result("a", "ok")]);
+        assert!(!kinds(&view).contains(&RepairKind::Tombstone));
+    }
+
+    #[test]
+    fn user_results_then_text_become_a_tool_block_then_the_text() {
+        let (view, a, _) = check(vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            (
+                Role::User,
+                vec![Part::text("and then?"), Part::tool_result("a", "ok")],
+            ),
+        ]);
+        assert_eq!(view.messages[2].role, Role::Tool);
+        assert_eq!(view.messages[3].role, Role::User);
+        // Results first, then the user's text, in one user message (rule 4).
+        assert_eq!(content(&a, 2)[0]["type"], "tool_result");
+        assert_eq!(
+            content(&a, 2)[1],
+            json!({"type": "text", "text": "and then?"})
+        );
+    }
+
+    #[test]
+    fn summary_goes_first_as_its_own_user_message() {
+        let view = sanitize_with_summary(
+            Some("we listed /tmp"),
+            &history(vec![user("and now?"), assistant(vec![Part::text("ok")])]),
+        );
+        let a = anthropic::render(&view);
+        assert_eq!(check_anthropic(&a), vec![]);
+        assert_eq!(
+            content(&a, 0),
+            &vec![json!({"type": "text", "text": format!("{SUMMARY_PREFIX}we listed /tmp")})]
+        );
+        assert_eq!(
+            content(&a, 1),
+            &vec![json!({"type": "text", "text": "and now?"})]
+        );
+        assert_eq!(sanitize_with_summary(Some(" "), &[]), View::default());
+    }
+
+    #[test]
+    fn message_without_parts_is_dropped() {
+        let (view, ..) = check(vec![
+            user("hi"),
+            assistant(vec![]),
+            assistant(vec![Part::text("yo")]),
+        ]);
+        assert_eq!(view.messages.len(), 2);
+        assert_eq!(kinds(&view), vec![RepairKind::DroppedMessage]);
+    }
+
+    #[test]
+    fn tombstone_needed_after_cancellation() {
+        // The user interrupted: call b never returned, and the next user message was stored.
+        let (view, a, o) = check(vec![
+            user("go"),
+            assistant(vec![call("a"), call("b")]),
+            tool(vec![Part::tool_result("a", "ok")]),
+            user("stop"),
+        ]);
+        assert_eq!(
+            view.messages[2].parts,
+            vec![
+                Part::tool_result("a", "ok"),
+                Part::tool_error("b", MISSING_RESULT_TEXT)
+            ]
+        );
+        assert_eq!(content(&a, 2)[1]["is_error"], true);
+        assert_eq!(o["messages"][3]["tool_call_id"], "b");
+        assert_eq!(kinds(&view), vec![RepairKind::Tombstone]);
+    }
+
+    #[test]
+    fn pending_tool_use_at_the_end_gets_a_tombstone() {
+        let (view, ..) = check(vec![user("go"), assistant(vec![call("a")])]);
+        assert_eq!(view.messages.len(), 3);
+        assert_eq!(
+            view.messages[2].parts,
+            vec![Part::tool_error("a", MISSING_RESULT_TEXT)]
+        );
+        assert!(view.messages[2].seqs.is_empty());
+    }
+
+    #[test]
+    fn system_message_between_tool_use_and_result() {
+        let (view, a, o) = check(vec![
+            system("be brief"),
+            user("go"),
+            assistant(vec![call("a")]),
+            system("reminder"),
+            tool(vec![Part::tool_result("a", "ok")]),
+            assistant(vec![Part::text("done")]),
+        ]);
+        let roles: Vec<Role> = view.messages.iter().map(|m| m.role).collect();
+        use Role::*;
+        assert_eq!(
+            roles,
+            vec![System, User, Assistant, Tool, System, Assistant]
+        );
+        assert_eq!(a["system"], "be brief\n\nreminder");
+        assert_eq!(o["messages"][3]["role"], "tool");
+        assert_eq!(o["messages"][4]["role"], "system");
+        assert!(kinds(&view).contains(&RepairKind::MovedSystem));
+    }
+
+    #[test]
+    fn orphan_result_after_compaction() {
+        // Compaction cut between a tool_use and its result: the result's call is gone.
+        let (view, a, o) = check(vec![
+            tool(vec![Part::tool_result("gone", "42")]),
+            user("what was it?"),
+        ]);
+        assert_eq!(view.messages[0].role, Role::User);
+        let Part::Text { text, .. } = &view.messages[0].parts[0] else {
+            panic!("orphan became {:?}", view.messages[0]);
+        };
+        assert!(text.contains("\"gone\"") && text.contains("42"), "{text}");
+        assert_eq!(content(&a, 0)[0]["type"], "text");
+        assert_eq!(o["messages"][0]["role"], "user");
+        assert_eq!(kinds(&view), vec![RepairKind::OrphanResult]);
+    }
+
+    #[test]
+    fn result_for_an_earlier_assistant_message_is_an_orphan() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            tool(vec![Part::tool_result("a", "ok")]),
+            assistant(vec![call("b")]),
+            tool(vec![
+                Part::tool_result("a", "again"),
+                Part::tool_result("b", "ok"),
+            ]),
+        ]);
+        assert_eq!(view.messages[4].parts, vec![Part::tool_result("b", "ok")]);
+        assert_eq!(view.messages[5].role, Role::User);
+        assert_eq!(kinds(&view), vec![RepairKind::OrphanResult]);
+    }
+
+    #[test]
+    fn repeated_tool_use_id_is_renamed_with_its_answer() {
+        let (view, a, o) = check(vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            tool(vec![Part::tool_result("a", "first")]),
+            assistant(vec![call("a"), call("a__2")]),
+            tool(vec![
+                Part::tool_result("a", "second"),
+                Part::tool_result("a__2", "third"),
+            ]),
+        ]);
+        assert_eq!(view.messages[3].parts[0].tool_use_id(), Some("a__2"));
+        assert_eq!(view.messages[3].parts[1].tool_use_id(), Some("a__2__2"));
+        assert_eq!(
+            view.messages[4].parts,
+            vec![
+                Part::tool_result("a__2", "second"),
+                Part::tool_result("a__2__2", "third")
+            ]
+        );
+        assert_eq!(content(&a, 3)[0]["id"], "a__2");
+        assert_eq!(o["messages"][4]["tool_call_id"], "a__2");
+    }
+
+    #[test]
+    fn empty_tool_use_id_and_name_are_filled() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![Part::tool_use("", "", json!({}))]),
+            tool(vec![Part::tool_result("", "ok")]),
+        ]);
+        assert_eq!(
+            view.messages[1].parts[0],
+            Part::tool_use("tool_use", "unknown_tool", json!({}))
+        );
+        assert_eq!(
+            view.messages[2].parts,
+            vec![Part::tool_result("tool_use", "ok")]
+        );
+    }
+
+    #[test]
+    fn ids_outside_anthropics_alphabet_are_mapped_with_their_answers() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![call("functions.get:0"), call("functions_get_0")]),
+            tool(vec![
+                Part::tool_result("functions.get:0", "a"),
+                Part::tool_result("functions_get_0", "b"),
+            ]),
+        ]);
+        assert_eq!(
+            view.messages[1].parts[0].tool_use_id(),
+            Some("functions_get_0")
+        );
+        assert_eq!(
+            view.messages[1].parts[1].tool_use_id(),
+            Some("functions_get_0__2")
+        );
+        assert_eq!(
+            view.messages[2].parts,
+            vec![
+                Part::tool_result("functions_get_0", "a"),
+                Part::tool_result("functions_get_0__2", "b")
+            ]
+        );
+    }
+
+    #[test]
+    fn blank_message_inside_a_tool_pair_does_not_break_it() {
+        let (view, ..) = check(vec![
+            user("go"),
+            assistant(vec![call("a")]),
+            user(" "),
+            assistant(vec![Part::text("")]),
+            tool(vec![Part::tool_result("a", "ok")]),
+        ]);
+        assert_eq!(view.messages[2].parts, vec![Part::tool_result("a", "ok")]);
+        assert!(!kinds(&view).contains(&RepairKind::Tombstone));
+    }
+
+    #[test]
+    fn broken_parts_anywhere_are_made_sendable() {
+        let (view, a, _) = check(vec![
+            (
+                Role::User,
+                vec![
+                    Part::text("   "),
+                    signed("user thought", "anthropic", "s"),
+                    call("in_user"),
+                ],
+            ),
+            assistant(vec![
+                Part::text("\n"),
+                Part::tool_use("s", "bash", json!("{\"cmd\":\"ls\"}")),
+                Part::tool_use("n", "bash", json!(7)),
+                Part::tool_use("z", "bash", Value::Null),
+            ]),
+            tool(vec![
+                Part::tool_error("s", ""),
+                Part::tool_result("n", ""),
+                Part::tool_error("z", "  "),
+            ]),
+        ]);
+        assert_eq!(
+            view.messages[0].parts.len(),
+            1,
+            "only the described tool_use is left"
+        );
+        assert_eq!(
+            view.messages[1].parts,
+            vec![
+                Part::tool_use("s", "bash", json!({"cmd": "ls"})),
+                Part::tool_use("n", "bash", json!({"value": 7})),
+                Part::tool_use("z", "bash", json!({})),
+            ]
+        );
+        assert_eq!(content(&a, 2)[0]["content"], EMPTY_ERROR_TEXT);
+        assert_eq!(content(&a, 2)[1].get("content"), None);
+        assert_eq!(content(&a, 2)[2]["content"], EMPTY_ERROR_TEXT);
+    }
+
+    fn empty_text_between_signed_thinking(namespace: &str) {
+        let (view, a, o) = check(vec![
+            user("hi"),
+            assistant(vec![
+                signed("first", namespace, "sig1"),
+                Part::text(""),
+                signed("", namespace, "sig2"),
+                Part::text("answer"),
+                call("a"),
+            ]),
+        ]);
+        assert_eq!(
+            content(&a, 1)[..4],
+            [
+                json!({"type": "thinking", "thinking": "first", "signature": "sig1"}),
+                json!({"type": "text", "text": " "}),
+                json!({"type": "thinking", "thinking": "", "signature": "sig2"}),
+                json!({"type": "text", "text": "answer"}),
+            ]
+        );
+        assert!(kinds(&view).contains(&RepairKind::SignedSpace));
+        assert_eq!(o["messages"][1]["content"], "answer");
+    }
+
+    #[test]
+    fn empty_text_between_signed_thinking_anthropic() {
+        empty_text_between_signed_thinking("anthropic");
+    }
+
+    #[test]
+    fn empty_text_between_signed_thinking_bedrock() {
+        empty_text_between_signed_thinking("bedrock");
+    }
+
+    #[test]
+    fn empty_text_between_signed_thinking_vertex() {
+        empty_text_between_signed_thinking("vertex");
+    }
+
+    #[test]
+    fn empty_text_between_unsigned_thinking_is_dropped() {
+        let (view, a, _) = check(vec![
+            user("hi"),
+            assistant(vec![
+                Part::reasoning("first", None),
+                Part::text(""),
+                Part::reasoning("second", Some(json!({"openai": {"signature": "x"}}))),
+                Part::text("answer"),
+            ]),
+        ]);
+        assert_eq!(
+            view.messages[1].parts,
+            vec![
+                Part::reasoning("first", None),
+                Part::reasoning("second", Some(json!({"openai": {"signature": "x"}}))),
+                Part::text("answer"),
+            ]
+        );
+        // Unsigned reasoning cannot be verified by Anthropic and is left out.
+        assert_eq!(
+            content(&a, 1),
+            &vec![json!({"type": "text", "text": "answer"})]
+        );
+    }
+
+    #[test]
+    fn history_starting_with_an_assistant_message_gets_a_placeholder_user_first() {
+        let (_, a, o) = check(vec![assistant(vec![Part::text("hello")]), user("hi")]);
+        assert_eq!(
+            content(&a, 0),
+            &vec![json!({"type": "text", "text": anthropic::PLACEHOLDER_USER_TEXT})]
+        );
+        assert_eq!(o["messages"][0]["role"], "assistant");
+    }
+
+    #[test]
+    fn tool_use_in_an_assistant_message_with_only_reasoning_left_keeps_its_pair() {
+        let (_, a, o) = check(vec![
+            user("hi"),
+            assistant(vec![Part::reasoning("unsigned", None), call("a")]),
+            tool(vec![Part::tool_result("a", "ok")]),
+        ]);
+        assert_eq!(content(&a, 1).len(), 1);
+        assert_eq!(o["messages"][1]["content"], Value::Null);
+    }
+}

@@ -1,0 +1,138 @@
+//! Test-only builders: histories as plain vectors of stored messages.
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{json, Value};
+
+use crate::history::turns::turn_indexes;
+use crate::model::{Message, Part, Role};
+
+/// A fixed instant every test history starts at.
+pub(crate) fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
+        .single()
+        .unwrap_or_default()
+}
+
+/// Stored messages with `seq` 1.., contract turn indexes, one second apart from [`t0`].
+pub(crate) fn history(messages: Vec<(Role, Vec<Part>)>) -> Vec<Message> {
+    let turns = turn_indexes(messages.iter().map(|(role, _)| *role));
+    messages
+        .into_iter()
+        .zip(turns)
+        .enumerate()
+        .map(|(at, ((role, parts), turn_index))| {
+            let seq = i64::try_from(at).unwrap_or(i64::MAX) + 1;
+            Message {
+                id: seq,
+                seq,
+                turn_index,
+                role,
+                compacted: false,
+                created_at: t0() + Duration::seconds(seq),
+                parts,
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn user(text: &str) -> (Role, Vec<Part>) {
+    (Role::User, vec![Part::text(text)])
+}
+
+pub(crate) fn system(text: &str) -> (Role, Vec<Part>) {
+    (Role::System, vec![Part::text(text)])
+}
+
+pub(crate) fn assistant(parts: Vec<Part>) -> (Role, Vec<Part>) {
+    (Role::Assistant, parts)
+}
+
+pub(crate) fn tool(parts: Vec<Part>) -> (Role, Vec<Part>) {
+    (Role::Tool, parts)
+}
+
+pub(crate) fn call(id: &str) -> Part {
+    Part::tool_use(id, "bash", json!({"cmd": "ls"}))
+}
+
+/// A reasoning part signed under `namespace`.
+pub(crate) fn signed(text: &str, namespace: &str, signature: &str) -> Part {
+    Part::reasoning(text, Some(json!({ namespace: {"signature": signature} })))
+}
+
+/// The `content` array of message `index` of a rendered body.
+pub(crate) fn content(body: &Value, index: usize) -> &Vec<Value> {
+    static EMPTY: Vec<Value> = Vec::new();
+    body["messages"][index]["content"]
+        .as_array()
+        .unwrap_or(&EMPTY)
+}
+
+/// Proptest strategies for raw, possibly broken, histories.
+pub(crate) mod arb {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use crate::model::{Part, Role};
+
+    /// Ids from a small pool, so pairs, orphans, dangling calls and repeats all happen.
+    fn id() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["a", "b", "c", "a__2", "", "fn.x:0", "fn_x_0"])
+            .prop_map(str::to_owned)
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["", " ", "\n\t", "hi", "a longer text"]).prop_map(str::to_owned)
+    }
+
+    fn metadata() -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![
+            Just(None),
+            prop::sample::select(vec!["anthropic", "bedrock", "vertex", "openai"])
+                .prop_map(|ns| Some(json!({ ns: {"signature": format!("sig-{ns}")} }))),
+            Just(Some(json!({"anthropic": {"signature": ""}}))),
+        ]
+    }
+
+    fn input() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            json!({"cmd": "ls"}),
+            json!({}),
+            json!("{\"k\": 1}"),
+            json!("not json"),
+            json!(null),
+            json!([1, 2]),
+            json!(3),
+        ])
+    }
+
+    /// Any part, in any message.
+    pub(crate) fn part() -> impl Strategy<Value = Part> {
+        prop_oneof![
+            3 => text().prop_map(Part::text),
+            2 => (text(), metadata()).prop_map(|(text, provider_metadata)| Part::Reasoning { text, provider_metadata }),
+            1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
+            3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),
+            3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, provider_metadata: None }),
+        ]
+    }
+
+    pub(crate) fn role() -> impl Strategy<Value = Role> {
+        prop_oneof![
+            1 => Just(Role::System),
+            3 => Just(Role::User),
+            4 => Just(Role::Assistant),
+            3 => Just(Role::Tool),
+        ]
+    }
+
+    /// A raw message: any role, zero to four parts of any kind.
+    pub(crate) fn message() -> impl Strategy<Value = (Role, Vec<Part>)> {
+        (role(), prop::collection::vec(part(), 0..4))
+    }
+
+    /// A history of up to `max` raw messages.
+    pub(crate) fn messages(max: usize) -> impl Strategy<Value = Vec<(Role, Vec<Part>)>> {
+        prop::collection::vec(message(), 0..max)
+    }
+}

@@ -1,0 +1,299 @@
+//! Thinking retention with idle cleanup: which reasoning to keep in the history sent back.
+//!
+//! Reasoning is kept across turns while a session is active, since the provider's prompt
+//! cache holds it anyway. Once the session sat idle longer than the cache lives (default 5
+//! minutes) the cache is cold, and old reasoning only costs context: a latch turns on and
+//! stays on (until the session's thinking state is cleared), and from then on reasoning is
+//! stripped from every assistant message except the most recent `keep_recent` that contain
+//! reasoning. Staying on keeps the newly warmed prefix stable. The latest assistant message
+//! never loses its reasoning (Anthropic requires it back unchanged), and a message loses all
+//! of its reasoning at once, never part of it.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Message, Part, Role};
+
+/// The default idle threshold: about the lifetime of a provider's prompt cache.
+pub const DEFAULT_IDLE_THRESHOLD: Duration = Duration::minutes(5);
+
+/// How reasoning is retained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingConfig {
+    /// Idle time after the last completion beyond which the latch turns on.
+    pub idle_threshold: Duration,
+    /// How many of the most recent assistant messages that contain reasoning keep it once
+    /// the latch is on (the latest assistant message always keeps its own).
+    pub keep_recent: usize,
+}
+
+impl Default for ThinkingConfig {
+    fn default() -> Self {
+        Self {
+            idle_threshold: DEFAULT_IDLE_THRESHOLD,
+            keep_recent: 1,
+        }
+    }
+}
+
+/// The persistent part of retention, stored in the session row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingState {
+    /// True once the session has been idle past the threshold; stays on until cleared.
+    pub latched: bool,
+    /// When the last assistant message was completed, if recorded.
+    pub last_completion: Option<DateTime<Utc>>,
+}
+
+/// What [`plan_retention`] decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// The latch after this decision.
+    pub latched: bool,
+    /// True when the latch turned on in this decision (the caller persists it).
+    pub newly_latched: bool,
+    /// The `seq` of every assistant message whose reasoning is stripped, ascending (the
+    /// messages arrive in `seq` order).
+    pub strip: Vec<i64>,
+}
+
+/// Decides what reasoning to strip from `messages` (in `seq` order) at `now`.
+///
+/// The latch turns on when `now - last_completion > idle_threshold`, where the last
+/// completion is the later of `state.last_completion` and the `created_at` of the latest
+/// assistant message in `messages` (so a store whose caller never records completions still
+/// gets idle cleanup).
+pub fn plan_retention(
+    messages: &[Message],
+    state: &ThinkingState,
+    now: DateTime<Utc>,
+    config: &ThinkingConfig,
+) -> Retention {
+    let latest_assistant = messages.iter().rev().find(|m| m.role == Role::Assistant);
+    let last_completion = state
+        .last_completion
+        .max(latest_assistant.map(|m| m.created_at));
+    let idle = last_completion.is_some_and(|at| now - at > config.idle_threshold);
+    let latched = state.latched || idle;
+    let newly_latched = latched && !state.latched;
+    if !latched {
+        return Retention {
+            latched,
+            newly_latched,
+            strip: Vec::new(),
+        };
+    }
+    let with_reasoning: Vec<&Message> = messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant && has_reasoning(m))
+        .collect();
+    let keep_from = with_reasoning.len().saturating_sub(config.keep_recent);
+    let latest_seq = latest_assistant.map(|m| m.seq);
+    let strip = with_reasoning[..keep_from]
+        .iter()
+        .map(|m| m.seq)
+        .filter(|seq| Some(*seq) != latest_seq)
+        .collect();
+    Retention {
+        latched,
+        newly_latched,
+        strip,
+    }
+}
+
+/// True when a message holds reasoning or redacted reasoning.
+pub fn has_reasoning(message: &Message) -> bool {
+    message.parts.iter().any(is_reasoning)
+}
+
+fn is_reasoning(part: &Part) -> bool {
+    matches!(
+        part,
+        Part::Reasoning { .. } | Part::RedactedReasoning { .. }
+    )
+}
+
+/// `messages` with the reasoning and redacted reasoning parts of every message in
+/// `retention.strip` removed. A message left without parts is kept here; the loader drops it.
+pub fn apply_retention(messages: &[Message], retention: &Retention) -> Vec<Message> {
+    messages
+        .iter()
+        .map(|message| {
+            if retention.strip.binary_search(&message.seq).is_ok() {
+                let mut stripped = message.clone();
+                stripped.parts.retain(|part| !is_reasoning(part));
+                stripped
+            } else {
+                message.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::testing::*;
+
+    /// user, then three assistant messages with signed reasoning (seq 2, 4, 6) answered by
+    /// users, the last one (seq 6) being the latest assistant message; created one second apart.
+    fn three_thinking_turns() -> Vec<Message> {
+        history(vec![
+            user("a"),
+            assistant(vec![signed("r1", "anthropic", "s1"), Part::text("1")]),
+            user("b"),
+            assistant(vec![signed("r2", "anthropic", "s2"), Part::text("2")]),
+            user("c"),
+            assistant(vec![signed("r3", "anthropic", "s3"), Part::text("3")]),
+            user("d"),
+        ])
+    }
+
+    fn latest_completion(messages: &[Message]) -> DateTime<Utc> {
+        messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map_or_else(t0, |m| m.created_at)
+    }
+
+    #[test]
+    fn idle_latch_off() {
+        let messages = three_thinking_turns();
+        let now = latest_completion(&messages) + Duration::minutes(5);
+        let plan = plan_retention(
+            &messages,
+            &ThinkingState::default(),
+            now,
+            &ThinkingConfig::default(),
+        );
+        assert_eq!(
+            plan,
+            Retention::default(),
+            "exactly at the threshold is not idle"
+        );
+        assert_eq!(apply_retention(&messages, &plan), messages);
+    }
+
+    #[test]
+    fn idle_latch_on() {
+        let messages = three_thinking_turns();
+        let now = latest_completion(&messages) + Duration::minutes(5) + Duration::seconds(1);
+        let plan = plan_retention(
+            &messages,
+            &ThinkingState::default(),
+            now,
+            &ThinkingConfig::default(),
+        );
+        assert_eq!(
+            plan,
+            Retention {
+                latched: true,
+                newly_latched: true,
+                strip: vec![2, 4]
+            }
+        );
+        let kept = apply_retention(&messages, &plan);
+        assert_eq!(kept[1].parts, vec![Part::text("1")]);
+        assert_eq!(
+            kept[5].parts, messages[5].parts,
+            "latest keeps its reasoning"
+        );
+    }
+
+    #[test]
+    fn idle_latch_stays_on_once_latched() {
+        let messages = three_thinking_turns();
+        let state = ThinkingState {
+            latched: true,
+            last_completion: Some(latest_completion(&messages)),
+        };
+        let plan = plan_retention(
+            &messages,
+            &state,
+            latest_completion(&messages),
+            &ThinkingConfig::default(),
+        );
+        assert!(plan.latched && !plan.newly_latched);
+        assert_eq!(plan.strip, vec![2, 4]);
+    }
+
+    #[test]
+    fn recorded_completion_later_than_the_messages_counts() {
+        let messages = three_thinking_turns();
+        let recorded = latest_completion(&messages) + Duration::minutes(10);
+        let state = ThinkingState {
+            latched: false,
+            last_completion: Some(recorded),
+        };
+        let plan = plan_retention(
+            &messages,
+            &state,
+            recorded + Duration::minutes(1),
+            &ThinkingConfig::default(),
+        );
+        assert!(!plan.latched);
+    }
+
+    #[test]
+    fn keep_counts_only_messages_with_reasoning_and_never_strips_the_latest() {
+        let messages = history(vec![
+            user("a"),
+            assistant(vec![signed("r1", "bedrock", "s1"), Part::text("1")]),
+            user("b"),
+            assistant(vec![signed("r2", "vertex", "s2"), Part::text("2")]),
+            user("c"),
+            assistant(vec![Part::text("no reasoning")]),
+            user("d"),
+            assistant(vec![signed("r4", "anthropic", "s4"), call("x")]),
+        ]);
+        let state = ThinkingState {
+            latched: true,
+            last_completion: None,
+        };
+        let keep_two = ThinkingConfig {
+            keep_recent: 2,
+            ..ThinkingConfig::default()
+        };
+        assert_eq!(
+            plan_retention(&messages, &state, t0(), &keep_two).strip,
+            vec![2]
+        );
+        let keep_none = ThinkingConfig {
+            keep_recent: 0,
+            ..ThinkingConfig::default()
+        };
+        assert_eq!(
+            plan_retention(&messages, &state, t0(), &keep_none).strip,
+            vec![2, 4]
+        );
+    }
+
+    #[test]
+    fn a_message_loses_all_of_its_reasoning_at_once() {
+        let messages = history(vec![
+            user("a"),
+            assistant(vec![
+                signed("r1", "anthropic", "s1"),
+                Part::text(""),
+                Part::RedactedReasoning {
+                    data: "opaque".to_owned(),
+                    provider_metadata: None,
+                },
+                Part::text("1"),
+            ]),
+            user("b"),
+            assistant(vec![Part::text("2")]),
+        ]);
+        let retention = Retention {
+            latched: true,
+            newly_latched: false,
+            strip: vec![2],
+        };
+        let kept = apply_retention(&messages, &retention);
+        assert_eq!(kept[1].parts, vec![Part::text(""), Part::text("1")]);
+        // Without its signed reasoning, the empty text is dropped, not sent as a space.
+        let view = crate::history::sanitize::sanitize(&kept);
+        assert_eq!(view.messages[1].parts, vec![Part::text("1")]);
+    }
+}

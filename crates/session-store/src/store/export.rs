@@ -1,0 +1,385 @@
+//! Export: the request body the library would send for a session now, and the thinking
+//! retention state kept in the session row (migration V3).
+//!
+//! The state is two columns of `sessions`: `thinking_latched` (0/1) and `last_completion_at`
+//! (RFC 3339 or NULL). Completions are recorded explicitly with [`Store::record_completion`]
+//! (call it when a model response has been stored); when none was recorded, the `created_at`
+//! of the latest assistant message stands in (see `history::thinking::plan_retention`).
+//! [`Store::export`] turns the latch on in the row when it decides so; clearing the session's
+//! state with [`Store::clear_thinking_state`] turns it off again.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use super::rows::{load_messages, Range};
+use super::write::require_session;
+use super::{format_time, parse_time, Store};
+use crate::error::{Error, Result};
+use crate::history::render::Provider;
+use crate::history::request::{build_request, Request};
+use crate::history::thinking::{ThinkingConfig, ThinkingState};
+use crate::model::{Message, SessionId};
+
+/// How [`Store::export`] builds a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportOptions {
+    /// Idle threshold and how many reasoning messages to keep once latched.
+    pub thinking: ThinkingConfig,
+    /// Write the latch to the session row when it turns on (default). Turn off to export
+    /// from a read-only store; the latch then only applies to this export.
+    pub persist_latch: bool,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        Self {
+            thinking: ThinkingConfig::default(),
+            persist_latch: true,
+        }
+    }
+}
+
+const THINKING_STATE: &str =
+    "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
+const SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = ?1";
+const RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = ?2 WHERE id = ?1";
+const CLEAR_THINKING: &str =
+    "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = ?1";
+
+impl Store {
+    /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
+    ///
+    /// Loads the messages the provider sees (not compacted), applies thinking retention
+    /// (persisting the latch when it turns on, see [`ExportOptions::persist_latch`]),
+    /// sanitizes and renders. The body passes the provider's contract for any stored history.
+    pub fn export(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+    ) -> Result<Value> {
+        Ok(self.export_request(session, provider, now, options)?.body)
+    }
+
+    /// [`Store::export`] at the store's clock, for tools that do not read a clock themselves.
+    pub fn export_now(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        options: &ExportOptions,
+    ) -> Result<Value> {
+        self.export(session, provider, super::now(), options)
+    }
+
+    /// [`Store::export`] with everything that went into the body: the view and its repairs,
+    /// the retention decision, per-message digests and contract violations (empty unless a
+    /// renderer has a bug).
+    pub fn export_request(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+    ) -> Result<Request> {
+        let ((summary, messages), state) = self.read(|conn| {
+            require_session(conn, session)?;
+            let history = provider_messages(conn, session)?;
+            Ok((history, thinking_state(conn, session)?))
+        })?;
+        let request = build_request(
+            summary.as_deref(),
+            &messages,
+            &state,
+            now,
+            &options.thinking,
+            provider,
+        );
+        if request.retention.newly_latched && options.persist_latch {
+            self.write(|tx| {
+                tx.prepare_cached(SET_LATCHED)?
+                    .execute([session.as_str()])?;
+                Ok(())
+            })?;
+        }
+        if !request.violations.is_empty() {
+            tracing::warn!(
+                session = %session,
+                provider = %provider,
+                violations = request.violations.len(),
+                "rendered request breaks the provider contract"
+            );
+        }
+        Ok(request)
+    }
+
+    /// The session's thinking retention state (latch and last completion).
+    pub fn thinking_state(&self, session: &SessionId) -> Result<ThinkingState> {
+        self.read(|conn| thinking_state(conn, session))
+    }
+
+    /// Records that an assistant response was completed at `at` (the idle clock starts here).
+    pub fn record_completion(&self, session: &SessionId, at: DateTime<Utc>) -> Result<()> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            tx.prepare_cached(RECORD_COMPLETION)?
+                .execute(params![session.as_str(), format_time(at)])?;
+            Ok(())
+        })
+    }
+
+    /// Resets the session's thinking state: latch off, no completion recorded. Call it when
+    /// the session is cleared.
+    pub fn clear_thinking_state(&self, session: &SessionId) -> Result<()> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            tx.prepare_cached(CLEAR_THINKING)?
+                .execute([session.as_str()])?;
+            Ok(())
+        })
+    }
+}
+
+/// What the provider sees: the text of the latest compaction summary, and every message not
+/// compacted, in `seq` order.
+///
+/// SUMMARY: this is the one place where the compaction summary comes from. Until
+/// `Store::provider_history` (branch `turns`) lands, compacted messages are filtered here and
+/// the summary is `None`; wiring it means returning `provider_history`'s
+/// `(summary.map(|s| s.text), messages)` here (the renderers already send it first).
+fn provider_messages(
+    conn: &Connection,
+    session: &SessionId,
+) -> Result<(Option<String>, Vec<Message>)> {
+    let mut messages = load_messages(conn, session, Range::All)?;
+    messages.retain(|message| !message.compacted);
+    Ok((None, messages))
+}
+
+fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {
+    let (latched, last): (i64, Option<String>) = conn
+        .prepare_cached(THINKING_STATE)?
+        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Error::UnknownSession(session.clone()),
+            e => Error::Sqlite(e),
+        })?;
+    // A timestamp another writer garbled only costs the idle clock, never the export.
+    let last_completion = last.as_deref().and_then(parse_time);
+    Ok(ThinkingState {
+        latched: latched != 0,
+        last_completion,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, TimeZone};
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::contract::check;
+    use crate::model::{NewMessage, Part};
+
+    fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
+            .single()
+            .unwrap_or_default()
+    }
+
+    fn signed(text: &str, signature: &str) -> Part {
+        Part::reasoning(text, Some(json!({"anthropic": {"signature": signature}})))
+    }
+
+    /// A session with two thinking turns; the second assistant message was completed at
+    /// t0 + 3s.
+    fn thinking_session(store: &Store) -> Result<SessionId> {
+        let session = store.create_session()?;
+        store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("a").at(t0()),
+                NewMessage::assistant(vec![signed("r1", "s1"), Part::text("1")])
+                    .at(t0() + Duration::seconds(1)),
+                NewMessage::user("b").at(t0() + Duration::seconds(2)),
+                NewMessage::assistant(vec![signed("r2", "s2"), Part::text("2")])
+                    .at(t0() + Duration::seconds(3)),
+                NewMessage::user("c").at(t0() + Duration::seconds(4)),
+            ],
+        )?;
+        store.record_completion(&session, t0() + Duration::seconds(3))?;
+        Ok(session)
+    }
+
+    fn thinking_blocks(body: &Value) -> usize {
+        body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            .filter(|b| b["type"] == "thinking")
+            .count()
+    }
+
+    fn idle() -> DateTime<Utc> {
+        t0() + Duration::seconds(3) + Duration::minutes(6)
+    }
+
+    #[test]
+    fn idle_latch_survives_reopen() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        let session = {
+            let store = Store::open(&path)?;
+            let session = thinking_session(&store)?;
+            assert!(!store.thinking_state(&session)?.latched);
+            let body = store.export(
+                &session,
+                Provider::Anthropic,
+                idle(),
+                &ExportOptions::default(),
+            )?;
+            assert_eq!(thinking_blocks(&body), 1, "older reasoning stripped");
+            session
+        };
+        let store = Store::open(&path)?;
+        let state = store.thinking_state(&session)?;
+        assert!(state.latched);
+        assert_eq!(state.last_completion, Some(t0() + Duration::seconds(3)));
+        // Active again (not idle), but the latch stays on.
+        let body = store.export(
+            &session,
+            Provider::Anthropic,
+            t0() + Duration::seconds(5),
+            &ExportOptions::default(),
+        )?;
+        assert_eq!(thinking_blocks(&body), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn idle_latch_reset() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        let session = thinking_session(&store)?;
+        store.export(
+            &session,
+            Provider::Anthropic,
+            idle(),
+            &ExportOptions::default(),
+        )?;
+        assert!(store.thinking_state(&session)?.latched);
+        store.clear_thinking_state(&session)?;
+        assert_eq!(store.thinking_state(&session)?, ThinkingState::default());
+        store.record_completion(&session, idle())?;
+        let body = store.export(
+            &session,
+            Provider::Anthropic,
+            idle(),
+            &ExportOptions::default(),
+        )?;
+        assert_eq!(
+            thinking_blocks(&body),
+            2,
+            "reasoning kept again after the reset"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn export_without_persisting_leaves_the_row_alone() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        let session = thinking_session(&store)?;
+        let options = ExportOptions {
+            persist_latch: false,
+            ..ExportOptions::default()
+        };
+        let request = store.export_request(&session, Provider::Anthropic, idle(), &options)?;
+        assert!(request.retention.newly_latched);
+        assert!(!store.thinking_state(&session)?.latched);
+        Ok(())
+    }
+
+    #[test]
+    fn export_skips_compacted_messages_and_passes_the_contract() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path)?;
+        let session = store.create_session()?;
+        store.append(&session, NewMessage::user("old"))?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::tool_use("a", "bash", json!({}))]),
+        )?;
+        store.append(
+            &session,
+            NewMessage::tool(vec![Part::tool_result("a", "ok")]),
+        )?;
+        store.append(&session, NewMessage::user("new"))?;
+        // Older code compacted the turn's first two messages only: the result is an orphan.
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute("UPDATE messages SET compacted = 1 WHERE seq <= 2", [])?;
+        for provider in [Provider::Anthropic, Provider::OpenAi] {
+            let body = store.export(&session, provider, t0(), &ExportOptions::default())?;
+            assert_eq!(check(provider, &body), vec![], "{provider}: {body:#}");
+            assert!(!body.to_string().contains("\"old\""));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_session_is_refused() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        let missing = SessionId::new("missing");
+        let export = store.export(&missing, Provider::OpenAi, t0(), &ExportOptions::default());
+        assert!(matches!(export, Err(Error::UnknownSession(_))));
+        assert!(matches!(
+            store.record_completion(&missing, t0()),
+            Err(Error::UnknownSession(_))
+        ));
+        assert!(matches!(
+            store.thinking_state(&missing),
+            Err(Error::UnknownSession(_))
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn contract_insert_without_the_new_columns_still_works() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        drop(Store::open(&path)?);
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute(
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+            [],
+        )?;
+        let store = Store::open(&path)?;
+        assert_eq!(
+            store.thinking_state(&SessionId::new("x"))?,
+            ThinkingState::default()
+        );
+        Ok(())
+    }
+}
