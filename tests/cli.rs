@@ -321,3 +321,71 @@ fn a_reader_that_goes_away_is_not_an_error() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stderr(&output), "");
 }
+
+#[test]
+fn export_prints_a_body_that_passes_the_contract_and_writes_nothing() {
+    let (_dir, db) = temp();
+    let id = import(
+        &db,
+        "claude-code",
+        &fixture("fasthooks/sample_main_transcript.jsonl"),
+    );
+    let before = bytes(&db);
+    for (format, check) in [
+        (
+            "anthropic",
+            session_store::check_anthropic as fn(&serde_json::Value) -> Vec<_>,
+        ),
+        ("openai", session_store::check_openai),
+    ] {
+        let body: serde_json::Value =
+            serde_json::from_str(&ok(&db, &["export", &id, "--format", format]))
+                .expect("stdout is one JSON document");
+        assert!(check(&body).is_empty(), "{format}: {:#?}", check(&body));
+        let messages = body["messages"].as_array().expect("messages");
+        assert!(!messages.is_empty());
+        // Tool results reach the provider in its own shape: Anthropic user blocks, OpenAI
+        // tool messages.
+        let tool_role = messages.iter().any(|m| m["role"] == "tool");
+        assert_eq!(tool_role, format == "openai", "{format}");
+    }
+    assert_eq!(
+        bytes(&db),
+        before,
+        "export does not write (not even the thinking latch)"
+    );
+    fails(&db, &["export", "no-such-session", "--format", "openai"]);
+    fails(&db, &["export", &id, "--format", "gemini"]);
+}
+
+#[test]
+fn an_imported_anthropic_body_exports_back_to_the_same_messages() {
+    // A clean request body (system, text, four parallel calls and their results) comes back
+    // from import and export unchanged.
+    let (_dir, db) = temp();
+    let id = import(&db, "anthropic", &fixture(PARALLEL));
+    let exported: serde_json::Value =
+        serde_json::from_str(&ok(&db, &["export", &id, "--format", "anthropic"])).expect("JSON");
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(PARALLEL)).expect("fixture"))
+            .expect("JSON");
+    assert_eq!(exported["system"], original["system"]);
+    let strip = |messages: &serde_json::Value| -> Vec<serde_json::Value> {
+        // `is_error: false` is the default and may be left out.
+        messages
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                for block in m["content"].as_array_mut().into_iter().flatten() {
+                    if block["is_error"] == false {
+                        block.as_object_mut().expect("block").remove("is_error");
+                    }
+                }
+                m
+            })
+            .collect()
+    };
+    assert_eq!(strip(&exported["messages"]), strip(&original["messages"]));
+}

@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use session_store::import::{self, Format, Imported};
-use session_store::{Message, NewMessage, Part, Refusal, Role, Store};
+use session_store::{
+    check_anthropic, check_openai, ExportOptions, Message, NewMessage, Part, Provider, Refusal,
+    Role, Store, ThinkingConfig,
+};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts")
@@ -270,6 +273,96 @@ fn differences(source: &Inventory, stored: &Inventory) -> Vec<String> {
     found
 }
 
+/// Exports the session just imported in both shapes, requires zero contract violations, and
+/// returns the tool_use ids and signatures of the Anthropic body.
+fn exported_inventory(
+    store: &Store,
+    messages: &[Message],
+    path: &Path,
+) -> (HashSet<String>, Vec<String>) {
+    let session = store
+        .sessions()
+        .expect("list")
+        .into_iter()
+        .find(|s| {
+            s.message_count == messages.len() as i64
+                && store.messages(&s.id).ok().as_deref() == Some(messages)
+        })
+        .expect("the session just imported")
+        .id;
+    // Retention off (the fixtures are months old, so the idle latch would strip all but the
+    // latest reasoning): then every signature must come back, byte for byte and in order.
+    let options = ExportOptions {
+        persist_latch: false,
+        thinking: ThinkingConfig {
+            keep_recent: usize::MAX,
+            ..ThinkingConfig::default()
+        },
+    };
+    let defaults = ExportOptions {
+        persist_latch: false,
+        ..ExportOptions::default()
+    };
+    for (provider, check) in [
+        (
+            Provider::Anthropic,
+            check_anthropic as fn(&serde_json::Value) -> Vec<_>,
+        ),
+        (Provider::OpenAi, check_openai),
+    ] {
+        let body = store
+            .export_now(&session, provider, &defaults)
+            .expect("export");
+        let violations = check(&body);
+        assert!(
+            violations.is_empty(),
+            "{} as {provider} (default retention): {violations:#?}",
+            path.display()
+        );
+    }
+    let mut ids = HashSet::new();
+    let mut signatures = Vec::new();
+    for (provider, check) in [
+        (
+            Provider::Anthropic,
+            check_anthropic as fn(&serde_json::Value) -> Vec<_>,
+        ),
+        (Provider::OpenAi, check_openai),
+    ] {
+        let body = store
+            .export_now(&session, provider, &options)
+            .expect("export");
+        let violations = check(&body);
+        assert!(
+            violations.is_empty(),
+            "{} as {provider}: {violations:#?}",
+            path.display()
+        );
+        if provider == Provider::Anthropic {
+            for block in body["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .flat_map(|m| m["content"].as_array().into_iter().flatten())
+            {
+                match block["type"].as_str() {
+                    Some("tool_use") => {
+                        ids.insert(block["id"].as_str().expect("id").to_owned());
+                    }
+                    Some("thinking") => {
+                        signatures.push(block["signature"].as_str().expect("signature").to_owned())
+                    }
+                    Some("redacted_thinking") => {
+                        signatures.push(block["data"].as_str().expect("data").to_owned())
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    (ids, signatures)
+}
+
 fn import_into(store: &Store, path: &Path, format: Format) -> (Imported, Vec<Message>) {
     let text = read(path);
     let imported = import::import(format, &text)
@@ -306,6 +399,23 @@ fn every_real_transcript_imports_with_every_signature_call_and_result() {
         assert!(
             differences.is_empty(),
             "{}: {differences:#?}",
+            path.display()
+        );
+        let exported = exported_inventory(&store, &messages, &path);
+        let lost: Vec<&String> = source
+            .calls
+            .keys()
+            .filter(|id| !exported.0.contains(*id))
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "{}: tool_use ids missing from the export: {lost:?}",
+            path.display()
+        );
+        assert_eq!(
+            exported.1,
+            source.signatures,
+            "{}: signatures in the export",
             path.display()
         );
         totals.0 += source.calls.len();

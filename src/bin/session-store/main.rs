@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use session_store::Provider;
 
+mod export;
 mod import;
 mod open;
 mod sessions;
@@ -46,6 +48,14 @@ enum Command {
         #[arg(long)]
         full: bool,
     },
+    /// The request body the library would send now, as JSON on stdout.
+    Export {
+        /// The session id.
+        session: String,
+        /// Which provider's request shape.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+    },
     /// A new session from a transcript; prints its id.
     Import {
         /// What the file holds.
@@ -54,6 +64,15 @@ enum Command {
         /// The transcript file (`-` reads stdin).
         file: PathBuf,
     },
+}
+
+/// The request shapes `export` writes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ExportFormat {
+    /// Anthropic Messages: `{"system": ..., "messages": [...]}`.
+    Anthropic,
+    /// OpenAI Chat Completions: `{"messages": [...]}`.
+    Openai,
 }
 
 /// The transcript formats `import` reads.
@@ -90,6 +109,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             turns,
             full,
         } => show::run(&open::existing(&cli.db)?, &session, turns, full, &mut out)?,
+        Command::Export { session, format } => {
+            let provider = match format {
+                ExportFormat::Anthropic => Provider::Anthropic,
+                ExportFormat::Openai => Provider::OpenAi,
+            };
+            export::run(&open::existing(&cli.db)?, &session, provider, &mut out)?
+        }
         Command::Import { format, file } => import::run(&cli.db, format, &file, &mut out)?,
     }
     out.flush()?;
