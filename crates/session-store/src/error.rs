@@ -75,6 +75,25 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// A revert would take back part of the compacted head but not all of what the latest
+    /// remaining summary covers; nothing was changed. Revert to a turn where a compaction
+    /// ended, or to turn 0.
+    #[error("reverting session {session} to turn {turn} would leave compacted turns without their summary (remaining summary covers through turn {summarised_through:?})")]
+    RevertSplitsCompaction {
+        /// The session.
+        session: SessionId,
+        /// The turn asked for.
+        turn: i64,
+        /// The last turn the latest remaining summary covers, if any remains.
+        summarised_through: Option<i64>,
+    },
+    /// A compaction summary must hold non-whitespace text: it is all the provider will see of
+    /// the compacted turns.
+    #[error("empty compaction summary for session {session}")]
+    EmptySummary {
+        /// The session.
+        session: SessionId,
+    },
     /// SQLite reported an error.
     #[error("sqlite")]
     Sqlite(#[from] rusqlite::Error),

@@ -42,8 +42,11 @@ pub mod model;
 pub mod store;
 
 pub use error::{Error, Result};
+pub use history::compaction::{CompactionPlan, NothingToCompact, ProviderHistory, Summary};
+pub use history::paging::{Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
+pub use store::{CompactionOutcome, Reverted};
 pub use store::{ConnectionSettings, Store, StoreOptions};
 
 pub use history::contract::{check_anthropic, check_openai, Rule, Violation};

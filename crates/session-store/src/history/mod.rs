@@ -5,6 +5,8 @@
 //! rusqlite, r2d2 or `std::fs`, and takes `now` as a parameter instead of reading the clock,
 //! so every rule here is testable with plain vectors.
 
+pub mod compaction;
+pub mod paging;
 pub mod pairing;
 pub mod turns;
 

@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use serde_json::Value;
 
-use super::rows::{load_messages, Range};
+use super::compaction::provider_history_in;
 use super::write::require_session;
 use super::{format_time, parse_time, Store};
 use crate::error::{Error, Result};
@@ -144,17 +144,18 @@ impl Store {
 /// What the provider sees: the text of the latest compaction summary, and every message not
 /// compacted, in `seq` order.
 ///
-/// SUMMARY: this is the one place where the compaction summary comes from. Until
-/// `Store::provider_history` (branch `turns`) lands, compacted messages are filtered here and
-/// the summary is `None`; wiring it means returning `provider_history`'s
-/// `(summary.map(|s| s.text), messages)` here (the renderers already send it first).
+/// SUMMARY: this is the one place where the compaction summary comes from: the latest one
+/// stored by `Store::compact`, from the same snapshot as the messages
+/// (`Store::provider_history`).
 fn provider_messages(
     conn: &Connection,
     session: &SessionId,
 ) -> Result<(Option<String>, Vec<Message>)> {
-    let mut messages = load_messages(conn, session, Range::All)?;
-    messages.retain(|message| !message.compacted);
-    Ok((None, messages))
+    let history = provider_history_in(conn, session)?;
+    Ok((
+        history.summary.map(|summary| summary.text),
+        history.messages,
+    ))
 }
 
 fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {

@@ -15,12 +15,17 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod compaction;
 mod import;
 mod read;
+mod revert;
 mod rows;
 mod schema;
+mod turns;
 mod write;
 
+pub use compaction::CompactionOutcome;
+pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
 

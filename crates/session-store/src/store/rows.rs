@@ -11,12 +11,10 @@ use crate::model::{Message, NewMessage, Part, PartKind, Role, SessionId};
 pub(crate) enum Range {
     /// The whole session.
     All,
-    /// Messages whose `seq` lies in `[first, last]`.
-    #[allow(dead_code)]
-    Seqs(i64, i64),
     /// Messages whose `turn_index` lies in `[first, last]`.
-    #[allow(dead_code)]
     Turns(i64, i64),
+    /// Messages the provider sees: `compacted = 0`.
+    Visible,
 }
 
 const SELECT_MESSAGES: &str = "
@@ -33,6 +31,13 @@ const SELECT_MESSAGES_BY_TURN: &str = "
     WHERE m.session_id = ?1 AND m.turn_index BETWEEN ?2 AND ?3
     ORDER BY m.turn_index, m.seq, p.ordinal";
 
+const SELECT_VISIBLE_MESSAGES: &str = "
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+           p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1 AND m.compacted = 0 AND ?2 <= ?3
+    ORDER BY m.seq, p.ordinal";
+
 /// Loads messages with their parts, in `seq` order, in one query.
 pub(crate) fn load_messages(
     conn: &Connection,
@@ -41,8 +46,8 @@ pub(crate) fn load_messages(
 ) -> Result<Vec<Message>> {
     let (sql, first, last) = match range {
         Range::All => (SELECT_MESSAGES, i64::MIN, i64::MAX),
-        Range::Seqs(first, last) => (SELECT_MESSAGES, first, last),
         Range::Turns(first, last) => (SELECT_MESSAGES_BY_TURN, first, last),
+        Range::Visible => (SELECT_VISIBLE_MESSAGES, i64::MIN, i64::MAX),
     };
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params![session.as_str(), first, last])?;
@@ -61,7 +66,8 @@ pub(crate) fn load_messages(
     Ok(messages)
 }
 
-fn message_from_row(row: &Row<'_>) -> Result<Message> {
+/// Decodes the message columns 0..=5 (id, seq, turn_index, role, compacted, created_at).
+pub(crate) fn message_from_row(row: &Row<'_>) -> Result<Message> {
     let id: i64 = row.get(0)?;
     let role: String = row.get(3)?;
     let created_at: String = row.get(5)?;

@@ -114,6 +114,8 @@ pub(crate) fn append_in(
         tail = pairing::check_append(&tail, message, &mut used)
             .map_err(|reason| refused(index, reason))?;
     }
+    // An append ends the chance to undo earlier reverts of the session.
+    super::revert::forget_reverts(conn, session)?;
     let now = now();
     let mut appended = Vec::with_capacity(messages.len());
     for message in messages {

@@ -1,0 +1,252 @@
+//! Compaction and the provider's view of a compacted session.
+//!
+//! [`Store::compact`] plans the cut with the pure [`plan_compaction`] over the session's
+//! roles, then marks the head `compacted = 1` and stores the summary with the turn range it
+//! covers, in one `BEGIN IMMEDIATE` transaction: a reader sees either the old history or the
+//! compacted one with its summary, never a head hidden without a summary. Nothing is deleted:
+//! compacted messages stay in the database, and every summary is kept.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+
+use super::rows::{load_messages, Range};
+use super::write::require_session;
+use super::{format_time, now, parse_time, Store};
+use crate::error::{Error, Result};
+use crate::history::compaction::{
+    plan_compaction, CompactionPlan, NothingToCompact, ProviderHistory, Summary,
+};
+use crate::model::{Role, SessionId};
+
+/// What [`Store::compact`] did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum CompactionOutcome {
+    /// The head was marked compacted and the summary stored.
+    Compacted {
+        /// The stored summary, with the turns it covers.
+        summary: Summary,
+        /// How many messages this compaction newly marked.
+        newly_compacted: usize,
+        /// How many messages stay visible after the summary (at least `min_keep_tail`).
+        kept: usize,
+    },
+    /// Nothing changed and no summary was stored.
+    NothingToCompact {
+        /// Why.
+        reason: NothingToCompact,
+    },
+}
+
+impl CompactionOutcome {
+    /// True when the compaction changed nothing.
+    pub fn is_nothing(&self) -> bool {
+        matches!(self, CompactionOutcome::NothingToCompact { .. })
+    }
+}
+
+/// What the planner needs of each message: role and compacted flag, with the seq to cut at.
+const PLAN_ROWS: &str =
+    "SELECT seq, role, compacted, id FROM messages WHERE session_id = ?1 ORDER BY seq";
+
+const MARK_HEAD: &str =
+    "UPDATE messages SET compacted = 1 WHERE session_id = ?1 AND seq < ?2 AND compacted = 0";
+
+const INSERT_SUMMARY: &str = "
+    INSERT INTO summaries
+        (session_id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
+const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
+
+const LATEST_SUMMARY: &str = "
+    SELECT id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at
+    FROM summaries WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id DESC LIMIT 1";
+
+const ALL_SUMMARIES: &str = "
+    SELECT id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at
+    FROM summaries WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id";
+
+impl Store {
+    /// Replaces the head of the session with `summary` in what the provider sees, keeping at
+    /// least `min_keep_tail` messages (and always the last turn) visible.
+    ///
+    /// The cut is planned by [`plan_compaction`]: it walks left from `len - min_keep_tail` to
+    /// the start of that turn, so no turn is ever split and the tail may be longer than asked,
+    /// never shorter. When the walk reaches the first turn, or does not reach past an earlier
+    /// compaction, nothing changes and the outcome says why. A session can be compacted again
+    /// later: the new summary replaces the whole head in the provider's view (so it should
+    /// fold in the previous one, which [`Store::provider_history`] returns), and every summary
+    /// is kept with the turns it covers ([`Store::summaries`]).
+    ///
+    /// Refused with [`Error::EmptySummary`] when `summary` has no non-whitespace text.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use session_store::{CompactionOutcome, NewMessage, Part, Role, Store};
+    ///
+    /// # fn main() -> session_store::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("tempdir");
+    /// let store = Store::open(dir.path().join("sessions.db"))?;
+    /// let session = store.create_session()?;
+    /// store.append(&session, NewMessage::user("hi"))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::text("hello")]))?;
+    /// store.append(&session, NewMessage::user("list /tmp"))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::tool_use("c1", "ls", json!({}))]))?;
+    /// store.append(&session, NewMessage::tool(vec![Part::tool_result("c1", "a b")]))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::text("a and b")]))?;
+    ///
+    /// // Keeping 2 would start the tail at the tool result; the cut walks back to "list /tmp".
+    /// let outcome = store.compact(&session, 2, "The user said hi.")?;
+    /// assert!(matches!(outcome, CompactionOutcome::Compacted { newly_compacted: 2, kept: 4, .. }));
+    /// let view = store.provider_history(&session)?;
+    /// assert_eq!(view.summary.map(|s| s.text).as_deref(), Some("The user said hi."));
+    /// assert_eq!(view.messages[0].role, Role::User);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn compact(
+        &self,
+        session: &SessionId,
+        min_keep_tail: usize,
+        summary: &str,
+    ) -> Result<CompactionOutcome> {
+        if summary.trim().is_empty() {
+            return Err(Error::EmptySummary {
+                session: session.clone(),
+            });
+        }
+        self.write(|tx| {
+            require_session(tx, session)?;
+            let (seqs, items) = plan_rows(tx, session)?;
+            let cut = match plan_compaction(&items, min_keep_tail) {
+                CompactionPlan::Nothing { reason } => {
+                    return Ok(CompactionOutcome::NothingToCompact { reason })
+                }
+                CompactionPlan::Compact(cut) => cut,
+            };
+            // The plan only cuts at a user message after the first, so cut >= 1.
+            let (cut_seq, through_seq) = (seqs[cut.cut], seqs[cut.cut - 1]);
+            let newly_compacted = tx
+                .prepare_cached(MARK_HEAD)?
+                .execute(params![session.as_str(), cut_seq])?;
+            let created_at = now();
+            tx.prepare_cached(INSERT_SUMMARY)?.execute(params![
+                session.as_str(),
+                0i64,
+                cut.last_compacted_turn(),
+                cut.first_new_turn,
+                through_seq,
+                summary,
+                format_time(created_at),
+            ])?;
+            let id = tx.last_insert_rowid();
+            tx.prepare_cached(TOUCH_SESSION)?
+                .execute(params![session.as_str(), format_time(created_at)])?;
+            Ok(CompactionOutcome::Compacted {
+                summary: Summary {
+                    id,
+                    first_turn: 0,
+                    last_turn: cut.last_compacted_turn(),
+                    compacted_from_turn: cut.first_new_turn,
+                    through_seq,
+                    text: summary.to_owned(),
+                    created_at,
+                },
+                newly_compacted,
+                kept: seqs.len() - cut.cut,
+            })
+        })
+    }
+
+    /// The history to send to the provider now: the latest summary, then every message that
+    /// is not compacted, in `seq` order, from one snapshot and with no truncation.
+    pub fn provider_history(&self, session: &SessionId) -> Result<ProviderHistory> {
+        self.read(|conn| {
+            require_session(conn, session)?;
+            provider_history_in(conn, session)
+        })
+    }
+
+    /// Every summary of the session, oldest first, each with the turns it covers. Summaries
+    /// set aside by a revert that can still be undone are not listed.
+    pub fn summaries(&self, session: &SessionId) -> Result<Vec<Summary>> {
+        self.read(|conn| {
+            require_session(conn, session)?;
+            let mut stmt = conn.prepare_cached(ALL_SUMMARIES)?;
+            let rows = stmt.query_map([session.as_str()], summary_from_row)?;
+            let mut summaries = Vec::new();
+            for row in rows {
+                summaries.push(row??);
+            }
+            Ok(summaries)
+        })
+    }
+}
+
+/// The seq of each message of the session, in seq order.
+type Seqs = Vec<i64>;
+/// The planner's view of each message: role and compacted flag.
+type PlanItems = Vec<(Role, bool)>;
+
+/// [`Store::provider_history`] inside the caller's read transaction.
+pub(crate) fn provider_history_in(
+    conn: &Connection,
+    session: &SessionId,
+) -> Result<ProviderHistory> {
+    let summary = conn
+        .prepare_cached(LATEST_SUMMARY)?
+        .query_row([session.as_str()], summary_from_row)
+        .optional()?
+        .transpose()?;
+    Ok(ProviderHistory {
+        summary,
+        messages: load_messages(conn, session, Range::Visible)?,
+    })
+}
+
+/// Seqs and planner items of the whole session, in seq order.
+fn plan_rows(conn: &Connection, session: &SessionId) -> Result<(Seqs, PlanItems)> {
+    let mut stmt = conn.prepare_cached(PLAN_ROWS)?;
+    let mut rows = stmt.query([session.as_str()])?;
+    let (mut seqs, mut items) = (Vec::new(), Vec::new());
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let role = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+        let role = match role.parse::<Role>() {
+            Ok(role) => role,
+            Err(e) => {
+                return Err(Error::CorruptRow {
+                    table: "messages",
+                    row_id: row.get(3)?,
+                    detail: e.to_string(),
+                })
+            }
+        };
+        seqs.push(seq);
+        items.push((role, row.get::<_, i64>(2)? != 0));
+    }
+    Ok((seqs, items))
+}
+
+/// Decodes a summaries row selected as in [`LATEST_SUMMARY`]; the outer result is SQLite's.
+fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Summary>> {
+    let id: i64 = row.get(0)?;
+    let created_at: String = row.get(6)?;
+    let Some(created_at) = parse_time(&created_at) else {
+        return Ok(Err(Error::CorruptRow {
+            table: "summaries",
+            row_id: id,
+            detail: format!("created_at {created_at:?} is not RFC 3339"),
+        }));
+    };
+    Ok(Ok(Summary {
+        id,
+        first_turn: row.get(1)?,
+        last_turn: row.get(2)?,
+        compacted_from_turn: row.get(3)?,
+        through_seq: row.get(4)?,
+        text: row.get(5)?,
+        created_at,
+    }))
+}

@@ -1,0 +1,217 @@
+//! Revert: take a turn and everything after it out of the live history, undoably until the
+//! next append.
+//!
+//! A revert is addressed by turn, never by message or timestamp, so it always lands on a turn
+//! start and never leaves a tool_use without its result. The reverted rows move to the
+//! `reverted_messages` / `reverted_parts` side tables (migration V2) under one `reverts` row,
+//! so `messages` stays exactly the live history and the contract's invariants keep holding
+//! for every reader. Reverts stack: [`Store::undo_revert`] restores the latest one. The next
+//! append to the session forgets them all ([`forget_reverts`], called from the write path).
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::write::require_session;
+use super::{format_time, now, Store};
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+
+/// What a revert (or its undo) moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reverted {
+    /// The turn asked for: it and every later turn left (or, on undo, came back to) the live
+    /// history.
+    pub from_turn: i64,
+    /// How many messages moved; 0 when the turn was past the end of the session.
+    pub messages: usize,
+    /// How many summaries moved with them (those that covered a reverted turn).
+    pub summaries: usize,
+}
+
+const FIRST_SEQ_OF_TURN: &str =
+    "SELECT MIN(seq) FROM messages WHERE session_id = ?1 AND turn_index >= ?2";
+
+const INSERT_REVERT: &str =
+    "INSERT INTO reverts (session_id, from_turn, from_seq, created_at) VALUES (?1, ?2, ?3, ?4)";
+
+const MOVE_MESSAGES_OUT: &str = "
+    INSERT INTO reverted_messages
+        (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at)
+    SELECT ?3, id, session_id, seq, turn_index, role, compacted, created_at
+    FROM messages WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq";
+
+const MOVE_PARTS_OUT: &str = "
+    INSERT INTO reverted_parts
+        (reverted_message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+    SELECT r.id, p.ordinal, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM reverted_messages r JOIN parts p ON p.message_id = r.original_id
+    WHERE r.revert_id = ?1";
+
+/// Parts go with their messages (ON DELETE CASCADE).
+const DELETE_LIVE: &str = "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2";
+
+const SET_ASIDE_SUMMARIES: &str = "
+    UPDATE summaries SET reverted_by = ?3
+    WHERE session_id = ?1 AND reverted_by IS NULL AND last_turn >= ?2";
+
+/// The last turn of the live compacted head, and the last turn the latest live summary covers.
+const HEAD_AND_COVER: &str = "
+    SELECT (SELECT MAX(turn_index) FROM messages WHERE session_id = ?1 AND compacted = 1),
+           (SELECT last_turn FROM summaries WHERE session_id = ?1 AND reverted_by IS NULL
+            ORDER BY id DESC LIMIT 1)";
+
+const LATEST_REVERT: &str =
+    "SELECT id, from_turn FROM reverts WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
+
+/// Keeps the original id unless another message took it meanwhile (ids are rowids and may be
+/// reused once the rows with the largest ids are gone).
+const MOVE_MESSAGES_BACK: &str = "
+    INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at)
+    SELECT CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
+                THEN NULL ELSE r.original_id END,
+           r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at
+    FROM reverted_messages r WHERE r.revert_id = ?1 ORDER BY r.seq";
+
+/// Matched on `(session_id, seq)`, which is unique, since a message id may have changed.
+const MOVE_PARTS_BACK: &str = "
+    INSERT INTO parts
+        (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+    SELECT m.id, p.ordinal, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM reverted_parts p
+    JOIN reverted_messages r ON r.id = p.reverted_message_id
+    JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
+    WHERE r.revert_id = ?1 ORDER BY r.seq, p.ordinal";
+
+const RESTORE_SUMMARIES: &str = "UPDATE summaries SET reverted_by = NULL WHERE reverted_by = ?1";
+
+/// Deleting the `reverts` row takes its reverted_* rows (and its set-aside summaries) along.
+const DELETE_REVERT: &str = "DELETE FROM reverts WHERE id = ?1";
+
+const FORGET_REVERTS: &str = "DELETE FROM reverts WHERE session_id = ?1";
+
+const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
+
+impl Store {
+    /// Takes turn `turn` and every later turn out of the live history, in one transaction.
+    ///
+    /// The messages move aside and [`Store::undo_revert`] can bring them back until the next
+    /// append to the session, which deletes them for good. Turn 0 (or any turn at or below
+    /// 0) reverts the whole session; a turn past the end reverts nothing (`messages == 0`)
+    /// and leaves nothing to undo.
+    ///
+    /// A revert may reach into the compacted head only where a compaction ended: the summaries
+    /// that covered reverted turns move aside with them, and the latest remaining summary must
+    /// still cover every remaining compacted turn. Otherwise the live head would be hidden
+    /// behind a summary of turns that are gone, and the revert is refused with
+    /// [`Error::RevertSplitsCompaction`].
+    pub fn revert_to_turn(&self, session: &SessionId, turn: i64) -> Result<Reverted> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            let from_seq: Option<i64> = tx
+                .prepare_cached(FIRST_SEQ_OF_TURN)?
+                .query_row(params![session.as_str(), turn], |row| row.get(0))?;
+            let Some(from_seq) = from_seq else {
+                return Ok(Reverted {
+                    from_turn: turn,
+                    messages: 0,
+                    summaries: 0,
+                });
+            };
+            let now = format_time(now());
+            tx.prepare_cached(INSERT_REVERT)?.execute(params![
+                session.as_str(),
+                turn,
+                from_seq,
+                now
+            ])?;
+            let revert_id = tx.last_insert_rowid();
+            let messages = tx.prepare_cached(MOVE_MESSAGES_OUT)?.execute(params![
+                session.as_str(),
+                from_seq,
+                revert_id
+            ])?;
+            tx.prepare_cached(MOVE_PARTS_OUT)?.execute([revert_id])?;
+            tx.prepare_cached(DELETE_LIVE)?
+                .execute(params![session.as_str(), from_seq])?;
+            let summaries = tx.prepare_cached(SET_ASIDE_SUMMARIES)?.execute(params![
+                session.as_str(),
+                turn,
+                revert_id
+            ])?;
+            if summaries > 0 || moved_compacted(tx, revert_id)? {
+                require_covered_head(tx, session, turn)?;
+            }
+            tx.prepare_cached(TOUCH_SESSION)?
+                .execute(params![session.as_str(), now])?;
+            Ok(Reverted {
+                from_turn: turn,
+                messages,
+                summaries,
+            })
+        })
+    }
+
+    /// Brings back what the latest revert of the session took out, in one transaction.
+    ///
+    /// Returns `None` when there is nothing to undo: no revert, or an append since (which
+    /// deleted the reverted messages for good). Call it again to undo the revert before.
+    pub fn undo_revert(&self, session: &SessionId) -> Result<Option<Reverted>> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            let latest: Option<(i64, i64)> = tx
+                .prepare_cached(LATEST_REVERT)?
+                .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let Some((revert_id, from_turn)) = latest else {
+                return Ok(None);
+            };
+            let messages = tx
+                .prepare_cached(MOVE_MESSAGES_BACK)?
+                .execute([revert_id])?;
+            tx.prepare_cached(MOVE_PARTS_BACK)?.execute([revert_id])?;
+            let summaries = tx.prepare_cached(RESTORE_SUMMARIES)?.execute([revert_id])?;
+            tx.prepare_cached(DELETE_REVERT)?.execute([revert_id])?;
+            tx.prepare_cached(TOUCH_SESSION)?
+                .execute(params![session.as_str(), format_time(now())])?;
+            Ok(Some(Reverted {
+                from_turn,
+                messages,
+                summaries,
+            }))
+        })
+    }
+}
+
+const MOVED_COMPACTED: &str =
+    "SELECT EXISTS (SELECT 1 FROM reverted_messages WHERE revert_id = ?1 AND compacted = 1)";
+
+fn moved_compacted(conn: &Connection, revert_id: i64) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(MOVED_COMPACTED)?
+        .query_row([revert_id], |row| row.get(0))?)
+}
+
+/// Refuses a revert that leaves compacted turns no live summary covers.
+fn require_covered_head(conn: &Connection, session: &SessionId, turn: i64) -> Result<()> {
+    let (head, cover): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(HEAD_AND_COVER)?
+        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    match (head, cover) {
+        (Some(head), cover) if cover.is_none_or(|cover| cover < head) => {
+            Err(Error::RevertSplitsCompaction {
+                session: session.clone(),
+                turn,
+                summarised_through: cover,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Deletes for good what earlier reverts of the session set aside; the write path calls it
+/// on every append, which ends the chance to undo them.
+pub(crate) fn forget_reverts(conn: &Connection, session: &SessionId) -> Result<()> {
+    conn.prepare_cached(FORGET_REVERTS)?
+        .execute([session.as_str()])?;
+    Ok(())
+}

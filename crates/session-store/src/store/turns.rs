@@ -1,0 +1,143 @@
+//! Turn-aligned reads: pages and slices that hold whole turns only.
+//!
+//! Every query here seeks on the `messages_by_turn` index `(session_id, turn_index, seq)`, so
+//! a read near the end of a long session costs what a read near its start costs, and none of
+//! them stops at a hidden row limit: a page is bounded by the caller's `max_messages` (rounded
+//! to whole turns), a slice by the turns asked for.
+
+use std::ops::{Bound, RangeBounds};
+
+use rusqlite::{params, Connection};
+
+use super::rows::{load_messages, Range};
+use super::write::require_session;
+use super::Store;
+use crate::error::Result;
+use crate::history::paging::{page_last_turn, Page, TurnCursor};
+use crate::model::{Message, SessionId};
+
+/// The turn index of each message from where a page starts, index only (covering scan).
+const PAGE_TURNS: &str = "
+    SELECT turn_index FROM messages
+    WHERE session_id = ?1 AND turn_index > ?2
+    ORDER BY turn_index, seq LIMIT ?3";
+
+const HAS_TURNS_AFTER: &str =
+    "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND turn_index > ?2)";
+
+/// The first of the last `k` distinct turns, walking the index backwards.
+const LAST_TURNS_START: &str = "
+    SELECT MIN(turn_index) FROM (
+        SELECT DISTINCT turn_index FROM messages
+        WHERE session_id = ?1 ORDER BY turn_index DESC LIMIT ?2)";
+
+impl Store {
+    /// One page of the session: whole turns in order, as many as fit in `max_messages`, and
+    /// always at least one turn, even one longer than `max_messages` (a turn is never split).
+    ///
+    /// Start with `after = None`; pass the returned [`Page::next`] to read on. `next` is `None`
+    /// on the last page, and the pages together are the whole session.
+    ///
+    /// ```
+    /// # use session_store::{NewMessage, Store};
+    /// # fn main() -> session_store::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("tempdir");
+    /// # let store = Store::open(dir.path().join("s.db"))?;
+    /// # let session = store.create_session()?;
+    /// # for i in 0..5 { store.append(&session, NewMessage::user(format!("q{i}")))?; }
+    /// let mut after = None;
+    /// let mut seen = 0;
+    /// loop {
+    ///     let page = store.page(&session, after, 2)?;
+    ///     seen += page.messages.len();
+    ///     match page.next {
+    ///         Some(next) => after = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert_eq!(seen, 5);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn page(
+        &self,
+        session: &SessionId,
+        after: Option<TurnCursor>,
+        max_messages: usize,
+    ) -> Result<Page> {
+        let after_turn = after.map_or(i64::MIN, TurnCursor::last_turn);
+        self.read(|conn| {
+            require_session(conn, session)?;
+            // One row past the limit tells whether the last turn that starts in the page fits.
+            let probe = i64::try_from(max_messages)
+                .unwrap_or(i64::MAX)
+                .saturating_add(1);
+            let turns = conn
+                .prepare_cached(PAGE_TURNS)?
+                .query_map(params![session.as_str(), after_turn, probe], |row| {
+                    row.get::<_, i64>(0)
+                })?
+                .collect::<rusqlite::Result<Vec<i64>>>()?;
+            let Some(last_turn) = page_last_turn(&turns, max_messages) else {
+                return Ok(Page {
+                    messages: Vec::new(),
+                    next: None,
+                });
+            };
+            let messages = load_messages(
+                conn,
+                session,
+                Range::Turns(after_turn.saturating_add(1), last_turn),
+            )?;
+            let more = has_turns_after(conn, session, last_turn)?;
+            Ok(Page {
+                messages,
+                next: more.then(|| TurnCursor::after(last_turn)),
+            })
+        })
+    }
+
+    /// The messages of the turns in `turns`, whole, in `seq` order: `a..=b`, `n..` (turn `n`
+    /// onward), `..` (everything), `a..b`. Turns that do not exist are simply absent.
+    pub fn turns(&self, session: &SessionId, turns: impl RangeBounds<i64>) -> Result<Vec<Message>> {
+        let first = match turns.start_bound() {
+            Bound::Included(&n) => n,
+            Bound::Excluded(&n) => n.saturating_add(1),
+            Bound::Unbounded => i64::MIN,
+        };
+        let last = match turns.end_bound() {
+            Bound::Included(&n) => n,
+            Bound::Excluded(&n) => n.saturating_sub(1),
+            Bound::Unbounded => i64::MAX,
+        };
+        self.read(|conn| {
+            require_session(conn, session)?;
+            if first > last {
+                return Ok(Vec::new());
+            }
+            load_messages(conn, session, Range::Turns(first, last))
+        })
+    }
+
+    /// The messages of the last `k` turns of the session, whole, in `seq` order (all of them
+    /// when the session has `k` turns or fewer; none for `k = 0`).
+    pub fn last_turns(&self, session: &SessionId, k: usize) -> Result<Vec<Message>> {
+        self.read(|conn| {
+            require_session(conn, session)?;
+            let k = i64::try_from(k).unwrap_or(i64::MAX);
+            let first: Option<i64> = conn
+                .prepare_cached(LAST_TURNS_START)?
+                .query_row(params![session.as_str(), k], |row| row.get(0))?;
+            match first {
+                Some(first) => load_messages(conn, session, Range::Turns(first, i64::MAX)),
+                None => Ok(Vec::new()),
+            }
+        })
+    }
+}
+
+fn has_turns_after(conn: &Connection, session: &SessionId, turn: i64) -> Result<bool> {
+    Ok(conn
+        .prepare_cached(HAS_TURNS_AFTER)?
+        .query_row(params![session.as_str(), turn], |row| row.get(0))?)
+}
