@@ -301,25 +301,85 @@ fn a_reader_that_goes_away_is_not_an_error() {
         "claude-code",
         &fixture("spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"),
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(&db)
-        .args(["show", &id, "--full"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut head = [0u8; 64];
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_exact(&mut head)
-        .expect("some output");
-    // The read end is dropped here, long before the megabytes of output are written.
-    let output = child.wait_with_output().expect("wait");
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stderr(&output), "");
+    // show writes through io::Write, export through serde_json: both must stop quietly.
+    for args in [
+        vec!["show", &id, "--full"],
+        vec!["export", &id, "--format", "anthropic"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_session-store"))
+            .arg("--db")
+            .arg(&db)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut head = [0u8; 64];
+        child
+            .stdout
+            .take()
+            .expect("stdout")
+            .read_exact(&mut head)
+            .expect("some output");
+        // The read end is dropped here, long before the megabytes of output are written.
+        let output = child.wait_with_output().expect("wait");
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert_eq!(stderr(&output), "", "{args:?}");
+    }
+}
+
+#[test]
+fn compact_cuts_at_a_turn_start_and_export_sends_the_summary_first() {
+    let (_dir, db) = temp();
+    let id = import(&db, "claude-code", &fixture(TOOL_HEAVY));
+    let out = ok(
+        &db,
+        &[
+            "compact",
+            &id,
+            "--min-keep-tail",
+            "5",
+            "--summary",
+            "SUMMARY-OF-THE-HEAD",
+        ],
+    );
+    assert!(out.starts_with("compacted turns 0..="), "{out}");
+    let listing = ok(&db, &["sessions"]);
+    assert!(!listing.contains("compacted_turns=0\t"), "{listing}");
+
+    // The compacted turns are still there for a person, marked, with the summary.
+    let shown = ok(&db, &["show", &id]);
+    assert!(
+        shown.contains("(compacted)") && shown.contains("SUMMARY-OF-THE-HEAD"),
+        "{shown}"
+    );
+
+    // The provider sees the summary first and nothing of the compacted head.
+    let body: serde_json::Value =
+        serde_json::from_str(&ok(&db, &["export", &id, "--format", "openai"])).expect("JSON");
+    assert!(session_store::check_openai(&body).is_empty());
+    let first = body["messages"][0]["content"].to_string();
+    assert!(first.contains("SUMMARY-OF-THE-HEAD"), "{first}");
+    assert!(!body.to_string().contains("start phoenix in background"));
+
+    // Again with the same tail: nothing more to compact, and that is not an error.
+    let again = ok(
+        &db,
+        &["compact", &id, "--min-keep-tail", "5", "--summary", "x"],
+    );
+    assert!(again.starts_with("nothing to compact"), "{again}");
+    // An empty summary, an unknown session and a missing number are refused.
+    let before = bytes(&db);
+    fails(
+        &db,
+        &["compact", &id, "--min-keep-tail", "1", "--summary", "  "],
+    );
+    fails(
+        &db,
+        &["compact", "nope", "--min-keep-tail", "1", "--summary", "x"],
+    );
+    fails(&db, &["compact", &id, "--summary", "x"]);
+    assert_eq!(bytes(&db), before);
 }
 
 #[test]

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use session_store::Provider;
 
+mod compact;
 mod export;
 mod import;
 mod open;
@@ -55,6 +56,19 @@ enum Command {
         /// Which provider's request shape.
         #[arg(long, value_enum)]
         format: ExportFormat,
+    },
+    /// Replace the head of a session by a summary in what the provider sees; the messages
+    /// stay in the database. Cuts only at turn starts: the tail kept may be longer than
+    /// asked, never shorter.
+    Compact {
+        /// The session id.
+        session: String,
+        /// Keep at least this many of the latest messages visible.
+        #[arg(long, value_name = "N")]
+        min_keep_tail: usize,
+        /// What the provider sees instead of the compacted turns.
+        #[arg(long, value_name = "TEXT")]
+        summary: String,
     },
     /// A new session from a transcript; prints its id.
     Import {
@@ -116,6 +130,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             export::run(&open::existing(&cli.db)?, &session, provider, &mut out)?
         }
+        Command::Compact {
+            session,
+            min_keep_tail,
+            summary,
+        } => compact::run(
+            &open::existing(&cli.db)?,
+            &session,
+            min_keep_tail,
+            &summary,
+            &mut out,
+        )?,
         Command::Import { format, file } => import::run(&cli.db, format, &file, &mut out)?,
     }
     out.flush()?;
@@ -125,8 +150,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// A reader that went away (`session-store ... | head`) is not an error.
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+        let kind = match cause.downcast_ref::<io::Error>() {
+            Some(e) => Some(e.kind()),
+            // serde_json wraps the writer's error in its own type.
+            None => cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind),
+        };
+        kind == Some(io::ErrorKind::BrokenPipe)
     })
 }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::bail;
-use session_store::{Message, Part, Store};
+use session_store::{Part, Store};
 
 use crate::open;
 
@@ -17,12 +17,6 @@ pub struct TurnRange {
     pub start: i64,
     /// First turn not shown; `None` for "to the end".
     pub end: Option<i64>,
-}
-
-impl TurnRange {
-    fn contains(&self, turn: i64) -> bool {
-        turn >= self.start && self.end.is_none_or(|end| turn < end)
-    }
 }
 
 /// Parses `A..B`, `A..=B`, `A..`, `..B`, `..=B` or `N`.
@@ -61,22 +55,37 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
-    let messages = store.messages(&id)?;
-    let turn_count = messages.last().map_or(0, |m| m.turn_index + 1);
+    let message_count = store.session(&id)?.map_or(0, |info| info.message_count);
+    let turn_count = store
+        .last_turns(&id, 1)?
+        .first()
+        .map_or(0, |m| m.turn_index + 1);
     writeln!(
         out,
-        "session {id}: {} messages, {turn_count} turns",
-        messages.len()
+        "session {id}: {message_count} messages, {turn_count} turns"
     )?;
-    let shown: Vec<&Message> = messages
-        .iter()
-        .filter(|m| turns.is_none_or(|range| range.contains(m.turn_index)))
-        .collect();
+    // Whole turns straight from the store (keyed on the turn index), not a filtered copy.
+    let shown = match turns {
+        None => store.messages(&id)?,
+        Some(TurnRange { start, end: None }) => store.turns(&id, start..)?,
+        Some(TurnRange {
+            start,
+            end: Some(end),
+        }) => store.turns(&id, start..end)?,
+    };
     if shown.is_empty() && turns.is_some() {
         bail!("session {id} has no turn in that range (turns 0..{turn_count})");
     }
+    for summary in store.summaries(&id)? {
+        let label = format!(
+            "summary {} replaces turns {}..={}",
+            summary.id, summary.first_turn, summary.last_turn
+        );
+        writeln!(out)?;
+        write_part(out, &label, &summary.text, full)?;
+    }
     let mut current = None;
-    for message in shown {
+    for message in &shown {
         if current != Some(message.turn_index) {
             current = Some(message.turn_index);
             let compacted = if message.compacted {
