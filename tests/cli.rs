@@ -449,3 +449,22 @@ fn an_imported_anthropic_body_exports_back_to_the_same_messages() {
     };
     assert_eq!(strip(&exported["messages"]), strip(&original["messages"]));
 }
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused_and_left_alone() {
+    let (_dir, db) = temp();
+    std::fs::write(&db, "these are my notes, not SQLite\n".repeat(200)).expect("write");
+    let before = bytes(&db);
+    let err = fails(&db, &["sessions"]);
+    assert!(err.contains("not an SQLite database"), "{err}");
+    fails(
+        &db,
+        &[
+            "import",
+            "--format",
+            "anthropic",
+            fixture(PARALLEL).to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(bytes(&db), before);
+}
