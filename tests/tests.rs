@@ -1,7 +1,9 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod cli;
 mod compaction;
+mod import_fixtures;
 mod pages;
 mod provider_transcripts;
 mod regression;

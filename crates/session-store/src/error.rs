@@ -121,6 +121,9 @@ pub enum Error {
     /// A JSON value could not be encoded.
     #[error("json")]
     Json(#[from] serde_json::Error),
+    /// A transcript was refused by its importer; nothing was written.
+    #[error("import refused")]
+    Import(#[from] crate::import::ImportError),
 }
 
 impl Error {

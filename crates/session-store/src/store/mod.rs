@@ -16,6 +16,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use crate::error::{Error, Result};
 
 mod compaction;
+mod import;
 mod read;
 pub mod repair;
 mod revert;
