@@ -1,17 +1,23 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod broken_db;
+mod cli;
 mod compaction;
 mod compaction_kill;
 mod contention;
 mod crash;
 mod disk_full;
 mod fault_support;
+mod forensics;
+mod import_fixtures;
 mod migration_kill;
 mod pages;
 mod provider_transcripts;
 mod read_only;
 mod regression;
+mod repair;
+mod repair_cli;
 mod revert;
 mod store;
 mod store_props;

@@ -75,6 +75,24 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// A mend left the session still breaking a rule; it was rolled back.
+    #[error("mending session {session} left {remaining} problem(s), first: {first}; rolled back")]
+    RepairIncomplete {
+        /// The session.
+        session: SessionId,
+        /// How many violations were left.
+        remaining: usize,
+        /// The first one, for people.
+        first: String,
+    },
+    /// A backup copy could not be made or failed its integrity check.
+    #[error("backup {path} failed: {detail}")]
+    BackupFailed {
+        /// The copy (or its temporary name).
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
     /// A revert would take back part of the compacted head but not all of what the latest
     /// remaining summary covers; nothing was changed. Revert to a turn where a compaction
     /// ended, or to turn 0.
@@ -103,6 +121,9 @@ pub enum Error {
     /// A JSON value could not be encoded.
     #[error("json")]
     Json(#[from] serde_json::Error),
+    /// A transcript was refused by its importer; nothing was written.
+    #[error("import refused")]
+    Import(#[from] crate::import::ImportError),
 }
 
 impl Error {

@@ -37,6 +37,7 @@
 
 pub mod error;
 pub mod history;
+pub mod import;
 pub mod model;
 pub mod store;
 

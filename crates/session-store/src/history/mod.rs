@@ -6,8 +6,10 @@
 //! so every rule here is testable with plain vectors.
 
 pub mod compaction;
+pub mod mend;
 pub mod paging;
 pub mod pairing;
+pub mod rules;
 pub mod turns;
 
 // Provider-ready history (issue 4).

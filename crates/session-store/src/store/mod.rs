@@ -16,7 +16,9 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use crate::error::{Error, Result};
 
 mod compaction;
+mod import;
 mod read;
+pub mod repair;
 mod revert;
 mod rows;
 mod schema;

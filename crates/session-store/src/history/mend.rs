@@ -1,0 +1,1006 @@
+//! Mend planning: what to change in a broken session so that it passes every rule of
+//! [`super::rules`], without deleting a message or a part.
+//!
+//! [`plan_mend`] returns the session as it should be ([`MendPlan::messages`], every original
+//! part exactly once, plus new tombstone and split-off messages) and the list of
+//! [`Change`]s that lead there, one per message or part touched, each with the rule it
+//! mends and the before and after values as JSON for the repair log. The storage layer
+//! applies the plan in one transaction; this module only decides.
+//!
+//! The phases run in an order where no later phase can undo an earlier one:
+//! 1. tool_results in non-`tool` messages: a `user` message is split into a `tool` message
+//!    (the results its assistant message asked for) followed by a `user` message (the rest,
+//!    if any); results nobody asked for become text;
+//! 2. a reused tool_use id is renamed in the later tool_use and in its answer;
+//! 3. orphan tool_results in `tool` messages become text that says what they were;
+//! 4. unanswered calls that are not pending get a tombstone `tool` message directly after
+//!    their tool block (a call outside an assistant message, which nothing can answer,
+//!    becomes text instead);
+//! 5. compaction: the visible tail starts at the start of the turn of the first visible
+//!    message (a split turn is un-compacted, a gap is closed by un-compacting what follows);
+//! 6. `seq` shifts after inserted messages, and turn indexes are recomputed.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Value};
+
+use super::pairing::tombstone_text;
+use super::rules::{calls, tool_block, turn_spans, CheckOptions, Layout, Rule};
+use super::turns::turn_indexes;
+use crate::model::{Message, Part, Role};
+
+/// A message of the mended session: one already stored, or one the mend adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MessageRef {
+    /// The stored message with this `messages.id`.
+    Existing(i64),
+    /// The n-th message the plan adds (numbered from 0 in the order they are created).
+    New(usize),
+}
+
+/// A part of the mended session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PartRef {
+    /// A stored part: position `index` in the parts of stored message `message_id`.
+    Existing {
+        /// `messages.id` of the message it was loaded with.
+        message_id: i64,
+        /// Its position in that message's parts (ordinal order).
+        index: usize,
+    },
+    /// Position `index` of new message `message` ([`MessageRef::New`]).
+    New {
+        /// The new message's number.
+        message: usize,
+        /// Position in its parts.
+        index: usize,
+    },
+}
+
+/// What a change does, as recorded in the repair log's `action` column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// `compacted` 1 -> 0.
+    Uncompact,
+    /// The message's role changed (a `user` message holding tool_results became `tool`).
+    ChangeRole,
+    /// A new message holding what a split message kept besides its tool_results.
+    SplitOff,
+    /// A part moved to another message or position.
+    MovePart,
+    /// A tool_result became a text part.
+    ResultToText,
+    /// A tool_use outside an assistant message became a text part.
+    UseToText,
+    /// A tool_use id (in a tool_use or in the tool_result answering it) was renamed.
+    RenameToolUseId,
+    /// A tombstone tool_result was added.
+    Tombstone,
+    /// `seq` moved to make room for inserted messages.
+    ShiftSeq,
+    /// `turn_index` recomputed.
+    SetTurnIndex,
+}
+
+impl Action {
+    /// The value stored in the repair log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Uncompact => "uncompact",
+            Action::ChangeRole => "change_role",
+            Action::SplitOff => "split_off",
+            Action::MovePart => "move_part",
+            Action::ResultToText => "result_to_text",
+            Action::UseToText => "use_to_text",
+            Action::RenameToolUseId => "rename_tool_use_id",
+            Action::Tombstone => "tombstone",
+            Action::ShiftSeq => "shift_seq",
+            Action::SetTurnIndex => "set_turn_index",
+        }
+    }
+}
+
+/// One change of a mend: one row of the repair log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The rule it mends.
+    pub rule: Rule,
+    /// What it does.
+    pub action: Action,
+    /// The message changed (or added).
+    pub message: MessageRef,
+    /// The part changed (or added), if the change is about a part.
+    pub part: Option<PartRef>,
+    /// The values before, as JSON (`None` for something added).
+    pub before: Option<Value>,
+    /// The values after, as JSON.
+    pub after: Value,
+}
+
+/// One part of the mended session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedPart {
+    /// Where it comes from.
+    pub origin: PartRef,
+    /// Its content after the mend.
+    pub part: Part,
+}
+
+/// One message of the mended session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedMessage {
+    /// Where it comes from.
+    pub origin: MessageRef,
+    /// Its `seq` after the mend.
+    pub seq: i64,
+    /// Its `turn_index` after the mend.
+    pub turn_index: i64,
+    /// Its role after the mend.
+    pub role: Role,
+    /// Its `compacted` flag after the mend.
+    pub compacted: bool,
+    /// When it was written (new messages: the mend's `now`, or the message split from).
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Its parts in ordinal order.
+    pub parts: Vec<PlannedPart>,
+}
+
+/// A session after the mend and the changes that lead there.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct MendPlan {
+    /// The whole session as it should be, in `seq` order.
+    pub messages: Vec<PlannedMessage>,
+    /// What changes, in the order the phases decided it.
+    pub changes: Vec<Change>,
+}
+
+impl MendPlan {
+    /// True when the session needs no change.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+/// The working copy: messages with where each one and each of its parts came from.
+struct Work {
+    messages: Vec<Message>,
+    origins: Vec<MessageRef>,
+    part_origins: Vec<Vec<PartRef>>,
+    /// For each new message, the rule it was added for.
+    new_rules: Vec<Rule>,
+    changes: Vec<Change>,
+}
+
+impl Work {
+    fn change(
+        &mut self,
+        rule: Rule,
+        action: Action,
+        at: usize,
+        part: Option<usize>,
+        before: Option<Value>,
+        after: Value,
+    ) {
+        let part = part.map(|p| self.part_origins[at][p]);
+        self.changes.push(Change {
+            rule,
+            action,
+            message: self.origins[at],
+            part,
+            before,
+            after,
+        });
+    }
+
+    /// Inserts a new message at `at`; its parts are new parts.
+    fn insert(&mut self, at: usize, message: Message, rule: Rule) -> MessageRef {
+        let number = self.new_rules.len();
+        self.new_rules.push(rule);
+        let origin = MessageRef::New(number);
+        let part_origins = (0..message.parts.len())
+            .map(|index| PartRef::New {
+                message: number,
+                index,
+            })
+            .collect();
+        self.messages.insert(at, message);
+        self.origins.insert(at, origin);
+        self.part_origins.insert(at, part_origins);
+        origin
+    }
+
+    /// Turns the tool_result at (`at`, `part`) into a text part that says what it was.
+    fn result_to_text(&mut self, rule: Rule, at: usize, part: usize, why: &str) {
+        let Part::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            provider_metadata,
+        } = self.messages[at].parts[part].clone()
+        else {
+            return;
+        };
+        let error = if is_error { " (an error)" } else { "" };
+        let text = format!(
+            "[store-repair: this was a tool_result{error} for tool_use {tool_use_id:?}, {why}; kept as text]\n{content}"
+        );
+        self.messages[at].parts[part] = Part::Text {
+            text: text.clone(),
+            provider_metadata,
+        };
+        self.change(
+            rule,
+            Action::ResultToText,
+            at,
+            Some(part),
+            Some(json!({"kind": "tool_result", "tool_use_id": tool_use_id, "is_error": is_error, "text": content})),
+            json!({"kind": "text", "text": text}),
+        );
+    }
+}
+
+/// Plans the mend of one session (messages in `seq` order, parts in ordinal order).
+///
+/// `options.now` stamps the messages the mend adds, and with `options.stale_after` decides
+/// which pending calls are old enough to tombstone. A session that passes
+/// [`super::rules::check_session`] gets an empty plan.
+pub fn plan_mend(messages: &[Message], options: &CheckOptions) -> MendPlan {
+    let mut work = Work {
+        origins: messages
+            .iter()
+            .map(|m| MessageRef::Existing(m.id))
+            .collect(),
+        part_origins: messages
+            .iter()
+            .map(|m| {
+                (0..m.parts.len())
+                    .map(|index| PartRef::Existing {
+                        message_id: m.id,
+                        index,
+                    })
+                    .collect()
+            })
+            .collect(),
+        messages: messages.to_vec(),
+        new_rules: Vec::new(),
+        changes: Vec::new(),
+    };
+    move_misplaced_results(&mut work);
+    // Renaming first: a renamed call can leave a second answer to the old id orphaned.
+    rename_duplicates(&mut work);
+    orphans_to_text(&mut work);
+    tombstone_dangling(&mut work, options);
+    close_compaction(&mut work);
+    renumber(work, messages)
+}
+
+/// Phase 1: tool_results in `user`, `assistant` or `system` messages.
+fn move_misplaced_results(work: &mut Work) {
+    let mut last_speaker: Option<usize> = None;
+    let mut at = 0;
+    while at < work.messages.len() {
+        let role = work.messages[at].role;
+        let has_results = work.messages[at]
+            .parts
+            .iter()
+            .any(|p| p.answers().is_some());
+        if role == Role::Tool || !has_results {
+            if matches!(role, Role::User | Role::Assistant) {
+                last_speaker = Some(at);
+            }
+            at += 1;
+            continue;
+        }
+        // The calls of the assistant message before, still unanswered by the tool messages
+        // between it and this message: the results that can move into a tool message.
+        let mut open: Vec<String> = match last_speaker {
+            Some(a) if work.messages[a].role == Role::Assistant && role == Role::User => {
+                let answered: HashSet<&str> = work.messages[a + 1..at]
+                    .iter()
+                    .filter(|m| m.role == Role::Tool)
+                    .flat_map(|m| m.parts.iter().filter_map(Part::answers))
+                    .collect();
+                work.messages[a]
+                    .parts
+                    .iter()
+                    .filter_map(Part::tool_use_id)
+                    .filter(|id| !answered.contains(id))
+                    .map(str::to_owned)
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut movable = Vec::new();
+        for (index, part) in work.messages[at].parts.iter().enumerate() {
+            if let Some(id) = part.answers() {
+                if let Some(pos) = open.iter().position(|o| o == id) {
+                    open.remove(pos);
+                    movable.push(index);
+                }
+            }
+        }
+        let speaker = last_speaker.map(|a| work.messages[a].clone());
+        let stays: Vec<usize> = (0..work.messages[at].parts.len())
+            .filter(|i| !movable.contains(i))
+            .collect();
+        for &index in &stays {
+            let Some(id) = work.messages[at].parts[index].answers().map(str::to_owned) else {
+                continue;
+            };
+            let orphan = !speaker.as_ref().is_some_and(|m| calls(m, &id));
+            let (rule, why) = if orphan {
+                (
+                    Rule::OrphanToolResult,
+                    format!("which no call directly before it made, found in a {role} message"),
+                )
+            } else {
+                (
+                    Rule::MisplacedToolResult,
+                    format!("a second answer to that call, found in a {role} message"),
+                )
+            };
+            work.result_to_text(rule, at, index, &why);
+        }
+        if movable.is_empty() {
+            if matches!(role, Role::User | Role::Assistant) {
+                last_speaker = Some(at);
+            }
+            at += 1;
+            continue;
+        }
+        // A user message whose results answer the calls before it: it becomes the tool
+        // message, and what else it said follows as a user message of its own.
+        work.messages[at].role = Role::Tool;
+        work.change(
+            Rule::MisplacedToolResult,
+            Action::ChangeRole,
+            at,
+            None,
+            Some(json!({"role": "user"})),
+            json!({"role": "tool"}),
+        );
+        let rest_is_blank = stays.iter().all(|&i| {
+            matches!(&work.messages[at].parts[i], Part::Text { text, .. } if text.trim().is_empty())
+        });
+        if rest_is_blank {
+            at += 1;
+            continue;
+        }
+        let source = work.messages[at].clone();
+        let source_origins = work.part_origins[at].clone();
+        let kept_parts = movable.iter().map(|&i| source.parts[i].clone()).collect();
+        let kept_origins = movable.iter().map(|&i| source_origins[i]).collect();
+        work.messages[at].parts = kept_parts;
+        work.part_origins[at] = kept_origins;
+        let rest = Message {
+            id: 0,
+            seq: source.seq,
+            turn_index: source.turn_index,
+            role: Role::User,
+            compacted: source.compacted,
+            created_at: source.created_at,
+            parts: stays.iter().map(|&i| source.parts[i].clone()).collect(),
+        };
+        work.insert(at + 1, rest, Rule::MisplacedToolResult);
+        // The moved parts keep their identity: they are stored parts, not new ones.
+        work.part_origins[at + 1] = stays.iter().map(|&i| source_origins[i]).collect();
+        work.change(
+            Rule::MisplacedToolResult,
+            Action::SplitOff,
+            at + 1,
+            None,
+            None,
+            json!({"role": "user", "split_from": source.id, "parts": stays.len()}),
+        );
+        for (new_index, &old_index) in stays.iter().enumerate() {
+            work.change(
+                Rule::MisplacedToolResult,
+                Action::MovePart,
+                at + 1,
+                Some(new_index),
+                Some(json!({"message_id": source.id, "position": old_index})),
+                json!({"message": "split_off", "position": new_index}),
+            );
+        }
+        last_speaker = Some(at + 1);
+        at += 2;
+    }
+}
+
+/// Phase 3: tool_results in `tool` messages that answer no call of the assistant message
+/// directly before their block.
+fn orphans_to_text(work: &mut Work) {
+    let layout = Layout::of(&work.messages);
+    for at in 0..work.messages.len() {
+        if work.messages[at].role != Role::Tool {
+            continue;
+        }
+        let speaker = layout.prev_speaker[at].map(|i| work.messages[i].clone());
+        for index in 0..work.messages[at].parts.len() {
+            let Some(id) = work.messages[at].parts[index].answers().map(str::to_owned) else {
+                continue;
+            };
+            if speaker.as_ref().is_some_and(|m| calls(m, &id)) {
+                continue;
+            }
+            let why = match &speaker {
+                Some(m) if m.role == Role::Assistant => {
+                    "whose call is not in the assistant message before it"
+                }
+                Some(_) => "with no assistant message directly before it",
+                None => "with no message before it",
+            };
+            work.result_to_text(Rule::OrphanToolResult, at, index, why);
+        }
+    }
+}
+
+/// Phase 2: every later use of a tool_use id gets a fresh id, and so does its answer.
+fn rename_duplicates(work: &mut Work) {
+    let mut taken: HashSet<String> = work
+        .messages
+        .iter()
+        .flat_map(|m| {
+            m.parts
+                .iter()
+                .filter_map(|p| p.tool_use_id().or(p.answers()))
+        })
+        .map(str::to_owned)
+        .collect();
+    let mut seen: HashSet<String> = HashSet::new();
+    for at in 0..work.messages.len() {
+        if !work.messages[at]
+            .parts
+            .iter()
+            .any(|p| p.tool_use_id().is_some())
+        {
+            continue;
+        }
+        // The results in this message's block, per id, in order: the k-th use of an id in
+        // this message is answered by the k-th result with that id.
+        let mut answers: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        if work.messages[at].role == Role::Assistant {
+            for i in tool_block(&work.messages, at).0 {
+                for (p, part) in work.messages[i].parts.iter().enumerate() {
+                    if let Some(id) = part.answers() {
+                        answers.entry(id.to_owned()).or_default().push((i, p));
+                    }
+                }
+            }
+        }
+        let mut uses_so_far: HashMap<String, usize> = HashMap::new();
+        for index in 0..work.messages[at].parts.len() {
+            let Some(id) = work.messages[at].parts[index]
+                .tool_use_id()
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            let rank = *uses_so_far
+                .entry(id.clone())
+                .and_modify(|n| *n += 1)
+                .or_insert(0);
+            if seen.insert(id.clone()) {
+                continue;
+            }
+            let fresh = (1..)
+                .map(|n| format!("{id}_dup{n}"))
+                .find(|candidate| !taken.contains(candidate))
+                .unwrap_or_default();
+            taken.insert(fresh.clone());
+            seen.insert(fresh.clone());
+            rename(work, at, index, &id, &fresh);
+            if let Some(&(i, p)) = answers.get(&id).and_then(|list| list.get(rank)) {
+                rename(work, i, p, &id, &fresh);
+            }
+        }
+    }
+}
+
+fn rename(work: &mut Work, at: usize, index: usize, from: &str, to: &str) {
+    match &mut work.messages[at].parts[index] {
+        Part::ToolUse { id, .. } => *id = to.to_owned(),
+        Part::ToolResult { tool_use_id, .. } => *tool_use_id = to.to_owned(),
+        _ => return,
+    }
+    work.change(
+        Rule::DuplicateToolUseId,
+        Action::RenameToolUseId,
+        at,
+        Some(index),
+        Some(json!({"tool_use_id": from})),
+        json!({"tool_use_id": to}),
+    );
+}
+
+/// The reason written into tombstones the repair adds.
+pub const REPAIR_TOMBSTONE_REASON: &str = "no result was ever stored; closed by store-repair";
+
+/// Phase 4: a tombstone `tool` message after the tool block of every assistant message
+/// whose calls are unanswered and not (or no longer) pending.
+fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
+    let mut inserts: Vec<(usize, Vec<String>, bool)> = Vec::new();
+    for at in 0..work.messages.len() {
+        let message = &work.messages[at];
+        if !message.parts.iter().any(|p| p.tool_use_id().is_some()) {
+            continue;
+        }
+        let (block, open) = tool_block(&work.messages, at);
+        if open && !options.is_stale(message.created_at) {
+            continue;
+        }
+        if message.role != Role::Assistant {
+            // No result can ever answer a call outside an assistant message (it would be an
+            // orphan): the call becomes text that says what it was.
+            uses_to_text(work, at, &block);
+            continue;
+        }
+        let answered: HashSet<&str> = block
+            .iter()
+            .flat_map(|&i| work.messages[i].parts.iter().filter_map(Part::answers))
+            .collect();
+        let unanswered: Vec<String> = message
+            .parts
+            .iter()
+            .filter_map(Part::tool_use_id)
+            .filter(|id| !answered.contains(id))
+            .map(str::to_owned)
+            .collect();
+        if unanswered.is_empty() {
+            continue;
+        }
+        let after = block.last().copied().unwrap_or(at);
+        inserts.push((after, unanswered, work.messages[after].compacted));
+    }
+    if inserts.is_empty() {
+        return;
+    }
+    // Rebuilt in one pass rather than inserted one by one: a session where every turn was
+    // cancelled gets a tombstone per turn.
+    let mut inserts = inserts.into_iter().peekable();
+    let old_messages = std::mem::take(&mut work.messages);
+    let old_origins = std::mem::take(&mut work.origins);
+    let old_part_origins = std::mem::take(&mut work.part_origins);
+    let text = tombstone_text(REPAIR_TOMBSTONE_REASON);
+    for (at, ((message, origin), part_origins)) in old_messages
+        .into_iter()
+        .zip(old_origins)
+        .zip(old_part_origins)
+        .enumerate()
+    {
+        let (seq, turn_index) = (message.seq, message.turn_index);
+        work.messages.push(message);
+        work.origins.push(origin);
+        work.part_origins.push(part_origins);
+        let Some((_, ids, compacted)) = inserts.next_if(|(after, _, _)| *after == at) else {
+            continue;
+        };
+        let tombstone = Message {
+            id: 0,
+            seq,
+            turn_index,
+            role: Role::Tool,
+            compacted,
+            created_at: options.now,
+            parts: ids
+                .iter()
+                .map(|id| Part::tool_error(id.clone(), text.clone()))
+                .collect(),
+        };
+        let index = work.messages.len();
+        work.insert(index, tombstone, Rule::DanglingToolUse);
+        for (part, id) in ids.iter().enumerate() {
+            work.change(
+                Rule::DanglingToolUse,
+                Action::Tombstone,
+                index,
+                Some(part),
+                None,
+                json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
+            );
+        }
+    }
+}
+
+/// The unanswered tool_uses of the non-assistant message at `at` become text parts.
+fn uses_to_text(work: &mut Work, at: usize, block: &[usize]) {
+    let answered: HashSet<String> = block
+        .iter()
+        .flat_map(|&i| work.messages[i].parts.iter().filter_map(Part::answers))
+        .map(str::to_owned)
+        .collect();
+    let role = work.messages[at].role;
+    for index in 0..work.messages[at].parts.len() {
+        let Part::ToolUse {
+            id,
+            name,
+            input,
+            provider_metadata,
+        } = work.messages[at].parts[index].clone()
+        else {
+            continue;
+        };
+        if answered.contains(&id) {
+            continue;
+        }
+        let input_text = match &input {
+            Value::String(raw) => raw.clone(),
+            other => other.to_string(),
+        };
+        let text = format!(
+            "[store-repair: this was a tool_use {name:?} with id {id:?} in a {role} message, which no result can answer; kept as text]\n{input_text}"
+        );
+        work.messages[at].parts[index] = Part::Text {
+            text: text.clone(),
+            provider_metadata,
+        };
+        work.change(
+            Rule::DanglingToolUse,
+            Action::UseToText,
+            at,
+            Some(index),
+            Some(json!({"kind": "tool_use", "tool_use_id": id, "tool_name": name, "input": input})),
+            json!({"kind": "text", "text": text}),
+        );
+    }
+}
+
+/// Phase 5: compacted turns become a prefix of whole turns; the visible tail only grows.
+fn close_compaction(work: &mut Work) {
+    let turns = turn_indexes(work.messages.iter().map(|m| m.role));
+    let Some(first_visible) = work.messages.iter().position(|m| !m.compacted) else {
+        return;
+    };
+    let spans = turn_spans(&work.messages, &turns);
+    let Some(start) = spans
+        .iter()
+        .find(|s| (s.start..s.end).contains(&first_visible))
+        .map(|s| s.start)
+    else {
+        return;
+    };
+    for span in spans.iter().filter(|s| s.end > start) {
+        let rule = if span.is_split() {
+            Rule::SplitTurnCompaction
+        } else {
+            Rule::CompactionGap
+        };
+        for at in span.start.max(start)..span.end {
+            if !work.messages[at].compacted {
+                continue;
+            }
+            work.messages[at].compacted = false;
+            if matches!(work.origins[at], MessageRef::Existing(_)) {
+                work.change(
+                    rule,
+                    Action::Uncompact,
+                    at,
+                    None,
+                    Some(json!({"compacted": true})),
+                    json!({"compacted": false}),
+                );
+            }
+        }
+    }
+}
+
+/// Phase 6: `seq` after inserted messages, turn indexes, and the plan itself.
+fn renumber(mut work: Work, original: &[Message]) -> MendPlan {
+    let turns = turn_indexes(work.messages.iter().map(|m| m.role));
+    let original_seq: HashMap<i64, i64> = original.iter().map(|m| (m.id, m.seq)).collect();
+    let mut shift = 0;
+    let mut shift_rule = Rule::DanglingToolUse;
+    let mut previous: Option<i64> = None;
+    let mut planned = Vec::with_capacity(work.messages.len());
+    for (at, &turn_index) in turns.iter().enumerate() {
+        let seq = match work.origins[at] {
+            MessageRef::Existing(id) => {
+                let old = original_seq
+                    .get(&id)
+                    .copied()
+                    .unwrap_or(work.messages[at].seq);
+                let new = old + shift;
+                if new != old {
+                    work.change(
+                        shift_rule,
+                        Action::ShiftSeq,
+                        at,
+                        None,
+                        Some(json!({"seq": old})),
+                        json!({"seq": new}),
+                    );
+                }
+                new
+            }
+            MessageRef::New(number) => {
+                shift += 1;
+                shift_rule = work.new_rules[number];
+                previous.map_or(work.messages[at].seq, |p| p + 1)
+            }
+        };
+        previous = Some(seq);
+        if matches!(work.origins[at], MessageRef::Existing(_))
+            && work.messages[at].turn_index != turn_index
+        {
+            let before = work.messages[at].turn_index;
+            work.change(
+                Rule::TurnIndexMismatch,
+                Action::SetTurnIndex,
+                at,
+                None,
+                Some(json!({"turn_index": before})),
+                json!({"turn_index": turn_index}),
+            );
+        }
+        let message = &work.messages[at];
+        planned.push(PlannedMessage {
+            origin: work.origins[at],
+            seq,
+            turn_index,
+            role: message.role,
+            compacted: message.compacted,
+            created_at: message.created_at,
+            parts: message
+                .parts
+                .iter()
+                .zip(&work.part_origins[at])
+                .map(|(part, origin)| PlannedPart {
+                    origin: *origin,
+                    part: part.clone(),
+                })
+                .collect(),
+        });
+    }
+    MendPlan {
+        messages: planned,
+        changes: work.changes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::rules::check_session;
+    use crate::history::rules::tests::{call, result, session, t0, text, three_tool_turn};
+    use crate::model::SessionId;
+    use proptest::prelude::*;
+    use Role::*;
+
+    /// The plan as stored messages (new ones get ids from 10 000).
+    fn materialize(plan: &MendPlan) -> Vec<Message> {
+        plan.messages
+            .iter()
+            .map(|m| Message {
+                id: match m.origin {
+                    MessageRef::Existing(id) => id,
+                    MessageRef::New(n) => 10_000 + n as i64,
+                },
+                seq: m.seq,
+                turn_index: m.turn_index,
+                role: m.role,
+                compacted: m.compacted,
+                created_at: m.created_at,
+                parts: m.parts.iter().map(|p| p.part.clone()).collect(),
+            })
+            .collect()
+    }
+
+    fn mend(messages: &[Message]) -> (MendPlan, Vec<Message>) {
+        let plan = plan_mend(messages, &CheckOptions::at(t0()));
+        let after = materialize(&plan);
+        (plan, after)
+    }
+
+    fn assert_healthy(messages: &[Message]) {
+        let left = check_session(&SessionId::new("s"), messages, &CheckOptions::at(t0()));
+        assert!(left.is_empty(), "still broken: {left:#?}\n{messages:#?}");
+    }
+
+    fn actions(plan: &MendPlan) -> Vec<(Rule, Action)> {
+        plan.changes.iter().map(|c| (c.rule, c.action)).collect()
+    }
+
+    #[test]
+    fn a_healthy_session_needs_no_change() {
+        let (plan, _) = mend(&three_tool_turn());
+        assert!(plan.is_empty());
+    }
+
+    #[test]
+    fn split_turn_is_uncompacted_back_to_its_start() {
+        let mut messages = three_tool_turn();
+        for m in &mut messages[..7] {
+            m.compacted = true;
+        }
+        let (plan, after) = mend(&messages);
+        assert_healthy(&after);
+        // Turn 0 (seq 1-3) stays compacted; the whole three-tool turn becomes visible.
+        let flags: Vec<bool> = after.iter().map(|m| m.compacted).collect();
+        assert_eq!(&flags[..3], &[true, true, true]);
+        assert!(flags[3..].iter().all(|c| !c));
+        assert_eq!(
+            actions(&plan),
+            vec![(Rule::SplitTurnCompaction, Action::Uncompact); 4]
+        );
+    }
+
+    #[test]
+    fn tool_only_user_message_with_empty_text_becomes_a_tool_message() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a")]),
+            (User, vec![text(""), result("a")]),
+            (Assistant, vec![text("done")]),
+        ]);
+        let (_, after) = mend(&messages);
+        assert_healthy(&after);
+        assert_eq!(after.len(), 4);
+        assert_eq!(after[2].role, Tool);
+        assert_eq!(after[2].parts.len(), 2, "the empty text part is kept");
+        assert_eq!(after[3].turn_index, 0);
+    }
+
+    #[test]
+    fn user_message_with_results_and_words_is_split_in_two() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a"), call("b")]),
+            (User, vec![result("a"), text("and also this"), result("b")]),
+            (Assistant, vec![text("done")]),
+        ]);
+        let (plan, after) = mend(&messages);
+        assert_healthy(&after);
+        let roles: Vec<Role> = after.iter().map(|m| m.role).collect();
+        assert_eq!(roles, vec![User, Assistant, Tool, User, Assistant]);
+        assert_eq!(after[2].parts, vec![result("a"), result("b")]);
+        assert_eq!(after[3].parts, vec![text("and also this")]);
+        let seqs: Vec<i64> = after.iter().map(|m| m.seq).collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+        assert!(plan
+            .changes
+            .iter()
+            .any(|c| c.action == Action::ShiftSeq && c.message == MessageRef::Existing(103)));
+    }
+
+    #[test]
+    fn dangling_call_mid_history_gets_a_tombstone_after_its_block() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a"), call("b")]),
+            (Tool, vec![result("a")]),
+            (System, vec![text("note")]),
+            (User, vec![text("stop")]),
+        ]);
+        let (_, after) = mend(&messages);
+        assert_healthy(&after);
+        assert_eq!(after[3].role, Tool);
+        assert_eq!(after[3].parts.len(), 1);
+        assert!(
+            matches!(&after[3].parts[0], Part::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "b")
+        );
+        assert_eq!(after[4].role, System);
+        assert_eq!(after[5].seq, 6);
+    }
+
+    #[test]
+    fn duplicate_id_is_renamed_with_its_answer() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a")]),
+            (Tool, vec![result("a")]),
+            (Assistant, vec![call("a"), call("a")]),
+            (Tool, vec![result("a"), result("a")]),
+        ]);
+        let (_, after) = mend(&messages);
+        assert_healthy(&after);
+        assert_eq!(after[3].parts[0].tool_use_id(), Some("a_dup1"));
+        assert_eq!(after[3].parts[1].tool_use_id(), Some("a_dup2"));
+        assert_eq!(after[4].parts[0].answers(), Some("a_dup1"));
+        assert_eq!(after[4].parts[1].answers(), Some("a_dup2"));
+    }
+
+    #[test]
+    fn orphan_after_a_compacted_head_becomes_text() {
+        let mut messages = session(vec![
+            (User, vec![text("old")]),
+            (Assistant, vec![text("old answer")]),
+            (User, vec![text("new")]),
+            (Tool, vec![result("gone")]),
+            (Assistant, vec![text("ok")]),
+        ]);
+        messages[0].compacted = true;
+        messages[1].compacted = true;
+        let (plan, after) = mend(&messages);
+        assert_healthy(&after);
+        assert!(matches!(&after[3].parts[0], Part::Text { text, .. } if text.contains("\"gone\"")));
+        assert_eq!(
+            actions(&plan),
+            vec![(Rule::OrphanToolResult, Action::ResultToText)]
+        );
+    }
+
+    #[test]
+    fn a_call_outside_an_assistant_message_becomes_text_unless_pending() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (System, vec![call("s")]),
+            (User, vec![text("again")]),
+            (System, vec![call("t")]),
+        ]);
+        let (plan, after) = mend(&messages);
+        assert_healthy(&after);
+        assert!(matches!(&after[1].parts[0], Part::Text { text, .. } if text.contains("\"s\"")));
+        // The last one is pending: legal, left alone.
+        assert_eq!(after[3].parts[0], call("t"));
+        assert_eq!(
+            actions(&plan),
+            vec![(Rule::DanglingToolUse, Action::UseToText)]
+        );
+    }
+
+    fn arb_part() -> impl Strategy<Value = Part> {
+        prop_oneof![
+            Just(text("t")),
+            Just(text("")),
+            (0..4u8).prop_map(|i| call(&format!("c{i}"))),
+            (0..4u8).prop_map(|i| result(&format!("c{i}"))),
+        ]
+    }
+
+    fn arb_session() -> impl Strategy<Value = Vec<Message>> {
+        let role = prop_oneof![Just(System), Just(User), Just(Assistant), Just(Tool)];
+        prop::collection::vec(
+            (
+                role,
+                prop::collection::vec(arb_part(), 1..4),
+                any::<bool>(),
+                0..3i64,
+            ),
+            0..14,
+        )
+        .prop_map(|raw| {
+            raw.into_iter()
+                .enumerate()
+                .map(|(i, (role, parts, compacted, turn))| Message {
+                    id: 100 + i as i64,
+                    seq: 3 * i as i64 + 1,
+                    turn_index: turn,
+                    role,
+                    compacted,
+                    created_at: t0(),
+                    parts,
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn mending_any_session_leaves_it_healthy_and_loses_no_part(messages in arb_session()) {
+            let (plan, after) = mend(&messages);
+            assert_healthy(&after);
+            // Every stored part is still there, exactly once.
+            let mut kept: Vec<PartRef> = plan
+                .messages
+                .iter()
+                .flat_map(|m| m.parts.iter().map(|p| p.origin))
+                .filter(|o| matches!(o, PartRef::Existing { .. }))
+                .collect();
+            kept.sort_by_key(|o| format!("{o:?}"));
+            let mut want: Vec<PartRef> = messages
+                .iter()
+                .flat_map(|m| (0..m.parts.len()).map(move |index| PartRef::Existing { message_id: m.id, index }))
+                .collect();
+            want.sort_by_key(|o| format!("{o:?}"));
+            prop_assert_eq!(kept, want);
+            // Every stored message is still there, in the same order.
+            let ids: Vec<i64> = after.iter().filter(|m| m.id < 10_000).map(|m| m.id).collect();
+            let want: Vec<i64> = messages.iter().map(|m| m.id).collect();
+            prop_assert_eq!(ids, want);
+            // A second mend changes nothing.
+            prop_assert!(mend(&after).0.is_empty());
+        }
+    }
+}

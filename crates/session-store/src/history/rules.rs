@@ -1,0 +1,634 @@
+//! The contract's invariants of a healthy session, checked over a list of stored messages.
+//!
+//! Databases written by older or other code can hold sessions the write path would never
+//! produce. [`check_session`] finds every violation of the contract's rules, by name, with
+//! the turn, message and part at fault, so that `store-repair` (and an agent at start-up)
+//! can tell what is broken before it renders a request the provider will reject. The
+//! definitions follow the contract literally; the SQL views of migration V4 implement the
+//! same definitions for people with the `sqlite3` shell.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::turns::turn_indexes;
+use crate::model::{Message, Part, Role, SessionId};
+
+/// One of the contract's rules, by the name the contract gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// A message's `turn_index` is not `max(u - 1, 0)`.
+    TurnIndexMismatch,
+    /// One turn holds both compacted and visible messages.
+    SplitTurnCompaction,
+    /// A compacted turn comes after a turn that is not compacted.
+    CompactionGap,
+    /// A tool_use that is neither answered nor pending (a tool_use outside an assistant
+    /// message can never be answered).
+    DanglingToolUse,
+    /// A tool_result that answers no tool_use of the assistant message directly before its block.
+    OrphanToolResult,
+    /// A tool_use id used a second time in the session.
+    DuplicateToolUseId,
+    /// A tool_result part in a message whose role is not `tool`.
+    MisplacedToolResult,
+}
+
+impl Rule {
+    /// Every rule, in the contract's order.
+    pub const ALL: [Rule; 7] = [
+        Rule::TurnIndexMismatch,
+        Rule::SplitTurnCompaction,
+        Rule::CompactionGap,
+        Rule::DanglingToolUse,
+        Rule::OrphanToolResult,
+        Rule::DuplicateToolUseId,
+        Rule::MisplacedToolResult,
+    ];
+
+    /// The rule's name in the contract (also the `rule` column of the repair log).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::TurnIndexMismatch => "turn_index_mismatch",
+            Rule::SplitTurnCompaction => "split_turn_compaction",
+            Rule::CompactionGap => "compaction_gap",
+            Rule::DanglingToolUse => "dangling_tool_use",
+            Rule::OrphanToolResult => "orphan_tool_result",
+            Rule::DuplicateToolUseId => "duplicate_tool_use_id",
+            Rule::MisplacedToolResult => "misplaced_tool_result",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown rule {0:?}")]
+pub struct UnknownRule(pub String);
+
+impl FromStr for Rule {
+    type Err = UnknownRule;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Rule::ALL
+            .into_iter()
+            .find(|rule| rule.as_str() == s)
+            .ok_or_else(|| UnknownRule(s.to_owned()))
+    }
+}
+
+/// What the check needs besides the messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// The time the check runs at; pending calls are aged against it.
+    pub now: DateTime<Utc>,
+    /// A pending tool_use whose assistant message is older than this counts as dangling.
+    /// `None`: pending is always legal.
+    pub stale_after: Option<TimeDelta>,
+}
+
+impl CheckOptions {
+    /// Options for a check at `now` where pending calls never go stale.
+    pub fn at(now: DateTime<Utc>) -> Self {
+        Self {
+            now,
+            stale_after: None,
+        }
+    }
+
+    /// True when a call written at `written` is pending for longer than `stale_after`.
+    pub fn is_stale(&self, written: DateTime<Utc>) -> bool {
+        self.stale_after
+            .is_some_and(|limit| self.now.signed_duration_since(written) > limit)
+    }
+}
+
+/// One broken invariant: which rule, and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// The session.
+    pub session_id: SessionId,
+    /// The rule broken.
+    pub rule: Rule,
+    /// The contract's turn of the message at fault (`max(u - 1, 0)`, not the stored value).
+    pub turn: i64,
+    /// `messages.id` of the message at fault.
+    pub message_id: i64,
+    /// Its `seq`.
+    pub seq: i64,
+    /// Position of the part at fault within the message (its ordinal), when a part is at fault.
+    pub part: Option<usize>,
+    /// The tool_use id involved, for the pairing rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// A sentence for people.
+    pub detail: String,
+}
+
+/// How each message sits in the session: its contract turn and pairing neighbourhood.
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    /// The contract's turn of each message.
+    pub(crate) turns: Vec<i64>,
+    /// For each message, the index of the last user or assistant message before it.
+    pub(crate) prev_speaker: Vec<Option<usize>>,
+}
+
+impl Layout {
+    pub(crate) fn of(messages: &[Message]) -> Self {
+        let turns = turn_indexes(messages.iter().map(|m| m.role));
+        let mut prev_speaker = Vec::with_capacity(messages.len());
+        let mut last = None;
+        for (index, message) in messages.iter().enumerate() {
+            prev_speaker.push(last);
+            if matches!(message.role, Role::User | Role::Assistant) {
+                last = Some(index);
+            }
+        }
+        Self {
+            turns,
+            prev_speaker,
+        }
+    }
+}
+
+/// The tool block of the assistant message at `assistant`: indexes of the `tool` messages
+/// that directly follow it (system messages skipped), and whether the block runs to the end
+/// of the session (then its unanswered calls are pending).
+pub(crate) fn tool_block(messages: &[Message], assistant: usize) -> (Vec<usize>, bool) {
+    let mut block = Vec::new();
+    for (index, message) in messages.iter().enumerate().skip(assistant + 1) {
+        match message.role {
+            Role::Tool => block.push(index),
+            Role::System => {}
+            Role::User | Role::Assistant => return (block, false),
+        }
+    }
+    (block, true)
+}
+
+/// True when the assistant message at `index` has a tool_use with this id.
+pub(crate) fn calls(message: &Message, id: &str) -> bool {
+    message.role == Role::Assistant && message.parts.iter().any(|p| p.tool_use_id() == Some(id))
+}
+
+/// Every violation of the contract's rules in one session, in rule order, then `seq` order.
+///
+/// `messages` are the session's messages in `seq` order with their parts in ordinal order
+/// (what the store loads). A pending tool_use (its assistant message, or the tool block
+/// after it, ends the session) is legal unless [`CheckOptions::is_stale`] says otherwise;
+/// system messages never break a pair.
+pub fn check_session(
+    session: &SessionId,
+    messages: &[Message],
+    options: &CheckOptions,
+) -> Vec<Violation> {
+    let layout = Layout::of(messages);
+    let mut found = Vec::new();
+    let mut report = |rule: Rule,
+                      index: usize,
+                      part: Option<usize>,
+                      tool_use_id: Option<&str>,
+                      detail: String| {
+        let message = &messages[index];
+        found.push(Violation {
+            session_id: session.clone(),
+            rule,
+            turn: layout.turns[index],
+            message_id: message.id,
+            seq: message.seq,
+            part,
+            tool_use_id: tool_use_id.map(str::to_owned),
+            detail,
+        });
+    };
+
+    for (index, message) in messages.iter().enumerate() {
+        let expected = layout.turns[index];
+        if message.turn_index != expected {
+            report(
+                Rule::TurnIndexMismatch,
+                index,
+                None,
+                None,
+                format!(
+                    "{} message seq {} has turn_index {}, expected {expected}",
+                    message.role, message.seq, message.turn_index
+                ),
+            );
+        }
+    }
+
+    check_compaction(messages, &layout, &mut report);
+    check_pairing(messages, &layout, options, &mut report);
+    found.sort_by_key(|v| (v.rule, v.seq, v.part));
+    found
+}
+
+type Report<'a> = dyn FnMut(Rule, usize, Option<usize>, Option<&str>, String) + 'a;
+
+/// One turn's compaction state.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TurnSpan {
+    pub(crate) turn: i64,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) compacted: usize,
+}
+
+impl TurnSpan {
+    pub(crate) fn len(&self) -> usize {
+        self.end - self.start
+    }
+    pub(crate) fn all_compacted(&self) -> bool {
+        self.compacted == self.len()
+    }
+    pub(crate) fn is_split(&self) -> bool {
+        self.compacted > 0 && !self.all_compacted()
+    }
+}
+
+/// The turns of a session in order, as index ranges over `messages`.
+pub(crate) fn turn_spans(messages: &[Message], turns: &[i64]) -> Vec<TurnSpan> {
+    let mut spans: Vec<TurnSpan> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let turn = turns[index];
+        match spans.last_mut() {
+            Some(span) if span.turn == turn => span.end = index + 1,
+            _ => spans.push(TurnSpan {
+                turn,
+                start: index,
+                end: index + 1,
+                compacted: 0,
+            }),
+        }
+        if message.compacted {
+            if let Some(span) = spans.last_mut() {
+                span.compacted += 1;
+            }
+        }
+    }
+    spans
+}
+
+fn check_compaction(messages: &[Message], layout: &Layout, report: &mut Report<'_>) {
+    let mut visible_before: Option<i64> = None;
+    for span in turn_spans(messages, &layout.turns) {
+        let range = span.start..span.end;
+        if span.is_split() {
+            // Where the visible part starts: the message right after the compaction cut.
+            let cut = range
+                .clone()
+                .find(|&i| !messages[i].compacted)
+                .unwrap_or(span.start);
+            report(
+                Rule::SplitTurnCompaction,
+                cut,
+                None,
+                None,
+                format!(
+                    "turn {}: {} of {} messages compacted; the cut falls inside the turn at seq {}",
+                    span.turn,
+                    span.compacted,
+                    span.len(),
+                    messages[cut].seq
+                ),
+            );
+        }
+        if span.compacted > 0 {
+            if let Some(visible) = visible_before {
+                let first = range
+                    .clone()
+                    .find(|&i| messages[i].compacted)
+                    .unwrap_or(span.start);
+                report(
+                    Rule::CompactionGap,
+                    first,
+                    None,
+                    None,
+                    format!(
+                        "turn {} is compacted but turn {visible} before it is not",
+                        span.turn
+                    ),
+                );
+            }
+        }
+        if !span.all_compacted() && visible_before.is_none() {
+            visible_before = Some(span.turn);
+        }
+    }
+}
+
+fn check_pairing(
+    messages: &[Message],
+    layout: &Layout,
+    options: &CheckOptions,
+    report: &mut Report<'_>,
+) {
+    let mut seen_ids: HashSet<&str> = HashSet::new();
+    for (index, message) in messages.iter().enumerate() {
+        for (ordinal, part) in message.parts.iter().enumerate() {
+            match part {
+                Part::ToolUse { id, .. } if !seen_ids.insert(id) => {
+                    let detail = format!(
+                        "tool_use id {id:?} at seq {} part {ordinal} is used earlier in the session",
+                        message.seq
+                    );
+                    report(
+                        Rule::DuplicateToolUseId,
+                        index,
+                        Some(ordinal),
+                        Some(id),
+                        detail,
+                    );
+                }
+                Part::ToolResult { tool_use_id, .. } => {
+                    if message.role != Role::Tool {
+                        report(
+                            Rule::MisplacedToolResult,
+                            index,
+                            Some(ordinal),
+                            Some(tool_use_id),
+                            format!(
+                                "tool_result for {tool_use_id:?} sits in a {} message (seq {})",
+                                message.role, message.seq
+                            ),
+                        );
+                    }
+                    let before = layout.prev_speaker[index].map(|i| &messages[i]);
+                    if !before.is_some_and(|m| calls(m, tool_use_id)) {
+                        let why = match before {
+                            None => "no user or assistant message comes before it".to_owned(),
+                            Some(m) if m.role == Role::Assistant => format!(
+                                "the assistant message before its block (seq {}) has no tool_use with that id",
+                                m.seq
+                            ),
+                            Some(m) => format!(
+                                "the message before its block is a {} message (seq {})",
+                                m.role, m.seq
+                            ),
+                        };
+                        report(
+                            Rule::OrphanToolResult,
+                            index,
+                            Some(ordinal),
+                            Some(tool_use_id),
+                            format!(
+                                "tool_result for {tool_use_id:?} at seq {}: {why}",
+                                message.seq
+                            ),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Every tool_use, whatever its message's role: one outside an assistant message can
+        // never be answered (its result would be an orphan), so it is dangling once anything
+        // follows it.
+        if message.parts.iter().any(|p| p.tool_use_id().is_some()) {
+            let (block, open) = tool_block(messages, index);
+            let answered: HashSet<&str> = block
+                .iter()
+                .flat_map(|&i| messages[i].parts.iter().filter_map(Part::answers))
+                .collect();
+            let stale = options.is_stale(message.created_at);
+            for (ordinal, part) in message.parts.iter().enumerate() {
+                let Some(id) = part.tool_use_id() else {
+                    continue;
+                };
+                if answered.contains(id) || (open && !stale) {
+                    continue;
+                }
+                let why = if message.role != Role::Assistant {
+                    format!(
+                        "it sits in a {} message, where no result can answer it",
+                        message.role
+                    )
+                } else if open {
+                    "pending for longer than --stale-after".to_owned()
+                } else {
+                    "its tool block ends without a result for it".to_owned()
+                };
+                report(
+                    Rule::DanglingToolUse,
+                    index,
+                    Some(ordinal),
+                    Some(id),
+                    format!(
+                        "tool_use {id:?} at seq {} never got a result: {why}",
+                        message.seq
+                    ),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use serde_json::json;
+    use Role::*;
+
+    pub(crate) fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    /// Messages with seq 1.., ids 100.., correct turn indexes and nothing compacted.
+    pub(crate) fn session(messages: Vec<(Role, Vec<Part>)>) -> Vec<Message> {
+        let turns = turn_indexes(messages.iter().map(|(r, _)| *r));
+        messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, (role, parts))| Message {
+                id: 100 + i as i64,
+                seq: 1 + i as i64,
+                turn_index: turns[i],
+                role,
+                compacted: false,
+                created_at: t0(),
+                parts,
+            })
+            .collect()
+    }
+
+    pub(crate) fn call(id: &str) -> Part {
+        Part::tool_use(id, "bash", json!({"cmd": "ls"}))
+    }
+
+    pub(crate) fn text(t: &str) -> Part {
+        Part::text(t)
+    }
+
+    pub(crate) fn result(id: &str) -> Part {
+        Part::tool_result(id, "ok")
+    }
+
+    fn rules(messages: &[Message]) -> Vec<(Rule, i64, Option<usize>)> {
+        check_session(&SessionId::new("s"), messages, &CheckOptions::at(t0()))
+            .into_iter()
+            .map(|v| (v.rule, v.seq, v.part))
+            .collect()
+    }
+
+    /// A three-tool turn, as the write path stores it.
+    pub(crate) fn three_tool_turn() -> Vec<Message> {
+        session(vec![
+            (System, vec![text("be brief")]),
+            (User, vec![text("first")]),
+            (Assistant, vec![text("hello")]),
+            (User, vec![text("do three things")]),
+            (Assistant, vec![call("a")]),
+            (Tool, vec![result("a")]),
+            (Assistant, vec![call("b")]),
+            (Tool, vec![result("b")]),
+            (Assistant, vec![call("c")]),
+            (Tool, vec![result("c")]),
+            (Assistant, vec![text("done")]),
+        ])
+    }
+
+    #[test]
+    fn a_healthy_session_has_no_violations() {
+        assert_eq!(rules(&three_tool_turn()), vec![]);
+    }
+
+    #[test]
+    fn system_message_between_tool_use_and_result_is_healthy() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a")]),
+            (System, vec![text("reminder")]),
+            (Tool, vec![result("a")]),
+            (Assistant, vec![text("done")]),
+        ]);
+        assert_eq!(rules(&messages), vec![]);
+    }
+
+    #[test]
+    fn turn_index_follows_max_u_minus_one() {
+        let mut messages = three_tool_turn();
+        // The first user message is turn 0, not 1.
+        messages[1].turn_index = 1;
+        messages[6].turn_index = 2;
+        assert_eq!(
+            rules(&messages),
+            vec![
+                (Rule::TurnIndexMismatch, 2, None),
+                (Rule::TurnIndexMismatch, 7, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn compaction_cut_inside_a_three_tool_turn_is_a_split_turn() {
+        let mut messages = three_tool_turn();
+        // The seed's shape: cut by message count, landing between tool_use b and its result.
+        for m in &mut messages[..7] {
+            m.compacted = true;
+        }
+        assert_eq!(rules(&messages), vec![(Rule::SplitTurnCompaction, 8, None)]);
+    }
+
+    #[test]
+    fn compacted_turn_after_a_visible_one_is_a_gap() {
+        let mut messages = three_tool_turn();
+        for m in &mut messages[3..] {
+            m.compacted = true;
+        }
+        assert_eq!(rules(&messages), vec![(Rule::CompactionGap, 4, None)]);
+    }
+
+    #[test]
+    fn pending_calls_are_legal_until_stale() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a"), call("b")]),
+            (Tool, vec![result("a")]),
+        ]);
+        assert_eq!(rules(&messages), vec![]);
+        let options = CheckOptions {
+            now: t0() + TimeDelta::hours(2),
+            stale_after: Some(TimeDelta::hours(1)),
+        };
+        let stale = check_session(&SessionId::new("s"), &messages, &options);
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0].rule, Rule::DanglingToolUse);
+        assert_eq!(stale[0].tool_use_id.as_deref(), Some("b"));
+        let fresh = CheckOptions {
+            now: t0() + TimeDelta::minutes(30),
+            ..options
+        };
+        assert!(check_session(&SessionId::new("s"), &messages, &fresh).is_empty());
+    }
+
+    #[test]
+    fn cancelled_call_mid_history_is_dangling() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a"), call("b")]),
+            (Tool, vec![result("a")]),
+            (User, vec![text("stop")]),
+            (Assistant, vec![text("ok")]),
+        ]);
+        assert_eq!(rules(&messages), vec![(Rule::DanglingToolUse, 2, Some(1))]);
+    }
+
+    #[test]
+    fn result_for_an_earlier_call_is_an_orphan() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a")]),
+            (Tool, vec![result("a")]),
+            (User, vec![text("again")]),
+            (Tool, vec![result("a")]),
+        ]);
+        assert_eq!(rules(&messages), vec![(Rule::OrphanToolResult, 5, Some(0))]);
+    }
+
+    #[test]
+    fn tool_only_user_message_with_empty_text_is_misplaced_not_orphan() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a")]),
+            (User, vec![text(""), result("a")]),
+            (Assistant, vec![text("done")]),
+        ]);
+        assert_eq!(
+            rules(&messages),
+            vec![
+                // Literal: the turn indexes count the tool-only user message as a turn.
+                (Rule::DanglingToolUse, 2, Some(0)),
+                (Rule::MisplacedToolResult, 3, Some(1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn reused_ids_are_reported_at_the_later_use() {
+        let messages = session(vec![
+            (User, vec![text("hi")]),
+            (Assistant, vec![call("a")]),
+            (Tool, vec![result("a")]),
+            (Assistant, vec![call("a")]),
+            (Tool, vec![result("a")]),
+        ]);
+        assert_eq!(
+            rules(&messages),
+            vec![(Rule::DuplicateToolUseId, 4, Some(0))]
+        );
+    }
+}

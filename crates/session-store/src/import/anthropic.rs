@@ -1,0 +1,273 @@
+//! Anthropic Messages API request bodies: `{"system"?: string | blocks, "messages": [...]}`.
+//!
+//! Roles are `user` and `assistant`; content is a string or an array of blocks (see the
+//! module docs of [`crate::import`] for how each block type is kept). A user message's
+//! `tool_result` blocks become one `tool` message, followed by a `user` message with the rest
+//! of its blocks if there is a rest. Other top-level fields (`model`, `tools`, `thinking`, ...)
+//! are request settings, not history, and are not imported.
+//!
+//! The body is held to the pairing rules strictly: what the API would reject is refused.
+
+use serde_json::Value;
+
+use super::blocks::{content_blocks, split};
+use super::{
+    as_object, messages_of, parse_document, string_field, type_name, Assembler, ImportError,
+    Imported, Leniency, Location,
+};
+use crate::model::{NewMessage, Part, Role};
+
+/// Imports an Anthropic Messages request body.
+pub fn import(text: &str) -> Result<Imported, ImportError> {
+    let body = parse_document(text)?;
+    let messages = messages_of(&body)?;
+    let system = match body.get("system") {
+        None | Some(Value::Null) => None,
+        Some(system) => system_message(system, &Location::path("system"))?,
+    };
+    let mut assembler = Assembler::new(Leniency::STRICT);
+    for (index, message) in messages.iter().enumerate() {
+        let at = Location::path(format!("messages[{index}]"));
+        let object = as_object(message, &at, "a message")?;
+        let role = string_field(object, "role", &at)?;
+        let Some(content) = object.get("content") else {
+            return Err(ImportError::malformed(&at, "missing \"content\""));
+        };
+        let blocks = content_blocks(content, &at.join("content"))?;
+        match role {
+            "user" => {
+                let (results, rest) = split(blocks);
+                if !results.is_empty() {
+                    assembler.results(&at, results, None)?;
+                }
+                if !rest.is_empty() || content_is_empty_array(content) {
+                    assembler.push(&at, NewMessage::new(Role::User, non_empty(rest)))?;
+                }
+            }
+            "assistant" => {
+                let (results, parts) = split(blocks);
+                if !results.is_empty() {
+                    return Err(ImportError::malformed(
+                        &at.join("content"),
+                        "an assistant message cannot hold tool_result blocks",
+                    ));
+                }
+                assembler.push(&at, NewMessage::assistant(non_empty(parts)))?;
+            }
+            other => {
+                return Err(ImportError::malformed(
+                    &at.join("role"),
+                    format!("expected \"user\" or \"assistant\", found {other:?}"),
+                ))
+            }
+        }
+    }
+    assembler.finish(system, &Location::path("messages"))
+}
+
+/// `content: []` is legal JSON but no message: keep it as one empty text part, so the index
+/// survives and the renderers decide.
+fn content_is_empty_array(content: &Value) -> bool {
+    content.as_array().is_some_and(Vec::is_empty)
+}
+
+fn non_empty(parts: Vec<Part>) -> Vec<Part> {
+    if parts.is_empty() {
+        vec![Part::text("")]
+    } else {
+        parts
+    }
+}
+
+/// The top-level `system`: a string, or an array of text blocks (one text part each).
+fn system_message(system: &Value, at: &Location) -> Result<Option<NewMessage>, ImportError> {
+    let parts = match system {
+        Value::String(text) => vec![Part::text(text.clone())],
+        Value::Array(blocks) => {
+            let mut parts = Vec::with_capacity(blocks.len());
+            for (index, block) in blocks.iter().enumerate() {
+                let at = at.join(&format!("[{index}]"));
+                let object = as_object(block, &at, "a text block")?;
+                let kind = string_field(object, "type", &at)?;
+                if kind != "text" {
+                    return Err(ImportError::malformed(
+                        &at.join("type"),
+                        format!("system blocks must be text, found {kind:?}"),
+                    ));
+                }
+                parts.push(Part::text(string_field(object, "text", &at)?));
+            }
+            parts
+        }
+        other => {
+            return Err(ImportError::malformed(
+                at,
+                format!(
+                    "expected a string or an array of text blocks, found {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    };
+    Ok((!parts.is_empty()).then(|| NewMessage::new(Role::System, parts)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::pairing::Refusal;
+
+    fn import_json(body: Value) -> Result<Imported, ImportError> {
+        import(&body.to_string())
+    }
+
+    fn roles(imported: &Imported) -> Vec<Role> {
+        imported.messages.iter().map(|m| m.role).collect()
+    }
+
+    #[test]
+    fn tool_results_in_a_user_message_become_a_tool_message_then_the_users_text() {
+        let imported = import_json(json!({"system": "be brief", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "sig=="},
+                {"type": "tool_use", "id": "t1", "name": "ls", "input": {}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "text", "text": "also this"},
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a b", "is_error": true},
+            ]},
+        ]}))
+        .expect("imports");
+        assert_eq!(
+            roles(&imported),
+            [Role::User, Role::Assistant, Role::Tool, Role::User]
+        );
+        assert_eq!(
+            imported.messages[2].parts,
+            [Part::tool_error("t1", "a b")],
+            "results first"
+        );
+        assert_eq!(imported.messages[3].parts, [Part::text("also this")]);
+        assert_eq!(
+            imported.messages[1].parts[0],
+            Part::reasoning("hmm", Some(json!({"anthropic": {"signature": "sig=="}})))
+        );
+        assert_eq!(imported.system, Some(NewMessage::system("be brief")));
+    }
+
+    #[test]
+    fn a_user_message_of_only_results_adds_no_user_message() {
+        let imported = import_json(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}]},
+        ]}))
+        .expect("imports");
+        assert_eq!(roles(&imported), [Role::User, Role::Assistant, Role::Tool]);
+        let Part::ToolResult {
+            content,
+            provider_metadata,
+            ..
+        } = &imported.messages[2].parts[0]
+        else {
+            panic!("expected a tool_result");
+        };
+        assert_eq!(content, "one\ntwo");
+        assert!(
+            provider_metadata.is_some(),
+            "the block list is kept when it is not one text block"
+        );
+    }
+
+    #[test]
+    fn unknown_blocks_are_kept_as_described_text_with_the_original_block() {
+        let compaction = json!({"type": "compaction", "content": "Summary: user said hello."});
+        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}});
+        let imported = import_json(json!({"messages": [
+            {"role": "user", "content": [image.clone()]},
+            {"role": "assistant", "content": [compaction.clone(), {"type": "text", "text": "Hello!"}]},
+        ]}))
+        .expect("imports");
+        assert_eq!(
+            imported.messages[0].parts,
+            [Part::Text {
+                text: "[image: image/png]".into(),
+                provider_metadata: Some(json!({"anthropic": {"block": image}}))
+            }]
+        );
+        assert_eq!(
+            imported.messages[1].parts[0],
+            Part::Text {
+                text: "Summary: user said hello.".into(),
+                provider_metadata: Some(json!({"anthropic": {"block": compaction}}))
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_blocks_are_refused_with_their_path() {
+        let err = import_json(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "name": "ls"}]},
+        ]}))
+        .expect_err("missing id");
+        assert_eq!(
+            err.location().map(ToString::to_string).as_deref(),
+            Some("messages[1].content[1]")
+        );
+        let err = import_json(json!({"messages": [{"role": "robot", "content": "hi"}]}))
+            .expect_err("bad role");
+        assert_eq!(
+            err.to_string(),
+            "messages[0].role: expected \"user\" or \"assistant\", found \"robot\""
+        );
+        let err = import("{\"messages\": [").expect_err("not JSON");
+        assert!(matches!(err, ImportError::Json { .. }));
+    }
+
+    #[test]
+    fn a_result_that_answers_nothing_is_refused_at_its_message() {
+        let err = import_json(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]},
+        ]}))
+        .expect_err("orphan");
+        assert!(matches!(
+            err,
+            ImportError::Refused { ref at, reason: Refusal::UnexpectedToolResult { .. } } if at.path == "messages[2]"
+        ));
+    }
+
+    #[test]
+    fn an_unanswered_call_before_the_next_message_is_refused_but_legal_at_the_end() {
+        let call = json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]});
+        let err = import_json(json!({"messages": [
+            {"role": "user", "content": "hi"}, call.clone(), {"role": "user", "content": "well?"},
+        ]}))
+        .expect_err("dangling");
+        assert!(matches!(
+            err,
+            ImportError::Refused { ref at, reason: Refusal::PendingToolUses { .. } } if at.path == "messages[2]"
+        ));
+        let imported = import_json(json!({"messages": [{"role": "user", "content": "hi"}, call]}))
+            .expect("pending at the end");
+        assert_eq!(roles(&imported), [Role::User, Role::Assistant]);
+    }
+
+    #[test]
+    fn an_empty_body_is_refused() {
+        assert!(matches!(
+            import_json(json!({"messages": []})),
+            Err(ImportError::Empty)
+        ));
+        assert!(matches!(
+            import_json(json!([])),
+            Err(ImportError::Malformed { .. })
+        ));
+    }
+}

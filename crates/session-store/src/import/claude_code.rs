@@ -1,0 +1,343 @@
+//! Claude Code session logs (`~/.claude/projects/<project>/<session>.jsonl`, and the
+//! `subagents/agent-*.jsonl` files beside them).
+//!
+//! The log is JSON Lines, one line per event. What becomes history:
+//! - `assistant` lines: Claude Code writes **one line per content block**, so the lines of one
+//!   API message share `message.id` and are merged back into one assistant message. In 2.1.x
+//!   a message's `tool_use` lines are interleaved with the `user` lines carrying the results
+//!   of its earlier calls (`assistant[tool_use A]`, `user[result A]`, `assistant[tool_use B]`):
+//!   a line continues the assistant message with its `message.id` as long as only tool results
+//!   came in between.
+//! - `user` lines: `tool_result` blocks become a `tool` message; the rest of the line (text,
+//!   images) a `user` message after it. Lines with `isMeta` (caveats, hook reminders) and the
+//!   `isCompactSummary` line (the summary a compaction left) are kept as user messages, their
+//!   parts tagged `provider_metadata.claude_code.is_meta` / `.compact_summary`. Interrupt
+//!   markers (`[Request interrupted by user...]`) stay user text, tagged `.interrupt`.
+//! - Everything else is skipped: `progress`, `file-history-snapshot`, `queue-operation`,
+//!   `system` (compact boundaries, hook summaries, local commands), legacy `summary` lines and
+//!   any line type this importer does not know.
+//! - Sidechains: a main session log may hold `isSidechain` lines of a subagent; they are a
+//!   different conversation and are skipped. A file whose message lines are all sidechain (a
+//!   `subagents/agent-*.jsonl` file) is imported as the subagent's own conversation.
+//! - A line whose `uuid` already appeared is a duplicate (written again on resume) and skipped.
+//! - Timestamps become the messages' `created_at`.
+//!
+//! A log records what happened, interruptions and crashes included, so pairing is mended the
+//! way `store-repair` would (see [`crate::import`]): a call left unanswered when the
+//! conversation moves on gets a tombstone, a result that answers nothing becomes text, and
+//! calls unanswered at the very end stay pending.
+//!
+//! Refused: a line that is not JSON, a message line without `message.content`, a block
+//! without its required fields; the error names the line (1-based) and the path in it.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+use super::blocks::{content_blocks, split};
+use super::{as_object, tag, Assembler, ImportError, Imported, Leniency, Location};
+use crate::model::{NewMessage, Part, Role};
+
+/// One `user` or `assistant` line.
+struct Entry<'a> {
+    line: usize,
+    assistant: bool,
+    message: &'a Map<String, Value>,
+    fields: &'a Map<String, Value>,
+    sidechain: bool,
+}
+
+/// Imports a Claude Code session log.
+pub fn import(text: &str) -> Result<Imported, ImportError> {
+    let values = parse_lines(text)?;
+    let mut entries = Vec::new();
+    let mut seen_uuids = HashSet::new();
+    for (line, value) in &values {
+        let at = Location::line(*line);
+        let fields = as_object(value, &at, "a log entry")?;
+        let assistant = match fields.get("type").and_then(Value::as_str) {
+            Some("assistant") => true,
+            Some("user") => false,
+            _ => continue,
+        };
+        if let Some(uuid) = fields.get("uuid").and_then(Value::as_str) {
+            if !seen_uuids.insert(uuid) {
+                continue;
+            }
+        }
+        let Some(message) = fields.get("message") else {
+            return Err(ImportError::malformed(&at, "missing \"message\""));
+        };
+        let message = as_object(message, &at.join("message"), "a message")?;
+        entries.push(Entry {
+            line: *line,
+            assistant,
+            message,
+            fields,
+            sidechain: fields.get("isSidechain") == Some(&Value::Bool(true)),
+        });
+    }
+    let only_sidechain = entries.iter().all(|e| e.sidechain);
+    let mut assembler = Assembler::new(Leniency::MEND);
+    let mut open_message_id: Option<&str> = None;
+    for entry in entries
+        .iter()
+        .filter(|entry| only_sidechain || !entry.sidechain)
+    {
+        let at = Location::line(entry.line);
+        let content_at = at.join("message").join("content");
+        let Some(content) = entry.message.get("content") else {
+            return Err(ImportError::malformed(
+                &at.join("message"),
+                "missing \"content\"",
+            ));
+        };
+        let (results, parts) = split(content_blocks(content, &content_at)?);
+        let created_at = timestamp(entry.fields);
+        if entry.assistant {
+            if !results.is_empty() {
+                return Err(ImportError::malformed(
+                    &content_at,
+                    "an assistant message cannot hold tool_result blocks",
+                ));
+            }
+            if parts.is_empty() {
+                continue;
+            }
+            let message_id = entry.message.get("id").and_then(Value::as_str);
+            if message_id.is_some()
+                && message_id == open_message_id
+                && assembler.assistant_is_open()
+            {
+                assembler.extend_assistant(&at, parts)?;
+            } else {
+                let mut message = NewMessage::assistant(parts);
+                message.created_at = created_at;
+                assembler.push(&at, message)?;
+                open_message_id = message_id;
+            }
+        } else {
+            if !results.is_empty() {
+                assembler.results(&at, results, created_at)?;
+            }
+            if parts.is_empty() {
+                continue;
+            }
+            let parts = parts
+                .into_iter()
+                .map(|mut part| {
+                    tag_user_part(&mut part, entry.fields);
+                    part
+                })
+                .collect();
+            let mut message = NewMessage::new(Role::User, parts);
+            message.created_at = created_at;
+            assembler.push(&at, message)?;
+            open_message_id = None;
+        }
+    }
+    let end = Location::line(values.last().map_or(0, |(line, _)| *line));
+    assembler.finish(None, &end)
+}
+
+/// Parses every non-blank line, naming the first one that is not JSON.
+fn parse_lines(text: &str) -> Result<Vec<(usize, Value)>, ImportError> {
+    let mut values = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value = serde_json::from_str(line).map_err(|source| ImportError::Json {
+            at: Location::line(index + 1),
+            source,
+        })?;
+        values.push((index + 1, value));
+    }
+    if values.is_empty() {
+        return Err(ImportError::Empty);
+    }
+    Ok(values)
+}
+
+fn timestamp(fields: &Map<String, Value>) -> Option<DateTime<Utc>> {
+    let text = fields.get("timestamp")?.as_str()?;
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+fn tag_user_part(part: &mut Part, fields: &Map<String, Value>) {
+    let flag = |key: &str| fields.get(key) == Some(&Value::Bool(true));
+    let mut tags = Map::new();
+    if flag("isMeta") {
+        tags.insert("is_meta".into(), json!(true));
+    }
+    if flag("isCompactSummary") {
+        tags.insert("compact_summary".into(), json!(true));
+    }
+    if let Part::Text { text, .. } = part {
+        if text.starts_with("[Request interrupted by user") {
+            tags.insert("interrupt".into(), json!(true));
+        }
+    }
+    if !tags.is_empty() {
+        tag(part, json!({ "claude_code": Value::Object(tags) }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(values: &[Value]) -> String {
+        values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn user(uuid: &str, content: Value) -> Value {
+        json!({"type": "user", "uuid": uuid, "isSidechain": false,
+               "timestamp": "2026-02-10T22:57:54.684Z",
+               "message": {"role": "user", "content": content}})
+    }
+
+    fn assistant(uuid: &str, id: &str, block: Value) -> Value {
+        json!({"type": "assistant", "uuid": uuid, "isSidechain": false,
+               "message": {"id": id, "role": "assistant", "content": [block]}})
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}})
+    }
+
+    fn result(id: &str) -> Value {
+        json!([{"type": "tool_result", "tool_use_id": id, "content": "ok"}])
+    }
+
+    fn roles(imported: &Imported) -> Vec<Role> {
+        imported.messages.iter().map(|m| m.role).collect()
+    }
+
+    #[test]
+    fn interleaved_tool_use_lines_merge_into_one_assistant_message_by_message_id() {
+        let log = lines(&[
+            user("u1", json!("go")),
+            json!({"type": "progress", "data": {}}),
+            assistant("a1", "msg_1", json!({"type": "text", "text": "\n\n"})),
+            assistant(
+                "a2",
+                "msg_1",
+                json!({"type": "thinking", "thinking": "hm", "signature": "S"}),
+            ),
+            assistant("a3", "msg_1", call("A")),
+            user("u2", result("A")),
+            assistant("a4", "msg_1", call("B")),
+            user("u3", result("B")),
+            assistant("a5", "msg_2", json!({"type": "text", "text": "done"})),
+        ]);
+        let imported = import(&log).expect("imports");
+        assert_eq!(
+            roles(&imported),
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Tool,
+                Role::Assistant
+            ]
+        );
+        let ids: Vec<_> = imported.messages[1]
+            .parts
+            .iter()
+            .filter_map(Part::tool_use_id)
+            .collect();
+        assert_eq!(ids, ["A", "B"]);
+        assert_eq!(imported.messages[1].parts.len(), 4);
+        assert!(imported.messages[0].created_at.is_some());
+    }
+
+    #[test]
+    fn a_trailing_unanswered_call_is_imported_as_pending() {
+        let log = lines(&[user("u1", json!("go")), assistant("a1", "m", call("A"))]);
+        let imported = import(&log).expect("imports");
+        assert_eq!(roles(&imported), [Role::User, Role::Assistant]);
+        assert!(imported.tombstoned.is_empty());
+    }
+
+    #[test]
+    fn a_call_left_unanswered_before_the_next_user_message_gets_a_tombstone() {
+        let log = lines(&[
+            user("u1", json!("go")),
+            assistant("a1", "m", call("A")),
+            user("u2", json!("[Request interrupted by user]")),
+        ]);
+        let imported = import(&log).expect("imports");
+        assert_eq!(
+            roles(&imported),
+            [Role::User, Role::Assistant, Role::Tool, Role::User]
+        );
+        assert_eq!(imported.tombstoned, ["A"]);
+        assert!(matches!(
+            &imported.messages[2].parts[0],
+            Part::ToolResult { is_error: true, .. }
+        ));
+        assert_eq!(
+            imported.messages[3].parts[0].provider_metadata(),
+            Some(&json!({"claude_code": {"interrupt": true}}))
+        );
+    }
+
+    #[test]
+    fn a_result_answering_nothing_is_kept_as_text() {
+        let log = lines(&[user("u1", json!("go")), user("u2", result("ghost"))]);
+        let imported = import(&log).expect("imports");
+        assert_eq!(roles(&imported), [Role::User, Role::User]);
+        assert_eq!(imported.orphans_as_text, 1);
+        let Part::Text { text, .. } = &imported.messages[1].parts[0] else {
+            panic!("expected text");
+        };
+        assert!(text.contains("ghost") && text.ends_with("ok"));
+    }
+
+    #[test]
+    fn sidechain_lines_are_skipped_in_a_main_log_but_imported_in_a_subagent_file() {
+        let mut side = user("s1", json!("Warmup"));
+        side["isSidechain"] = json!(true);
+        let imported = import(&lines(&[user("u1", json!("go")), side.clone()])).expect("imports");
+        assert_eq!(imported.messages.len(), 1);
+        let imported = import(&lines(&[side])).expect("imports");
+        assert_eq!(imported.messages.len(), 1);
+    }
+
+    #[test]
+    fn duplicate_uuids_and_non_message_lines_are_skipped() {
+        let log = lines(&[
+            json!({"type": "summary", "summary": "old", "leafUuid": "x"}),
+            json!({"type": "file-history-snapshot", "snapshot": {}}),
+            user("u1", json!("go")),
+            user("u1", json!("go")),
+            json!({"type": "system", "subtype": "compact_boundary"}),
+        ]);
+        assert_eq!(import(&log).expect("imports").messages.len(), 1);
+    }
+
+    #[test]
+    fn malformed_lines_are_refused_with_their_line_number() {
+        let log = format!("{}\n\n{{not json\n", user("u1", json!("go")));
+        let err = import(&log).expect_err("line 3 is not JSON");
+        assert_eq!(err.location().and_then(|l| l.line), Some(3));
+        let log = lines(&[
+            user("u1", json!("go")),
+            json!({"type": "assistant", "message": {"id": "m", "content": [{"type": "tool_use", "id": "A"}]}}),
+        ]);
+        let err = import(&log).expect_err("tool_use without a name");
+        assert_eq!(
+            err.to_string(),
+            "line 2, message.content[0]: missing \"name\""
+        );
+        assert!(matches!(import("\n\n"), Err(ImportError::Empty)));
+    }
+}

@@ -1,0 +1,720 @@
+//! Importers: transcripts written by other tools, turned into messages the store accepts.
+//!
+//! Each format has its own module: [`anthropic`] (a Messages API request body), [`openai`] (a
+//! Chat Completions request body) and [`claude_code`] (a Claude Code session log, JSON Lines).
+//! They are pure functions from `&str` to an [`Imported`]: no I/O, no clock. The messages they
+//! return already satisfy the pairing rules ([`crate::history::pairing`]), so
+//! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.
+//!
+//! Malformed input is refused with an [`ImportError`] whose [`Location`] names the line
+//! (JSON Lines) or the JSON path (`messages[3].content[1]`) at fault.
+//!
+//! # Decisions shared by every format
+//! - Tool results always become `tool` messages: an Anthropic or Claude Code `user` message
+//!   that carries `tool_result` blocks is split into a `tool` message (the results, in source
+//!   order) followed by a `user` message holding the rest of its blocks, only if there is a rest.
+//! - Thinking becomes [`Part::Reasoning`] with the signature under
+//!   `provider_metadata.anthropic.signature`; `redacted_thinking` becomes
+//!   [`Part::RedactedReasoning`]. Text is kept byte for byte,
+//!   including empty and whitespace-only blocks (the renderers decide what to send).
+//! - A content block of a type the store has no part for (`image`, `document`, `compaction`,
+//!   `server_tool_use`, an OpenAI `image_url` part, ...) is never dropped: it becomes a text
+//!   part whose text describes it (for `compaction`, its summary text), and the original block
+//!   is kept verbatim under `provider_metadata.anthropic.block` (or `.openai.part`).
+//! - A `tool_result` whose content is a list of blocks is stored as the text of those blocks
+//!   joined by newlines (other blocks described as above); unless the list is one text block,
+//!   the original list is kept under `provider_metadata.anthropic.content`.
+//! - Request bodies (Anthropic, OpenAI) are strict about pairing: a body the provider would
+//!   reject (a tool_result answering nothing, a call left unanswered before the next message)
+//!   is refused at the index at fault. Claude Code logs record what happened, interruptions
+//!   and crashes included, so their import mends instead, the way `store-repair` does: a call
+//!   left unanswered before the conversation moves on gets a tombstone result (`is_error`,
+//!   text saying why, listed in [`Imported::tombstoned`]), and a result that answers nothing
+//!   becomes a text part (counted in [`Imported::orphans_as_text`]). A call unanswered at the
+//!   very end of any transcript is legal and imported as pending.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+
+use crate::history::pairing::{self, Refusal, Tail};
+use crate::model::{NewMessage, Part, Role};
+
+pub mod anthropic;
+mod blocks;
+pub mod claude_code;
+pub mod openai;
+
+/// A transcript format [`import`] understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// An Anthropic Messages API request body: `{"system"?, "messages": [...]}`.
+    Anthropic,
+    /// An OpenAI Chat Completions request body: `{"messages": [...]}`.
+    OpenAi,
+    /// A Claude Code session log (`~/.claude/projects/.../*.jsonl`).
+    ClaudeCode,
+}
+
+impl Format {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Anthropic => "anthropic",
+            Format::OpenAi => "openai",
+            Format::ClaudeCode => "claude-code",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no [`Format`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown import format {0:?} (expected anthropic, openai or claude-code)")]
+pub struct UnknownFormat(pub String);
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "anthropic" => Ok(Format::Anthropic),
+            "openai" => Ok(Format::OpenAi),
+            "claude-code" => Ok(Format::ClaudeCode),
+            other => Err(UnknownFormat(other.to_owned())),
+        }
+    }
+}
+
+/// Imports `text` in the given format.
+pub fn import(format: Format, text: &str) -> Result<Imported, ImportError> {
+    match format {
+        Format::Anthropic => anthropic::import(text),
+        Format::OpenAi => openai::import(text),
+        Format::ClaudeCode => claude_code::import(text),
+    }
+}
+
+/// What an importer produced: messages ready for [`Store::import_session`](crate::Store::import_session).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Imported {
+    /// The session-level system prompt (Anthropic's top-level `system`), as a `system` message.
+    pub system: Option<NewMessage>,
+    /// The conversation, in order; already valid under the pairing rules.
+    pub messages: Vec<NewMessage>,
+    /// tool_use ids that had no result before the conversation moved on and were answered
+    /// with a tombstone (Claude Code only).
+    pub tombstoned: Vec<String>,
+    /// tool_results that answered no call of the assistant message before them and were kept
+    /// as text parts instead (Claude Code only).
+    pub orphans_as_text: usize,
+}
+
+impl Imported {
+    /// All messages to store: the system prompt first, then the conversation.
+    pub fn into_messages(self) -> Vec<NewMessage> {
+        self.system.into_iter().chain(self.messages).collect()
+    }
+}
+
+/// Where in the input an [`ImportError`] lies.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Location {
+    /// 1-based line (JSON Lines input, or the line of a JSON syntax error).
+    pub line: Option<usize>,
+    /// JSON path within the document or line, e.g. `messages[3].content[1]`; empty for the whole.
+    pub path: String,
+}
+
+impl Location {
+    /// A JSON path in a single document.
+    pub fn path(path: impl Into<String>) -> Self {
+        Self {
+            line: None,
+            path: path.into(),
+        }
+    }
+
+    /// A whole line of a JSON Lines file.
+    pub fn line(line: usize) -> Self {
+        Self {
+            line: Some(line),
+            path: String::new(),
+        }
+    }
+
+    /// This location, one step deeper: `messages[3]` + `content[1]`.
+    pub fn join(&self, step: &str) -> Self {
+        let path = if self.path.is_empty() {
+            step.to_owned()
+        } else if step.starts_with('[') {
+            format!("{}{step}", self.path)
+        } else {
+            format!("{}.{step}", self.path)
+        };
+        Self {
+            line: self.line,
+            path,
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.path.is_empty()) {
+            (Some(line), true) => write!(f, "line {line}"),
+            (Some(line), false) => write!(f, "line {line}, {}", self.path),
+            (None, false) => f.write_str(&self.path),
+            (None, true) => f.write_str("document"),
+        }
+    }
+}
+
+/// Why an import was refused. Nothing is written when an import is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// The text (or one line of it) is not JSON.
+    #[error("{at}: not valid JSON")]
+    Json {
+        /// The line at fault.
+        at: Location,
+        /// What the parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The JSON does not have the shape the format requires.
+    #[error("{at}: {problem}")]
+    Malformed {
+        /// The value at fault.
+        at: Location,
+        /// What was expected and what was found.
+        problem: String,
+    },
+    /// The messages break the pairing rules (a tool_result answering nothing, a call left
+    /// unanswered before the next message, a repeated tool_use id, ...).
+    #[error("{at}: breaks the tool pairing rules")]
+    Refused {
+        /// The message at fault.
+        at: Location,
+        /// The rule it breaks.
+        #[source]
+        reason: Refusal,
+    },
+    /// The transcript holds no message at all.
+    #[error("the transcript holds no messages")]
+    Empty,
+}
+
+impl ImportError {
+    /// Where the error lies, when it lies somewhere in particular.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            ImportError::Json { at, .. }
+            | ImportError::Malformed { at, .. }
+            | ImportError::Refused { at, .. } => Some(at),
+            ImportError::Empty => None,
+        }
+    }
+
+    pub(crate) fn malformed(at: &Location, problem: impl Into<String>) -> Self {
+        ImportError::Malformed {
+            at: at.clone(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The reason written into tombstones for calls a transcript never answered.
+pub const UNANSWERED_REASON: &str = "the imported transcript holds no result for this call";
+
+/// How the assembler treats a source that breaks pairing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Leniency {
+    /// Answer calls left unanswered before the next message with tombstones (else refuse).
+    pub(crate) tombstone_unanswered: bool,
+    /// Keep tool_results that answer nothing as text parts (else refuse).
+    pub(crate) orphans_as_text: bool,
+}
+
+impl Leniency {
+    /// Request bodies: refuse what the provider would refuse.
+    pub(crate) const STRICT: Self = Self {
+        tombstone_unanswered: false,
+        orphans_as_text: false,
+    };
+    /// Logs: mend the way `store-repair` does.
+    pub(crate) const MEND: Self = Self {
+        tombstone_unanswered: true,
+        orphans_as_text: true,
+    };
+}
+
+/// Builds the message list one source message at a time, holding it to the pairing rules as
+/// it goes, so that a refusal names the source location rather than an output index.
+pub(crate) struct Assembler {
+    leniency: Leniency,
+    out: Vec<NewMessage>,
+    tail: Tail,
+    used: HashSet<String>,
+    tombstoned: Vec<String>,
+    orphans_as_text: usize,
+    /// Orphan results kept as text, waiting for the open tool block to close.
+    deferred: Vec<Part>,
+}
+
+impl Assembler {
+    pub(crate) fn new(leniency: Leniency) -> Self {
+        Self {
+            leniency,
+            out: Vec::new(),
+            tail: Tail::Empty,
+            used: HashSet::new(),
+            tombstoned: Vec::new(),
+            orphans_as_text: 0,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Appends a system, user or assistant message.
+    pub(crate) fn push(&mut self, at: &Location, message: NewMessage) -> Result<(), ImportError> {
+        debug_assert!(
+            message.role != Role::Tool,
+            "tool messages go through results()"
+        );
+        self.close_tool_block(at, message.created_at)?;
+        self.flush_deferred(at)?;
+        self.accept(at, message)
+    }
+
+    /// True when the last user-or-assistant message is an assistant message and only tool
+    /// (or system) messages follow it: its tool block is still open.
+    pub(crate) fn assistant_is_open(&self) -> bool {
+        matches!(self.tail, Tail::Assistant(_))
+            && self
+                .out
+                .iter()
+                .rev()
+                .find(|m| m.role != Role::Tool)
+                .is_some_and(|m| m.role == Role::Assistant)
+    }
+
+    /// Adds parts to the open assistant message (Claude Code writes one line per block, and
+    /// may interleave a message's tool_use lines with the result lines of its earlier calls).
+    pub(crate) fn extend_assistant(
+        &mut self,
+        at: &Location,
+        parts: Vec<Part>,
+    ) -> Result<(), ImportError> {
+        let Tail::Assistant(block) = &self.tail else {
+            return Err(ImportError::malformed(at, "no assistant message to extend"));
+        };
+        let mut block = block.clone();
+        // Validate the new parts as a message of their own, then fold their calls in.
+        let probe = NewMessage::assistant(parts);
+        let opened = pairing::check_append(&Tail::User, &probe, &mut self.used)
+            .map_err(|reason| refused(at, reason))?;
+        let Tail::Assistant(new_calls) = opened else {
+            return Err(ImportError::malformed(at, "no assistant message to extend"));
+        };
+        block.calls.extend(new_calls.calls);
+        let Some(index) = self.out.iter().rposition(|m| m.role == Role::Assistant) else {
+            return Err(ImportError::malformed(at, "no assistant message to extend"));
+        };
+        self.out[index].parts.extend(probe.parts);
+        self.tail = Tail::Assistant(block);
+        Ok(())
+    }
+
+    /// Appends a tool message holding `results` (tool_result parts, in source order).
+    pub(crate) fn results(
+        &mut self,
+        at: &Location,
+        results: Vec<Part>,
+        created_at: Option<DateTime<Utc>>,
+    ) -> Result<(), ImportError> {
+        let mut answers = Vec::with_capacity(results.len());
+        let mut orphans = Vec::new();
+        let mut seen = HashSet::new();
+        for part in results {
+            let id = part.answers().unwrap_or_default().to_owned();
+            let answers_a_call = match &self.tail {
+                Tail::Assistant(block) => {
+                    block.calls.contains(&id) && !block.answered.contains(&id) && seen.insert(id)
+                }
+                Tail::Empty | Tail::User => false,
+            };
+            if answers_a_call {
+                answers.push(part);
+            } else if self.leniency.orphans_as_text {
+                orphans.push(orphan_text(part));
+            } else {
+                // Let the pairing check name the rule.
+                answers.push(part);
+            }
+        }
+        self.orphans_as_text += orphans.len();
+        if answers.is_empty() {
+            // Text cannot go into a tool message of its own, and a user message now would cut
+            // off calls whose results may still come: keep it for when the block closes.
+            self.deferred.extend(orphans);
+            if self.tail.pending().is_empty() {
+                self.flush_deferred(at)?;
+            }
+            return Ok(());
+        }
+        answers.extend(orphans);
+        let mut message = NewMessage::tool(answers);
+        message.created_at = created_at;
+        self.accept(at, message)
+    }
+
+    /// The messages, checked once more from the start as the store will check them.
+    pub(crate) fn finish(
+        mut self,
+        system: Option<NewMessage>,
+        at_end: &Location,
+    ) -> Result<Imported, ImportError> {
+        if !self.deferred.is_empty() {
+            self.close_tool_block(at_end, None)?;
+            self.flush_deferred(at_end)?;
+        }
+        if self.out.is_empty() && system.is_none() {
+            return Err(ImportError::Empty);
+        }
+        let mut tail = Tail::Empty;
+        let mut used = HashSet::new();
+        for message in system.iter().chain(&self.out) {
+            tail = pairing::check_append(&tail, message, &mut used)
+                .map_err(|reason| refused(at_end, reason))?;
+        }
+        Ok(Imported {
+            system,
+            messages: self.out,
+            tombstoned: self.tombstoned,
+            orphans_as_text: self.orphans_as_text,
+        })
+    }
+
+    fn flush_deferred(&mut self, at: &Location) -> Result<(), ImportError> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
+        let parts = std::mem::take(&mut self.deferred);
+        self.accept(at, NewMessage::new(Role::User, parts))
+    }
+
+    /// Tombstones for the calls still pending, dated like the message that moves on.
+    fn close_tool_block(
+        &mut self,
+        at: &Location,
+        created_at: Option<DateTime<Utc>>,
+    ) -> Result<(), ImportError> {
+        if !self.leniency.tombstone_unanswered {
+            return Ok(());
+        }
+        if let Some(mut message) = pairing::tombstones(&self.tail, UNANSWERED_REASON) {
+            message.created_at = created_at;
+            self.tombstoned.extend(
+                message
+                    .parts
+                    .iter()
+                    .filter_map(Part::answers)
+                    .map(str::to_owned),
+            );
+            self.accept(at, message)?;
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, at: &Location, message: NewMessage) -> Result<(), ImportError> {
+        self.tail = pairing::check_append(&self.tail, &message, &mut self.used)
+            .map_err(|reason| refused(at, reason))?;
+        self.out.push(message);
+        Ok(())
+    }
+}
+
+fn refused(at: &Location, reason: Refusal) -> ImportError {
+    ImportError::Refused {
+        at: at.clone(),
+        reason,
+    }
+}
+
+/// A tool_result that answers nothing, kept as text that says what it was.
+fn orphan_text(part: Part) -> Part {
+    let Part::ToolResult {
+        tool_use_id,
+        content,
+        is_error,
+        provider_metadata,
+    } = part
+    else {
+        return part;
+    };
+    let mut meta = json!({"import": {"orphan_tool_result": {
+        "tool_use_id": tool_use_id,
+        "is_error": is_error,
+    }}});
+    if let Some(original) = provider_metadata {
+        merge_into(&mut meta, original);
+    }
+    Part::Text {
+        text: format!(
+            "[tool_result for {tool_use_id}, which answers no tool_use of the assistant message before it]\n{content}"
+        ),
+        provider_metadata: Some(meta),
+    }
+}
+
+/// Deep-merges `extra` into `base` (objects merge key by key; anything else replaces).
+pub(crate) fn merge_into(base: &mut Value, extra: Value) {
+    match (base, extra) {
+        (Value::Object(base), Value::Object(extra)) => {
+            for (key, value) in extra {
+                match base.get_mut(&key) {
+                    Some(slot) => merge_into(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, extra) => *base = extra,
+    }
+}
+
+/// Merges `extra` into a part's provider metadata.
+pub(crate) fn tag(part: &mut Part, extra: Value) {
+    let slot = match part {
+        Part::Text {
+            provider_metadata, ..
+        }
+        | Part::Reasoning {
+            provider_metadata, ..
+        }
+        | Part::RedactedReasoning {
+            provider_metadata, ..
+        }
+        | Part::ToolUse {
+            provider_metadata, ..
+        }
+        | Part::ToolResult {
+            provider_metadata, ..
+        } => provider_metadata,
+    };
+    match slot {
+        Some(existing) => merge_into(existing, extra),
+        None => *slot = Some(extra),
+    }
+}
+
+/// `{namespace: {key: value}}`.
+pub(crate) fn metadata(namespace: &str, key: &str, value: Value) -> Value {
+    let mut inner = Map::new();
+    inner.insert(key.to_owned(), value);
+    let mut outer = Map::new();
+    outer.insert(namespace.to_owned(), Value::Object(inner));
+    Value::Object(outer)
+}
+
+/// The JSON type of a value, for error messages.
+pub(crate) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parses a whole document, naming the line and column of a syntax error.
+pub(crate) fn parse_document(text: &str) -> Result<Value, ImportError> {
+    serde_json::from_str(text).map_err(|source| ImportError::Json {
+        at: Location {
+            line: Some(source.line()),
+            path: String::new(),
+        },
+        source,
+    })
+}
+
+/// The `messages` array of a request body.
+pub(crate) fn messages_of(body: &Value) -> Result<&Vec<Value>, ImportError> {
+    let root = Location::default();
+    let Some(object) = body.as_object() else {
+        return Err(ImportError::malformed(
+            &root,
+            format!("expected a JSON object, found {}", type_name(body)),
+        ));
+    };
+    match object.get("messages") {
+        Some(Value::Array(messages)) => Ok(messages),
+        Some(other) => Err(ImportError::malformed(
+            &Location::path("messages"),
+            format!("expected an array, found {}", type_name(other)),
+        )),
+        None => Err(ImportError::malformed(&root, "no \"messages\" array")),
+    }
+}
+
+/// A required string field.
+pub(crate) fn string_field<'a>(
+    object: &'a Map<String, Value>,
+    key: &str,
+    at: &Location,
+) -> Result<&'a str, ImportError> {
+    match object.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(ImportError::malformed(
+            &at.join(key),
+            format!("expected a string, found {}", type_name(other)),
+        )),
+        None => Err(ImportError::malformed(at, format!("missing \"{key}\""))),
+    }
+}
+
+/// The value as a JSON object, or a refusal naming `what` was expected.
+pub(crate) fn as_object<'a>(
+    value: &'a Value,
+    at: &Location,
+    what: &str,
+) -> Result<&'a Map<String, Value>, ImportError> {
+    value.as_object().ok_or_else(|| {
+        ImportError::malformed(
+            at,
+            format!("expected {what} (an object), found {}", type_name(value)),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_read_like_json_paths() {
+        let at = Location::path("messages")
+            .join("[3]")
+            .join("content")
+            .join("[1]");
+        assert_eq!(at.to_string(), "messages[3].content[1]");
+        assert_eq!(Location::line(7).to_string(), "line 7");
+        assert_eq!(
+            Location::line(7)
+                .join("message")
+                .join("content")
+                .to_string(),
+            "line 7, message.content"
+        );
+    }
+
+    #[test]
+    fn merge_keeps_both_sides_of_nested_objects() {
+        let mut base = json!({"anthropic": {"signature": "s"}});
+        merge_into(&mut base, json!({"anthropic": {"block": 1}, "x": 2}));
+        assert_eq!(
+            base,
+            json!({"anthropic": {"signature": "s", "block": 1}, "x": 2})
+        );
+    }
+
+    #[test]
+    fn format_names_round_trip() {
+        for format in [Format::Anthropic, Format::OpenAi, Format::ClaudeCode] {
+            assert_eq!(format.as_str().parse::<Format>(), Ok(format));
+        }
+        assert!("codex".parse::<Format>().is_err());
+    }
+
+    mod never_panics {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// JSON built from the words the importers look for, so random input reaches deep.
+        fn json_value() -> impl Strategy<Value = Value> {
+            let word = prop::sample::select(vec![
+                "type",
+                "text",
+                "role",
+                "user",
+                "assistant",
+                "tool",
+                "system",
+                "content",
+                "messages",
+                "tool_use",
+                "tool_result",
+                "thinking",
+                "signature",
+                "id",
+                "name",
+                "input",
+                "tool_use_id",
+                "is_error",
+                "tool_calls",
+                "function",
+                "arguments",
+                "tool_call_id",
+                "message",
+                "uuid",
+                "isSidechain",
+                "",
+                "{}",
+                "[1]",
+            ]);
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                (-2i64..3).prop_map(Value::from),
+                word.clone().prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 48, 6, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                    prop::collection::vec((word.clone(), inner), 0..6).prop_map(|pairs| {
+                        Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                    }),
+                ]
+            })
+        }
+
+        fn must_be_valid(result: Result<Imported, ImportError>) {
+            if let Ok(imported) = result {
+                let mut tail = Tail::Empty;
+                let mut used = HashSet::new();
+                for message in imported.into_messages() {
+                    tail = pairing::check_append(&tail, &message, &mut used)
+                        .expect("accepted imports pass the pairing rules");
+                }
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn importers_never_panic_and_accept_only_valid_histories(
+                messages in prop::collection::vec(json_value(), 0..6),
+                system in json_value(),
+            ) {
+                let body = json!({"system": system, "messages": messages});
+                must_be_valid(anthropic::import(&body.to_string()));
+                must_be_valid(openai::import(&body.to_string()));
+                let lines: Vec<String> = messages.iter().map(Value::to_string).collect();
+                must_be_valid(claude_code::import(&lines.join("\n")));
+            }
+        }
+    }
+}

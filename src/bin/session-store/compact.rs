@@ -1,0 +1,47 @@
+//! `compact`: replace the head of a session by a summary in what the provider sees.
+
+use std::io::Write;
+
+use session_store::{CompactionOutcome, NothingToCompact, Store};
+
+use crate::open;
+
+pub fn run(
+    store: &Store,
+    session: &str,
+    min_keep_tail: usize,
+    summary: &str,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let id = open::session(store, session)?;
+    match store.compact(&id, min_keep_tail, summary)? {
+        CompactionOutcome::Compacted {
+            summary,
+            newly_compacted,
+            kept,
+        } => writeln!(
+            out,
+            "compacted turns {}..={} of session {id}: {newly_compacted} messages newly compacted, {kept} stay visible after summary {}",
+            summary.first_turn, summary.last_turn, summary.id
+        )?,
+        // Not an error: the contract says a compaction that reaches the first turn changes
+        // nothing, and a script may run compact on every session.
+        CompactionOutcome::NothingToCompact { reason } => {
+            writeln!(out, "nothing to compact in session {id}: {}", why(&reason))?
+        }
+    }
+    Ok(())
+}
+
+fn why(reason: &NothingToCompact) -> String {
+    match reason {
+        NothingToCompact::EmptyHistory => "it has no messages".into(),
+        NothingToCompact::TailCoversHistory => "it is not longer than the tail to keep".into(),
+        NothingToCompact::ReachedFirstTurn => {
+            "keeping the tail whole reaches back to the first turn".into()
+        }
+        NothingToCompact::AlreadyCompacted { compacted } => format!(
+            "the turn-aligned cut does not reach past the {compacted} messages already compacted"
+        ),
+    }
+}

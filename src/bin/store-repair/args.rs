@@ -1,0 +1,92 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Check a session database against the store's contract and mend what is broken.
+#[derive(Debug, Parser)]
+#[command(name = "store-repair", version, about, long_about = None)]
+pub struct Args {
+    /// The SQLite database to check (must exist; an empty file is a database with no tables).
+    #[arg(long, value_name = "PATH")]
+    pub db: PathBuf,
+    /// Report what would be mended and write nothing at all (the file's bytes stay the same).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print one JSON object on stdout instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Check only this session (repeatable); every session when absent.
+    #[arg(long = "session", value_name = "ID")]
+    pub sessions: Vec<String>,
+    /// Where to write the backup taken before the first write (default: next to the
+    /// database, named with a timestamp).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_backup")]
+    pub backup: Option<PathBuf>,
+    /// Do not take a backup before writing.
+    #[arg(long)]
+    pub no_backup: bool,
+    /// Treat calls pending for longer than this as dangling and tombstone them, e.g. `30m`,
+    /// `12h`, `7d`, `1h30m` (units: s, m, h, d, w).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub stale_after: Option<Duration>,
+}
+
+/// Parses `90s`, `30m`, `12h`, `7d`, `2w` and sums like `1h30m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration".to_owned());
+    }
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3_600,
+            'd' => 86_400,
+            'w' => 604_800,
+            other => {
+                return Err(format!(
+                    "unknown unit {other:?} in {text:?} (use s, m, h, d, w)"
+                ))
+            }
+        };
+        let value: u64 = number
+            .parse()
+            .map_err(|_| format!("a number must come before {c:?} in {text:?}"))?;
+        number.clear();
+        total = value
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| format!("{text:?} is too long"))?;
+    }
+    if !number.is_empty() {
+        return Err(format!(
+            "{text:?} needs a unit after {number} (s, m, h, d, w)"
+        ));
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_sums() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("5y").is_err());
+        assert!(parse_duration("h").is_err());
+    }
+}
