@@ -1,5 +1,6 @@
 //! Read-only access: a store opened read-only (`StoreOptions::read_only`, SQLite's
-//! `SQLITE_OPEN_READ_ONLY`), or a database file the process may not write, must answer every
+//! `SQLITE_OPEN_READ_ONLY`), or a database file the process may not write (mode 0444, plus
+//! the immutable attribute when running as root, who ignores mode bits), must answer every
 //! write with a typed error (`Error::is_read_only`) and change nothing, while reads keep
 //! working and keep seeing what a writer commits meanwhile.
 
@@ -123,6 +124,34 @@ fn read_only_open_of_a_closed_database_writes_nothing() {
     assert_eq!(file_bytes(&db), bytes, "a read-only store changed the file");
 }
 
+/// Clears the immutable attribute again, even when the test fails, so the tempdir goes away.
+struct Immutable<'a>(&'a std::path::Path);
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(self.0)
+            .status();
+    }
+}
+
+/// Makes `db` unwritable for this process: permission bits, and for a privileged user (who
+/// ignores them) the immutable attribute. `None` when neither works here.
+fn write_protect(db: &std::path::Path) -> Option<Option<Immutable<'_>>> {
+    std::fs::set_permissions(db, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+    if OpenOptions::new().write(true).open(db).is_err() {
+        return Some(None);
+    }
+    let set = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(db)
+        .status()
+        .is_ok_and(|s| s.success());
+    let guard = Immutable(db);
+    (set && OpenOptions::new().write(true).open(db).is_err()).then_some(Some(guard))
+}
+
 #[test]
 fn write_protected_file_refuses_writes_with_a_typed_error() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -133,17 +162,18 @@ fn write_protected_file_refuses_writes_with_a_typed_error() {
         store.append_batch(&session, tool_turn("a")).expect("turn");
         session
     };
-    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).expect("chmod");
-    if OpenOptions::new().write(true).open(&db).is_ok() {
-        // Root ignores permission bits, so the file is not write-protected for this process;
-        // the read-only tests above cover the typed error through SQLITE_OPEN_READ_ONLY.
-        eprintln!("write_protected_file: running as a privileged user, permission bits do not apply; skipped");
+    let Some(_guard) = write_protect(&db) else {
+        // Root ignores permission bits and chattr is missing or unsupported on this file
+        // system; the tests above cover the typed error through SQLITE_OPEN_READ_ONLY.
+        eprintln!("write_protected_file: cannot write-protect a file here; skipped");
         return;
-    }
+    };
     let bytes = file_bytes(&db);
-    let store = Store::open_with(&db, &read_only()).expect("read-only open of a 0444 file");
-    assert_eq!(store.messages(&session).expect("read").len(), 6);
-    assert_every_write_refused(&store, &session);
-    drop(store);
+    // Opened for writing, SQLite falls back to reading; opened read-only, it only reads.
+    for options in [StoreOptions::default(), read_only()] {
+        let store = Store::open_with(&db, &options).expect("open of a write-protected file");
+        assert_eq!(store.messages(&session).expect("read").len(), 6);
+        assert_every_write_refused(&store, &session);
+    }
     assert_eq!(file_bytes(&db), bytes);
 }
