@@ -468,3 +468,45 @@ fn a_file_that_is_not_a_database_is_refused_and_left_alone() {
     );
     assert_eq!(bytes(&db), before);
 }
+
+#[test]
+fn sessions_reports_the_rules_a_broken_session_breaks_and_export_still_passes() {
+    use crate::broken_db::{Raw, P};
+    let (_dir, db) = temp();
+    let healthy = import(&db, "anthropic", &fixture(PARALLEL));
+    {
+        // Written the way older code did: a call never answered before the next user
+        // message, and a result sitting in a user message.
+        let conn = rusqlite::Connection::open(&db).expect("open raw");
+        let mut raw = Raw::new(&conn, "broken");
+        raw.msg("user", false, &[P::Text("hi")]);
+        raw.msg("assistant", false, &[P::Use("call_a")]);
+        raw.msg("user", false, &[P::Text("well?")]);
+        raw.msg("assistant", false, &[P::Use("call_b")]);
+        raw.msg("user", false, &[P::Result("call_b"), P::Text("and this")]);
+    }
+    let listing = ok(&db, &["sessions"]);
+    let line = |id: &str| {
+        listing
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} in {listing}"))
+            .to_owned()
+    };
+    assert!(line(&healthy).ends_with("\thealth=ok"), "{listing}");
+    let broken = line("broken");
+    assert!(broken.contains("dangling_tool_use"), "{broken}");
+    assert!(broken.contains("misplaced_tool_result"), "{broken}");
+    for (format, check) in [
+        (
+            "anthropic",
+            session_store::check_anthropic as fn(&serde_json::Value) -> Vec<_>,
+        ),
+        ("openai", session_store::check_openai),
+    ] {
+        let body: serde_json::Value =
+            serde_json::from_str(&ok(&db, &["export", "broken", "--format", format]))
+                .expect("JSON");
+        assert!(check(&body).is_empty(), "{format}: {:#?}", check(&body));
+    }
+}

@@ -2,26 +2,40 @@
 //!
 //! Each line is tab-separated `key=value` fields after the id, so scripts can `cut -f` and
 //! people can read it: `ID  messages=N  turns=N  compacted_turns=N  pending=N  health=...`.
+//! `health` is `ok`, or the contract's rule names the session breaks (comma-separated), from
+//! the same check `store-repair` runs; a pending call is legal and only counted.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
-use session_store::{Message, Store};
+use session_store::store::repair::RepairOptions;
+use session_store::{Message, SessionId, Store};
 
 pub fn run(store: &Store, out: &mut impl Write) -> anyhow::Result<()> {
+    let report = store.check(&[], &RepairOptions::default())?;
+    let mut broken: BTreeMap<SessionId, BTreeSet<&'static str>> = BTreeMap::new();
+    for violation in &report.violations {
+        broken
+            .entry(violation.session_id.clone())
+            .or_default()
+            .insert(violation.rule.as_str());
+    }
     for info in store.sessions()? {
         let messages = store.messages(&info.id)?;
         let pending = store.pending_tool_uses(&info.id)?.len();
         let stats = Stats::of(&messages);
+        let health = broken.get(&info.id).map_or_else(
+            || "ok".to_owned(),
+            |rules| rules.iter().copied().collect::<Vec<_>>().join(","),
+        );
         writeln!(
             out,
-            "{}\tmessages={}\tturns={}\tcompacted_turns={}\tpending={}\thealth={}",
+            "{}\tmessages={}\tturns={}\tcompacted_turns={}\tpending={}\thealth={health}",
             info.id,
             messages.len(),
             stats.turns,
             stats.compacted_turns,
             pending,
-            health(pending),
         )?;
     }
     Ok(())
@@ -44,15 +58,5 @@ impl Stats {
             turns: turns.len(),
             compacted_turns: compacted.len(),
         }
-    }
-}
-
-/// The store's full health check is not wired in yet: only pending calls are looked at, so a
-/// session without any says `unchecked` rather than `ok`.
-fn health(pending: usize) -> &'static str {
-    if pending > 0 {
-        "pending"
-    } else {
-        "unchecked"
     }
 }

@@ -13,6 +13,9 @@
 //!   `isCompactSummary` line (the summary a compaction left) are kept as user messages, their
 //!   parts tagged `provider_metadata.claude_code.is_meta` / `.compact_summary`. Interrupt
 //!   markers (`[Request interrupted by user...]`) stay user text, tagged `.interrupt`.
+//!   A compaction is therefore not a store compaction: the messages before the summary stay
+//!   visible, so an export sends the whole history (Claude Code sent only the summary and what
+//!   follows). [`Store::compact`](crate::Store::compact) can cut there afterwards.
 //! - Everything else is skipped: `progress`, `file-history-snapshot`, `queue-operation`,
 //!   `system` (compact boundaries, hook summaries, local commands), legacy `summary` lines and
 //!   any line type this importer does not know.
