@@ -61,90 +61,10 @@ pub fn assert_integrity(conn: &Connection) {
     assert_eq!(rows, ["ok"], "integrity_check");
 }
 
-/// The contract's rules, one query each, returning `(session_id, detail)` per violation.
-/// A pending tool_use (in the session's last user-or-assistant message) is allowed.
-const RULES: &[(&str, &str)] = &[
-    (
-        "turn_index_mismatch",
-        "WITH c AS (SELECT session_id, seq, turn_index,
-                      SUM(role = 'user') OVER (PARTITION BY session_id ORDER BY seq) AS users
-                    FROM messages)
-         SELECT session_id, 'seq ' || seq FROM c WHERE turn_index != MAX(users - 1, 0)",
-    ),
-    (
-        "split_turn_compaction",
-        "SELECT session_id, 'turn ' || turn_index FROM messages
-         GROUP BY session_id, turn_index HAVING MIN(compacted) != MAX(compacted)",
-    ),
-    (
-        "compaction_gap",
-        "SELECT session_id, 'compacted turn after uncompacted' FROM messages GROUP BY session_id
-         HAVING MAX(CASE WHEN compacted = 1 THEN turn_index END)
-              > MIN(CASE WHEN compacted = 0 THEN turn_index END)",
-    ),
-    (
-        "duplicate_tool_use_id",
-        "SELECT m.session_id, p.tool_use_id FROM parts p JOIN messages m ON m.id = p.message_id
-         WHERE p.kind = 'tool_use' GROUP BY m.session_id, p.tool_use_id HAVING COUNT(*) > 1",
-    ),
-    (
-        "misplaced_tool_result",
-        "SELECT m.session_id, 'message ' || m.id FROM parts p JOIN messages m ON m.id = p.message_id
-         WHERE p.kind = 'tool_result' AND m.role != 'tool'",
-    ),
-    (
-        "orphan_tool_result",
-        "WITH owned AS (SELECT id, session_id, role,
-                          MAX(CASE WHEN role IN ('user', 'assistant') THEN seq END)
-                            OVER (PARTITION BY session_id ORDER BY seq) AS speaker
-                        FROM messages)
-         SELECT o.session_id, 'part ' || r.id || ' ' || r.tool_use_id FROM owned o
-           JOIN parts r ON r.message_id = o.id AND r.kind = 'tool_result'
-         EXCEPT
-         SELECT o.session_id, 'part ' || r.id || ' ' || r.tool_use_id FROM owned o
-           JOIN parts r ON r.message_id = o.id AND r.kind = 'tool_result'
-           JOIN messages a ON a.session_id = o.session_id AND a.seq = o.speaker AND a.role = 'assistant'
-           JOIN parts u ON u.message_id = a.id AND u.kind = 'tool_use' AND u.tool_use_id = r.tool_use_id
-           WHERE o.role = 'tool'",
-    ),
-    (
-        "dangling_tool_use",
-        "WITH owned AS (SELECT id, session_id, role,
-                          MAX(CASE WHEN role IN ('user', 'assistant') THEN seq END)
-                            OVER (PARTITION BY session_id ORDER BY seq) AS speaker
-                        FROM messages),
-              last_speaker AS (SELECT session_id, MAX(seq) AS seq FROM messages
-                               WHERE role IN ('user', 'assistant') GROUP BY session_id)
-         SELECT m.session_id, 'part ' || u.id || ' ' || u.tool_use_id FROM messages m
-           JOIN parts u ON u.message_id = m.id AND u.kind = 'tool_use'
-           JOIN last_speaker l ON l.session_id = m.session_id
-           WHERE m.role = 'assistant' AND m.seq != l.seq
-         EXCEPT
-         SELECT a.session_id, 'part ' || u.id || ' ' || u.tool_use_id FROM owned o
-           JOIN parts r ON r.message_id = o.id AND r.kind = 'tool_result'
-           JOIN messages a ON a.session_id = o.session_id AND a.seq = o.speaker AND a.role = 'assistant'
-           JOIN parts u ON u.message_id = a.id AND u.kind = 'tool_use' AND u.tool_use_id = r.tool_use_id
-           WHERE o.role = 'tool'",
-    ),
-];
-
-/// Every violation of the contract's invariants, as `rule: session detail`.
+/// Every violation of the contract's invariants (the one SQL statement of them, in
+/// `util::INVARIANTS`), as `rule: session detail`.
 pub fn violations(conn: &Connection) -> Vec<String> {
-    let mut found = Vec::new();
-    for (rule, sql) in RULES {
-        let mut stmt = conn.prepare(sql).expect("rule query compiles");
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(format!(
-                    "{rule}: {} {}",
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?
-                ))
-            })
-            .expect("rule query runs");
-        found.extend(rows.map(|r| r.expect("rule row")));
-    }
-    found
+    crate::util::violations_in(conn)
 }
 
 /// Panics with every violation found.

@@ -51,9 +51,10 @@ pub fn dump(path: &Path) -> String {
 pub const INVARIANTS: &[(&str, &str)] = &[
     (
         "turn_index_mismatch",
-        "SELECT m.session_id, m.seq FROM messages m
-         WHERE m.turn_index != MAX((SELECT COUNT(*) FROM messages u
-                                    WHERE u.session_id = m.session_id AND u.role = 'user' AND u.seq <= m.seq) - 1, 0)",
+        "WITH c AS (SELECT session_id, seq, turn_index,
+                      SUM(role = 'user') OVER (PARTITION BY session_id ORDER BY seq) AS users
+                    FROM messages)
+         SELECT session_id, seq FROM c WHERE turn_index != MAX(users - 1, 0)",
     ),
     (
         "split_turn_compaction",
@@ -62,9 +63,10 @@ pub const INVARIANTS: &[(&str, &str)] = &[
     ),
     (
         "compaction_gap",
-        "SELECT a.session_id, b.turn_index FROM messages a JOIN messages b
-           ON a.session_id = b.session_id AND a.turn_index < b.turn_index
-         WHERE a.compacted = 0 AND b.compacted = 1",
+        "SELECT session_id, MAX(CASE WHEN compacted = 1 THEN turn_index END) FROM messages
+         GROUP BY session_id
+         HAVING MAX(CASE WHEN compacted = 1 THEN turn_index END)
+              > MIN(CASE WHEN compacted = 0 THEN turn_index END)",
     ),
     (
         "dangling_tool_use",
@@ -104,7 +106,11 @@ pub const INVARIANTS: &[(&str, &str)] = &[
 
 /// Every violation of the contract's invariants in the database, as `rule: row`.
 pub fn violations(path: &Path) -> Vec<String> {
-    let conn = raw(path);
+    violations_in(&raw(path))
+}
+
+/// [`violations`] over an open connection (inside the caller's transaction, if any).
+pub fn violations_in(conn: &Connection) -> Vec<String> {
     let mut found = Vec::new();
     for (rule, sql) in INVARIANTS {
         let mut stmt = conn.prepare(sql).expect("invariant query");
