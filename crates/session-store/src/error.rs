@@ -112,6 +112,14 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// `PRAGMA quick_check` found the file damaged (flipped bytes, truncated pages).
+    #[error("{path} is corrupt: {detail}")]
+    CorruptDatabase {
+        /// The damaged file.
+        path: PathBuf,
+        /// What SQLite's check reported first.
+        detail: String,
+    },
     /// SQLite reported an error.
     #[error("sqlite")]
     Sqlite(#[from] rusqlite::Error),

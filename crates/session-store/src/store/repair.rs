@@ -572,7 +572,8 @@ pub struct DatabaseFile {
 /// Refuses, without creating or writing anything, a path `store-repair` must not touch: a
 /// missing path or a directory ([`Error::Io`]), a file that is not SQLite
 /// ([`Error::NotADatabase`]), a database from a newer build ([`Error::FutureSchema`]) or with
-/// a foreign migration history ([`Error::DivergentSchema`]).
+/// a foreign migration history ([`Error::DivergentSchema`]), or a damaged file
+/// ([`Error::CorruptDatabase`], from `PRAGMA quick_check`).
 pub fn inspect_database_file(path: &Path) -> Result<DatabaseFile> {
     schema::check_file(path, true)?;
     let empty = std::fs::metadata(path)
@@ -584,10 +585,28 @@ pub fn inspect_database_file(path: &Path) -> Result<DatabaseFile> {
         == 0;
     let conn = open_untouched(path)?;
     let pending = schema::pending_migrations(&conn).map_err(|e| not_a_database(e, path))?;
+    quick_check(&conn, path)?;
     Ok(DatabaseFile {
         empty,
         pending_migrations: pending.len(),
     })
+}
+
+/// Refuses a damaged file before anything opens it for writing: mending on top of corrupt
+/// pages could spread the damage, and only a person can decide what to salvage.
+fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+    let corrupt = |detail: String| Error::CorruptDatabase {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let verdict: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))
+        .map_err(|e| corrupt(e.to_string()))?;
+    if verdict == "ok" {
+        Ok(())
+    } else {
+        Err(corrupt(verdict))
+    }
 }
 
 /// Copies the whole database at `src` to `dest`, consistently even while others write to it:
