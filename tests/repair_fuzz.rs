@@ -15,6 +15,7 @@ use serde_json::Value;
 use session_store::{NewMessage, Store};
 
 use crate::fault_support::{assert_integrity, raw, tool_turn, violations};
+use crate::util::dump_in;
 
 const BIN: &str = env!("CARGO_BIN_EXE_store-repair");
 
@@ -153,25 +154,6 @@ fn run(db: &Path, extra: &[&str]) -> (i32, Value) {
     (out.status.code().expect("exit code"), report)
 }
 
-/// Every row of the contract's tables, for "a second run changes nothing".
-fn contents(conn: &Connection) -> Vec<String> {
-    let mut rows = Vec::new();
-    for table in ["sessions", "messages", "parts"] {
-        let mut stmt = conn
-            .prepare(&format!("SELECT * FROM {table} ORDER BY 1"))
-            .expect("select");
-        let columns = stmt.column_count();
-        let mut query = stmt.query([]).expect("query");
-        while let Some(row) = query.next().expect("row") {
-            let values: Vec<String> = (0..columns)
-                .map(|i| format!("{:?}", row.get_ref(i).expect("value")))
-                .collect();
-            rows.push(format!("{table}|{}", values.join("|")));
-        }
-    }
-    rows
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -203,12 +185,12 @@ proptest! {
         prop_assert!(messages.is_subset(&after_messages), "a message was deleted");
         prop_assert!(parts.is_subset(&after_parts), "a part was deleted");
 
-        let before_second = contents(&conn);
+        let before_second = dump_in(&conn);
         let (code, second) = run(&db, &[]);
         prop_assert_eq!(code, 0, "second run: {}", second);
         prop_assert_eq!(&second["repaired"], &Value::from(0), "second run repaired: {}", second);
         prop_assert_eq!(second["problems"].as_array().map(Vec::len), Some(0));
-        prop_assert_eq!(contents(&raw(&db)), before_second, "the second run changed rows");
+        prop_assert_eq!(dump_in(&raw(&db)), before_second, "the second run changed rows");
     }
 }
 

@@ -21,7 +21,11 @@ pub fn raw(path: &Path) -> Connection {
 
 /// Every row of every table, in a stable order: two dumps are equal iff the contents are.
 pub fn dump(path: &Path) -> String {
-    let conn = raw(path);
+    dump_in(&raw(path))
+}
+
+/// [`dump`] over an open connection.
+pub fn dump_in(conn: &Connection) -> String {
     let mut out = String::new();
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")

@@ -439,18 +439,29 @@ fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>)
     }
 }
 
-/// Rule 2: every tool_use of `message` is answered in the next message, a user message.
-fn check_answered_next(message: &Joined<'_>, next: Option<&Joined<'_>>, out: &mut Vec<Violation>) {
-    let answers: HashSet<&str> = next
-        .filter(|next| next.role == "user")
-        .map(|next| {
-            next.blocks
+/// The `field` of every `kind` block of `message`, when it has `role` (else none).
+fn ids_in<'a>(
+    message: Option<&Joined<'a>>,
+    role: &str,
+    kind: &str,
+    field: &str,
+) -> HashSet<&'a str> {
+    message
+        .filter(|message| message.role == role)
+        .map(|message| {
+            message
+                .blocks
                 .iter()
-                .filter(|(_, block)| block.kind() == Some("tool_result"))
-                .filter_map(|(_, block)| block.str_field("tool_use_id"))
+                .filter(|(_, block)| block.kind() == Some(kind))
+                .filter_map(|(_, block)| block.str_field(field))
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Rule 2: every tool_use of `message` is answered in the next message, a user message.
+fn check_answered_next(message: &Joined<'_>, next: Option<&Joined<'_>>, out: &mut Vec<Violation>) {
+    let answers = ids_in(next, "user", "tool_result", "tool_use_id");
     for (path, block) in &message.blocks {
         if block.kind() != Some("tool_use") {
             continue;
@@ -476,17 +487,7 @@ fn check_results_answer_previous(
     previous: Option<&Joined<'_>>,
     out: &mut Vec<Violation>,
 ) {
-    let calls: HashSet<&str> = previous
-        .filter(|previous| previous.role == "assistant")
-        .map(|previous| {
-            previous
-                .blocks
-                .iter()
-                .filter(|(_, block)| block.kind() == Some("tool_use"))
-                .filter_map(|(_, block)| block.str_field("id"))
-                .collect()
-        })
-        .unwrap_or_default();
+    let calls = ids_in(previous, "assistant", "tool_use", "id");
     let mut answered = HashSet::new();
     for (path, block) in &message.blocks {
         if block.kind() != Some("tool_result") {

@@ -183,6 +183,16 @@ mod tests {
     use crate::history::contract::check;
     use crate::model::{NewMessage, Part};
 
+    /// A store in a fresh temporary directory (keep the directory alive with it).
+    fn temp_store() -> Result<(tempfile::TempDir, Store)> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        Ok((dir, store))
+    }
+
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
             .single()
@@ -264,11 +274,7 @@ mod tests {
 
     #[test]
     fn idle_latch_reset() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|source| Error::Io {
-            path: "tempdir".into(),
-            source,
-        })?;
-        let store = Store::open(dir.path().join("s.db"))?;
+        let (_dir, store) = temp_store()?;
         let session = thinking_session(&store)?;
         store.export(
             &session,
@@ -296,11 +302,7 @@ mod tests {
 
     #[test]
     fn export_without_persisting_leaves_the_row_alone() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|source| Error::Io {
-            path: "tempdir".into(),
-            source,
-        })?;
-        let store = Store::open(dir.path().join("s.db"))?;
+        let (_dir, store) = temp_store()?;
         let session = thinking_session(&store)?;
         let options = ExportOptions {
             persist_latch: false,
@@ -344,11 +346,7 @@ mod tests {
 
     #[test]
     fn unknown_session_is_refused() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|source| Error::Io {
-            path: "tempdir".into(),
-            source,
-        })?;
-        let store = Store::open(dir.path().join("s.db"))?;
+        let (_dir, store) = temp_store()?;
         let missing = SessionId::new("missing");
         let export = store.export(&missing, Provider::OpenAi, t0(), &ExportOptions::default());
         assert!(matches!(export, Err(Error::UnknownSession(_))));
