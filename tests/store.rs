@@ -102,8 +102,12 @@ fn reopening_applies_nothing_twice() {
     assert_eq!(store.messages(&session).expect("read").len(), 1);
 }
 
-fn add_history_row(path: &std::path::Path, version: i64, name: &str) {
-    let conn = rusqlite::Connection::open(path).expect("raw rw");
+/// Records a migration in a closed store's history, then returns the error `Store::open`
+/// gives, after checking that opening left the file's bytes as they were.
+fn open_with_history_row(version: i64, name: &str) -> Error {
+    let (_dir, store, path) = temp_store();
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).expect("raw rw");
     conn.execute(
         "INSERT OR REPLACE INTO refinery_schema_history (version, name, applied_on, checksum) VALUES (?1, ?2, '2030-01-01T00:00:00Z', '42')",
         rusqlite::params![version, name],
@@ -111,34 +115,33 @@ fn add_history_row(path: &std::path::Path, version: i64, name: &str) {
     .expect("insert history");
     conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
         .expect("checkpoint");
+    drop(conn);
+    let bytes = std::fs::read(&path).expect("read");
+    let error = Store::open(&path).expect_err("refused");
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        bytes,
+        "opening wrote to the file"
+    );
+    error
 }
 
 #[test]
 fn open_refuses_a_database_from_the_future_and_touches_nothing() {
-    let (_dir, store, path) = temp_store();
-    drop(store);
-    add_history_row(&path, 999, "from_the_future");
-    let bytes = std::fs::read(&path).expect("read");
-    let error = Store::open(&path).expect_err("refused");
+    let error = open_with_history_row(999, "from_the_future");
     assert!(
         matches!(error, Error::FutureSchema { version: 999, .. }),
         "{error:?}"
     );
-    assert_eq!(std::fs::read(&path).expect("read"), bytes);
 }
 
 #[test]
-fn open_refuses_a_divergent_migration_history() {
-    let (_dir, store, path) = temp_store();
-    drop(store);
-    add_history_row(&path, 1, "somebody_elses_schema");
-    let bytes = std::fs::read(&path).expect("read");
-    let error = Store::open(&path).expect_err("refused");
+fn open_refuses_a_divergent_migration_history_and_touches_nothing() {
+    let error = open_with_history_row(1, "somebody_elses_schema");
     assert!(
         matches!(error, Error::DivergentSchema { version: 1, .. }),
         "{error:?}"
     );
-    assert_eq!(std::fs::read(&path).expect("read"), bytes);
 }
 
 #[test]
