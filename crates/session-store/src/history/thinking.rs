@@ -12,6 +12,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::history::signed::is_position_validated;
 use crate::model::{Message, Part, Role};
 
 /// The default idle threshold: about the lifetime of a provider's prompt cache.
@@ -88,7 +89,13 @@ pub fn plan_retention(
         .filter(|m| m.role == Role::Assistant && has_reasoning(m))
         .collect();
     let keep_from = with_reasoning.len().saturating_sub(config.keep_recent);
-    let latest_seq = latest_assistant.map(|m| m.seq);
+    // The latest assistant message the provider sees: one that renders to nothing (blank
+    // text, unsigned reasoning) must not leave the one before it unprotected.
+    let latest_seq = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && m.parts.iter().any(is_sent))
+        .map(|m| m.seq);
     let strip = with_reasoning[..keep_from]
         .iter()
         .map(|m| m.seq)
@@ -104,6 +111,16 @@ pub fn plan_retention(
 /// True when a message holds reasoning or redacted reasoning.
 pub fn has_reasoning(message: &Message) -> bool {
     message.parts.iter().any(is_reasoning)
+}
+
+/// True for a part that reaches the provider from an assistant message: non-blank text, a
+/// tool part, or reasoning whose position the provider validates.
+fn is_sent(part: &Part) -> bool {
+    match part {
+        Part::Text { text, .. } => !text.trim().is_empty(),
+        Part::ToolUse { .. } | Part::ToolResult { .. } => true,
+        Part::Reasoning { .. } | Part::RedactedReasoning { .. } => is_position_validated(part),
+    }
 }
 
 fn is_reasoning(part: &Part) -> bool {
@@ -267,6 +284,40 @@ mod tests {
             plan_retention(&messages, &state, t0(), &keep_none).strip,
             vec![2, 4]
         );
+    }
+
+    /// The latest assistant message the provider sees keeps its thinking even when a later
+    /// stored assistant message renders to nothing (only unsigned reasoning from another
+    /// provider, or blank text): in a tool loop Anthropic requires it back unchanged.
+    #[test]
+    fn latest_visible_assistant_keeps_its_thinking_after_an_invisible_one() {
+        for invisible in [
+            vec![Part::reasoning("other provider", None)],
+            vec![Part::text(" ")],
+            vec![],
+        ] {
+            let messages = history(vec![
+                user("a"),
+                assistant(vec![signed("r1", "anthropic", "s1"), call("x")]),
+                tool(vec![Part::tool_result("x", "ok")]),
+                assistant(vec![signed("r2", "bedrock", "s2"), call("y")]),
+                tool(vec![Part::tool_result("y", "ok")]),
+                assistant(invisible),
+            ]);
+            let state = ThinkingState {
+                latched: true,
+                last_completion: None,
+            };
+            for keep_recent in [0, 1] {
+                let config = ThinkingConfig {
+                    keep_recent,
+                    ..ThinkingConfig::default()
+                };
+                let strip = plan_retention(&messages, &state, t0(), &config).strip;
+                assert!(!strip.contains(&4), "keep {keep_recent}: {strip:?}");
+                assert!(strip.contains(&2), "keep {keep_recent}: {strip:?}");
+            }
+        }
     }
 
     #[test]
