@@ -35,8 +35,8 @@ pub enum Rule {
     ToolResultsFirst,
     /// 6 and 13: tool_use (tool call) ids are unique within the request.
     UniqueToolUseIds,
-    /// 7: text blocks are non-empty and not whitespace-only, except a single space in an
-    /// assistant message with signed thinking.
+    /// 7: text blocks are non-empty and not whitespace-only, except a single space between
+    /// signed thinking blocks of an assistant message.
     NonEmptyText,
     /// 8: a tool_result with `is_error: true` has content.
     ErrorResultContent,
@@ -280,15 +280,25 @@ fn check_joined_blocks<'a>(
     out: &mut Vec<Violation>,
 ) {
     let assistant = message.role == "assistant";
-    // Rule 7's exception: a single space keeps signed thinking blocks in place.
-    let signed = assistant
-        && message.blocks.iter().any(|(_, block)| match block.kind() {
+    // Rule 7's exception: a single space between signed thinking blocks keeps them in place.
+    let signed: Vec<usize> = message
+        .blocks
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, block))| match block.kind() {
             Some("thinking") => block.str_field("signature").is_some_and(|s| !s.is_empty()),
             Some("redacted_thinking") => true,
             _ => false,
-        });
+        })
+        .map(|(at, _)| at)
+        .collect();
+    let between_signed = |at: usize| {
+        assistant
+            && signed.first().is_some_and(|first| *first < at)
+            && signed.last().is_some_and(|last| at < *last)
+    };
     let mut other_seen = false;
-    for (path, block) in &message.blocks {
+    for (at, (path, block)) in message.blocks.iter().enumerate() {
         let kind = block.kind();
         if kind != Some("tool_result") {
             other_seen = true;
@@ -296,7 +306,7 @@ fn check_joined_blocks<'a>(
         match kind {
             Some("text") => match block.str_field("text") {
                 None => push(out, Rule::Shape, path, "text block without text"),
-                Some(" ") if signed => {}
+                Some(" ") if between_signed(at) => {}
                 Some("") => {
                     push(out, Rule::NonEmptyText, path, "empty text block");
                 }
@@ -845,6 +855,22 @@ mod tests {
             {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}]},
         ]});
         assert_eq!(rules(&check_anthropic(&unsigned)), vec![Rule::NonEmptyText]);
+    }
+
+    #[test]
+    fn single_space_is_accepted_only_between_signed_thinking() {
+        for content in [
+            json!([{"type": "thinking", "thinking": "a", "signature": "s"}, {"type": "text", "text": " "}]),
+            json!([{"type": "text", "text": " "}, {"type": "redacted_thinking", "data": "d"}]),
+            json!([{"type": "thinking", "thinking": "a", "signature": "s"}, {"type": "text", "text": " "}, {"type": "tool_use", "id": "x", "name": "n", "input": {}}]),
+        ] {
+            let body = json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": content},
+            ]});
+            let found = rules(&check_anthropic(&body));
+            assert!(found.contains(&Rule::NonEmptyText), "{body}: {found:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!   a tool_use and its block is moved to just after the block);
 //! - `user` messages hold non-blank text only;
 //! - `assistant` messages hold text, reasoning, redacted reasoning and tool_use parts; a text
-//!   part is never blank, except a single space `" "` in a message with signed reasoning,
+//!   part is never blank, except a single space `" "` between signed reasoning parts,
 //!   which stands for an empty text part so the thinking blocks keep their positions;
 //! - every tool_use is answered in the `tool` message directly after its assistant message
 //!   (system messages aside), by a real result or a synthetic tombstone;
@@ -30,7 +30,7 @@ use std::collections::{HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history::signed::has_signed_reasoning;
+use crate::history::signed::is_position_validated;
 use crate::model::{Message, Part, Role};
 
 /// The text of the synthetic tombstone the view gives a tool_use that has no answer.
@@ -338,7 +338,19 @@ impl Loader {
             return;
         }
         self.close_block();
-        let signed = has_signed_reasoning(&message.parts);
+        // Rule 7's exception: a blank text is sent as a space only between two parts whose
+        // position the provider validates (signed or redacted reasoning).
+        let validated: Vec<usize> = message
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, part)| is_position_validated(part))
+            .map(|(ordinal, _)| ordinal)
+            .collect();
+        let between_signed = |ordinal: usize| {
+            validated.first().is_some_and(|first| *first < ordinal)
+                && validated.last().is_some_and(|last| ordinal < *last)
+        };
         let mut parts = Vec::with_capacity(message.parts.len());
         let mut calls = VecDeque::new();
         for (ordinal, part) in message.parts.iter().enumerate() {
@@ -347,7 +359,7 @@ impl Loader {
                     text,
                     provider_metadata,
                 } if text.trim().is_empty() => {
-                    if signed {
+                    if between_signed(ordinal) {
                         // Keeps the signed thinking blocks at their positions (rule 7's exception).
                         self.repair(
                             RepairKind::SignedSpace,
@@ -1017,6 +1029,39 @@ mod tests {
         );
         assert!(kinds(&view).contains(&RepairKind::SignedSpace));
         assert_eq!(o["messages"][1]["content"], "answer");
+    }
+
+    /// Rule 7's exception covers a single space between signed thinking blocks only: a blank
+    /// text before the first or after the last one is dropped, not sent as a space.
+    #[test]
+    fn blank_text_outside_signed_thinking_is_dropped_not_spaced() {
+        let (view, a, _) = check(vec![
+            user("hi"),
+            assistant(vec![
+                Part::text(""),
+                signed("first", "anthropic", "sig1"),
+                Part::text("\n"),
+                signed("second", "vertex", "sig2"),
+                Part::text(""),
+                Part::reasoning("unsigned", None),
+                Part::text(" "),
+                call("a"),
+            ]),
+        ]);
+        assert_eq!(
+            content(&a, 1)[..],
+            [
+                json!({"type": "thinking", "thinking": "first", "signature": "sig1"}),
+                json!({"type": "text", "text": " "}),
+                json!({"type": "thinking", "thinking": "second", "signature": "sig2"}),
+                json!({"type": "tool_use", "id": "a", "name": "bash", "input": {"cmd": "ls"}}),
+            ]
+        );
+        let spaced = kinds(&view)
+            .iter()
+            .filter(|k| **k == RepairKind::SignedSpace)
+            .count();
+        assert_eq!(spaced, 1);
     }
 
     #[test]
