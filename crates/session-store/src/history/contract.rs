@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::history::blank::is_blank;
 use crate::history::render::Provider;
 use crate::history::signed::{is_position_validated, signature};
 use crate::model::{Message, Part, Role};
@@ -226,7 +227,7 @@ fn check_system(system: &Value, out: &mut Vec<Violation>) {
             for (index, block) in blocks.iter().enumerate() {
                 let path = format!("/system/{index}");
                 match block.get("text").and_then(Value::as_str) {
-                    Some(text) if text.trim().is_empty() => {
+                    Some(text) if is_blank(text) => {
                         push(out, Rule::NonEmptyText, &path, "blank system text block");
                     }
                     Some(_) => {}
@@ -310,7 +311,7 @@ fn check_joined_blocks<'a>(
                 Some("") => {
                     push(out, Rule::NonEmptyText, path, "empty text block");
                 }
-                Some(text) if text.trim().is_empty() => {
+                Some(text) if is_blank(text) => {
                     push(out, Rule::NonEmptyText, path, "whitespace-only text block");
                 }
                 Some(_) => {}
@@ -410,14 +411,14 @@ fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>)
     let is_error = block.field("is_error").and_then(Value::as_bool) == Some(true);
     let has_content = match block.field("content") {
         None | Some(Value::Null) => false,
-        Some(Value::String(text)) => !text.trim().is_empty(),
+        Some(Value::String(text)) => !is_blank(text),
         Some(Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
                 if item.get("type").and_then(Value::as_str) == Some("text")
                     && item
                         .get("text")
                         .and_then(Value::as_str)
-                        .is_none_or(|t| t.trim().is_empty())
+                        .is_none_or(is_blank)
                 {
                     push(
                         out,

@@ -5,6 +5,7 @@
 //! rusqlite, r2d2 or `std::fs`, and takes `now` as a parameter instead of reading the clock,
 //! so every rule here is testable with plain vectors.
 
+pub mod blank;
 pub mod compaction;
 pub mod mend;
 pub mod paging;

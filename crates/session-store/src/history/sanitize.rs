@@ -30,6 +30,7 @@ use std::collections::{HashSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::history::blank::is_blank;
 use crate::history::signed::is_position_validated;
 use crate::model::{Message, Part, Role};
 
@@ -145,7 +146,7 @@ pub fn sanitize(messages: &[Message]) -> View {
 /// message ([`SUMMARY_PREFIX`] and the text) that opens a turn of its own.
 pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
     let mut loader = Loader::default();
-    if let Some(summary) = summary.filter(|text| !text.trim().is_empty()) {
+    if let Some(summary) = summary.filter(|text| !is_blank(text)) {
         loader.push(
             Role::User,
             vec![Part::text(format!("{SUMMARY_PREFIX}{summary}"))],
@@ -180,7 +181,7 @@ pub fn describe(part: &Part) -> String {
             ..
         } => {
             let status = if *is_error { "error " } else { "" };
-            if content.trim().is_empty() {
+            if is_blank(content) {
                 format!("[{status}tool_result for tool_use {tool_use_id:?}, without content]")
             } else {
                 format!("[{status}tool_result for tool_use {tool_use_id:?}]\n{content}")
@@ -327,7 +328,7 @@ impl Loader {
     fn load_assistant(&mut self, message: &Message) {
         // A message with nothing to send is invisible: it does not end a block.
         let sendable = message.parts.iter().any(|part| match part {
-            Part::Text { text, .. } => !text.trim().is_empty(),
+            Part::Text { text, .. } => !is_blank(text),
             _ => true,
         });
         if !sendable {
@@ -358,7 +359,7 @@ impl Loader {
                 Part::Text {
                     text,
                     provider_metadata,
-                } if text.trim().is_empty() => {
+                } if is_blank(text) => {
                     if between_signed(ordinal) {
                         // Keeps the signed thinking blocks at their positions (rule 7's exception).
                         self.repair(
@@ -385,7 +386,7 @@ impl Loader {
                     provider_metadata,
                 } => {
                     let view_id = self.fresh_id(id, message.seq, ordinal);
-                    let name = if name.trim().is_empty() {
+                    let name = if is_blank(name) {
                         self.repair(
                             RepairKind::NamedTool,
                             message.seq,
@@ -518,7 +519,7 @@ impl Loader {
                         after.push(Part::text(describe(part)));
                         continue;
                     };
-                    let content = if *is_error && content.trim().is_empty() {
+                    let content = if *is_error && is_blank(content) {
                         self.repair(
                             RepairKind::FilledErrorContent,
                             seq,
@@ -547,9 +548,7 @@ impl Loader {
                 }
                 // The user's own text of a user message is loaded after the block.
                 _ if from_user => {}
-                Part::Text { text, .. } if text.trim().is_empty() => {
-                    self.dropped_blank(seq, ordinal)
-                }
+                Part::Text { text, .. } if is_blank(text) => self.dropped_blank(seq, ordinal),
                 Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
                     self.dropped_reasoning(seq, ordinal, Role::Tool);
                 }
@@ -641,7 +640,7 @@ fn texts_outside_tool(
     let mut parts = Vec::new();
     for (ordinal, part) in message.parts.iter().enumerate().filter(|(_, p)| keep(p)) {
         match part {
-            Part::Text { text, .. } if text.trim().is_empty() => {
+            Part::Text { text, .. } if is_blank(text) => {
                 loader.dropped_blank(message.seq, ordinal);
             }
             Part::Text { .. } => parts.push(part.clone()),
@@ -1029,6 +1028,27 @@ mod tests {
         );
         assert!(kinds(&view).contains(&RepairKind::SignedSpace));
         assert_eq!(o["messages"][1]["content"], "answer");
+    }
+
+    /// Text made only of characters some provider counts as whitespace (Python's U+001C..
+    /// U+001F, JavaScript's U+FEFF) is blank: never sent as a text block or error content.
+    #[test]
+    fn separator_or_bom_only_text_is_blank_for_every_provider() {
+        let (_, a, o) = check(vec![
+            user("q"),
+            user("\u{1f}"),
+            assistant(vec![Part::text("\u{feff}"), call("a")]),
+            tool(vec![Part::tool_error("a", "\u{1c}")]),
+            user("\u{1e}\u{feff}"),
+            system("\u{1d}"),
+        ]);
+        for body in [&a, &o] {
+            let text = body.to_string();
+            for c in ["\\u001f", "\\u001c", "\\u001e", "\\u001d", "\u{feff}"] {
+                assert!(!text.contains(c), "{c:?} in {body:#}");
+            }
+        }
+        assert_eq!(content(&a, 2)[0]["content"], EMPTY_ERROR_TEXT);
     }
 
     /// Rule 7's exception covers a single space between signed thinking blocks only: a blank

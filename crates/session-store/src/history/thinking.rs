@@ -12,6 +12,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::history::blank::is_blank;
 use crate::history::signed::is_position_validated;
 use crate::model::{Message, Part, Role};
 
@@ -117,7 +118,7 @@ pub fn has_reasoning(message: &Message) -> bool {
 /// tool part, or reasoning whose position the provider validates.
 fn is_sent(part: &Part) -> bool {
     match part {
-        Part::Text { text, .. } => !text.trim().is_empty(),
+        Part::Text { text, .. } => !is_blank(text),
         Part::ToolUse { .. } | Part::ToolResult { .. } => true,
         Part::Reasoning { .. } | Part::RedactedReasoning { .. } => is_position_validated(part),
     }

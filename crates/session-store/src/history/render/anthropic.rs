@@ -15,6 +15,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::history::blank::is_blank;
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
 use crate::model::{Part, Role};
@@ -30,7 +31,7 @@ pub fn render(view: &View) -> Value {
         let (role, blocks) = match message.role {
             Role::System => {
                 let text = join_text(&message.parts);
-                if !text.trim().is_empty() {
+                if !is_blank(&text) {
                     system.push(text);
                 }
                 continue;

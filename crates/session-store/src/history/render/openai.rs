@@ -11,6 +11,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::history::blank::is_blank;
 use crate::history::render::anthropic::join_text;
 use crate::history::sanitize::View;
 use crate::model::{Part, Role};
@@ -22,7 +23,7 @@ pub fn render(view: &View) -> Value {
         match message.role {
             Role::System | Role::User => {
                 let text = join_text(&message.parts);
-                if !text.trim().is_empty() {
+                if !is_blank(&text) {
                     messages.push(json!({"role": message.role.as_str(), "content": text}));
                 }
             }
@@ -59,7 +60,7 @@ fn assistant(parts: &[Part]) -> Option<Value> {
         .iter()
         .filter_map(|part| match part {
             // A blank text is the signed-reasoning placeholder; it means nothing here.
-            Part::Text { text, .. } if !text.trim().is_empty() => Some(text.as_str()),
+            Part::Text { text, .. } if !is_blank(text) => Some(text.as_str()),
             _ => None,
         })
         .collect();
