@@ -361,6 +361,33 @@ mod tests {
         Ok(())
     }
 
+    /// Other code may write `created_at` without an offset (Python's `isoformat()`); the
+    /// export reads it as UTC instead of refusing the session.
+    #[test]
+    fn export_reads_a_created_at_without_offset() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        drop(Store::open(&path)?);
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute_batch(
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+             INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES (1, 'x', 0, 0, 'user', '2026-01-01T00:00:00.123456');
+             INSERT INTO parts (message_id, ordinal, kind, text) VALUES (1, 0, 'text', 'hi');",
+        )?;
+        let store = Store::open(&path)?;
+        let body = store.export(
+            &SessionId::new("x"),
+            Provider::Anthropic,
+            t0(),
+            &ExportOptions::default(),
+        )?;
+        assert_eq!(body["messages"][0]["content"][0]["text"], "hi");
+        Ok(())
+    }
+
     #[test]
     fn contract_insert_without_the_new_columns_still_works() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|source| Error::Io {

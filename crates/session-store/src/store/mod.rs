@@ -234,14 +234,16 @@ pub(crate) fn format_time(time: DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// Parses a stored timestamp: RFC 3339, or SQLite's own `YYYY-MM-DD HH:MM:SS[.fff]`
-/// (what `datetime('now')` writes in a hand-made row).
+/// Parses a stored timestamp: RFC 3339, or a time without offset, read as UTC: SQLite's own
+/// `YYYY-MM-DD HH:MM:SS[.fff]` (what `datetime('now')` writes in a hand-made row) or ISO
+/// 8601's `YYYY-MM-DDTHH:MM:SS[.ffffff]` (what Python's `datetime.utcnow().isoformat()` writes).
 pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
     if let Ok(time) = DateTime::parse_from_rfc3339(text) {
         return Some(time.with_timezone(&Utc));
     }
-    chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
-        .ok()
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"]
+        .iter()
+        .find_map(|format| chrono::NaiveDateTime::parse_from_str(text, format).ok())
         .map(|naive| naive.and_utc())
 }
 
@@ -258,5 +260,13 @@ mod tests {
         assert_eq!(back.timestamp_micros(), now.timestamp_micros());
         assert!(parse_time("2026-01-02 03:04:05").is_some());
         assert!(parse_time("yesterday").is_none());
+    }
+
+    #[test]
+    fn times_without_offset_from_other_writers_parse_as_utc() {
+        let expected = parse_time("2026-01-02T03:04:05.123456Z");
+        assert!(expected.is_some());
+        assert_eq!(parse_time("2026-01-02T03:04:05.123456"), expected);
+        assert_eq!(parse_time("2026-01-02 03:04:05.123456"), expected);
     }
 }
