@@ -388,6 +388,49 @@ mod tests {
         Ok(())
     }
 
+    /// SQLite stores what a writer hands it: bytes in a TEXT column stay a BLOB, a textual
+    /// flag stays TEXT. The export reads them instead of refusing the session.
+    #[test]
+    fn export_reads_blob_text_and_textual_flags_from_other_writers() -> Result<()> {
+        let dir = tempfile::tempdir().map_err(|source| Error::Io {
+            path: "tempdir".into(),
+            source,
+        })?;
+        let path = dir.path().join("s.db");
+        drop(Store::open(&path)?);
+        let conn = rusqlite::Connection::open(&path)?;
+        conn.execute_batch(
+            "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+             INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
+                 (1, 'x', 0, 0, 'user', '2026-01-01T00:00:00Z'),
+                 (2, 'x', 1, 0, 'assistant', '2026-01-01T00:00:00Z'),
+                 (3, 'x', 2, 0, 'tool', '2026-01-01T00:00:00Z');
+             INSERT INTO parts (message_id, ordinal, kind, text) VALUES (1, 0, 'text', CAST('hi' AS BLOB));
+             INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input) VALUES
+                 (2, 0, 'tool_use', 'a', 'bash', CAST('{\"cmd\": \"ls\"}' AS BLOB));",
+        )?;
+        // The CHECK on is_error (V1) is not part of the contract: other code's tables lack it.
+        conn.execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, is_error) VALUES (3, 0, 'tool_result', '', 'a', 'true');",
+        )?;
+        let store = Store::open(&path)?;
+        let body = store.export(
+            &SessionId::new("x"),
+            Provider::Anthropic,
+            t0(),
+            &ExportOptions::default(),
+        )?;
+        assert_eq!(check(Provider::Anthropic, &body), vec![], "{body:#}");
+        assert_eq!(body["messages"][0]["content"][0]["text"], "hi");
+        assert_eq!(
+            body["messages"][1]["content"][0]["input"],
+            json!({"cmd": "ls"})
+        );
+        assert_eq!(body["messages"][2]["content"][0]["is_error"], true);
+        Ok(())
+    }
+
     #[test]
     fn contract_insert_without_the_new_columns_still_works() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|source| Error::Io {

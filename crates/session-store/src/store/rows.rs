@@ -1,5 +1,6 @@
 //! Rows to values and back: the one place that knows how a [`Part`] maps onto `parts` columns.
 
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, Row};
 use serde_json::Value;
 
@@ -102,11 +103,9 @@ pub(crate) fn part_from_row(row: &Row<'_>, at: usize) -> Result<Option<Part>> {
         row_id: part_id,
         detail: e.to_string(),
     })?;
-    let text = row.get::<_, Option<String>>(at + 2)?.unwrap_or_default();
-    let tool_use_id = row.get::<_, Option<String>>(at + 3)?.unwrap_or_default();
-    let provider_metadata = row
-        .get::<_, Option<String>>(at + 7)?
-        .map(|raw| json_or_string(&raw));
+    let text = text_at(row, at + 2)?.unwrap_or_default();
+    let tool_use_id = text_at(row, at + 3)?.unwrap_or_default();
+    let provider_metadata = text_at(row, at + 7)?.map(|raw| json_or_string(&raw));
     Ok(Some(match kind {
         PartKind::Text => Part::Text {
             text,
@@ -122,8 +121,8 @@ pub(crate) fn part_from_row(row: &Row<'_>, at: usize) -> Result<Option<Part>> {
         },
         PartKind::ToolUse => Part::ToolUse {
             id: tool_use_id,
-            name: row.get::<_, Option<String>>(at + 4)?.unwrap_or_default(),
-            input: row.get::<_, Option<String>>(at + 5)?.map_or_else(
+            name: text_at(row, at + 4)?.unwrap_or_default(),
+            input: text_at(row, at + 5)?.map_or_else(
                 || Value::Object(Default::default()),
                 |raw| json_or_string(&raw),
             ),
@@ -132,10 +131,39 @@ pub(crate) fn part_from_row(row: &Row<'_>, at: usize) -> Result<Option<Part>> {
         PartKind::ToolResult => Part::ToolResult {
             tool_use_id,
             content: text,
-            is_error: row.get::<_, Option<i64>>(at + 6)?.unwrap_or(0) != 0,
+            is_error: flag_at(row, at + 6)?,
             provider_metadata,
         },
     }))
+}
+
+/// A text column as another writer may have filled it: SQLite keeps bytes as a BLOB (read
+/// as UTF-8, lossily, like text that is not valid UTF-8) and numbers as numbers.
+fn text_at(row: &Row<'_>, at: usize) -> Result<Option<String>> {
+    Ok(match row.get_ref(at)? {
+        ValueRef::Null => None,
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            Some(String::from_utf8_lossy(bytes).into_owned())
+        }
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(x) => Some(x.to_string()),
+    })
+}
+
+/// A 0/1 flag as another writer may have stored it: a number, or text such as `true`.
+fn flag_at(row: &Row<'_>, at: usize) -> Result<bool> {
+    Ok(match row.get_ref(at)? {
+        ValueRef::Null | ValueRef::Blob(_) => false,
+        ValueRef::Integer(n) => n != 0,
+        ValueRef::Real(x) => x != 0.0,
+        ValueRef::Text(text) => matches!(
+            String::from_utf8_lossy(text)
+                .trim()
+                .to_ascii_lowercase()
+                .as_str(),
+            "1" | "true" | "yes"
+        ),
+    })
 }
 
 /// Stored JSON, or the raw text as a JSON string when another writer stored something else.
