@@ -25,7 +25,7 @@
 //! tombstone for a call that has no answer yet is replaced once the answer is stored: this is
 //! what keeps rendering prefix-stable.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -219,6 +219,10 @@ struct Loader {
     repairs: Vec<Repair>,
     /// Every tool_use id used in the view so far.
     used_ids: HashSet<String>,
+    /// For each base id renamed before, the suffix to try next: every smaller one is taken
+    /// (ids are only ever added), so a session that repeats one id thousands of times (a
+    /// provider that sends no ids) is renamed in linear time, with the same names.
+    next_suffix: HashMap<String, u64>,
     block: Option<Block>,
 }
 
@@ -475,10 +479,16 @@ impl Loader {
             cleaned.as_str()
         };
         let mut view_id = base.to_owned();
-        let mut n = 2u64;
-        while self.used_ids.contains(&view_id) {
-            view_id = format!("{base}__{n}");
-            n += 1;
+        if self.used_ids.contains(&view_id) {
+            let mut n = self.next_suffix.get(base).copied().unwrap_or(2);
+            loop {
+                view_id = format!("{base}__{n}");
+                n += 1;
+                if !self.used_ids.contains(&view_id) {
+                    break;
+                }
+            }
+            self.next_suffix.insert(base.to_owned(), n);
         }
         if view_id != id {
             self.repair(
@@ -1028,6 +1038,32 @@ mod tests {
         );
         assert!(kinds(&view).contains(&RepairKind::SignedSpace));
         assert_eq!(o["messages"][1]["content"], "answer");
+    }
+
+    /// A session that repeats one tool_use id (or has none) many times renames them
+    /// `{id}__2`, `{id}__3`, ..., skipping names already taken (the remembered next suffix
+    /// keeps this linear: 15 000 unnamed calls took 22 s to export when it was quadratic).
+    #[test]
+    fn many_repeated_tool_use_ids_get_the_smallest_free_suffix() {
+        let mut messages = vec![user("go"), assistant(vec![call("a__3")])];
+        messages.push(tool(vec![Part::tool_result("a__3", "ok")]));
+        for _ in 0..2_000 {
+            messages.push(assistant(vec![call("a")]));
+            messages.push(tool(vec![Part::tool_result("a", "ok")]));
+        }
+        let view = sanitize(&history(messages));
+        let ids: Vec<&str> = view
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|part| match part {
+                Part::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids[..5], ["a__3", "a", "a__2", "a__4", "a__5"]);
+        assert_eq!(ids.len(), 2_001);
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
     }
 
     /// Text made only of characters some provider counts as whitespace (Python's U+001C..
