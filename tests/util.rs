@@ -76,14 +76,14 @@ pub const INVARIANTS: &[(&str, &str)] = &[
         "dangling_tool_use",
         "SELECT a.session_id, p.tool_use_id FROM parts p JOIN messages a ON a.id = p.message_id
          WHERE p.kind = 'tool_use'
-           AND EXISTS (SELECT 1 FROM messages n WHERE n.session_id = a.session_id AND n.seq > a.seq
+           AND (a.role <> 'assistant' OR EXISTS (SELECT 1 FROM messages n WHERE n.session_id = a.session_id AND n.seq > a.seq
                        AND n.role IN ('user', 'assistant'))
            AND NOT EXISTS (
                SELECT 1 FROM messages r JOIN parts q ON q.message_id = r.id
                WHERE r.session_id = a.session_id AND r.role = 'tool' AND r.seq > a.seq
                  AND r.seq < (SELECT MIN(n.seq) FROM messages n WHERE n.session_id = a.session_id
                               AND n.seq > a.seq AND n.role IN ('user', 'assistant'))
-                 AND q.kind = 'tool_result' AND q.tool_use_id = p.tool_use_id)",
+                 AND q.kind = 'tool_result' AND q.tool_use_id = p.tool_use_id))",
     ),
     (
         "orphan_tool_result",

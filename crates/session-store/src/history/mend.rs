@@ -525,14 +525,14 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
         if !message.parts.iter().any(|p| p.tool_use_id().is_some()) {
             continue;
         }
-        let (block, open) = tool_block(&work.messages, at);
-        if open && !options.is_stale(message.created_at) {
-            continue;
-        }
         if message.role != Role::Assistant {
             // No result can ever answer a call outside an assistant message (it would be an
-            // orphan): the call becomes text that says what it was.
-            uses_to_text(work, at, &block);
+            // orphan), and it is never pending: the call becomes text that says what it was.
+            uses_to_text(work, at);
+            continue;
+        }
+        let (block, open) = tool_block(&work.messages, at);
+        if open && !options.is_stale(message.created_at) {
             continue;
         }
         let answered: HashSet<&str> = block
@@ -602,13 +602,8 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
     }
 }
 
-/// The unanswered tool_uses of the non-assistant message at `at` become text parts.
-fn uses_to_text(work: &mut Work, at: usize, block: &[usize]) {
-    let answered: HashSet<String> = block
-        .iter()
-        .flat_map(|&i| work.messages[i].parts.iter().filter_map(Part::answers))
-        .map(str::to_owned)
-        .collect();
+/// The tool_uses of the non-assistant message at `at` become text parts.
+fn uses_to_text(work: &mut Work, at: usize) {
     let role = work.messages[at].role;
     for index in 0..work.messages[at].parts.len() {
         let Part::ToolUse {
@@ -620,9 +615,6 @@ fn uses_to_text(work: &mut Work, at: usize, block: &[usize]) {
         else {
             continue;
         };
-        if answered.contains(&id) {
-            continue;
-        }
         let input_text = match &input {
             Value::String(raw) => raw.clone(),
             other => other.to_string(),
@@ -920,7 +912,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_outside_an_assistant_message_becomes_text_unless_pending() {
+    fn a_call_outside_an_assistant_message_becomes_text_even_at_the_end() {
         let messages = session(vec![
             (User, vec![text("hi")]),
             (System, vec![call("s")]),
@@ -930,11 +922,14 @@ mod tests {
         let (plan, after) = mend(&messages);
         assert_healthy(&after);
         assert!(matches!(&after[1].parts[0], Part::Text { text, .. } if text.contains("\"s\"")));
-        // The last one is pending: legal, left alone.
-        assert_eq!(after[3].parts[0], call("t"));
+        // Not pending either: only an assistant message's call can be.
+        assert!(matches!(&after[3].parts[0], Part::Text { text, .. } if text.contains("\"t\"")));
         assert_eq!(
             actions(&plan),
-            vec![(Rule::DanglingToolUse, Action::UseToText)]
+            vec![
+                (Rule::DanglingToolUse, Action::UseToText),
+                (Rule::DanglingToolUse, Action::UseToText)
+            ]
         );
     }
 

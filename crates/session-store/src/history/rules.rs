@@ -392,9 +392,9 @@ fn check_pairing(
                 _ => {}
             }
         }
-        // Every tool_use, whatever its message's role: one outside an assistant message can
-        // never be answered (its result would be an orphan), so it is dangling once anything
-        // follows it.
+        // Every tool_use, whatever its message's role: one outside an assistant message has
+        // no assistant message to be answered after or to be pending in (its result would be
+        // an orphan), so it is dangling even at the end of the session.
         if message.parts.iter().any(|p| p.tool_use_id().is_some()) {
             let (block, open) = tool_block(messages, index);
             let answered: HashSet<&str> = block
@@ -402,11 +402,12 @@ fn check_pairing(
                 .flat_map(|&i| messages[i].parts.iter().filter_map(Part::answers))
                 .collect();
             let stale = options.is_stale(message.created_at);
+            let in_assistant = message.role == Role::Assistant;
             for (ordinal, part) in message.parts.iter().enumerate() {
                 let Some(id) = part.tool_use_id() else {
                     continue;
                 };
-                if answered.contains(id) || (open && !stale) {
+                if in_assistant && (answered.contains(id) || (open && !stale)) {
                     continue;
                 }
                 let why = if message.role != Role::Assistant {
