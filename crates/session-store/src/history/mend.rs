@@ -411,7 +411,12 @@ fn move_misplaced_results(work: &mut Work) {
 /// directly before their block.
 fn orphans_to_text(work: &mut Work) {
     let layout = Layout::of(&work.messages);
+    // Ids answered so far in the current block: a second result for a call becomes text.
+    let mut block_answers: HashSet<String> = HashSet::new();
     for at in 0..work.messages.len() {
+        if matches!(work.messages[at].role, Role::User | Role::Assistant) {
+            block_answers.clear();
+        }
         if work.messages[at].role != Role::Tool {
             continue;
         }
@@ -421,6 +426,15 @@ fn orphans_to_text(work: &mut Work) {
                 continue;
             };
             if speaker.as_ref().is_some_and(|m| calls(m, &id)) {
+                if block_answers.insert(id) {
+                    continue;
+                }
+                work.result_to_text(
+                    Rule::OrphanToolResult,
+                    at,
+                    index,
+                    "a second answer to that call",
+                );
                 continue;
             }
             let why = match &speaker {

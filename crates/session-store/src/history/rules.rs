@@ -335,7 +335,13 @@ fn check_pairing(
     report: &mut Report<'_>,
 ) {
     let mut seen_ids: HashSet<&str> = HashSet::new();
+    // The ids answered so far in the current tool block: a call has one answer, a second
+    // result for it answers nothing (providers refuse it, the write path too).
+    let mut block_answers: HashSet<&str> = HashSet::new();
     for (index, message) in messages.iter().enumerate() {
+        if matches!(message.role, Role::User | Role::Assistant) {
+            block_answers.clear();
+        }
         for (ordinal, part) in message.parts.iter().enumerate() {
             match part {
                 Part::ToolUse { id, .. } if !seen_ids.insert(id) => {
@@ -365,8 +371,13 @@ fn check_pairing(
                         );
                     }
                     let before = layout.prev_speaker[index].map(|i| &messages[i]);
-                    if !before.is_some_and(|m| calls(m, tool_use_id)) {
+                    let called = before.is_some_and(|m| calls(m, tool_use_id));
+                    let second = called
+                        && message.role == Role::Tool
+                        && !block_answers.insert(tool_use_id.as_str());
+                    if !called || second {
                         let why = match before {
+                            _ if second => "a result for that call comes earlier in its block".to_owned(),
                             None => "no user or assistant message comes before it".to_owned(),
                             Some(m) if m.role == Role::Assistant => format!(
                                 "the assistant message before its block (seq {}) has no tool_use with that id",
