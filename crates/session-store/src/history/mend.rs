@@ -12,7 +12,8 @@
 //!    (the results its assistant message asked for) followed by a `user` message (the rest,
 //!    if any); results nobody asked for become text;
 //! 2. a reused tool_use id is renamed in the later tool_use and in its answer;
-//! 3. orphan tool_results in `tool` messages become text that says what they were;
+//! 3. orphan tool_results in `tool` messages (and second answers to one call) become text
+//!    that says what they were;
 //! 4. unanswered calls that are not pending get a tombstone `tool` message directly after
 //!    their tool block (a call outside an assistant message, which nothing can answer,
 //!    becomes text instead);

@@ -30,7 +30,8 @@ pub enum Rule {
     /// A tool_use that is neither answered nor pending (a tool_use outside an assistant
     /// message can never be answered).
     DanglingToolUse,
-    /// A tool_result that answers no tool_use of the assistant message directly before its block.
+    /// A tool_result that answers no tool_use of the assistant message directly before its block,
+    /// or a second result for one call in that block (a call has one answer).
     OrphanToolResult,
     /// A tool_use id used a second time in the session.
     DuplicateToolUseId,
