@@ -3,7 +3,8 @@
 //! mishandled: a tool_use outside an assistant message at the very end of a session was
 //! taken for a pending call and left in place, although only an assistant message's call can
 //! be answered or pending; a second tool_result for one call (in the same tool block, across
-//! tool and system messages) passed as healthy, although a call has one answer.
+//! tool and system messages) passed as healthy, although a call has one answer; a tool_use
+//! with a NULL id got a tombstone with id '' that no SQL join matches to it.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -197,4 +198,57 @@ fn a_second_answer_to_one_call_is_an_orphan_and_becomes_text() {
     drop(conn);
     let (code, report) = run(&db, &["--dry-run"]);
     assert_eq!(code, 0, "{report}");
+}
+
+#[test]
+fn a_call_without_an_id_gets_one_so_that_its_tombstone_matches_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("other.db");
+    let conn = Connection::open(&db).expect("open");
+    conn.execute_batch(MINIMUM_SCHEMA).expect("schema");
+    conn.execute_batch(
+        "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
+           (1, 's', 1, 0, 'user', 't'), (2, 's', 2, 0, 'assistant', 't'),
+           (3, 's', 3, 0, 'tool', 't'), (4, 's', 4, 1, 'user', 't'),
+           (5, 's', 5, 1, 'assistant', 't');
+         INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+           (1, 0, 'text', 'hi', NULL, NULL, NULL),
+           (2, 0, 'tool_use', NULL, NULL, 'bash', '{}'),
+           (3, 0, 'tool_result', 'out', NULL, NULL, NULL),
+           (4, 0, 'text', 'again', NULL, NULL, NULL),
+           (5, 0, 'tool_use', NULL, NULL, 'bash', '{}');",
+    )
+    .expect("rows");
+    drop(conn);
+    assert!(!violations(&db).is_empty());
+
+    let (code, report) = run(&db, &["--dry-run"]);
+    assert_eq!(code, 1, "{report}");
+    let (code, report) = run(&db, &[]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(violations(&db), Vec::<String>::new());
+    let conn = Connection::open(&db).expect("reopen");
+    let no_id: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM parts WHERE kind IN ('tool_use', 'tool_result')
+             AND COALESCE(tool_use_id, '') = ''",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(no_id, 0, "a call or result without an id is left");
+    let kept: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM parts WHERE kind = 'text' AND text LIKE '%' || char(10) || 'out'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(kept, 1, "the result without an id is kept as text");
+    drop(conn);
+    let (code, report) = run(&db, &["--dry-run"]);
+    assert_eq!(code, 0, "{report}");
+    let before = dump(&db);
+    run(&db, &[]);
+    assert_eq!(dump(&db), before, "a second run changed something");
 }

@@ -495,16 +495,26 @@ fn rename_duplicates(work: &mut Work) {
                 .entry(id.clone())
                 .and_modify(|n| *n += 1)
                 .or_insert(0);
-            if seen.insert(id.clone()) {
+            // An empty id (NULL in the row) can match no result: it always gets a fresh id,
+            // and results with an empty id stay behind as orphans.
+            if !id.is_empty() && seen.insert(id.clone()) {
                 continue;
             }
+            let stem = if id.is_empty() {
+                "toolu_repair"
+            } else {
+                id.as_str()
+            };
             let fresh = (1..)
-                .map(|n| format!("{id}_dup{n}"))
+                .map(|n| format!("{stem}_dup{n}"))
                 .find(|candidate| !taken.contains(candidate))
                 .unwrap_or_default();
             taken.insert(fresh.clone());
             seen.insert(fresh.clone());
             rename(work, at, index, &id, &fresh);
+            if id.is_empty() {
+                continue;
+            }
             if let Some(&(i, p)) = answers.get(&id).and_then(|list| list.get(rank)) {
                 rename(work, i, p, &id, &fresh);
             }

@@ -372,7 +372,8 @@ fn check_pairing(
                         );
                     }
                     let before = layout.prev_speaker[index].map(|i| &messages[i]);
-                    let called = before.is_some_and(|m| calls(m, tool_use_id));
+                    let called =
+                        !tool_use_id.is_empty() && before.is_some_and(|m| calls(m, tool_use_id));
                     let second = called
                         && message.role == Role::Tool
                         && !block_answers.insert(tool_use_id.as_str());
@@ -419,10 +420,13 @@ fn check_pairing(
                 let Some(id) = part.tool_use_id() else {
                     continue;
                 };
-                if in_assistant && (answered.contains(id) || (open && !stale)) {
+                // An empty id (NULL in the row) matches no result: never answered, never pending.
+                if in_assistant && !id.is_empty() && (answered.contains(id) || (open && !stale)) {
                     continue;
                 }
-                let why = if message.role != Role::Assistant {
+                let why = if id.is_empty() {
+                    "it has no id, so no result can answer it".to_owned()
+                } else if message.role != Role::Assistant {
                     format!(
                         "it sits in a {} message, where no result can answer it",
                         message.role
