@@ -18,6 +18,7 @@ mod provider_transcripts;
 mod read_only;
 mod regression;
 mod repair;
+mod repair_blackbox;
 mod repair_cli;
 mod repair_fuzz;
 mod revert;

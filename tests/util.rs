@@ -76,25 +76,35 @@ pub const INVARIANTS: &[(&str, &str)] = &[
         "dangling_tool_use",
         "SELECT a.session_id, p.tool_use_id FROM parts p JOIN messages a ON a.id = p.message_id
          WHERE p.kind = 'tool_use'
-           AND EXISTS (SELECT 1 FROM messages n WHERE n.session_id = a.session_id AND n.seq > a.seq
+           AND (a.role <> 'assistant' OR COALESCE(p.tool_use_id, '') = '' OR EXISTS (SELECT 1 FROM messages n WHERE n.session_id = a.session_id AND n.seq > a.seq
                        AND n.role IN ('user', 'assistant'))
            AND NOT EXISTS (
                SELECT 1 FROM messages r JOIN parts q ON q.message_id = r.id
                WHERE r.session_id = a.session_id AND r.role = 'tool' AND r.seq > a.seq
                  AND r.seq < (SELECT MIN(n.seq) FROM messages n WHERE n.session_id = a.session_id
                               AND n.seq > a.seq AND n.role IN ('user', 'assistant'))
-                 AND q.kind = 'tool_result' AND q.tool_use_id = p.tool_use_id)",
+                 AND q.kind = 'tool_result' AND q.tool_use_id = p.tool_use_id))",
     ),
     (
         "orphan_tool_result",
         "SELECT r.session_id, q.tool_use_id FROM parts q JOIN messages r ON r.id = q.message_id
          WHERE q.kind = 'tool_result' AND r.role = 'tool'
-           AND NOT EXISTS (
+           AND (COALESCE(q.tool_use_id, '') = '' OR NOT EXISTS (
                SELECT 1 FROM messages a JOIN parts p ON p.message_id = a.id
                WHERE a.session_id = r.session_id AND a.role = 'assistant'
                  AND a.seq = (SELECT MAX(s.seq) FROM messages s WHERE s.session_id = r.session_id
                               AND s.seq < r.seq AND s.role IN ('user', 'assistant'))
-                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id)",
+                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id))
+         UNION ALL
+         SELECT r.session_id, q.tool_use_id FROM parts q JOIN messages r ON r.id = q.message_id
+         WHERE q.kind = 'tool_result' AND r.role = 'tool'
+           AND EXISTS (
+               SELECT 1 FROM parts e JOIN messages em ON em.id = e.message_id
+               WHERE em.session_id = r.session_id AND em.role = 'tool' AND e.kind = 'tool_result'
+                 AND e.tool_use_id = q.tool_use_id
+                 AND (em.seq < r.seq OR (em.seq = r.seq AND e.ordinal < q.ordinal))
+                 AND NOT EXISTS (SELECT 1 FROM messages s WHERE s.session_id = r.session_id
+                                 AND s.seq > em.seq AND s.seq < r.seq AND s.role IN ('user', 'assistant')))",
     ),
     (
         "duplicate_tool_use_id",

@@ -12,7 +12,8 @@
 //!    (the results its assistant message asked for) followed by a `user` message (the rest,
 //!    if any); results nobody asked for become text;
 //! 2. a reused tool_use id is renamed in the later tool_use and in its answer;
-//! 3. orphan tool_results in `tool` messages become text that says what they were;
+//! 3. orphan tool_results in `tool` messages (and second answers to one call) become text
+//!    that says what they were;
 //! 4. unanswered calls that are not pending get a tombstone `tool` message directly after
 //!    their tool block (a call outside an assistant message, which nothing can answer,
 //!    becomes text instead);
@@ -411,7 +412,12 @@ fn move_misplaced_results(work: &mut Work) {
 /// directly before their block.
 fn orphans_to_text(work: &mut Work) {
     let layout = Layout::of(&work.messages);
+    // Ids answered so far in the current block: a second result for a call becomes text.
+    let mut block_answers: HashSet<String> = HashSet::new();
     for at in 0..work.messages.len() {
+        if matches!(work.messages[at].role, Role::User | Role::Assistant) {
+            block_answers.clear();
+        }
         if work.messages[at].role != Role::Tool {
             continue;
         }
@@ -421,6 +427,15 @@ fn orphans_to_text(work: &mut Work) {
                 continue;
             };
             if speaker.as_ref().is_some_and(|m| calls(m, &id)) {
+                if block_answers.insert(id) {
+                    continue;
+                }
+                work.result_to_text(
+                    Rule::OrphanToolResult,
+                    at,
+                    index,
+                    "a second answer to that call",
+                );
                 continue;
             }
             let why = match &speaker {
@@ -480,16 +495,26 @@ fn rename_duplicates(work: &mut Work) {
                 .entry(id.clone())
                 .and_modify(|n| *n += 1)
                 .or_insert(0);
-            if seen.insert(id.clone()) {
+            // An empty id (NULL in the row) can match no result: it always gets a fresh id,
+            // and results with an empty id stay behind as orphans.
+            if !id.is_empty() && seen.insert(id.clone()) {
                 continue;
             }
+            let stem = if id.is_empty() {
+                "toolu_repair"
+            } else {
+                id.as_str()
+            };
             let fresh = (1..)
-                .map(|n| format!("{id}_dup{n}"))
+                .map(|n| format!("{stem}_dup{n}"))
                 .find(|candidate| !taken.contains(candidate))
                 .unwrap_or_default();
             taken.insert(fresh.clone());
             seen.insert(fresh.clone());
             rename(work, at, index, &id, &fresh);
+            if id.is_empty() {
+                continue;
+            }
             if let Some(&(i, p)) = answers.get(&id).and_then(|list| list.get(rank)) {
                 rename(work, i, p, &id, &fresh);
             }
@@ -525,14 +550,14 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
         if !message.parts.iter().any(|p| p.tool_use_id().is_some()) {
             continue;
         }
-        let (block, open) = tool_block(&work.messages, at);
-        if open && !options.is_stale(message.created_at) {
-            continue;
-        }
         if message.role != Role::Assistant {
             // No result can ever answer a call outside an assistant message (it would be an
-            // orphan): the call becomes text that says what it was.
-            uses_to_text(work, at, &block);
+            // orphan), and it is never pending: the call becomes text that says what it was.
+            uses_to_text(work, at);
+            continue;
+        }
+        let (block, open) = tool_block(&work.messages, at);
+        if open && !options.is_stale(message.created_at) {
             continue;
         }
         let answered: HashSet<&str> = block
@@ -602,13 +627,8 @@ fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
     }
 }
 
-/// The unanswered tool_uses of the non-assistant message at `at` become text parts.
-fn uses_to_text(work: &mut Work, at: usize, block: &[usize]) {
-    let answered: HashSet<String> = block
-        .iter()
-        .flat_map(|&i| work.messages[i].parts.iter().filter_map(Part::answers))
-        .map(str::to_owned)
-        .collect();
+/// The tool_uses of the non-assistant message at `at` become text parts.
+fn uses_to_text(work: &mut Work, at: usize) {
     let role = work.messages[at].role;
     for index in 0..work.messages[at].parts.len() {
         let Part::ToolUse {
@@ -620,9 +640,6 @@ fn uses_to_text(work: &mut Work, at: usize, block: &[usize]) {
         else {
             continue;
         };
-        if answered.contains(&id) {
-            continue;
-        }
         let input_text = match &input {
             Value::String(raw) => raw.clone(),
             other => other.to_string(),
@@ -920,7 +937,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_outside_an_assistant_message_becomes_text_unless_pending() {
+    fn a_call_outside_an_assistant_message_becomes_text_even_at_the_end() {
         let messages = session(vec![
             (User, vec![text("hi")]),
             (System, vec![call("s")]),
@@ -930,11 +947,14 @@ mod tests {
         let (plan, after) = mend(&messages);
         assert_healthy(&after);
         assert!(matches!(&after[1].parts[0], Part::Text { text, .. } if text.contains("\"s\"")));
-        // The last one is pending: legal, left alone.
-        assert_eq!(after[3].parts[0], call("t"));
+        // Not pending either: only an assistant message's call can be.
+        assert!(matches!(&after[3].parts[0], Part::Text { text, .. } if text.contains("\"t\"")));
         assert_eq!(
             actions(&plan),
-            vec![(Rule::DanglingToolUse, Action::UseToText)]
+            vec![
+                (Rule::DanglingToolUse, Action::UseToText),
+                (Rule::DanglingToolUse, Action::UseToText)
+            ]
         );
     }
 

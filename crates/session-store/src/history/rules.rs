@@ -30,7 +30,8 @@ pub enum Rule {
     /// A tool_use that is neither answered nor pending (a tool_use outside an assistant
     /// message can never be answered).
     DanglingToolUse,
-    /// A tool_result that answers no tool_use of the assistant message directly before its block.
+    /// A tool_result that answers no tool_use of the assistant message directly before its block,
+    /// or a second result for one call in that block (a call has one answer).
     OrphanToolResult,
     /// A tool_use id used a second time in the session.
     DuplicateToolUseId,
@@ -335,7 +336,13 @@ fn check_pairing(
     report: &mut Report<'_>,
 ) {
     let mut seen_ids: HashSet<&str> = HashSet::new();
+    // The ids answered so far in the current tool block: a call has one answer, a second
+    // result for it answers nothing (providers refuse it, the write path too).
+    let mut block_answers: HashSet<&str> = HashSet::new();
     for (index, message) in messages.iter().enumerate() {
+        if matches!(message.role, Role::User | Role::Assistant) {
+            block_answers.clear();
+        }
         for (ordinal, part) in message.parts.iter().enumerate() {
             match part {
                 Part::ToolUse { id, .. } if !seen_ids.insert(id) => {
@@ -365,8 +372,14 @@ fn check_pairing(
                         );
                     }
                     let before = layout.prev_speaker[index].map(|i| &messages[i]);
-                    if !before.is_some_and(|m| calls(m, tool_use_id)) {
+                    let called =
+                        !tool_use_id.is_empty() && before.is_some_and(|m| calls(m, tool_use_id));
+                    let second = called
+                        && message.role == Role::Tool
+                        && !block_answers.insert(tool_use_id.as_str());
+                    if !called || second {
                         let why = match before {
+                            _ if second => "a result for that call comes earlier in its block".to_owned(),
                             None => "no user or assistant message comes before it".to_owned(),
                             Some(m) if m.role == Role::Assistant => format!(
                                 "the assistant message before its block (seq {}) has no tool_use with that id",
@@ -392,9 +405,9 @@ fn check_pairing(
                 _ => {}
             }
         }
-        // Every tool_use, whatever its message's role: one outside an assistant message can
-        // never be answered (its result would be an orphan), so it is dangling once anything
-        // follows it.
+        // Every tool_use, whatever its message's role: one outside an assistant message has
+        // no assistant message to be answered after or to be pending in (its result would be
+        // an orphan), so it is dangling even at the end of the session.
         if message.parts.iter().any(|p| p.tool_use_id().is_some()) {
             let (block, open) = tool_block(messages, index);
             let answered: HashSet<&str> = block
@@ -402,14 +415,18 @@ fn check_pairing(
                 .flat_map(|&i| messages[i].parts.iter().filter_map(Part::answers))
                 .collect();
             let stale = options.is_stale(message.created_at);
+            let in_assistant = message.role == Role::Assistant;
             for (ordinal, part) in message.parts.iter().enumerate() {
                 let Some(id) = part.tool_use_id() else {
                     continue;
                 };
-                if answered.contains(id) || (open && !stale) {
+                // An empty id (NULL in the row) matches no result: never answered, never pending.
+                if in_assistant && !id.is_empty() && (answered.contains(id) || (open && !stale)) {
                     continue;
                 }
-                let why = if message.role != Role::Assistant {
+                let why = if id.is_empty() {
+                    "it has no id, so no result can answer it".to_owned()
+                } else if message.role != Role::Assistant {
                     format!(
                         "it sits in a {} message, where no result can answer it",
                         message.role
