@@ -94,17 +94,7 @@ pub const INVARIANTS: &[(&str, &str)] = &[
                WHERE a.session_id = r.session_id AND a.role = 'assistant'
                  AND a.seq = (SELECT MAX(s.seq) FROM messages s WHERE s.session_id = r.session_id
                               AND s.seq < r.seq AND s.role IN ('user', 'assistant'))
-                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id))
-         UNION ALL
-         SELECT r.session_id, q.tool_use_id FROM parts q JOIN messages r ON r.id = q.message_id
-         WHERE q.kind = 'tool_result' AND r.role = 'tool'
-           AND EXISTS (
-               SELECT 1 FROM parts e JOIN messages em ON em.id = e.message_id
-               WHERE em.session_id = r.session_id AND em.role = 'tool' AND e.kind = 'tool_result'
-                 AND e.tool_use_id = q.tool_use_id
-                 AND (em.seq < r.seq OR (em.seq = r.seq AND e.ordinal < q.ordinal))
-                 AND NOT EXISTS (SELECT 1 FROM messages s WHERE s.session_id = r.session_id
-                                 AND s.seq > em.seq AND s.seq < r.seq AND s.role IN ('user', 'assistant')))",
+                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id))",
     ),
     (
         "duplicate_tool_use_id",

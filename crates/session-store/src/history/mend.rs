@@ -12,8 +12,7 @@
 //!    (the results its assistant message asked for) followed by a `user` message (the rest,
 //!    if any); results nobody asked for become text;
 //! 2. a reused tool_use id is renamed in the later tool_use and in its answer;
-//! 3. orphan tool_results in `tool` messages (and second answers to one call) become text
-//!    that says what they were;
+//! 3. orphan tool_results in `tool` messages become text that says what they were;
 //! 4. unanswered calls that are not pending get a tombstone `tool` message directly after
 //!    their tool block (a call outside an assistant message, which nothing can answer,
 //!    becomes text instead);
@@ -412,12 +411,7 @@ fn move_misplaced_results(work: &mut Work) {
 /// directly before their block.
 fn orphans_to_text(work: &mut Work) {
     let layout = Layout::of(&work.messages);
-    // Ids answered so far in the current block: a second result for a call becomes text.
-    let mut block_answers: HashSet<String> = HashSet::new();
     for at in 0..work.messages.len() {
-        if matches!(work.messages[at].role, Role::User | Role::Assistant) {
-            block_answers.clear();
-        }
         if work.messages[at].role != Role::Tool {
             continue;
         }
@@ -427,15 +421,6 @@ fn orphans_to_text(work: &mut Work) {
                 continue;
             };
             if speaker.as_ref().is_some_and(|m| calls(m, &id)) {
-                if block_answers.insert(id) {
-                    continue;
-                }
-                work.result_to_text(
-                    Rule::OrphanToolResult,
-                    at,
-                    index,
-                    "a second answer to that call",
-                );
                 continue;
             }
             let why = match &speaker {

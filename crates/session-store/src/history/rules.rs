@@ -30,8 +30,7 @@ pub enum Rule {
     /// A tool_use that is neither answered nor pending (a tool_use outside an assistant
     /// message can never be answered).
     DanglingToolUse,
-    /// A tool_result that answers no tool_use of the assistant message directly before its block,
-    /// or a second result for one call in that block (a call has one answer).
+    /// A tool_result that answers no tool_use of the assistant message directly before its block.
     OrphanToolResult,
     /// A tool_use id used a second time in the session.
     DuplicateToolUseId,
@@ -336,13 +335,7 @@ fn check_pairing(
     report: &mut Report<'_>,
 ) {
     let mut seen_ids: HashSet<&str> = HashSet::new();
-    // The ids answered so far in the current tool block: a call has one answer, a second
-    // result for it answers nothing (providers refuse it, the write path too).
-    let mut block_answers: HashSet<&str> = HashSet::new();
     for (index, message) in messages.iter().enumerate() {
-        if matches!(message.role, Role::User | Role::Assistant) {
-            block_answers.clear();
-        }
         for (ordinal, part) in message.parts.iter().enumerate() {
             match part {
                 Part::ToolUse { id, .. } if !seen_ids.insert(id) => {
@@ -374,12 +367,8 @@ fn check_pairing(
                     let before = layout.prev_speaker[index].map(|i| &messages[i]);
                     let called =
                         !tool_use_id.is_empty() && before.is_some_and(|m| calls(m, tool_use_id));
-                    let second = called
-                        && message.role == Role::Tool
-                        && !block_answers.insert(tool_use_id.as_str());
-                    if !called || second {
+                    if !called {
                         let why = match before {
-                            _ if second => "a result for that call comes earlier in its block".to_owned(),
                             None => "no user or assistant message comes before it".to_owned(),
                             Some(m) if m.role == Role::Assistant => format!(
                                 "the assistant message before its block (seq {}) has no tool_use with that id",

@@ -108,7 +108,9 @@ impl Store {
         let manager = connection_manager(&path, options);
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
-            .min_idle(Some(1))
+            // No idle connection kept warm: a background top-up still opening when the process
+            // exits would keep SQLite from checkpointing and removing the WAL on the last close.
+            .min_idle(Some(0))
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
         let store = Self { pool, path };

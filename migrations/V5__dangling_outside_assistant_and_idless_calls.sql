@@ -12,14 +12,12 @@ SELECT 'dangling_tool_use' AS rule, session_id, turn, message_id, seq, part_id, 
 FROM tool_calls
 WHERE role <> 'assistant' OR COALESCE(tool_use_id, '') = '' OR (NOT answered AND NOT at_end);
 
--- orphan_tool_result: a call has one answer; a second result for it in the same tool block
--- answers nothing (providers refuse it, and so does the write path).
+-- orphan_tool_result: a result without an id answers nothing (V4 compared NULL and missed it).
 DROP VIEW IF EXISTS problem_orphan_tool_result;
 CREATE VIEW problem_orphan_tool_result AS
 SELECT 'orphan_tool_result' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
        'tool_result for "' || COALESCE(tool_use_id, '') || '" at seq ' || seq || ': '
            || CASE WHEN prev_speaker_seq IS NULL THEN 'no user or assistant message comes before it'
-                   WHEN called THEN 'a result for that call comes earlier in its block'
                    ELSE 'the message before its block (seq ' || prev_speaker_seq
                         || ') is not an assistant message with a tool_use of that id' END AS detail
 FROM (
@@ -28,15 +26,8 @@ FROM (
                SELECT 1 FROM messages a JOIN parts ap ON ap.message_id = a.id
                WHERE a.session_id = r.session_id AND a.seq = r.prev_speaker_seq AND a.role = 'assistant'
                  AND ap.kind = 'tool_use' AND ap.tool_use_id = r.tool_use_id AND r.tool_use_id <> ''
-           ) AS called,
-           r.role = 'tool' AND EXISTS (
-               SELECT 1 FROM messages e JOIN parts ep ON ep.message_id = e.id
-               WHERE e.session_id = r.session_id AND e.role = 'tool' AND ep.kind = 'tool_result'
-                 AND ep.tool_use_id = r.tool_use_id AND e.seq > r.prev_speaker_seq
-                 AND (e.seq < r.seq
-                      OR (e.seq = r.seq AND ep.ordinal < (SELECT o.ordinal FROM parts o WHERE o.id = r.part_id)))
-           ) AS second
+           ) AS called
     FROM message_parts r
     WHERE r.kind = 'tool_result'
 )
-WHERE NOT called OR second;
+WHERE NOT called;
