@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::bail;
-use session_store::history::contract;
+use session_store::store::clock;
 use session_store::{ExportOptions, Provider, Store};
 
 use crate::open;
@@ -21,12 +21,13 @@ pub fn run(
         persist_latch: false,
         ..ExportOptions::default()
     };
-    let body = store.export_now(&id, provider, &options)?;
-    // The renderers promise a valid body for any stored history; check it independently
-    // rather than print something the provider would reject.
-    let violations = contract::check(provider, &body);
+    let request = store.export_request(&id, provider, clock(), &options)?;
+    // The renderers promise a valid body for any stored history; the library has already
+    // checked it (every provider rule, and rule 9 against the stored thinking): never print
+    // what the provider would reject.
+    let violations = &request.violations;
     if !violations.is_empty() {
-        for violation in &violations {
+        for violation in violations {
             eprintln!("session-store: {violation}");
         }
         bail!(
@@ -34,7 +35,7 @@ pub fn run(
             violations.len()
         );
     }
-    serde_json::to_writer_pretty(&mut *out, &body)?;
+    serde_json::to_writer_pretty(&mut *out, &request.body)?;
     writeln!(out)?;
     Ok(())
 }

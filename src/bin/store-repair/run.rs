@@ -8,7 +8,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use session_store::history::rules::Violation;
 use session_store::store::repair::{
-    backup_database, clock, default_backup_path, inspect_database_file, RepairOptions,
+    backup_database, default_backup_path, inspect_database_file, RepairOptions,
 };
 use session_store::{SessionId, Store};
 
@@ -81,7 +81,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let dest = args
             .backup
             .clone()
-            .unwrap_or_else(|| default_backup_path(db, clock()));
+            .unwrap_or_else(|| default_backup_path(db, session_store::store::clock()));
         backup_database(db, &dest).with_context(|| {
             format!(
                 "backing up {} to {}; nothing was mended",

@@ -459,27 +459,27 @@ fn ids_in<'a>(
 ) -> HashSet<&'a str> {
     message
         .filter(|message| message.role == role)
-        .map(|message| {
-            message
-                .blocks
-                .iter()
-                .filter(|(_, block)| block.kind() == Some(kind))
-                .filter_map(|(_, block)| block.str_field(field))
-                .collect()
-        })
+        .map(|message| fields_of(message, kind, field).map(|(_, id)| id).collect())
         .unwrap_or_default()
+}
+
+/// `(path, field)` of every `kind` block of `message` that has a string `field`.
+fn fields_of<'m, 'a>(
+    message: &'m Joined<'a>,
+    kind: &'m str,
+    field: &'m str,
+) -> impl Iterator<Item = (&'m str, &'a str)> + 'm {
+    message
+        .blocks
+        .iter()
+        .filter(move |(_, block)| block.kind() == Some(kind))
+        .filter_map(move |(path, block)| Some((path.as_str(), block.str_field(field)?)))
 }
 
 /// Rule 2: every tool_use of `message` is answered in the next message, a user message.
 fn check_answered_next(message: &Joined<'_>, next: Option<&Joined<'_>>, out: &mut Vec<Violation>) {
     let answers = ids_in(next, "user", "tool_result", "tool_use_id");
-    for (path, block) in &message.blocks {
-        if block.kind() != Some("tool_use") {
-            continue;
-        }
-        let Some(id) = block.str_field("id") else {
-            continue;
-        };
+    for (path, id) in fields_of(message, "tool_use", "id") {
         if !answers.contains(id) {
             push(
                 out,
@@ -500,13 +500,7 @@ fn check_results_answer_previous(
 ) {
     let calls = ids_in(previous, "assistant", "tool_use", "id");
     let mut answered = HashSet::new();
-    for (path, block) in &message.blocks {
-        if block.kind() != Some("tool_result") {
-            continue;
-        }
-        let Some(id) = block.str_field("tool_use_id") else {
-            continue;
-        };
+    for (path, id) in fields_of(message, "tool_result", "tool_use_id") {
         if !calls.contains(id) {
             push(
                 out,

@@ -193,6 +193,17 @@ mod tests {
         Ok((dir, store))
     }
 
+    /// A migrated store whose rows were then written by `sql` on a raw connection, as other
+    /// code would write them.
+    fn store_with_rows(sql: &str) -> Result<(tempfile::TempDir, Store)> {
+        let (dir, store) = temp_store()?;
+        drop(store);
+        let path = dir.path().join("s.db");
+        rusqlite::Connection::open(&path)?.execute_batch(sql)?;
+        let store = Store::open(&path)?;
+        Ok((dir, store))
+    }
+
     fn t0() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5)
             .single()
@@ -365,19 +376,11 @@ mod tests {
     /// export reads it as UTC instead of refusing the session.
     #[test]
     fn export_reads_a_created_at_without_offset() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|source| Error::Io {
-            path: "tempdir".into(),
-            source,
-        })?;
-        let path = dir.path().join("s.db");
-        drop(Store::open(&path)?);
-        let conn = rusqlite::Connection::open(&path)?;
-        conn.execute_batch(
+        let (_dir, store) = store_with_rows(
             "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
              INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES (1, 'x', 0, 0, 'user', '2026-01-01T00:00:00.123456');
              INSERT INTO parts (message_id, ordinal, kind, text) VALUES (1, 0, 'text', 'hi');",
         )?;
-        let store = Store::open(&path)?;
         let body = store.export(
             &SessionId::new("x"),
             Provider::Anthropic,
@@ -392,14 +395,7 @@ mod tests {
     /// flag stays TEXT. The export reads them instead of refusing the session.
     #[test]
     fn export_reads_blob_text_and_textual_flags_from_other_writers() -> Result<()> {
-        let dir = tempfile::tempdir().map_err(|source| Error::Io {
-            path: "tempdir".into(),
-            source,
-        })?;
-        let path = dir.path().join("s.db");
-        drop(Store::open(&path)?);
-        let conn = rusqlite::Connection::open(&path)?;
-        conn.execute_batch(
+        let (_dir, store) = store_with_rows(
             "INSERT INTO sessions (id, created_at, updated_at) VALUES ('x', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
              INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
                  (1, 'x', 0, 0, 'user', '2026-01-01T00:00:00Z'),
@@ -407,14 +403,11 @@ mod tests {
                  (3, 'x', 2, 0, 'tool', '2026-01-01T00:00:00Z');
              INSERT INTO parts (message_id, ordinal, kind, text) VALUES (1, 0, 'text', CAST('hi' AS BLOB));
              INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input) VALUES
-                 (2, 0, 'tool_use', 'a', 'bash', CAST('{\"cmd\": \"ls\"}' AS BLOB));",
-        )?;
-        // The CHECK on is_error (V1) is not part of the contract: other code's tables lack it.
-        conn.execute_batch(
-            "PRAGMA ignore_check_constraints = ON;
+                 (2, 0, 'tool_use', 'a', 'bash', CAST('{\"cmd\": \"ls\"}' AS BLOB));
+             -- The CHECK on is_error (V1) is not part of the contract: other code's tables lack it.
+             PRAGMA ignore_check_constraints = ON;
              INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, is_error) VALUES (3, 0, 'tool_result', '', 'a', 'true');",
         )?;
-        let store = Store::open(&path)?;
         let body = store.export(
             &SessionId::new("x"),
             Provider::Anthropic,

@@ -225,6 +225,12 @@ fn configure(
     Ok(())
 }
 
+/// The store's clock, for tools that need `now` (export at this moment, backup names) but
+/// may not read the clock themselves (`clippy.toml`).
+pub fn clock() -> DateTime<Utc> {
+    now()
+}
+
 /// The store's clock; history logic never reads it (it takes `now` as a parameter).
 #[allow(clippy::disallowed_methods)]
 pub(crate) fn now() -> DateTime<Utc> {

@@ -706,8 +706,3 @@ pub fn default_backup_path(db: &Path, now: DateTime<Utc>) -> PathBuf {
     }
     candidate
 }
-
-/// The store's clock, for callers that name files after it ([`default_backup_path`]).
-pub fn clock() -> DateTime<Utc> {
-    now()
-}
