@@ -15,6 +15,17 @@ pub enum Error {
         /// The file that was refused.
         path: PathBuf,
     },
+    /// The path cannot name a database or backup file: an SQLite URI or `:memory:`, a
+    /// directory, FIFO or device, a file in a missing folder, or (for a backup) the
+    /// database itself or one of its side files. Refused before anything is opened or created.
+    #[error("{path}: not usable as a database file")]
+    InvalidPath {
+        /// The path that was refused.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        problem: crate::store::PathProblem,
+    },
     /// The path could not be read or created.
     #[error("cannot open {path}")]
     Io {

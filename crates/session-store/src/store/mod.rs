@@ -11,11 +11,13 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use r2d2::ManageConnection;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
 mod compaction;
+pub mod file;
 mod import;
 mod read;
 pub mod repair;
@@ -30,6 +32,7 @@ pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
 
+pub use file::PathProblem;
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.
@@ -85,8 +88,13 @@ pub struct Store {
 impl Store {
     /// Opens (or creates) the database at `path` and brings it to the current schema.
     ///
-    /// A path that exists but is not SQLite, or a database whose migration history is not a
-    /// prefix of ours, is refused before anything is written to it.
+    /// `path` is a file path, never an SQLite URI: `:memory:`, `file:...`, a directory, a
+    /// FIFO, a device or a file in a missing folder is refused at once with
+    /// [`Error::InvalidPath`], and nothing is created. A path that exists but is not SQLite,
+    /// or a database whose migration history is not a prefix of ours, is refused before
+    /// anything is written to it. A new database is created and migrated under a temporary
+    /// name and then put in place, so a failure (a full disk) leaves no file behind. Errors
+    /// come back at once with their cause, never after the pool's connection timeout.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, &StoreOptions::default())
     }
@@ -94,18 +102,28 @@ impl Store {
     /// [`Store::open`] with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
-        schema::check_file(&path, options.read_only)?;
-        if path.exists() {
+        let usage = if options.read_only {
+            file::Use::Existing
+        } else {
+            file::Use::OpenOrCreate
+        };
+        if file::check_path(&path, usage)? == file::Found::Missing {
+            file::create_database(&path, options.max_page_count)?;
+        } else {
             // Before any pragma writes to the file: refuse a foreign migration history.
-            let flags = if options.read_only {
-                OpenFlags::SQLITE_OPEN_READ_ONLY
-            } else {
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-            };
-            let conn = Connection::open_with_flags(&path, flags)?;
+            let conn = Connection::open_with_flags(&path, file::flags(options.read_only, false))?;
             schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
         }
         let manager = connection_manager(&path, options);
+        // The first connection is opened here, not through the pool: the pool retries a
+        // failing open until its connection timeout and then reports only that it timed out.
+        let mut first = manager.connect()?;
+        if options.read_only {
+            schema::require_current(&first)?;
+        } else {
+            schema::migrate(&mut first)?;
+        }
+        drop(first);
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
             // No idle connection kept warm: a background top-up still opening when the process
@@ -113,14 +131,7 @@ impl Store {
             .min_idle(Some(0))
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
-        let store = Self { pool, path };
-        if options.read_only {
-            store.read(schema::require_current)?;
-        } else {
-            let mut conn = store.pool.get()?;
-            schema::migrate(&mut conn)?;
-        }
-        Ok(store)
+        Ok(Self { pool, path })
     }
 
     /// The database file.
@@ -185,13 +196,9 @@ fn not_a_database(error: Error, path: &Path) -> Error {
 }
 
 fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionManager {
-    let flags = if options.read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI
-    } else {
-        OpenFlags::default()
-    };
+    // Never SQLITE_OPEN_URI (a path is a path) and never CREATE: a database is only created
+    // by `file::create_database`, all-or-nothing.
+    let flags = file::flags(options.read_only, false);
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
     let max_page_count = options.max_page_count;

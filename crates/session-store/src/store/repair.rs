@@ -7,22 +7,21 @@
 //! applies the [`plan_mend`] plan, writes one `repair_log` row per change, and checks once
 //! more before it commits. A kill at any moment leaves the session as it was or fully mended.
 //!
-//! [`backup_database`] takes the consistent copy `store-repair` makes before its first write,
-//! and [`inspect_database_file`] refuses, without writing anything, a file the tool must not
-//! touch.
+//! The file side of `store-repair` (backups, refusing files it must not touch) lives in
+//! [`super::file`] and is re-exported here.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::rows::insert_part;
 use super::write::require_session;
-use super::{format_time, not_a_database, now, parse_time, schema, Store};
+pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
+use super::{format_time, now, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::mend::{plan_mend, Action, MendPlan, MessageRef, PartRef};
 use crate::history::rules::{check_session, CheckOptions, Rule, Violation};
@@ -264,11 +263,6 @@ impl Store {
             }
             Ok(repair)
         })
-    }
-
-    /// A consistent copy of the whole database at `dest` (see [`backup_database`]).
-    pub fn backup_to(&self, dest: &Path) -> Result<()> {
-        backup_database(self.path(), dest)
     }
 }
 
@@ -558,151 +552,4 @@ fn follow_summaries(
         });
     }
     Ok(logged)
-}
-
-/// What [`inspect_database_file`] learned about a file it accepts.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DatabaseFile {
-    /// The file has no bytes (a database with no tables).
-    pub empty: bool,
-    /// How many embedded migrations it still needs.
-    pub pending_migrations: usize,
-}
-
-/// Refuses, without creating or writing anything, a path `store-repair` must not touch: a
-/// missing path or a directory ([`Error::Io`]), a file that is not SQLite
-/// ([`Error::NotADatabase`]), a database from a newer build ([`Error::FutureSchema`]) or with
-/// a foreign migration history ([`Error::DivergentSchema`]), or a damaged file
-/// ([`Error::CorruptDatabase`], from `PRAGMA quick_check`).
-pub fn inspect_database_file(path: &Path) -> Result<DatabaseFile> {
-    schema::check_file(path, true)?;
-    let empty = std::fs::metadata(path)
-        .map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
-        .len()
-        == 0;
-    let conn = open_untouched(path)?;
-    let pending = schema::pending_migrations(&conn).map_err(|e| not_a_database(e, path))?;
-    quick_check(&conn, path)?;
-    Ok(DatabaseFile {
-        empty,
-        pending_migrations: pending.len(),
-    })
-}
-
-/// Refuses a damaged file before anything opens it for writing: mending on top of corrupt
-/// pages could spread the damage, and only a person can decide what to salvage.
-fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
-    let corrupt = |detail: String| Error::CorruptDatabase {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let verdict: String = conn
-        .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))
-        .map_err(|e| corrupt(e.to_string()))?;
-    if verdict == "ok" {
-        Ok(())
-    } else {
-        Err(corrupt(verdict))
-    }
-}
-
-/// Copies the whole database at `src` to `dest`, consistently even while others write to it:
-/// `VACUUM INTO` a temporary file next to `dest`, `PRAGMA integrity_check` on the copy, then
-/// a rename. `src` is opened read-only; `dest` must not exist. On failure nothing is left at
-/// `dest`.
-pub fn backup_database(src: &Path, dest: &Path) -> Result<()> {
-    if dest.exists() {
-        return Err(Error::Io {
-            path: dest.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "backup path exists"),
-        });
-    }
-    let file_name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "backup".to_owned());
-    let temp = dest.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = copy_checked(src, &temp).and_then(|()| {
-        std::fs::rename(&temp, dest).map_err(|source| Error::Io {
-            path: dest.to_path_buf(),
-            source,
-        })
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
-}
-
-/// Opens `path` to read it without creating or changing any file.
-///
-/// A read-only connection to a WAL database creates the `-wal` and `-shm` files when they are
-/// missing, and cannot remove them when it closes. They are missing only when no connection
-/// has the database open, so then nothing can change under us and the file is opened as
-/// `immutable` (no locks, no side files). Otherwise (a live database, or the rollback
-/// journal) a plain read-only connection creates nothing.
-fn open_untouched(path: &Path) -> Result<Connection> {
-    let mut header = [0u8; 20];
-    let is_wal = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header))
-        .is_ok()
-        && header[18] == 2;
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    let conn = if is_wal && !Path::new(&wal).exists() {
-        let text = path.to_str().ok_or_else(|| Error::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
-        })?;
-        let escaped = text
-            .replace('%', "%25")
-            .replace('?', "%3f")
-            .replace('#', "%23");
-        Connection::open_with_flags(
-            format!("file:{escaped}?immutable=1"),
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-        )?
-    } else {
-        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?
-    };
-    conn.busy_timeout(Duration::from_secs(30))?;
-    Ok(conn)
-}
-
-fn copy_checked(src: &Path, temp: &Path) -> Result<()> {
-    let _ = std::fs::remove_file(temp);
-    let target = temp.to_str().ok_or_else(|| Error::BackupFailed {
-        path: temp.to_path_buf(),
-        detail: "path is not UTF-8".to_owned(),
-    })?;
-    open_untouched(src)?.execute("VACUUM INTO ?1", [target])?;
-    let copy = Connection::open_with_flags(temp, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let verdict: String = copy.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
-    if verdict != "ok" {
-        return Err(Error::BackupFailed {
-            path: temp.to_path_buf(),
-            detail: format!("integrity_check: {verdict}"),
-        });
-    }
-    Ok(())
-}
-
-/// The default backup path: next to the database, named after it and the time, e.g.
-/// `sessions.db.20261125T214230Z.bak` (with `-2`, `-3`, ... if that exists).
-pub fn default_backup_path(db: &Path, now: DateTime<Utc>) -> PathBuf {
-    let name = db
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "sessions.db".to_owned());
-    let stamp = now.format("%Y%m%dT%H%M%SZ");
-    let mut candidate = db.with_file_name(format!("{name}.{stamp}.bak"));
-    let mut n = 2;
-    while candidate.exists() {
-        candidate = db.with_file_name(format!("{name}.{stamp}-{n}.bak"));
-        n += 1;
-    }
-    candidate
 }
