@@ -4,6 +4,8 @@
 //! A thin shell over `session_store::store::repair`. Exit status:
 //! - 0: every session checked is healthy, or was mended;
 //! - 1: `--dry-run` found problems (nothing was written);
+//! - 3: a run without `--dry-run` left sessions unmended because a row is outside the
+//!   contract (`unreadable_row`); they are listed, every other session was checked and mended;
 //! - 2: bad arguments, or a database file that is missing, a directory, not SQLite, from a
 //!   newer build, or any other error; the cause chain is printed on stderr. When the file
 //!   is refused nothing is created or changed; a failed backup mends nothing.
@@ -54,6 +56,8 @@ fn main() -> ExitCode {
     }
     if outcome.dry_run && !outcome.problems.is_empty() {
         ExitCode::from(1)
+    } else if !outcome.unmended.is_empty() {
+        ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     }

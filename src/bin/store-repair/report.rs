@@ -32,6 +32,7 @@ pub fn json(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
         "sessions_repaired": outcome.sessions_repaired,
         "changes": outcome.changes,
         "backup": outcome.backup.as_ref().map(|p| p.display().to_string()),
+        "unmended": outcome.unmended,
     });
     serde_json::to_writer(&mut *out, &value)?;
     writeln!(out)
@@ -85,6 +86,16 @@ pub fn human(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
         )?;
     } else if outcome.problems.is_empty() {
         writeln!(out, "healthy: nothing to mend")?;
+    }
+    if !outcome.unmended.is_empty() {
+        writeln!(
+            out,
+            "left unmended ({} session(s) with rows outside the contract, rule unreadable_row):",
+            outcome.unmended.len()
+        )?;
+        for session in &outcome.unmended {
+            writeln!(out, "  {session}")?;
+        }
     }
     match &outcome.backup {
         Some(path) => writeln!(out, "backup: {}", path.display()),

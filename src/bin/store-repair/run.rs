@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use session_store::history::rules::Violation;
+use session_store::history::rules::{Rule, Violation};
 use session_store::store::repair::{
     backup_database, default_backup_path, inspect_database_file, RepairOptions,
 };
@@ -35,6 +35,8 @@ pub struct Outcome {
     pub changes: usize,
     /// The backup taken, if any.
     pub backup: Option<PathBuf>,
+    /// Sessions left as they are because a row is outside the contract (`unreadable_row`).
+    pub unmended: Vec<SessionId>,
 }
 
 /// Sessions below this count mend too fast to need a progress bar.
@@ -66,6 +68,10 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         outcome.sessions_checked = report.sessions_checked;
         for session in report.broken_sessions() {
             let repair = store.repair_session(&session, &options)?;
+            if unreadable(&repair.found) {
+                outcome.unmended.push(session);
+                continue;
+            }
             outcome.changes += repair.changes.len();
             outcome.sessions_repaired += 1;
         }
@@ -116,6 +122,9 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let repair = store
             .repair_session(session, &options)
             .with_context(|| format!("mending session {session}"))?;
+        if unreadable(&repair.found) {
+            outcome.unmended.push(session.clone());
+        }
         if !repair.changes.is_empty() {
             outcome.sessions_repaired += 1;
             outcome.repaired += repair.found.len();
@@ -128,6 +137,11 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     bar.finish_and_clear();
     outcome.problems = problems.into_values().flatten().collect();
     Ok(outcome)
+}
+
+/// The session's rows are outside the contract: it is reported and left as it is.
+fn unreadable(found: &[Violation]) -> bool {
+    found.iter().any(|v| v.rule == Rule::UnreadableRow)
 }
 
 fn progress(len: usize) -> ProgressBar {

@@ -36,11 +36,16 @@ pub enum Rule {
     DuplicateToolUseId,
     /// A tool_result part in a message whose role is not `tool`.
     MisplacedToolResult,
+    /// A row of the session is outside the contract (a role or part kind it does not name, a
+    /// timestamp that is not one): the session cannot be read, is left as it is, and does
+    /// not stop the check of the others. Found by the store's row decoder, never by
+    /// [`check_session`].
+    UnreadableRow,
 }
 
 impl Rule {
     /// Every rule, in the contract's order.
-    pub const ALL: [Rule; 7] = [
+    pub const ALL: [Rule; 8] = [
         Rule::TurnIndexMismatch,
         Rule::SplitTurnCompaction,
         Rule::CompactionGap,
@@ -48,6 +53,7 @@ impl Rule {
         Rule::OrphanToolResult,
         Rule::DuplicateToolUseId,
         Rule::MisplacedToolResult,
+        Rule::UnreadableRow,
     ];
 
     /// The rule's name in the contract (also the `rule` column of the repair log).
@@ -60,6 +66,7 @@ impl Rule {
             Rule::OrphanToolResult => "orphan_tool_result",
             Rule::DuplicateToolUseId => "duplicate_tool_use_id",
             Rule::MisplacedToolResult => "misplaced_tool_result",
+            Rule::UnreadableRow => "unreadable_row",
         }
     }
 }

@@ -18,14 +18,14 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::rows::insert_part;
+use super::rows::{insert_part, load_for_check, Loaded, Unreadable};
 use super::write::require_session;
 pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
-use super::{format_time, now, parse_time, Store};
+use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::history::mend::{plan_mend, Action, MendPlan, MessageRef, PartRef};
 use crate::history::rules::{check_session, CheckOptions, Rule, Violation};
-use crate::model::{Message, Part, PartKind, Role, SessionId};
+use crate::model::{Message, Part, SessionId};
 
 /// How [`Store::check`] and [`Store::repair_session`] judge pending calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,93 +96,12 @@ pub struct SessionRepair {
     pub changes: Vec<LoggedChange>,
 }
 
-/// A session as loaded for checking: messages plus the `parts.id` of each part.
-struct Loaded {
-    messages: Vec<Message>,
-    part_ids: Vec<Vec<i64>>,
-}
-
 const SESSION_IDS: &str = "SELECT id FROM sessions ORDER BY id";
 
-// Only the columns the rules and the mend's texts look at: tool_use input is kept as raw text
-// and provider metadata is not read (the mend never rewrites either; it updates single
-// columns), which keeps the check close to the speed of a plain scan.
-const SESSION_ROWS: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
-           p.id, p.kind, p.text, p.tool_use_id, p.is_error, p.tool_name, p.input
-    FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1
-    ORDER BY m.seq, p.ordinal";
-
-/// Loads one session for the rules. Lenient where the rules do not care: an unreadable
-/// `created_at` counts as `now` (so such a pending call is never stale), NULL text is `""`.
-fn load_session(conn: &Connection, session: &SessionId, now: DateTime<Utc>) -> Result<Loaded> {
-    let mut stmt = conn.prepare_cached(SESSION_ROWS)?;
-    let mut rows = stmt.query([session.as_str()])?;
-    let mut loaded = Loaded {
-        messages: Vec::new(),
-        part_ids: Vec::new(),
-    };
-    while let Some(row) = rows.next()? {
-        let id: i64 = row.get(0)?;
-        if loaded.messages.last().is_none_or(|m| m.id != id) {
-            let role: String = row.get(3)?;
-            let role = role.parse::<Role>().map_err(|e| Error::CorruptRow {
-                table: "messages",
-                row_id: id,
-                detail: e.to_string(),
-            })?;
-            let created_at: Option<String> = row.get(5)?;
-            loaded.messages.push(Message {
-                id,
-                seq: row.get(1)?,
-                turn_index: row.get(2)?,
-                role,
-                compacted: row.get::<_, Option<i64>>(4)?.unwrap_or(0) != 0,
-                created_at: created_at.as_deref().and_then(parse_time).unwrap_or(now),
-                parts: Vec::new(),
-            });
-            loaded.part_ids.push(Vec::new());
-        }
-        let Some(part_id) = row.get::<_, Option<i64>>(6)? else {
-            continue;
-        };
-        let kind: String = row.get(7)?;
-        let kind = kind.parse::<PartKind>().map_err(|e| Error::CorruptRow {
-            table: "parts",
-            row_id: part_id,
-            detail: e.to_string(),
-        })?;
-        let text = row.get::<_, Option<String>>(8)?.unwrap_or_default();
-        let tool_use_id = row.get::<_, Option<String>>(9)?.unwrap_or_default();
-        let part = match kind {
-            PartKind::Text => Part::text(text),
-            PartKind::Reasoning => Part::reasoning(text, None),
-            PartKind::RedactedReasoning => Part::RedactedReasoning {
-                data: text,
-                provider_metadata: None,
-            },
-            // The input stays raw text: only a tool_use that becomes text shows it.
-            PartKind::ToolUse => Part::ToolUse {
-                id: tool_use_id,
-                name: row.get::<_, Option<String>>(11)?.unwrap_or_default(),
-                input: Value::String(row.get::<_, Option<String>>(12)?.unwrap_or_default()),
-                provider_metadata: None,
-            },
-            PartKind::ToolResult => Part::ToolResult {
-                tool_use_id,
-                content: text,
-                is_error: row.get::<_, Option<i64>>(10)?.unwrap_or(0) != 0,
-                provider_metadata: None,
-            },
-        };
-        if let (Some(message), Some(ids)) = (loaded.messages.last_mut(), loaded.part_ids.last_mut())
-        {
-            message.parts.push(part);
-            ids.push(part_id);
-        }
-    }
-    Ok(loaded)
+/// Loads one session for the rules and the mend through the store's one row decoder; a row
+/// outside the contract fails with [`Error::CorruptRow`].
+fn load_session(conn: &Connection, session: &SessionId) -> Result<Loaded> {
+    load_for_check(conn, session)?.map_err(Unreadable::into_error)
 }
 
 fn session_ids(conn: &Connection) -> Result<Vec<SessionId>> {
@@ -216,10 +135,15 @@ impl Store {
             };
             let mut report = CheckReport::default();
             for session in &ids {
-                let loaded = load_session(conn, session, check_options.now)?;
-                report
-                    .violations
-                    .extend(check_session(session, &loaded.messages, &check_options));
+                // A session with a row outside the contract is reported, not a stop.
+                match load_for_check(conn, session)? {
+                    Ok(loaded) => report.violations.extend(check_session(
+                        session,
+                        &loaded.messages,
+                        &check_options,
+                    )),
+                    Err(unreadable) => report.violations.push(unreadable.violation(session)),
+                }
                 report.sessions_checked += 1;
             }
             Ok(report)
@@ -240,7 +164,17 @@ impl Store {
         let check_options = options.at(now);
         self.write(|tx| {
             require_session(tx, session)?;
-            let loaded = load_session(tx, session, now)?;
+            let loaded = match load_for_check(tx, session)? {
+                Ok(loaded) => loaded,
+                // Left as it is: reported, never mended (`unreadable_row`).
+                Err(unreadable) => {
+                    return Ok(SessionRepair {
+                        session_id: session.clone(),
+                        found: vec![unreadable.violation(session)],
+                        changes: Vec::new(),
+                    })
+                }
+            };
             let found = check_session(session, &loaded.messages, &check_options);
             let mut repair = SessionRepair {
                 session_id: session.clone(),
@@ -252,7 +186,7 @@ impl Store {
             }
             let plan = plan_mend(&loaded.messages, &check_options);
             repair.changes = apply(tx, session, &loaded, &plan, now)?;
-            let after = load_session(tx, session, now)?;
+            let after = load_session(tx, session)?;
             let left = check_session(session, &after.messages, &check_options);
             if let Some(first) = left.first() {
                 return Err(Error::RepairIncomplete {
