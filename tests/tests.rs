@@ -11,6 +11,7 @@ mod crash;
 mod disk_full;
 mod fault_support;
 mod forensics;
+mod hostile;
 mod import_fixtures;
 mod migration_kill;
 mod pages;

@@ -19,9 +19,9 @@ pub fn run(
         ImportFormat::Openai => Format::OpenAi,
         ImportFormat::ClaudeCode => Format::ClaudeCode,
     };
-    let text = read_input(file)?;
+    let bytes = read_input(file)?;
     // Parse before opening the database, so refused input never creates a file.
-    let imported = import::import(format, &text)
+    let imported = import::import_bytes(format, &bytes)
         .with_context(|| format!("{} refused as {format}", file.display()))?;
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;
@@ -41,13 +41,14 @@ pub fn run(
     Ok(())
 }
 
-fn read_input(file: &Path) -> anyhow::Result<String> {
+/// The input's bytes; the importer checks they are UTF-8 and says where they are not.
+fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
     if file.as_os_str() == "-" {
-        let mut text = String::new();
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .context("cannot read stdin")?;
-        return Ok(text);
+        return Ok(bytes);
     }
-    std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))
+    std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
 }

@@ -39,7 +39,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::blocks::{content_blocks, split};
-use super::{as_object, tag, Assembler, ImportError, Imported, Leniency, Location};
+use super::{as_object, json as parse, tag, Assembler, ImportError, Imported, Leniency, Location};
 use crate::model::{NewMessage, Part, Role};
 
 /// One `user` or `assistant` line.
@@ -144,17 +144,21 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     assembler.finish(None, &end)
 }
 
-/// Parses every non-blank line, naming the first one that is not JSON.
+/// Parses every non-blank line, naming the first one that is not JSON (with its byte offset)
+/// and the path of a duplicate key.
 fn parse_lines(text: &str) -> Result<Vec<(usize, Value)>, ImportError> {
     let mut values = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    let mut byte = 0;
+    for (index, line) in text.split_inclusive('\n').enumerate() {
+        let origin = parse::Origin {
+            line: index + 1,
+            byte,
+        };
+        byte += line.len();
         if line.trim().is_empty() {
             continue;
         }
-        let value = serde_json::from_str(line).map_err(|source| ImportError::Json {
-            at: Location::line(index + 1),
-            source,
-        })?;
+        let value = parse::parse(line, &Location::line(index + 1), Some(origin))?;
         values.push((index + 1, value));
     }
     if values.is_empty() {

@@ -46,6 +46,7 @@ use crate::model::{NewMessage, Part, Role};
 pub mod anthropic;
 mod blocks;
 pub mod claude_code;
+mod json;
 pub mod openai;
 
 /// A transcript format [`import`] understands.
@@ -94,6 +95,12 @@ impl FromStr for Format {
     }
 }
 
+/// Imports `bytes` in the given format, after checking they are UTF-8 (an error names the
+/// line and byte offset of the first invalid sequence).
+pub fn import_bytes(format: Format, bytes: &[u8]) -> Result<Imported, ImportError> {
+    import(format, json::utf8(bytes)?)
+}
+
 /// Imports `text` in the given format.
 pub fn import(format: Format, text: &str) -> Result<Imported, ImportError> {
     match format {
@@ -130,6 +137,9 @@ impl Imported {
 pub struct Location {
     /// 1-based line (JSON Lines input, or the line of a JSON syntax error).
     pub line: Option<usize>,
+    /// Byte offset in the input, where the error was found by the parse layer (a syntax
+    /// error, a duplicate key, bytes that are not UTF-8).
+    pub byte: Option<usize>,
     /// JSON path within the document or line, e.g. `messages[3].content[1]`; empty for the whole.
     pub path: String,
 }
@@ -139,6 +149,7 @@ impl Location {
     pub fn path(path: impl Into<String>) -> Self {
         Self {
             line: None,
+            byte: None,
             path: path.into(),
         }
     }
@@ -147,6 +158,7 @@ impl Location {
     pub fn line(line: usize) -> Self {
         Self {
             line: Some(line),
+            byte: None,
             path: String::new(),
         }
     }
@@ -162,6 +174,7 @@ impl Location {
         };
         Self {
             line: self.line,
+            byte: self.byte,
             path,
         }
     }
@@ -170,10 +183,14 @@ impl Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.line, self.path.is_empty()) {
-            (Some(line), true) => write!(f, "line {line}"),
-            (Some(line), false) => write!(f, "line {line}, {}", self.path),
-            (None, false) => f.write_str(&self.path),
-            (None, true) => f.write_str("document"),
+            (Some(line), true) => write!(f, "line {line}")?,
+            (Some(line), false) => write!(f, "line {line}, {}", self.path)?,
+            (None, false) => f.write_str(&self.path)?,
+            (None, true) => f.write_str("document")?,
+        }
+        match self.byte {
+            Some(byte) => write!(f, " (byte {byte})"),
+            None => Ok(()),
         }
     }
 }
@@ -209,6 +226,21 @@ pub enum ImportError {
         #[source]
         reason: Refusal,
     },
+    /// The input is not UTF-8; the location names the line and byte offset of the first
+    /// invalid sequence.
+    #[error("{at}: not valid UTF-8")]
+    InvalidUtf8 {
+        /// Where the invalid bytes start.
+        at: Location,
+    },
+    /// An object holds the same key twice (JSON parsers disagree on which value counts).
+    #[error("{at}: duplicate key {key:?}")]
+    DuplicateKey {
+        /// The second occurrence (its JSON path, line and byte offset).
+        at: Location,
+        /// The repeated key.
+        key: String,
+    },
     /// The transcript holds no message at all.
     #[error("the transcript holds no messages")]
     Empty,
@@ -220,7 +252,9 @@ impl ImportError {
         match self {
             ImportError::Json { at, .. }
             | ImportError::Malformed { at, .. }
-            | ImportError::Refused { at, .. } => Some(at),
+            | ImportError::Refused { at, .. }
+            | ImportError::InvalidUtf8 { at }
+            | ImportError::DuplicateKey { at, .. } => Some(at),
             ImportError::Empty => None,
         }
     }
@@ -539,15 +573,10 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// Parses a whole document, naming the line and column of a syntax error.
+/// Parses a whole document, naming the line and byte offset of a syntax error and the path
+/// of a duplicate key.
 pub(crate) fn parse_document(text: &str) -> Result<Value, ImportError> {
-    serde_json::from_str(text).map_err(|source| ImportError::Json {
-        at: Location {
-            line: Some(source.line()),
-            path: String::new(),
-        },
-        source,
-    })
+    json::parse(text, &Location::default(), Some(json::Origin::START))
 }
 
 /// The `messages` array of a request body.

@@ -268,15 +268,16 @@ fn tool_call(
     let (input, wrapped) = match function.get("arguments") {
         None | Some(Value::Null) => (json!({}), false),
         Some(Value::String(raw)) if raw.trim().is_empty() => (json!({}), false),
-        Some(Value::String(raw)) => match serde_json::from_str::<Value>(raw) {
+        Some(Value::String(raw)) => match super::json::parse(raw, &fat.join("arguments"), None) {
             Ok(Value::Object(args)) => (Value::Object(args), false),
             Ok(other) => (json!({ "value": other }), true),
-            Err(e) => {
+            Err(ImportError::Json { source, .. }) => {
                 return Err(ImportError::malformed(
                     &fat.join("arguments"),
-                    format!("not valid JSON: {e}"),
+                    format!("not valid JSON: {source}"),
                 ))
             }
+            Err(other) => return Err(other),
         },
         // Some clients send the object itself; accept it as what the string would hold.
         Some(Value::Object(args)) => (Value::Object(args.clone()), false),

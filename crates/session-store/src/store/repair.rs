@@ -18,9 +18,9 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
 use super::rows::{insert_part, load_for_check, Loaded, Unreadable};
 use super::write::require_session;
-pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::history::mend::{plan_mend, Action, MendPlan, MessageRef, PartRef};

@@ -324,9 +324,7 @@ fn decode_part(
     };
     let fail = |detail: String| (part_id, detail);
     let kind = text(row, columns.kind).map_err(fail)?.unwrap_or_default();
-    let kind = kind
-        .parse::<PartKind>()
-        .map_err(|e| fail(e.to_string()))?;
+    let kind = kind.parse::<PartKind>().map_err(|e| fail(e.to_string()))?;
     let text_at = |at: usize| text(row, at).map(Option::unwrap_or_default).map_err(fail);
     let json_at = |at: Option<usize>| -> std::result::Result<Option<Value>, (i64, String)> {
         match at {
@@ -352,7 +350,9 @@ fn decode_part(
         },
         PartKind::ToolUse => {
             let input = match (columns.input, columns.raw_input) {
-                (Some(at), _) => json_at(Some(at))?.unwrap_or_else(|| Value::Object(Default::default())),
+                (Some(at), _) => {
+                    json_at(Some(at))?.unwrap_or_else(|| Value::Object(Default::default()))
+                }
                 (None, Some(at)) => Value::String(text_at(at)?),
                 (None, None) => Value::Object(Default::default()),
             };
