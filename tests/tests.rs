@@ -11,6 +11,9 @@ mod crash;
 mod disk_full;
 mod fault_support;
 mod forensics;
+#[path = "../fuzz/harness.rs"]
+mod fuzz_harness;
+mod fuzz_targets;
 mod hostile;
 mod import_fixtures;
 mod migration_kill;
