@@ -732,3 +732,45 @@ fn duplicate_keys_are_refused_with_their_json_path_and_nothing_is_created() {
         assert!(!db.exists());
     }
 }
+
+#[test]
+fn a_json_lines_syntax_error_names_its_own_line_and_byte() {
+    use session_store::import::{self, Format};
+    let text = "{\"type\": \"user\"}\n{\"type\": \"assist\n{}\n";
+    let err = import::import(Format::ClaudeCode, text).expect_err("cut short");
+    let at = err.location().expect("location");
+    assert_eq!(at.line, Some(2), "{err}");
+    let byte = at.byte.expect("byte");
+    assert!((17..=34).contains(&byte), "{byte}");
+}
+
+/// serde_json's `arbitrary_precision` is on: a number the source wrote is kept digit for
+/// digit through import, storage and export (an f64 would round the first one).
+#[test]
+fn big_numbers_survive_import_storage_and_export_digit_for_digit() {
+    use session_store::import::{self, Format};
+    let text = r#"{"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f",
+            "input": {"big": 123456789012345678901234567890, "exact": 0.1000000000000000055511151231257827}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}"#;
+    let imported = import::import(Format::Anthropic, text).expect("imports");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let session = store
+        .import_session(imported.into_messages())
+        .expect("stores");
+    let body = store
+        .export_now(
+            &session,
+            session_store::Provider::Anthropic,
+            &session_store::ExportOptions::default(),
+        )
+        .expect("export");
+    let printed = serde_json::to_string(&body).expect("json");
+    assert!(
+        printed.contains("123456789012345678901234567890")
+            && printed.contains("0.1000000000000000055511151231257827"),
+        "{printed}"
+    );
+}

@@ -155,6 +155,8 @@ fn parse_lines(text: &str) -> Result<Vec<(usize, Value)>, ImportError> {
             byte,
         };
         byte += line.len();
+        // Without its line break, so an error at the end of the line is on this line.
+        let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }
