@@ -32,7 +32,10 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-const TARGETS: [(&str, fn(&[u8])); 5] = [
+/// A target's corpus folder and its body.
+type Target = (&'static str, fn(&[u8]));
+
+const TARGETS: [Target; 5] = [
     ("import_anthropic", |d| {
         harness::import(Format::Anthropic, d)
     }),
