@@ -159,8 +159,11 @@ fn any_value(bytes: &mut Bytes<'_>, text: &str) -> rusqlite::types::Value {
 
 /// Writes random sessions row by row; `strict` keeps roles, kinds and times in the contract.
 fn write_rows(conn: &Connection, bytes: &mut Bytes<'_>, strict: bool) {
-    conn.execute_batch("PRAGMA ignore_check_constraints = ON; PRAGMA foreign_keys = OFF;")
-        .expect("pragmas");
+    conn.execute_batch(
+        "PRAGMA ignore_check_constraints = ON; PRAGMA foreign_keys = OFF;
+         PRAGMA synchronous = OFF; BEGIN;",
+    )
+    .expect("pragmas");
     let sessions = 1 + bytes.below(3);
     for s in 0..sessions {
         let session = format!("s{s}");
@@ -237,15 +240,26 @@ fn write_rows(conn: &Connection, bytes: &mut Bytes<'_>, strict: bool) {
             }
         }
     }
-    conn.execute_batch("PRAGMA ignore_check_constraints = OFF; PRAGMA foreign_keys = ON;")
-        .expect("pragmas");
+    conn.execute_batch("COMMIT; PRAGMA ignore_check_constraints = OFF; PRAGMA foreign_keys = ON;")
+        .expect("commit");
+}
+
+thread_local! {
+    /// A migrated, empty database, made once: migrating (and its fsyncs) for every input
+    /// would make the loader and repair targets a hundred times slower.
+    static TEMPLATE: (tempfile::TempDir, std::path::PathBuf) = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("template.db");
+        drop(Store::open(&path).expect("create"));
+        (dir, path)
+    };
 }
 
 /// A migrated, empty database in a fresh folder.
 fn fresh_database() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("fuzz.db");
-    drop(Store::open(&path).expect("create"));
+    TEMPLATE.with(|(_, template)| std::fs::copy(template, &path).expect("copy template"));
     (dir, path)
 }
 
