@@ -116,6 +116,24 @@ fn a_fifo_as_database_is_refused_at_once_by_every_command() {
         assert_eq!(run.code, 2, "{}", run.stderr);
         assert!(run.stderr.contains("FIFO"), "{}", run.stderr);
     }
+    // A FIFO as the transcript to import is refused too, not read until a writer comes.
+    let db = dir.path().join("s.db");
+    let run = run_in(
+        dir.path(),
+        cmd(
+            STORE,
+            &[
+                "--db",
+                db.to_str().expect("utf-8"),
+                "import",
+                "--format",
+                "openai",
+                fifo,
+            ],
+        ),
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("not a regular file"), "{}", run.stderr);
     assert_eq!(listing(dir.path()), before);
 }
 

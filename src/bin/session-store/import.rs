@@ -50,5 +50,11 @@ fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
             .context("cannot read stdin")?;
         return Ok(bytes);
     }
+    // A FIFO or device would block the read or never end: only regular files are read.
+    let metadata =
+        std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
+    if !metadata.is_file() {
+        anyhow::bail!("{} is not a regular file", file.display());
+    }
     std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
 }

@@ -294,12 +294,12 @@ fn publish(temp: &Path, dest: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Flags for every connection the store opens: never `SQLITE_OPEN_URI`.
-pub(crate) fn flags(read_only: bool, create: bool) -> OpenFlags {
+/// Flags for every connection the store opens to a path: never `SQLITE_OPEN_URI` (a path is
+/// a path) and never `SQLITE_OPEN_CREATE` (only [`create_database`] makes a database file,
+/// and it creates the file itself).
+pub(crate) fn flags(read_only: bool) -> OpenFlags {
     let access = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
-    } else if create {
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
     } else {
         OpenFlags::SQLITE_OPEN_READ_WRITE
     };
@@ -314,7 +314,14 @@ pub(crate) fn create_database(path: &Path, max_page_count: Option<u64>) -> Resul
     clean_stale_temps(path);
     let temp = temp_beside(path);
     let built = (|| {
-        let mut conn = Connection::open_with_flags(&temp, flags(false, true))?;
+        // Created here first, so a folder we may not write to fails with the system's reason
+        // (SQLite would only say it cannot open the file).
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)
+            .map_err(io(path))?;
+        let mut conn = Connection::open_with_flags(&temp, flags(false))?;
         if let Some(pages) = max_page_count {
             conn.pragma_update(
                 None,
@@ -490,7 +497,7 @@ fn copy_verified(src: &Path, temp: &Path) -> Result<()> {
     };
     let permissions = create_private(src, temp)?;
     let mut source = open_untouched(src)?;
-    let mut copy = Connection::open_with_flags(temp, flags(false, false))?;
+    let mut copy = Connection::open_with_flags(temp, flags(false))?;
     // One read transaction: the counts and the pages copied come from the same snapshot
     // (the backup API uses the source connection's open transaction).
     let snapshot = source.transaction_with_behavior(TransactionBehavior::Deferred)?;
@@ -549,7 +556,7 @@ fn open_untouched(path: &Path) -> Result<Connection> {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
         )?
     } else {
-        Connection::open_with_flags(path, flags(true, false))?
+        Connection::open_with_flags(path, flags(true))?
     };
     conn.busy_timeout(Duration::from_secs(30))?;
     Ok(conn)

@@ -111,7 +111,7 @@ impl Store {
             file::create_database(&path, options.max_page_count)?;
         } else {
             // Before any pragma writes to the file: refuse a foreign migration history.
-            let conn = Connection::open_with_flags(&path, file::flags(options.read_only, false))?;
+            let conn = Connection::open_with_flags(&path, file::flags(options.read_only))?;
             schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
         }
         let manager = connection_manager(&path, options);
@@ -198,7 +198,7 @@ fn not_a_database(error: Error, path: &Path) -> Error {
 fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionManager {
     // Never SQLITE_OPEN_URI (a path is a path) and never CREATE: a database is only created
     // by `file::create_database`, all-or-nothing.
-    let flags = file::flags(options.read_only, false);
+    let flags = file::flags(options.read_only);
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
     let max_page_count = options.max_page_count;
