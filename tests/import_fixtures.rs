@@ -448,7 +448,7 @@ fn interleaved_claude_code_lines_merge_into_one_assistant_message_per_api_messag
     let calls_per_assistant: Vec<usize> = messages
         .iter()
         .filter(|m| m.role == Role::Assistant)
-        .map(|m| m.parts.iter().filter(|p| p.tool_use_id().is_some()).count())
+        .map(|m| m.parts.iter().filter(|p| p.call_id().is_some()).count())
         .filter(|&n| n > 0)
         .collect();
     assert_eq!(calls_per_assistant, [1, 1, 2, 2]);

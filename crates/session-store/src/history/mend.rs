@@ -278,7 +278,7 @@ fn mend_pairing(work: &mut Work, options: &CheckOptions) {
     let mut renamer = Renamer::with_taken(work.messages.iter().flat_map(|m| {
         m.parts
             .iter()
-            .filter_map(|p| p.tool_use_id().or(p.answers()))
+            .filter_map(|p| p.tool_use_id())
             .map(str::to_owned)
     }));
     // Where each assistant message's tool block ends (its tombstones go right after), and
@@ -315,7 +315,7 @@ fn mend_pairing(work: &mut Work, options: &CheckOptions) {
                 PartClass::Call { id, state } => {
                     if id != IdState::Fresh {
                         let old = work.messages[at].parts[part]
-                            .tool_use_id()
+                            .call_id()
                             .unwrap_or_default()
                             .to_owned();
                         let fresh = renamer.fresh(&old);
@@ -329,9 +329,7 @@ fn mend_pairing(work: &mut Work, options: &CheckOptions) {
                     let stale = matches!(state, CallState::Pending)
                         && options.is_stale(work.messages[at].created_at);
                     if matches!(state, CallState::Unanswered | CallState::Unanswerable) || stale {
-                        let id = work.messages[at].parts[part]
-                            .tool_use_id()
-                            .unwrap_or_default();
+                        let id = work.messages[at].parts[part].call_id().unwrap_or_default();
                         let after = block_end.get(&at).copied().unwrap_or(at);
                         tombstones.entry(after).or_default().push(id.to_owned());
                     }
@@ -376,9 +374,11 @@ fn rebuild(
         let mut rest: Option<(Message, Vec<PartRef>)> = None;
         if let Some(moved) = claimed.get(&at) {
             message.role = Role::Tool;
-            let stays: Vec<usize> = (0..message.parts.len())
-                .filter(|i| !moved.contains(i))
-                .collect();
+            let mut is_moved = vec![false; message.parts.len()];
+            for &i in moved {
+                is_moved[i] = true;
+            }
+            let stays: Vec<usize> = (0..message.parts.len()).filter(|&i| !is_moved[i]).collect();
             let rest_is_blank = stays
                 .iter()
                 .all(|&i| matches!(&message.parts[i], Part::Text { text, .. } if is_blank(text)));
@@ -771,8 +771,8 @@ mod tests {
         ]);
         let (_, after) = mend(&messages);
         assert_healthy(&after);
-        assert_eq!(after[3].parts[0].tool_use_id(), Some("a__2"));
-        assert_eq!(after[3].parts[1].tool_use_id(), Some("a__3"));
+        assert_eq!(after[3].parts[0].call_id(), Some("a__2"));
+        assert_eq!(after[3].parts[1].call_id(), Some("a__3"));
         assert_eq!(after[4].parts[0].answers(), Some("a__2"));
         assert_eq!(after[4].parts[1].answers(), Some("a__3"));
     }

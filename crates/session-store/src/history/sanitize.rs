@@ -880,8 +880,8 @@ mod tests {
                 Part::tool_result("a__2", "third"),
             ]),
         ]);
-        assert_eq!(view.messages[3].parts[0].tool_use_id(), Some("a__2"));
-        assert_eq!(view.messages[3].parts[1].tool_use_id(), Some("a__2__2"));
+        assert_eq!(view.messages[3].parts[0].call_id(), Some("a__2"));
+        assert_eq!(view.messages[3].parts[1].call_id(), Some("a__2__2"));
         assert_eq!(
             view.messages[4].parts,
             vec![
@@ -927,12 +927,9 @@ mod tests {
                 Part::tool_result("functions_get_0", "b"),
             ]),
         ]);
+        assert_eq!(view.messages[1].parts[0].call_id(), Some("functions_get_0"));
         assert_eq!(
-            view.messages[1].parts[0].tool_use_id(),
-            Some("functions_get_0")
-        );
-        assert_eq!(
-            view.messages[1].parts[1].tool_use_id(),
+            view.messages[1].parts[1].call_id(),
             Some("functions_get_0__2")
         );
         assert_eq!(

@@ -22,11 +22,13 @@ pub const LOST_REASON: &str = "it was interrupted or its result was lost";
 /// The text of a tombstone result; never blank, since providers reject error results
 /// without content.
 pub fn tombstone(reason: &str) -> String {
-    let reason = reason.trim();
     if is_blank(reason) {
         format!("Tool call cancelled before it returned a result: {CANCELLED}")
     } else {
-        format!("Tool call cancelled before it returned a result: {reason}")
+        format!(
+            "Tool call cancelled before it returned a result: {}",
+            reason.trim()
+        )
     }
 }
 

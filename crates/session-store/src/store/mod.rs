@@ -15,6 +15,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod apply;
 mod compaction;
 mod import;
 mod read;

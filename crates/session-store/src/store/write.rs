@@ -252,7 +252,7 @@ fn used_tool_use_ids(
     let mut used = Vec::new();
     for id in messages
         .iter()
-        .flat_map(|m| m.parts.iter().filter_map(Part::tool_use_id))
+        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
     {
         if stmt.exists(params![id, session.as_str()])? {
             used.push(id.to_owned());
