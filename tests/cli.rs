@@ -8,9 +8,7 @@ use std::process::{Command, Output};
 use tempfile::TempDir;
 
 fn fixture(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/transcripts")
-        .join(path)
+    crate::util::transcripts().join(path)
 }
 
 const TOOL_HEAVY: &str = "spotter/tool_heavy.jsonl";

@@ -1,4 +1,4 @@
-//! Every real transcript in `../shared/fixtures/transcripts/` imports, and nothing the
+//! Every real transcript in `tests/fixtures/transcripts/` imports, and nothing the
 //! provider needs is lost on the way: each signature, tool call and tool result counted in the
 //! source file (by walking its JSON here, independently of the importers) is found again in
 //! the stored parts, byte for byte. Guards against importers that drop blocks they do not
@@ -15,7 +15,7 @@ use session_store::{
 };
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts")
+    crate::util::transcripts()
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 
 mod compaction;
 mod import;
+mod overview;
 mod read;
 pub mod repair;
 mod revert;
@@ -26,6 +27,7 @@ mod turns;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use overview::SessionOverview;
 pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
