@@ -93,7 +93,7 @@ impl Sample {
 #[non_exhaustive]
 pub enum DetectError {
     /// The text was named as `named` but is not that format.
-    #[error("not {} ({reason}){}", describe(*.named), looks_like_suffix(*.looks_like))]
+    #[error("not {}: {reason}{}", describe(*.named), looks_like_suffix(*.looks_like))]
     NotThatFormat {
         /// The format the caller named.
         named: Format,
@@ -298,7 +298,7 @@ fn body(sample: &Sample) -> BodySigns {
             return signs;
         }
         Sample::Lines(_) => {
-            signs.not_a_body = Some("JSON Lines, not one JSON document".into());
+            signs.not_a_body = Some("it is JSON Lines, not one JSON document".into());
             return signs;
         }
         Sample::Unreadable(reason) => {
@@ -307,11 +307,11 @@ fn body(sample: &Sample) -> BodySigns {
         }
     };
     let Some(Value::Array(messages)) = object.get("messages") else {
-        signs.not_a_body = Some("no `messages` list".into());
+        signs.not_a_body = Some("it has no `messages` list".into());
         return signs;
     };
     if object.contains_key("system") {
-        signs.anthropic = Some("a top-level `system` field".into());
+        signs.anthropic = Some("it has a top-level `system` field".into());
     }
     for (index, message) in messages.iter().enumerate() {
         let Value::Object(message) = message else {
