@@ -5,16 +5,20 @@ use std::io::Write;
 use session_store::Store;
 
 use crate::open;
+use crate::terminal::escape_line;
 
 pub fn run(store: &Store, session: &str, reason: &str, out: &mut impl Write) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
     let answered = store.cancel_pending(&id, reason)?;
     if answered.is_empty() {
-        eprintln!("session-store: nothing pending in session {id}; nothing written");
+        eprintln!(
+            "session-store: nothing pending in session {}; nothing written",
+            escape_line(id.as_str())
+        );
     }
     tracing::info!(session = %id, answered = answered.len(), "cancelled");
     for call in answered {
-        writeln!(out, "{call}")?;
+        writeln!(out, "{}", escape_line(&call))?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 use session_store::{CompactionOutcome, NothingToCompact, Store};
 
 use crate::open;
+use crate::terminal::escape_line;
 use crate::sessions::count;
 
 pub fn run(
@@ -15,6 +16,7 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
+    let shown = escape_line(id.as_str());
     match store.compact(&id, min_keep_tail, summary)? {
         CompactionOutcome::Compacted {
             summary,
@@ -26,7 +28,7 @@ pub fn run(
             let number = store.summaries(&id)?.len();
             writeln!(
                 out,
-                "compacted turns {}..={} of session {id}: {} newly compacted, {} visible after summary {number} of the session",
+                "compacted turns {}..={} of session {shown}: {} newly compacted, {} visible after summary {number} of the session",
                 summary.first_turn,
                 summary.last_turn,
                 count(newly_compacted, "message", "messages"),
@@ -36,7 +38,7 @@ pub fn run(
         // Not an error: the contract says a compaction that reaches the first turn changes
         // nothing, and a script may run compact on every session.
         CompactionOutcome::NothingToCompact { reason } => {
-            writeln!(out, "nothing to compact in session {id}: {}", why(&reason))?
+            writeln!(out, "nothing to compact in session {shown}: {}", why(&reason))?
         }
     }
     Ok(())

@@ -151,9 +151,10 @@ pub fn run(
     if !overview.pending.is_empty() {
         writeln!(
             out,
-            "\n{} {}: waiting for a result (legal); `session-store cancel {id}` answers {} with a tombstone",
+            "\n{} {}: waiting for a result (legal); `session-store cancel {}` answers {} with a tombstone",
             if overview.pending.len() == 1 { "pending call" } else { "pending calls" },
-            overview.pending.join(", "),
+            escape_line(&overview.pending.join(", ")),
+            escape_line(id.as_str()),
             if overview.pending.len() == 1 { "it" } else { "each" },
         )?;
     }
@@ -169,10 +170,10 @@ fn write_header(
         Some(title) => writeln!(
             out,
             "session {}  \"{}\"",
-            overview.id,
+            escape_line(overview.id.as_str()),
             escape_line(title)
         )?,
-        None => writeln!(out, "session {}", overview.id)?,
+        None => writeln!(out, "session {}", escape_line(overview.id.as_str()))?,
     }
     writeln!(
         out,
@@ -207,7 +208,7 @@ fn write_header(
         out,
         "health: BROKEN ({}); marked {MARK} below; `store-repair --session {}` mends it (`--dry-run` first)",
         rules.join(", "),
-        overview.id
+        escape_line(overview.id.as_str())
     )
 }
 
