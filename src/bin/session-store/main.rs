@@ -230,3 +230,30 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
         kind == Some(io::ErrorKind::BrokenPipe)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use session_store::{Error, Refusal, Role, SessionId};
+
+    use super::*;
+
+    /// The library's refusal says "call cancel_pending", which a CLI user cannot: the hint
+    /// names the command that does it.
+    #[test]
+    fn a_refusal_for_pending_calls_points_at_the_cancel_command() {
+        let refused = Error::Refused {
+            session: SessionId::new("s-1"),
+            index: 0,
+            reason: Refusal::PendingToolUses {
+                ids: vec!["call_1".into()],
+                role: Role::User,
+            },
+        };
+        let error = anyhow::Error::new(refused).context("cannot append");
+        assert_eq!(
+            hint(&error).as_deref(),
+            Some("hint: `session-store cancel s-1` answers the pending calls with tombstones")
+        );
+        assert_eq!(hint(&anyhow::anyhow!("unknown session x")), None);
+    }
+}
