@@ -149,7 +149,9 @@ fn import_then_list_and_show_each_format() {
     let table = ok(&db, &["sessions"]);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 5, "{table}");
-    for column in ["ID", "CREATED", "UPDATED", "MESSAGES", "TURNS", "PENDING", "HEALTH", "TITLE"] {
+    for column in [
+        "ID", "CREATED", "UPDATED", "MESSAGES", "TURNS", "PENDING", "HEALTH", "TITLE",
+    ] {
         assert!(lines[0].contains(column), "{column} in {}", lines[0]);
     }
     for id in [&cc, &anthropic, &openai] {
@@ -555,10 +557,19 @@ fn sessions_reports_the_rules_a_broken_session_breaks_and_export_still_passes() 
         shown.contains("health: BROKEN (dangling_tool_use ×2, misplaced_tool_result ×1)"),
         "{shown}"
     );
-    let marks: Vec<&str> = shown.lines().filter(|l| l.trim_start().starts_with("!! ")).collect();
+    let marks: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.trim_start().starts_with("!! "))
+        .collect();
     assert_eq!(marks.len(), 3, "{shown}");
-    assert!(marks[0].contains("dangling_tool_use") && marks[0].contains("call_a"), "{shown}");
-    assert!(marks[1].contains("dangling_tool_use") && marks[1].contains("call_b"), "{shown}");
+    assert!(
+        marks[0].contains("dangling_tool_use") && marks[0].contains("call_a"),
+        "{shown}"
+    );
+    assert!(
+        marks[1].contains("dangling_tool_use") && marks[1].contains("call_b"),
+        "{shown}"
+    );
     assert!(marks[2].contains("misplaced_tool_result"), "{shown}");
     for (format, check) in [
         (
@@ -630,15 +641,26 @@ fn a_file_named_as_another_format_is_refused_not_misread() {
     let (dir, db) = temp();
     let cases = [
         ("openai", PARALLEL, "an Anthropic Messages request body"),
-        ("anthropic", NO_ID, "an OpenAI Chat Completions request body"),
-        ("claude-code", PARALLEL, "an Anthropic Messages request body"),
+        (
+            "anthropic",
+            NO_ID,
+            "an OpenAI Chat Completions request body",
+        ),
+        (
+            "claude-code",
+            PARALLEL,
+            "an Anthropic Messages request body",
+        ),
         ("anthropic", TOOL_HEAVY, "a Claude Code session log"),
         ("openai", TOOL_HEAVY, "a Claude Code session log"),
     ];
     // No database yet: a refused import does not create one.
     for (format, file, looks_like) in cases {
         let path = fixture(file);
-        let err = fails(&db, &["import", "--format", format, path.to_str().expect("utf-8")]);
+        let err = fails(
+            &db,
+            &["import", "--format", format, path.to_str().expect("utf-8")],
+        );
         assert!(err.contains(&format!("refused as {format}")), "{err}");
         assert!(err.contains(looks_like), "{format} {file}: {err}");
         assert!(!db.exists(), "a refused import creates no database");
@@ -647,7 +669,10 @@ fn a_file_named_as_another_format_is_refused_not_misread() {
     let before = dump(&db);
     for (format, file, _) in cases {
         let path = fixture(file);
-        fails(&db, &["import", "--format", format, path.to_str().expect("utf-8")]);
+        fails(
+            &db,
+            &["import", "--format", format, path.to_str().expect("utf-8")],
+        );
     }
     // Formats this build does not read are refused under auto too, never guessed.
     let codex = fixture(
@@ -701,7 +726,11 @@ fn cancel_answers_pending_calls_with_tombstones_and_show_marks_them() {
     let output = session_store(&db, &["cancel", &id]);
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(stdout(&output), "");
-    assert!(stderr(&output).contains("nothing pending"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("nothing pending"),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(dump(&db), after);
 }
 
@@ -714,7 +743,10 @@ fn twins(db: &Path) -> [String; 2] {
             .create_session_with_id(&session_store::SessionId::new(id))
             .expect("create");
         store
-            .append(&session_store::SessionId::new(id), session_store::NewMessage::user("hi"))
+            .append(
+                &session_store::SessionId::new(id),
+                session_store::NewMessage::user("hi"),
+            )
             .expect("append");
     }
     ids.map(str::to_owned)
@@ -743,9 +775,26 @@ fn a_unique_prefix_of_eight_characters_names_a_session() {
     fails(&db, &["cancel", "0123abcd"]);
     fails(
         &db,
-        &["compact", "0123abcd", "--min-keep-tail", "1", "--summary", "x"],
+        &[
+            "compact",
+            "0123abcd",
+            "--min-keep-tail",
+            "1",
+            "--summary",
+            "x",
+        ],
     );
-    fails(&db, &["compact", "ffffffff", "--min-keep-tail", "1", "--summary", "x"]);
+    fails(
+        &db,
+        &[
+            "compact",
+            "ffffffff",
+            "--min-keep-tail",
+            "1",
+            "--summary",
+            "x",
+        ],
+    );
     assert_eq!(dump(&db), before);
 }
 
@@ -754,7 +803,10 @@ fn db_goes_before_or_after_the_command_or_comes_from_the_environment() {
     let (dir, db) = temp();
     let id = import(&db, "anthropic", &fixture(PARALLEL));
     let expected = ok(&db, &["sessions", "--json"]);
-    let after = session_store_env(&[], &["sessions", "--json", "--db", db.to_str().expect("utf-8")]);
+    let after = session_store_env(
+        &[],
+        &["sessions", "--json", "--db", db.to_str().expect("utf-8")],
+    );
     assert_eq!(stdout(&after), expected, "{}", stderr(&after));
     let from_env = session_store_env(&[("SESSION_STORE_DB", &db)], &["sessions", "--json"]);
     assert_eq!(stdout(&from_env), expected, "{}", stderr(&from_env));
@@ -770,7 +822,11 @@ fn db_goes_before_or_after_the_command_or_comes_from_the_environment() {
     // Neither: exit 2, saying how to give one; nothing is created.
     let none = session_store_env(&[], &["sessions"]);
     assert_eq!(none.status.code(), Some(2));
-    assert!(stderr(&none).contains("SESSION_STORE_DB"), "{}", stderr(&none));
+    assert!(
+        stderr(&none).contains("SESSION_STORE_DB"),
+        "{}",
+        stderr(&none)
+    );
     let before = dump(&db);
     let none = session_store_env(&[], &["import", fixture(NO_ID).to_str().expect("utf-8")]);
     assert_eq!(none.status.code(), Some(2));
@@ -788,12 +844,25 @@ fn each_binary_explains_itself_and_its_exit_codes() {
         let text = stdout(&help);
         assert!(text.contains("Exit status:"), "{bin}: {text}");
         for code in codes {
-            assert!(text.contains(&format!("\n  {code}")), "{bin} exit {code}: {text}");
+            assert!(
+                text.contains(&format!("\n  {code}")),
+                "{bin} exit {code}: {text}"
+            );
         }
         assert!(text.contains("-v, --verbose"), "{bin}: {text}");
     }
-    let main = stdout(&Command::new(env!("CARGO_BIN_EXE_session-store")).arg("--help").output().expect("runs"));
-    let repair = stdout(&Command::new(env!("CARGO_BIN_EXE_store-repair")).arg("--help").output().expect("runs"));
+    let main = stdout(
+        &Command::new(env!("CARGO_BIN_EXE_session-store"))
+            .arg("--help")
+            .output()
+            .expect("runs"),
+    );
+    let repair = stdout(
+        &Command::new(env!("CARGO_BIN_EXE_store-repair"))
+            .arg("--help")
+            .output()
+            .expect("runs"),
+    );
     assert!(main.starts_with("Inspect and exchange"), "{main}");
     assert!(repair.starts_with("Check a session database"), "{repair}");
 }
@@ -845,10 +914,17 @@ fn terminal_control_sequences_in_imported_text_never_reach_the_terminal_raw() {
     // A session id from elsewhere, in the table and in errors.
     {
         let conn = rusqlite::Connection::open(&db).expect("open raw");
-        crate::broken_db::Raw::new(&conn, "odd\u{1b}[2J-id").msg("user", false, &[crate::broken_db::P::Text("hi")]);
+        crate::broken_db::Raw::new(&conn, "odd\u{1b}[2J-id").msg(
+            "user",
+            false,
+            &[crate::broken_db::P::Text("hi")],
+        );
     }
     let table = ok(&db, &["sessions"]);
-    assert!(!raw(&table) && table.contains("odd\\x1b[2J-id"), "{table:?}");
+    assert!(
+        !raw(&table) && table.contains("odd\\x1b[2J-id"),
+        "{table:?}"
+    );
     let err = fails(&db, &["show", "nope\u{1b}]52;c;eA==\u{7}"]);
     assert!(!raw(&err), "{err:?}");
     let traced = session_store(&db, &["-vv", "show", "odd\u{1b}[2J-id"]);
@@ -874,19 +950,34 @@ fn counts_of_one_are_singular() {
     let id = import(&db, "auto", &body);
     let out = ok(
         &db,
-        &["compact", &id, "--min-keep-tail", "1", "--summary", "the first turn"],
+        &[
+            "compact",
+            &id,
+            "--min-keep-tail",
+            "1",
+            "--summary",
+            "the first turn",
+        ],
     );
     assert!(
-        out.contains(": 2 messages newly compacted, 2 messages stay visible after summary 1 of the session"),
+        out.contains(
+            ": 2 messages newly compacted, 2 messages stay visible after summary 1 of the session"
+        ),
         "{out}"
     );
-    let out = ok(&db, &["compact", &id, "--min-keep-tail", "1", "--summary", "x"]);
+    let out = ok(
+        &db,
+        &["compact", &id, "--min-keep-tail", "1", "--summary", "x"],
+    );
     assert!(out.starts_with("nothing to compact"), "{out}");
     let single = import(&db, "auto", &fixture(PARALLEL));
     let shown = ok(&db, &["show", &single]);
     assert!(shown.contains("4 messages, 1 turn\n"), "{shown}");
     let table = ok(&db, &["sessions"]);
-    assert!(table.ends_with("2 sessions · all healthy · 0 pending calls\n"), "{table}");
+    assert!(
+        table.ends_with("2 sessions · all healthy · 0 pending calls\n"),
+        "{table}"
+    );
 }
 
 #[test]

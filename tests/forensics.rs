@@ -51,7 +51,10 @@ fn query<'a>(queries: &'a BTreeMap<String, String>, title_has: &str) -> &'a str 
 fn run(db: &Path, sql: &str, session: &str, turn: i64, tool_use_id: &str) -> Vec<Value> {
     let bundled = run_bundled(db, sql, session, turn, tool_use_id);
     if let Some(shell) = run_shell(db, sql, session, turn, tool_use_id) {
-        assert_eq!(shell, bundled, "{sql}\nthe sqlite3 shell and the bundled SQLite disagree");
+        assert_eq!(
+            shell, bundled,
+            "{sql}\nthe sqlite3 shell and the bundled SQLite disagree"
+        );
     }
     bundled
 }
@@ -70,7 +73,9 @@ fn shell_installed() -> bool {
 /// object per row, column names as keys, integers and reals as numbers, NULL as null.
 fn run_bundled(db: &Path, sql: &str, session: &str, turn: i64, tool_use_id: &str) -> Vec<Value> {
     let conn = rusqlite::Connection::open(db).expect("open with the bundled SQLite");
-    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}\ndoes not parse: {e}"));
+    let mut stmt = conn
+        .prepare(sql)
+        .unwrap_or_else(|e| panic!("{sql}\ndoes not parse: {e}"));
     for index in 1..=stmt.parameter_count() {
         let value: rusqlite::types::Value = match stmt.parameter_name(index) {
             Some(":session") => session.to_owned().into(),
@@ -103,7 +108,13 @@ fn run_bundled(db: &Path, sql: &str, session: &str, turn: i64, tool_use_id: &str
 
 /// The query through the `sqlite3` shell in JSON mode, exactly as a person would type it;
 /// `None` when the shell is not installed (and not required).
-fn run_shell(db: &Path, sql: &str, session: &str, turn: i64, tool_use_id: &str) -> Option<Vec<Value>> {
+fn run_shell(
+    db: &Path,
+    sql: &str,
+    session: &str,
+    turn: i64,
+    tool_use_id: &str,
+) -> Option<Vec<Value>> {
     if !shell_installed() {
         assert!(
             std::env::var_os("SESSION_STORE_REQUIRE_SQLITE3").is_none(),

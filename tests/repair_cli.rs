@@ -90,7 +90,8 @@ fn dry_run_reports_every_rule_exits_1_and_leaves_the_bytes_alone() {
         report["would_repair"].as_u64(),
         Some(report["problems"].as_array().expect("list").len() as u64)
     );
-    let broken_sessions: BTreeSet<String> = broken_db::expected().into_iter().map(|(s, _)| s).collect();
+    let broken_sessions: BTreeSet<String> =
+        broken_db::expected().into_iter().map(|(s, _)| s).collect();
     assert_eq!(
         report["sessions_would_repair"].as_u64(),
         Some(broken_sessions.len() as u64)
@@ -123,8 +124,16 @@ fn dry_run_on_an_old_schema_migrates_a_copy_not_the_file() {
     let out = repair(&["--db", s(&db), "--dry-run", "--json"]);
     assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
     let report = json(&out);
-    assert!(report["migrations_pending"].as_u64().expect("migrations_pending") > 0);
-    assert_eq!(report["migrations_applied"], 0, "a dry run migrates a copy only");
+    assert!(
+        report["migrations_pending"]
+            .as_u64()
+            .expect("migrations_pending")
+            > 0
+    );
+    assert_eq!(
+        report["migrations_applied"], 0,
+        "a dry run migrates a copy only"
+    );
     assert_eq!(problems(&report), broken_db::expected());
     assert_eq!(std::fs::read(&db).expect("read"), bytes);
     assert_eq!(listing(dir.path()), files);
@@ -226,14 +235,31 @@ fn human_report_names_every_broken_session_with_its_rules() {
             .find(|l| l.starts_with(&prefix))
             .unwrap_or_else(|| panic!("{session} has no line in:\n{text}"));
         for rule in rules {
-            assert!(line.contains(&format!("{rule} ×")), "{rule} of {session}: {line}");
+            assert!(
+                line.contains(&format!("{rule} ×")),
+                "{rule} of {session}: {line}"
+            );
         }
     }
-    for healthy in broken_db::CASES.iter().map(|c| c.session).filter(|n| !expected.contains_key(*n)) {
-        assert!(!text.contains(&format!("  {healthy} ")), "{healthy} listed:\n{text}");
+    for healthy in broken_db::CASES
+        .iter()
+        .map(|c| c.session)
+        .filter(|n| !expected.contains_key(*n))
+    {
+        assert!(
+            !text.contains(&format!("  {healthy} ")),
+            "{healthy} listed:\n{text}"
+        );
     }
-    assert!(text.contains("dry run, nothing written; a real run would mend"), "{text}");
-    assert_eq!(std::fs::read(&db).expect("read"), bytes, "a dry run writes nothing");
+    assert!(
+        text.contains("dry run, nothing written; a real run would mend"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(&db).expect("read"),
+        bytes,
+        "a dry run writes nothing"
+    );
 }
 
 #[test]

@@ -44,7 +44,10 @@ fn no_file_in_the_repository_refers_to_a_folder_beside_it() {
         })
         .map(|path| path.display().to_string())
         .collect();
-    assert!(offenders.is_empty(), "{sibling} is referenced by {offenders:?}");
+    assert!(
+        offenders.is_empty(),
+        "{sibling} is referenced by {offenders:?}"
+    );
 }
 
 #[test]
@@ -54,8 +57,14 @@ fn the_fixtures_carry_their_sources_and_licences() {
     let licences = std::fs::read_to_string(fixtures.join("LICENSES.md")).expect("LICENSES.md");
     for origin in ["fasthooks", "spotter", "agentcmd", "pydantic-ai"] {
         assert!(fixtures.join(origin).is_dir(), "{origin}/ copied");
-        assert!(sources.contains(&format!("`{origin}/`")), "{origin} in SOURCES.md");
-        assert!(licences.contains(&format!("`{origin}/`")), "{origin} in LICENSES.md");
+        assert!(
+            sources.contains(&format!("`{origin}/`")),
+            "{origin} in SOURCES.md"
+        );
+        assert!(
+            licences.contains(&format!("`{origin}/`")),
+            "{origin} in LICENSES.md"
+        );
     }
     assert!(licences.contains("Permission is hereby granted, free of charge"));
     for doc in ["docs/CONTRACT.md", "docs/PROVIDER_RULES.md"] {

@@ -5,8 +5,8 @@ use std::io::Write;
 use session_store::{CompactionOutcome, NothingToCompact, Store};
 
 use crate::open;
-use crate::terminal::escape_line;
 use crate::sessions::count;
+use crate::terminal::escape_line;
 
 pub fn run(
     store: &Store,
@@ -37,9 +37,11 @@ pub fn run(
         }
         // Not an error: the contract says a compaction that reaches the first turn changes
         // nothing, and a script may run compact on every session.
-        CompactionOutcome::NothingToCompact { reason } => {
-            writeln!(out, "nothing to compact in session {shown}: {}", why(&reason))?
-        }
+        CompactionOutcome::NothingToCompact { reason } => writeln!(
+            out,
+            "nothing to compact in session {shown}: {}",
+            why(&reason)
+        )?,
     }
     Ok(())
 }

@@ -20,8 +20,9 @@ pub fn run(
     // Never read a file as a format it is not: detect it, or confirm the format named.
     let sample = Sample::of(&text);
     let format = match format {
-        ImportFormat::Auto => detect::detect_sample(&sample)
-            .with_context(|| format!("{} refused", file.display()))?,
+        ImportFormat::Auto => {
+            detect::detect_sample(&sample).with_context(|| format!("{} refused", file.display()))?
+        }
         named => {
             let format = match named {
                 ImportFormat::Anthropic => Format::Anthropic,

@@ -112,7 +112,11 @@ enum Command {
         /// The session id, or a unique prefix of 8 characters or more.
         session: String,
         /// Why the calls will never get their result; part of the tombstone text.
-        #[arg(long, value_name = "TEXT", default_value = "cancelled with session-store cancel")]
+        #[arg(
+            long,
+            value_name = "TEXT",
+            default_value = "cancelled with session-store cancel"
+        )]
         reason: String,
     },
 }
@@ -199,12 +203,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-
 /// What to do about an error, when there is something to do: a refusal because calls are
 /// pending names the command that answers them.
 fn hint(error: &anyhow::Error) -> Option<String> {
-    error.chain().find_map(|cause| {
-        match cause.downcast_ref::<session_store::Error>()? {
+    error.chain().find_map(
+        |cause| match cause.downcast_ref::<session_store::Error>()? {
             session_store::Error::Refused {
                 session,
                 reason: session_store::Refusal::PendingToolUses { .. },
@@ -213,8 +216,8 @@ fn hint(error: &anyhow::Error) -> Option<String> {
                 "hint: `session-store cancel {session}` answers the pending calls with tombstones"
             )),
             _ => None,
-        }
-    })
+        },
+    )
 }
 
 /// A reader that went away (`session-store ... | head`) is not an error.

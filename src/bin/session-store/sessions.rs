@@ -29,7 +29,10 @@ enum Health {
 
 impl Health {
     fn of(store: &Store, overview: &SessionOverview) -> anyhow::Result<Self> {
-        match store.check(std::slice::from_ref(&overview.id), &RepairOptions::default()) {
+        match store.check(
+            std::slice::from_ref(&overview.id),
+            &RepairOptions::default(),
+        ) {
             Ok(report) if report.violations.is_empty() => Ok(Health::Ok),
             Ok(report) => Ok(Health::Broken(
                 report.violations.iter().map(|v| v.rule.as_str()).collect(),

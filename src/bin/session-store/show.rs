@@ -190,7 +190,11 @@ fn write_header(
         counts.push(format!("{} compacted", overview.compacted_turns));
     }
     if !overview.pending.is_empty() {
-        counts.push(count(overview.pending.len(), "call pending", "calls pending"));
+        counts.push(count(
+            overview.pending.len(),
+            "call pending",
+            "calls pending",
+        ));
     }
     writeln!(out, "{}", counts.join(", "))?;
     if violations.is_empty() {

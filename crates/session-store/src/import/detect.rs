@@ -418,8 +418,7 @@ impl fmt::Display for Evidence {
 mod tests {
     use super::*;
 
-    const PLAIN: &str =
-        r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
+    const PLAIN: &str = r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
     const ANTHROPIC: &str = r#"{"messages": [{"role": "user", "content": "hi"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}]}"#;
@@ -470,7 +469,10 @@ mod tests {
             "{refused:?}"
         );
         let message = refused.map_err(|e| e.to_string()).err().unwrap_or_default();
-        assert!(message.contains("messages[1].content[0] is a `tool_use` block"), "{message}");
+        assert!(
+            message.contains("messages[1].content[0] is a `tool_use` block"),
+            "{message}"
+        );
         assert!(confirm(Format::Anthropic, OPENAI).is_err());
         assert!(confirm(Format::ClaudeCode, ANTHROPIC).is_err());
         assert!(confirm(Format::Anthropic, CLAUDE_CODE).is_err());

@@ -152,7 +152,11 @@ mod tests {
         assert_eq!((empty.messages, empty.turns), (0, 0));
         let busy_view = of(&busy).expect("listed");
         assert_eq!(
-            (busy_view.messages, busy_view.turns, busy_view.compacted_turns),
+            (
+                busy_view.messages,
+                busy_view.turns,
+                busy_view.compacted_turns
+            ),
             (4, 2, 0)
         );
         assert_eq!(busy_view.pending, ["c1"]);
