@@ -987,3 +987,41 @@ fn an_empty_database_lists_no_sessions() {
     assert_eq!(ok(&db, &["sessions"]), "no sessions\n");
     assert_eq!(ok(&db, &["sessions", "--json"]), "[]\n");
 }
+
+/// The README's main job, `cargo run --example demo | head -3`: once the reader goes away
+/// the demo stops quietly with status 0 (it panicked on the broken pipe).
+#[test]
+fn the_demo_stops_quietly_when_its_reader_goes_away() {
+    use std::process::Stdio;
+    // Beside this test binary (target/<profile>/deps/) lies target/<profile>/examples/.
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let demo = profile
+        .join("examples")
+        .join(format!("demo{}", std::env::consts::EXE_SUFFIX));
+    if !demo.exists() {
+        // `cargo test --test tests` builds no examples; build this one (dependencies are
+        // already compiled).
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "demo"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success());
+    }
+    let (dir, _db) = temp();
+    let mut child = Command::new(&demo)
+        .arg(dir.path().join("demo.db"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("demo starts");
+    // Close the read end before the demo has written its first line.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("demo ends");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "");
+}
