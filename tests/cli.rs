@@ -1025,3 +1025,50 @@ fn the_demo_stops_quietly_when_its_reader_goes_away() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stderr(&output), "");
 }
+
+/// Rows written by other code that the store cannot read (a role outside the contract, a
+/// timestamp that is not one) make their own session `unreadable_row`; the listing still
+/// shows every other session, and exits 0.
+#[test]
+fn an_unreadable_session_does_not_hide_the_others() {
+    use crate::broken_db::{Raw, P};
+    let (_dir, db) = temp();
+    let healthy = import(&db, "anthropic", &fixture(PARALLEL));
+    {
+        let conn = rusqlite::Connection::open(&db).expect("open raw");
+        // Other code's schema may lack the store's CHECK constraints.
+        conn.pragma_update(None, "ignore_check_constraints", true)
+            .expect("pragma");
+        Raw::new(&conn, "robot-role").msg("robot", false, &[P::Text("beep")]);
+        Raw::new(&conn, "bad-time").msg("user", false, &[P::Text("hi")]);
+        conn.execute(
+            "UPDATE sessions SET created_at = 'last tuesday' WHERE id = 'bad-time'",
+            [],
+        )
+        .expect("update");
+    }
+    let list = listing(&db);
+    assert_eq!(list.len(), 3, "{list:?}");
+    assert_eq!(entry(&list, &healthy)["health"], "ok");
+    for id in ["robot-role", "bad-time"] {
+        assert_eq!(entry(&list, id)["health"], "unreadable", "{id}: {list:?}");
+        assert_eq!(
+            entry(&list, id)["rules"],
+            serde_json::json!(["unreadable_row"])
+        );
+    }
+    assert_eq!(
+        entry(&list, "bad-time")["created_at"],
+        serde_json::Value::Null
+    );
+    let table = ok(&db, &["sessions"]);
+    assert!(table.contains("3 sessions · 2 broken"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("bad-time "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.contains(" ? ") && row.contains("unreadable_row"),
+        "{row}"
+    );
+}

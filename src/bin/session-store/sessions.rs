@@ -29,6 +29,11 @@ enum Health {
 
 impl Health {
     fn of(store: &Store, overview: &SessionOverview) -> anyhow::Result<Self> {
+        if overview.created_at.is_none() || overview.updated_at.is_none() {
+            return Ok(Health::Unreadable(
+                "created_at or updated_at is not an RFC 3339 timestamp".to_owned(),
+            ));
+        }
         match store.check(
             std::slice::from_ref(&overview.id),
             &RepairOptions::default(),
@@ -72,14 +77,18 @@ fn write_json(rows: &[(SessionOverview, Health)], out: &mut impl Write) -> anyho
         .map(|(o, health)| {
             let (state, rules, detail) = match health {
                 Health::Ok => ("ok", Vec::new(), None),
+                // A check that reports unreadable rows as a rule says the same thing.
+                Health::Broken(rules) if rules.contains("unreadable_row") => {
+                    ("unreadable", rules.iter().copied().collect(), None)
+                }
                 Health::Broken(rules) => ("broken", rules.iter().copied().collect(), None),
                 Health::Unreadable(why) => ("unreadable", vec!["unreadable_row"], Some(why)),
             };
             json!({
                 "id": o.id.as_str(),
                 "title": o.title,
-                "created_at": o.created_at.to_rfc3339_opts(SecondsFormat::Micros, true),
-                "updated_at": o.updated_at.to_rfc3339_opts(SecondsFormat::Micros, true),
+                "created_at": o.created_at.map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true)),
+                "updated_at": o.updated_at.map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true)),
                 "messages": o.messages,
                 "turns": o.turns,
                 "compacted_turns": o.compacted_turns,
@@ -96,8 +105,11 @@ fn write_json(rows: &[(SessionOverview, Health)], out: &mut impl Write) -> anyho
     Ok(())
 }
 
-fn when(at: DateTime<Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M").to_string()
+fn when(at: Option<DateTime<Utc>>) -> String {
+    at.map_or_else(
+        || "?".to_owned(),
+        |at| at.format("%Y-%m-%d %H:%M").to_string(),
+    )
 }
 
 fn write_table(rows: &[(SessionOverview, Health)], out: &mut impl Write) -> anyhow::Result<()> {

@@ -175,11 +175,17 @@ fn write_header(
         )?,
         None => writeln!(out, "session {}", escape_line(overview.id.as_str()))?,
     }
+    let when = |at: Option<chrono::DateTime<chrono::Utc>>| {
+        at.map_or_else(
+            || "? (not a timestamp)".to_owned(),
+            |at| at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
+    };
     writeln!(
         out,
         "created {}, updated {} (UTC)",
-        overview.created_at.format("%Y-%m-%d %H:%M:%S"),
-        overview.updated_at.format("%Y-%m-%d %H:%M:%S")
+        when(overview.created_at),
+        when(overview.updated_at)
     )?;
     let usize_of = |n: i64| usize::try_from(n).unwrap_or(0);
     let mut counts = vec![

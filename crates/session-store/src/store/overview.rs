@@ -4,11 +4,12 @@
 //! [`Store::sessions_with_prefix`] finds the sessions a short id prefix names.
 
 use chrono::{DateTime, Utc};
+use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
 use super::write::tail_of;
 use super::{parse_time, Store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::SessionId;
 
 /// One session's line in a listing, counted in SQL.
@@ -16,10 +17,11 @@ use crate::model::SessionId;
 pub struct SessionOverview {
     /// The session's id.
     pub id: SessionId,
-    /// When it was created.
-    pub created_at: DateTime<Utc>,
-    /// When it last changed.
-    pub updated_at: DateTime<Utc>,
+    /// When it was created; `None` when the stored text is not a timestamp (a row written
+    /// by other code), so that one such row does not hide every other session.
+    pub created_at: Option<DateTime<Utc>>,
+    /// When it last changed; `None` as for `created_at`.
+    pub updated_at: Option<DateTime<Utc>>,
     /// A person's name for the session (`sessions.title`), where the database has that
     /// column and the session has one.
     pub title: Option<String>,
@@ -91,12 +93,11 @@ fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionO
     let mut found = Vec::new();
     while let Some(row) = rows.next()? {
         let id: String = row.get(0)?;
-        let time = |at: usize| -> Result<DateTime<Utc>> {
-            let text: String = row.get(at)?;
-            parse_time(&text).ok_or_else(|| Error::CorruptRow {
-                table: "sessions",
-                row_id: 0,
-                detail: format!("session {id}: timestamp {text:?} is not RFC 3339"),
+        // Any value that is not an RFC 3339 text (NULL, a number, a blob) is no time.
+        let time = |at: usize| -> Result<Option<DateTime<Utc>>> {
+            Ok(match row.get_ref(at)? {
+                ValueRef::Text(text) => std::str::from_utf8(text).ok().and_then(parse_time),
+                _ => None,
             })
         };
         found.push(SessionOverview {
@@ -125,7 +126,7 @@ mod tests {
     use crate::model::{NewMessage, Part};
 
     fn memory_store() -> Result<(tempfile::TempDir, Store)> {
-        let dir = tempfile::tempdir().map_err(|e| Error::Io {
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::Io {
             path: std::path::PathBuf::new(),
             source: e,
         })?;
