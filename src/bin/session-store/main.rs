@@ -203,21 +203,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What to do about an error, when there is something to do: a refusal because calls are
-/// pending names the command that answers them.
+/// What to do about an error, when there is something to do. The library's refusal for
+/// pending calls says "call cancel_pending", which a person at a shell cannot: a refused
+/// write names the command that answers them, a refused import says what the body lacks.
 fn hint(error: &anyhow::Error) -> Option<String> {
-    error.chain().find_map(
-        |cause| match cause.downcast_ref::<session_store::Error>()? {
-            session_store::Error::Refused {
-                session,
-                reason: session_store::Refusal::PendingToolUses { .. },
-                ..
-            } => Some(format!(
+    use session_store::import::ImportError;
+    use session_store::{Error, Refusal};
+    error.chain().find_map(|cause| {
+        if let Some(Error::Refused {
+            session,
+            reason: Refusal::PendingToolUses { .. },
+            ..
+        }) = cause.downcast_ref::<Error>()
+        {
+            return Some(format!(
                 "hint: `session-store cancel {session}` answers the pending calls with tombstones"
-            )),
-            _ => None,
-        },
-    )
+            ));
+        }
+        if let Some(ImportError::Refused {
+            reason: Refusal::PendingToolUses { ids, .. },
+            ..
+        }) = cause.downcast_ref::<ImportError>()
+        {
+            return Some(format!(
+                "hint: the provider refuses this body too: each tool_use ({}) needs its tool_result in the message right after it; nothing was imported",
+                ids.join(", ")
+            ));
+        }
+        None
+    })
 }
 
 /// A reader that went away (`session-store ... | head`) is not an error.
@@ -258,5 +272,17 @@ mod tests {
             Some("hint: `session-store cancel s-1` answers the pending calls with tombstones")
         );
         assert_eq!(hint(&anyhow::anyhow!("unknown session x")), None);
+        let import = session_store::import::import(
+            session_store::import::Format::Anthropic,
+            r#"{"messages": [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+                {"role": "user", "content": "go on"}]}"#,
+        );
+        let error = anyhow::Error::new(import.err().expect("refused"));
+        let hint = hint(&error).unwrap_or_default();
+        assert!(
+            hint.contains("each tool_use (t1) needs its tool_result"),
+            "{hint}"
+        );
     }
 }
