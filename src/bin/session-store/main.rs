@@ -278,7 +278,7 @@ mod tests {
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
                 {"role": "user", "content": "go on"}]}"#,
         );
-        let error = anyhow::Error::new(import.err().expect("refused"));
+        let error = anyhow::Error::new(import.expect_err("refused"));
         let hint = hint(&error).unwrap_or_default();
         assert!(
             hint.contains("each tool_use (t1) needs its tool_result"),
