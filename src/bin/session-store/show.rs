@@ -92,7 +92,7 @@ pub fn run(
         .violations;
     let summaries = store.summaries(&id)?;
 
-    write_header(out, &overview, &violations)?;
+    write_header(out, store, &overview, &violations)?;
     let count = summaries.len();
     for (index, summary) in summaries.iter().enumerate() {
         let seen = if index + 1 == count {
@@ -163,6 +163,7 @@ pub fn run(
 
 fn write_header(
     out: &mut impl Write,
+    store: &Store,
     overview: &SessionOverview,
     violations: &[Violation],
 ) -> std::io::Result<()> {
@@ -216,8 +217,9 @@ fn write_header(
         .collect();
     writeln!(
         out,
-        "health: BROKEN ({}); marked {MARK} below; `store-repair --session {}` mends it (`--dry-run` first)",
+        "health: BROKEN ({}); marked {MARK} below; `store-repair --db {} --session {}` mends it (`--dry-run` first)",
         rules.join(", "),
+        escape_line(&store.path().display().to_string()),
         escape_line(overview.id.as_str())
     )
 }
