@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::bail;
 use session_store::history::pairing::tombstone_text;
@@ -110,6 +110,14 @@ pub fn run(
         write_part(out, &label, &summary.text, full)?;
     }
     let pending: BTreeSet<&str> = overview.pending.iter().map(String::as_str).collect();
+    // Each violation under the message, or the part of it, at fault.
+    let mut marks: HashMap<(i64, Option<usize>), Vec<&Violation>> = HashMap::new();
+    for violation in &violations {
+        marks
+            .entry((violation.message_id, violation.part))
+            .or_default()
+            .push(violation);
+    }
     let mut current = None;
     for (index, message) in shown.iter().enumerate() {
         if current != Some(message.turn_index) {
@@ -132,18 +140,18 @@ pub fn run(
             message.role,
             message.created_at.format("%Y-%m-%d %H:%M:%S")
         )?;
-        let at_message = |part: Option<usize>| {
-            violations
-                .iter()
-                .filter(move |v| v.message_id == message.id && v.part == part)
+        let at = |part: Option<usize>| {
+            marks
+                .get(&(message.id, part))
+                .map_or(&[][..], Vec::as_slice)
         };
-        for violation in at_message(None) {
+        for violation in at(None) {
             write_violation(out, violation)?;
         }
         for (position, part) in message.parts.iter().enumerate() {
             let (label, body) = describe(part, &pending);
             write_part(out, &label, &body, full)?;
-            for violation in at_message(Some(position)) {
+            for violation in at(Some(position)) {
                 write_violation(out, violation)?;
             }
         }
