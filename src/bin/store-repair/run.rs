@@ -174,9 +174,17 @@ fn check(
     let bar = progress("checking", ids.len());
     let mut report = CheckReport::default();
     for id in &ids {
-        let one = store.check(std::slice::from_ref(id), options)?;
-        report.sessions_checked += one.sessions_checked;
-        report.violations.extend(one.violations);
+        match store.check(std::slice::from_ref(id), options) {
+            Ok(one) => {
+                report.sessions_checked += one.sessions_checked;
+                report.violations.extend(one.violations);
+            }
+            // Deleted by another process since the list was read: nothing left to check.
+            Err(session_store::Error::UnknownSession(_)) if named.is_empty() => {
+                tracing::debug!(session = %id, "gone before its check");
+            }
+            Err(error) => return Err(error.into()),
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
