@@ -60,8 +60,16 @@ pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()
     let overviews = store.session_overviews()?;
     let mut rows = Vec::with_capacity(overviews.len());
     for overview in overviews {
-        let health = Health::of(store, &overview)?;
-        rows.push((overview, health));
+        match Health::of(store, &overview) {
+            Ok(health) => rows.push((overview, health)),
+            // Deleted by another process since the list was read: not listed.
+            Err(error)
+                if matches!(
+                    error.downcast_ref::<Error>(),
+                    Some(Error::UnknownSession(_))
+                ) => {}
+            Err(error) => return Err(error),
+        }
     }
     tracing::info!(sessions = rows.len(), "listed");
     if json {
