@@ -514,3 +514,37 @@ fn a_refused_import_leaves_no_session_behind() {
     assert!(empty.is_err(), "an empty import is refused too");
     assert!(store.sessions().expect("list").is_empty());
 }
+
+/// `import --format auto` on real files: every transcript is detected as the format its
+/// importer reads, is refused for every other format, and the Codex rollouts (a format this
+/// build does not read) are refused rather than guessed.
+#[test]
+fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
+    use session_store::import::detect::{confirm, detect, CANDIDATES};
+    let transcripts = transcripts();
+    assert!(transcripts.len() >= 15, "{transcripts:?}");
+    for (path, format) in &transcripts {
+        let text = read(path);
+        assert_eq!(detect(&text), Ok(*format), "{}", path.display());
+        for other in CANDIDATES.iter().filter(|f| *f != format) {
+            assert!(
+                confirm(*other, &text).is_err(),
+                "{} accepted as {other}",
+                path.display()
+            );
+        }
+    }
+    let codex = fixtures().join("agentcmd/codex");
+    for entry in std::fs::read_dir(&codex).expect("codex folder") {
+        let path = entry.expect("entry").path();
+        let text = read(&path);
+        assert!(detect(&text).is_err(), "{}", path.display());
+        for format in CANDIDATES {
+            assert!(
+                confirm(*format, &text).is_err(),
+                "{} as {format}",
+                path.display()
+            );
+        }
+    }
+}
