@@ -48,6 +48,7 @@ use crate::model::{NewMessage, Part, Role};
 pub mod anthropic;
 mod blocks;
 pub mod claude_code;
+pub mod detect;
 pub mod openai;
 
 /// A transcript format [`import`] understands.

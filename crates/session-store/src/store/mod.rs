@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 mod apply;
 mod compaction;
 mod import;
+mod overview;
 mod read;
 pub mod repair;
 mod revert;
@@ -27,6 +28,7 @@ mod turns;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use overview::SessionOverview;
 pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
