@@ -9,8 +9,8 @@ use std::io::Write;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::bail;
-use session_store::history::pairing::tombstone_text;
 use session_store::history::rules::Violation;
+use session_store::history::texts::is_tombstone;
 use session_store::store::repair::RepairOptions;
 use session_store::store::SessionOverview;
 use session_store::{Message, Part, Store};
@@ -258,12 +258,6 @@ fn write_violation(out: &mut impl Write, violation: &Violation) -> std::io::Resu
         violation.rule.as_str(),
         escape_line(&violation.detail)
     )
-}
-
-/// The start of every tombstone's text ([`tombstone_text`] without a reason).
-fn is_tombstone(content: &str, is_error: bool) -> bool {
-    let empty = tombstone_text("");
-    is_error && content.starts_with(empty.trim_end_matches('.'))
 }
 
 /// A label for the part and its text.

@@ -19,17 +19,23 @@ pub const IMPORT_REASON: &str = "the imported transcript holds no result for thi
 /// Why the loader answers a call in what a provider sees (the rows stay as they are).
 pub const LOST_REASON: &str = "it was interrupted or its result was lost";
 
+/// How every tombstone's text begins.
+pub const TOMBSTONE_PREFIX: &str = "Tool call cancelled before it returned a result: ";
+
 /// The text of a tombstone result; never blank, since providers reject error results
 /// without content.
 pub fn tombstone(reason: &str) -> String {
-    if is_blank(reason) {
-        format!("Tool call cancelled before it returned a result: {CANCELLED}")
+    let reason = if is_blank(reason) {
+        CANCELLED
     } else {
-        format!(
-            "Tool call cancelled before it returned a result: {}",
-            reason.trim()
-        )
-    }
+        reason.trim()
+    };
+    format!("{TOMBSTONE_PREFIX}{reason}")
+}
+
+/// True for the content of an error result the store wrote as a tombstone.
+pub fn is_tombstone(content: &str, is_error: bool) -> bool {
+    is_error && content.starts_with(TOMBSTONE_PREFIX)
 }
 
 /// The content given to an error result stored with empty content.

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use super::write::tail_of;
+use super::write::pending_of;
 use super::{parse_time, Store};
 use crate::error::Result;
 use crate::model::SessionId;
@@ -113,7 +113,7 @@ fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionO
     }
     drop(rows);
     for overview in &mut found {
-        overview.pending = tail_of(conn, &overview.id)?.tail.pending();
+        overview.pending = pending_of(conn, &overview.id)?;
     }
     Ok(found)
 }

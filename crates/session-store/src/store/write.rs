@@ -86,7 +86,7 @@ impl Store {
     pub fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
         self.read(|conn| {
             require_session(conn, session)?;
-            Ok(Walk::resume(tail_of(conn, session)?.resume).pending())
+            pending_of(conn, session)
         })
     }
 }
@@ -142,6 +142,11 @@ pub(crate) fn append_in(
     conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
         .execute(params![session.as_str(), format_time(now)])?;
     Ok(appended)
+}
+
+/// The calls of a session still waiting for a result, in part order.
+pub(crate) fn pending_of(conn: &Connection, session: &SessionId) -> Result<Vec<String>> {
+    Ok(Walk::resume(tail_of(conn, session)?.resume).pending())
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
