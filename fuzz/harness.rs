@@ -21,9 +21,10 @@ use std::path::Path;
 
 use rusqlite::{params, Connection};
 use serde_json::json;
-use session_store::import::{self, Format};
-use session_store::store::repair::{backup_database, inspect_database_file, RepairOptions};
-use session_store::{Error, ExportOptions, Provider, SessionId, Store};
+use session_store::{
+    backup_database, import_transcript_bytes, inspect_database_file, Error, ExportOptions, Format,
+    Provider, RepairOptions, SessionId, Store,
+};
 
 /// The providers every export is rendered for.
 const PROVIDERS: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
@@ -76,7 +77,7 @@ thread_local! {
 
 /// One importer over arbitrary bytes.
 pub fn import(format: Format, data: &[u8]) {
-    let Ok(imported) = import::import_bytes(format, data) else {
+    let Ok(imported) = import_transcript_bytes(format, data) else {
         return;
     };
     let messages = imported.into_messages();
@@ -103,7 +104,7 @@ pub fn import(format: Format, data: &[u8]) {
                 .export_request(
                     &session,
                     provider,
-                    session_store::store::clock(),
+                    session_store::clock(),
                     &export_options(),
                 )
                 .expect("export");
@@ -300,7 +301,7 @@ pub fn loader(data: &[u8]) {
             match store.export_request(
                 &session,
                 provider,
-                session_store::store::clock(),
+                session_store::clock(),
                 &export_options(),
             ) {
                 Ok(request) => assert!(

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use serde_json::Value;
-use session_store::store::repair::{backup_database, RepairOptions};
+use session_store::{backup_database, RepairOptions};
 use session_store::{Error, NewMessage, Part, SessionId, Store, StoreOptions};
 
 use crate::util::dump;
@@ -489,12 +489,18 @@ fn a_session_with_rows_outside_the_contract_stops_nothing_else() {
     let db_text = db.to_str().expect("utf-8");
     let run = run_in(dir.path(), cmd(STORE, &["--db", db_text, "sessions"]));
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout.lines().count(), 5, "{}", run.stdout);
+    for session in &ids {
+        assert!(
+            run.stdout.lines().any(|l| l.starts_with(session.as_str())),
+            "{session} not listed: {}",
+            run.stdout
+        );
+    }
     for session in unreadable {
         assert!(
             run.stdout
                 .lines()
-                .any(|l| l.starts_with(session.as_str()) && l.ends_with("health=unreadable_row")),
+                .any(|l| l.starts_with(session.as_str()) && l.contains("unreadable_row")),
             "{}",
             run.stdout
         );
@@ -720,7 +726,7 @@ fn duplicate_keys_are_refused_with_their_json_path_and_nothing_is_created() {
         ),
         (
             "claude-code",
-            "{\"type\": \"user\", \"message\": {\"role\": \"user\", \"content\": \"a\", \"content\": \"b\"}}\n",
+            "{\"type\": \"user\", \"uuid\": \"u1\", \"message\": {\"role\": \"user\", \"content\": \"a\", \"content\": \"b\"}}\n",
             "line 1, message.content",
         ),
     ];
@@ -753,9 +759,9 @@ fn duplicate_keys_are_refused_with_their_json_path_and_nothing_is_created() {
 
 #[test]
 fn a_json_lines_syntax_error_names_its_own_line_and_byte() {
-    use session_store::import::{self, Format};
+    use session_store::{import_transcript, Format};
     let text = "{\"type\": \"user\"}\n{\"type\": \"assist\n{}\n";
-    let err = import::import(Format::ClaudeCode, text).expect_err("cut short");
+    let err = import_transcript(Format::ClaudeCode, text).expect_err("cut short");
     let at = err.location().expect("location");
     assert_eq!(at.line, Some(2), "{err}");
     let byte = at.byte.expect("byte");
@@ -766,13 +772,13 @@ fn a_json_lines_syntax_error_names_its_own_line_and_byte() {
 /// digit through import, storage and export (an f64 would round the first one).
 #[test]
 fn big_numbers_survive_import_storage_and_export_digit_for_digit() {
-    use session_store::import::{self, Format};
+    use session_store::{import_transcript, Format};
     let text = r#"{"messages": [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f",
             "input": {"big": 123456789012345678901234567890, "exact": 0.1000000000000000055511151231257827}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]}"#;
-    let imported = import::import(Format::Anthropic, text).expect("imports");
+    let imported = import_transcript(Format::Anthropic, text).expect("imports");
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let session = store

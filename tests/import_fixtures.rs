@@ -1,4 +1,4 @@
-//! Every real transcript in `../shared/fixtures/transcripts/` imports, and nothing the
+//! Every real transcript in `tests/fixtures/transcripts/` imports, and nothing the
 //! provider needs is lost on the way: each signature, tool call and tool result counted in the
 //! source file (by walking its JSON here, independently of the importers) is found again in
 //! the stored parts, byte for byte. Guards against importers that drop blocks they do not
@@ -8,14 +8,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use session_store::import::{self, Format, Imported};
 use session_store::{
     check_anthropic, check_openai, ExportOptions, Message, NewMessage, Part, Provider, Refusal,
     Role, Store, ThinkingConfig,
 };
+use session_store::{import_transcript, Format, Imported};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts")
+    crate::util::transcripts()
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).
@@ -365,7 +365,7 @@ fn exported_inventory(
 
 fn import_into(store: &Store, path: &Path, format: Format) -> (Imported, Vec<Message>) {
     let text = read(path);
-    let imported = import::import(format, &text)
+    let imported = import_transcript(format, &text)
         .unwrap_or_else(|e| panic!("{} refused: {e:#?}", path.display()));
     let session = store
         .import_session(imported.clone().into_messages())
@@ -448,7 +448,7 @@ fn interleaved_claude_code_lines_merge_into_one_assistant_message_per_api_messag
     let calls_per_assistant: Vec<usize> = messages
         .iter()
         .filter(|m| m.role == Role::Assistant)
-        .map(|m| m.parts.iter().filter(|p| p.tool_use_id().is_some()).count())
+        .map(|m| m.parts.iter().filter(|p| p.call_id().is_some()).count())
         .filter(|&n| n > 0)
         .collect();
     assert_eq!(calls_per_assistant, [1, 1, 2, 2]);
@@ -470,7 +470,7 @@ fn trailing_unanswered_calls_are_imported_as_pending() {
         ("agentcmd/claude/full-session-askuserquestion.jsonl", 1),
     ] {
         let imported =
-            import::import(Format::ClaudeCode, &read(&fixtures().join(file))).expect("imports");
+            import_transcript(Format::ClaudeCode, &read(&fixtures().join(file))).expect("imports");
         let session = store
             .import_session(imported.into_messages())
             .expect("stored");
@@ -488,7 +488,7 @@ fn subagent_logs_import_their_own_conversation() {
         &fixtures()
             .join("spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl"),
     );
-    let imported = import::import(Format::ClaudeCode, &text).expect("imports");
+    let imported = import_transcript(Format::ClaudeCode, &text).expect("imports");
     let roles: HashSet<Role> = imported.messages.iter().map(|m| m.role).collect();
     assert!(roles.contains(&Role::Tool) && roles.contains(&Role::Assistant));
 }
@@ -513,4 +513,40 @@ fn a_refused_import_leaves_no_session_behind() {
     let empty = store.import_session(Vec::new());
     assert!(empty.is_err(), "an empty import is refused too");
     assert!(store.sessions().expect("list").is_empty());
+}
+
+/// `import --format auto` on real files: every transcript is detected as the format its
+/// importer reads, is refused for every other format, and the Codex rollouts (a format this
+/// build does not read) are refused rather than guessed.
+#[test]
+fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
+    use session_store::{
+        confirm_format as confirm, detect_format as detect, FORMATS as CANDIDATES,
+    };
+    let transcripts = transcripts();
+    assert!(transcripts.len() >= 15, "{transcripts:?}");
+    for (path, format) in &transcripts {
+        let text = read(path);
+        assert_eq!(detect(&text), Ok(*format), "{}", path.display());
+        for other in CANDIDATES.iter().filter(|f| *f != format) {
+            assert!(
+                confirm(*other, &text).is_err(),
+                "{} accepted as {other}",
+                path.display()
+            );
+        }
+    }
+    let codex = fixtures().join("agentcmd/codex");
+    for entry in std::fs::read_dir(&codex).expect("codex folder") {
+        let path = entry.expect("entry").path();
+        let text = read(&path);
+        assert!(detect(&text).is_err(), "{}", path.display());
+        for format in CANDIDATES {
+            assert!(
+                confirm(*format, &text).is_err(),
+                "{} as {format}",
+                path.display()
+            );
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use session_store::store::repair::{backup_database, RepairOptions};
+use session_store::{backup_database, RepairOptions};
 use session_store::{NewMessage, Part, SessionId, Store};
 
 use crate::broken_db::{self, dump, dump_session, CASES};
@@ -172,7 +172,7 @@ fn mended_shapes_are_the_ones_the_contract_names() {
     // The later duplicate and its answer share a fresh id.
     let renamed: i64 = conn
         .query_row(
-            "SELECT COUNT(*) FROM parts WHERE tool_use_id = 'dup-a_dup1'",
+            "SELECT COUNT(*) FROM parts WHERE tool_use_id = 'dup-a__2'",
             [],
             |r| r.get(0),
         )

@@ -1,33 +1,52 @@
 //! `import`: a new session from a transcript file, in one transaction.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use session_store::import::{self, Format};
+use session_store::{confirm_format_of, detect_format_of, Sample};
+use session_store::{import_transcript, transcript_text, Format};
 
 use crate::{open, ImportFormat};
 
 pub fn run(
-    db: &Path,
+    db: &Option<PathBuf>,
     format: ImportFormat,
     file: &Path,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let format = match format {
-        ImportFormat::Anthropic => Format::Anthropic,
-        ImportFormat::Openai => Format::OpenAi,
-        ImportFormat::ClaudeCode => Format::ClaudeCode,
-    };
+    let db = open::path(db)?;
     let bytes = read_input(file)?;
+    let text = transcript_text(&bytes).with_context(|| format!("{} refused", file.display()))?;
+    // Never read a file as a format it is not: detect it, or confirm the format named.
+    let sample = Sample::of(text);
+    let format = match format {
+        ImportFormat::Auto => {
+            detect_format_of(&sample).with_context(|| format!("{} refused", file.display()))?
+        }
+        named => {
+            let format = match named {
+                ImportFormat::Anthropic => Format::Anthropic,
+                ImportFormat::Openai => Format::OpenAi,
+                ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
+            };
+            confirm_format_of(format, &sample)
+                .with_context(|| format!("{} refused as {format}", file.display()))?;
+            format
+        }
+    };
+    drop(sample);
+    tracing::info!(file = %file.display(), %format, "importing");
     // Parse before opening the database, so refused input never creates a file.
-    let imported = import::import_bytes(format, &bytes)
+    let imported = import_transcript(format, text)
         .with_context(|| format!("{} refused as {format}", file.display()))?;
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;
     let store = open::or_create(db)?;
+    let messages = imported.into_messages();
+    tracing::debug!(messages = messages.len(), "parsed");
     let session = store
-        .import_session(imported.into_messages())
+        .import_session(messages)
         .with_context(|| format!("cannot import {}", file.display()))?;
     if tombstoned > 0 {
         eprintln!(
@@ -41,7 +60,7 @@ pub fn run(
     Ok(())
 }
 
-/// The input's bytes; the importer checks they are UTF-8 and says where they are not.
+/// The input's bytes; `transcript_text` checks they are UTF-8 and says where they are not.
 fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();

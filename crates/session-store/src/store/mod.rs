@@ -16,9 +16,11 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod apply;
 mod compaction;
 pub mod file;
 mod import;
+mod overview;
 mod read;
 pub mod repair;
 mod revert;
@@ -28,6 +30,7 @@ mod turns;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use overview::SessionOverview;
 pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
@@ -186,7 +189,9 @@ impl Store {
 /// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
 fn not_a_database(error: Error, path: &Path) -> Error {
     match &error {
-        Error::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+        _ if error.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::NotADatabase) =>
+        {
             Error::NotADatabase {
                 path: path.to_path_buf(),
             }

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::parse_time;
 use crate::error::{Error, Result};
-use crate::history::rules::{Rule, Violation};
+use crate::history::rules::{HealthRule, Problem};
 use crate::model::{Message, NewMessage, Part, PartKind, Role, SessionId};
 
 /// Which messages of a session to load.
@@ -113,16 +113,16 @@ impl Unreadable {
     }
 
     /// The check's finding: rule `unreadable_row`, the session left as it is.
-    pub(crate) fn violation(&self, session: &SessionId) -> Violation {
+    pub(crate) fn violation(&self, session: &SessionId) -> Problem {
         let (table, id) = (self.table, self.row_id);
         let row = if table == "sessions" {
             format!("the {table} row")
         } else {
             format!("{table} row {id}")
         };
-        Violation {
+        Problem {
             session_id: session.clone(),
-            rule: Rule::UnreadableRow,
+            rule: HealthRule::UnreadableRow,
             turn: 0,
             message_id: self.message_id.unwrap_or(0),
             seq: 0,
