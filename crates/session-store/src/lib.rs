@@ -46,6 +46,9 @@ pub use history::compaction::{CompactionPlan, NothingToCompact, ProviderHistory,
 pub use history::paging::{Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
+pub use model::Usage;
+pub use store::{Deleted, Forked, Lineage, Reclaimed, SearchHit, SearchOptions, SizeReport};
+pub use store::{SessionUsage, TokenTotals, TurnUsage};
 pub use store::{CompactionOutcome, Reverted};
 pub use store::{ConnectionSettings, Store, StoreOptions};
 

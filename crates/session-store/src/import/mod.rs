@@ -47,6 +47,7 @@ pub mod anthropic;
 mod blocks;
 pub mod claude_code;
 pub mod openai;
+mod usage;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

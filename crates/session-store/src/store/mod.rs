@@ -16,16 +16,24 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use crate::error::{Error, Result};
 
 mod compaction;
+mod fork;
 mod import;
 mod read;
 pub mod repair;
+mod retention;
 mod revert;
 mod rows;
 mod schema;
+mod search;
 mod turns;
+mod usage;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use fork::{Forked, Lineage, FORK_TOMBSTONE_REASON};
+pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
+pub use search::{fts_query, SearchHit, SearchOptions};
+pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
