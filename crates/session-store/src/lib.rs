@@ -45,12 +45,12 @@ pub use error::{Error, Result};
 pub use history::compaction::{CompactionPlan, NothingToCompact, ProviderHistory, Summary};
 pub use history::paging::{Page, TurnCursor};
 pub use history::pairing::Refusal;
-pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
 pub use model::Usage;
-pub use store::{Deleted, Forked, Lineage, Reclaimed, SearchHit, SearchOptions, SizeReport};
-pub use store::{SessionUsage, TokenTotals, TurnUsage};
+pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
 pub use store::{CompactionOutcome, Reverted};
 pub use store::{ConnectionSettings, Store, StoreOptions};
+pub use store::{Deleted, Forked, Lineage, Reclaimed, SearchHit, SearchOptions, SizeReport};
+pub use store::{SessionUsage, TokenTotals, TurnUsage};
 
 pub use history::contract::{check_anthropic, check_openai, Rule, Violation};
 pub use history::render::Provider;

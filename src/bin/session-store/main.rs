@@ -17,11 +17,18 @@ use clap::{Parser, Subcommand, ValueEnum};
 use session_store::Provider;
 
 mod compact;
+mod delete;
 mod export;
+mod fork;
 mod import;
 mod open;
+mod prune;
+mod search;
 mod sessions;
 mod show;
+mod size;
+mod tree;
+mod usage;
 
 /// Inspect and exchange the sessions of a session-store database.
 #[derive(Debug, Parser)]
@@ -37,7 +44,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// One line per session: id, messages, turns, compacted turns, pending tool calls, health.
-    Sessions,
+    Sessions {
+        /// Show the fork tree instead: each session under the one it was forked from.
+        #[arg(long)]
+        tree: bool,
+    },
     /// A person's view of a session, turn by turn.
     Show {
         /// The session id.
@@ -78,6 +89,65 @@ enum Command {
         /// The transcript file (`-` reads stdin).
         file: PathBuf,
     },
+    /// A new session holding the turns of SESSION before turn N; prints its id.
+    Fork {
+        /// The session to fork.
+        session: String,
+        /// The first turn not copied: 0 copies nothing, the number of turns copies all.
+        #[arg(long, value_name = "N")]
+        at_turn: i64,
+    },
+    /// Remove a session and all its rows, and give the space back to the file system.
+    Delete {
+        /// The session id.
+        session: String,
+    },
+    /// Delete every session last changed longer ago than DURATION.
+    Prune {
+        /// How old a session must be: e.g. `30d`, `12h`, `1w2d` (s, m, h, d, w).
+        #[arg(long, value_name = "DURATION", value_parser = prune::parse_duration)]
+        older_than: chrono::TimeDelta,
+        /// List what would be deleted; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Full-text search over text, reasoning and tool content, best match first.
+    Search {
+        /// Words to find (all of them); a trailing `*` searches a prefix.
+        query: String,
+        /// Only this session.
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
+        /// At most this many hits.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+        /// A JSON list on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tokens per turn and in total, where the source recorded them.
+    Usage {
+        /// The session id.
+        session: String,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where the bytes are: file, tables, search index, the largest sessions, tool output.
+    Size {
+        /// How many of the largest sessions to list.
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        top: usize,
+        /// First give free pages back to the file system (the first time: one VACUUM).
+        #[arg(long)]
+        reclaim: bool,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The request shapes `export` writes.
@@ -117,7 +187,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Sessions => sessions::run(&open::existing(&cli.db)?, &mut out)?,
+        Command::Sessions { tree: false } => sessions::run(&open::existing(&cli.db)?, &mut out)?,
+        Command::Sessions { tree: true } => tree::run(&open::existing(&cli.db)?, &mut out)?,
         Command::Show {
             session,
             turns,
@@ -142,6 +213,40 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &mut out,
         )?,
         Command::Import { format, file } => import::run(&cli.db, format, &file, &mut out)?,
+        Command::Fork { session, at_turn } => {
+            fork::run(&open::existing(&cli.db)?, &session, at_turn, &mut out)?
+        }
+        Command::Delete { session } => delete::run(&open::existing(&cli.db)?, &session, &mut out)?,
+        Command::Prune {
+            older_than,
+            dry_run,
+            json,
+        } => prune::run(
+            &open::existing(&cli.db)?,
+            older_than,
+            dry_run,
+            json,
+            &mut out,
+        )?,
+        Command::Search {
+            query,
+            session,
+            limit,
+            json,
+        } => search::run(
+            &open::existing(&cli.db)?,
+            &query,
+            session.as_deref(),
+            limit,
+            json,
+            &mut out,
+        )?,
+        Command::Usage { session, json } => {
+            usage::run(&open::existing(&cli.db)?, &session, json, &mut out)?
+        }
+        Command::Size { top, reclaim, json } => {
+            size::run(&open::existing(&cli.db)?, top, reclaim, json, &mut out)?
+        }
     }
     out.flush()?;
     Ok(())

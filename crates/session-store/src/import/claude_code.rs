@@ -290,13 +290,22 @@ mod tests {
         second["message"]["model"] = json!("claude-opus-4-1");
         second["message"]["usage"] = json!({"input_tokens": 10, "output_tokens": 25,
             "cache_read_input_tokens": 500, "cache_creation_input_tokens": 7});
-        let log = lines(&[user("u1", json!("go")), first, second, user("u2", result("A"))]);
+        let log = lines(&[
+            user("u1", json!("go")),
+            first,
+            second,
+            user("u2", result("A")),
+        ]);
         let imported = import(&log).expect("imports");
         let usage = imported.messages[1].usage.clone().expect("usage");
         assert_eq!(usage.output_tokens, Some(25));
         assert_eq!(usage.cache_read_tokens, Some(500));
         assert_eq!(usage.model.as_deref(), Some("anthropic/claude-opus-4-1"));
-        assert!(imported.messages.iter().filter(|m| m.role != Role::Assistant).all(|m| m.usage.is_none()));
+        assert!(imported
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::Assistant)
+            .all(|m| m.usage.is_none()));
     }
 
     #[test]

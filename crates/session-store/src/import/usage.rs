@@ -30,7 +30,11 @@ pub(crate) fn anthropic(message: &Map<String, Value>) -> Option<Usage> {
 pub(crate) fn openai(message: &Map<String, Value>) -> Option<Usage> {
     let usage = message.get("usage")?.as_object()?;
     let (input, output, details) = if usage.contains_key("prompt_tokens") {
-        ("prompt_tokens", "completion_tokens", "prompt_tokens_details")
+        (
+            "prompt_tokens",
+            "completion_tokens",
+            "prompt_tokens_details",
+        )
     } else {
         ("input_tokens", "output_tokens", "input_tokens_details")
     };
@@ -90,7 +94,11 @@ mod tests {
             "cache_read_input_tokens": 1000, "cache_creation_input_tokens": 200}}));
         assert_eq!(
             anthropic(&message),
-            Some(Usage::new(3, 40).cache(1000, 200).model("anthropic/claude-sonnet-4-5"))
+            Some(
+                Usage::new(3, 40)
+                    .cache(1000, 200)
+                    .model("anthropic/claude-sonnet-4-5")
+            )
         );
         assert_eq!(anthropic(&object(json!({"usage": {}}))), None);
     }

@@ -76,8 +76,7 @@ const UNCOMPACT_UNCOVERED: &str = "
     UPDATE messages SET compacted = 0
     WHERE session_id = ?1 AND compacted = 1 AND (?2 IS NULL OR turn_index > ?2)";
 
-const LINEAGE: &str =
-    "SELECT id, parent_id, forked_at_turn FROM sessions ORDER BY created_at, id";
+const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions ORDER BY created_at, id";
 
 impl Store {
     /// Forks `source` at turn `at_turn`: a new session (fresh id) holding turns

@@ -32,9 +32,9 @@ mod write;
 pub use compaction::CompactionOutcome;
 pub use fork::{Forked, Lineage, FORK_TOMBSTONE_REASON};
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
+pub use revert::Reverted;
 pub use search::{fts_query, SearchHit, SearchOptions};
 pub use usage::{SessionUsage, TokenTotals, TurnUsage};
-pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
 

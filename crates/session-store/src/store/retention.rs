@@ -174,8 +174,7 @@ impl Store {
         let wal_bytes = file_len(&wal_path(self.path()));
         self.read(|conn| {
             let pragma = |name: &str| -> Result<u64> {
-                let value: i64 =
-                    conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))?;
+                let value: i64 = conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))?;
                 Ok(u64::try_from(value).unwrap_or(0))
             };
             let page_size = pragma("page_size")?;

@@ -149,10 +149,16 @@ impl Store {
     }
 }
 
-/// A person's query as an FTS5 query that cannot be a syntax error: each whitespace-separated
-/// term becomes a quoted phrase (inner `"` doubled), all of them required; a trailing `*` on a
+/// A person's query as an FTS5 query that cannot be a syntax error: each term (separated by
+/// whitespace or control characters) becomes a quoted phrase (inner `"` doubled), all of them required; a trailing `*` on a
 /// term keeps it a prefix search. `None` when the query has no term.
 pub fn fts_query(query: &str) -> Option<String> {
+    // FTS5 reads its query as a C string: a NUL would end it inside a quoted term. Control
+    // characters separate terms like whitespace.
+    let query: String = query
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let terms: Vec<String> = query
         .split_whitespace()
         .filter_map(|term| {
@@ -189,5 +195,6 @@ mod tests {
         assert_eq!(fts_query("depl*").as_deref(), Some("\"depl\"*"));
         assert_eq!(fts_query("  - * \" ( "), None);
         assert_eq!(fts_query(""), None);
+        assert_eq!(fts_query("a\u{0}b").as_deref(), Some("\"a\" \"b\""));
     }
 }
