@@ -57,7 +57,8 @@ fn text(n: u64, total: u64) -> String {
 }
 
 fn fixture(messages: usize) -> PathBuf {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("search-{messages}-messages.db"));
+    let path =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("search-{messages}-messages.db"));
     if path.exists() && Store::open(&path).is_ok() {
         return path;
     }
@@ -81,7 +82,9 @@ fn fixture(messages: usize) -> PathBuf {
             )
             .unwrap();
         let mut part = tx
-            .prepare("INSERT INTO parts (message_id, ordinal, kind, text) VALUES (?1, 0, 'text', ?2)")
+            .prepare(
+                "INSERT INTO parts (message_id, ordinal, kind, text) VALUES (?1, 0, 'text', ?2)",
+            )
             .unwrap();
         let at = "2026-01-01T00:00:00.000000Z";
         let total = messages as u64;
@@ -128,7 +131,10 @@ fn bench(c: &mut Criterion) {
         let store = Store::open(&path).unwrap();
         let sessions = messages / PER_SESSION;
         assert_eq!(
-            store.search("zanzibar", &SearchOptions::default()).unwrap().len(),
+            store
+                .search("zanzibar", &SearchOptions::default())
+                .unwrap()
+                .len(),
             RARE_HITS
         );
         let one_session = SearchOptions {
@@ -152,10 +158,16 @@ fn bench(c: &mut Criterion) {
             group.bench_function(name, |b| b.iter(|| std::hint::black_box(f())));
         };
         for (name, query) in queries() {
-            let hits = store.search(&query, &SearchOptions::default()).unwrap().len();
+            let hits = store
+                .search(&query, &SearchOptions::default())
+                .unwrap()
+                .len();
             eprintln!("{messages} messages, {name} ({query}): {hits} hits returned");
             timed(name, &mut || {
-                store.search(&query, &SearchOptions::default()).unwrap().len()
+                store
+                    .search(&query, &SearchOptions::default())
+                    .unwrap()
+                    .len()
             });
         }
         timed("one_session_common_word", &mut || {

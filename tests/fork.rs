@@ -220,6 +220,48 @@ fn a_fork_is_found_by_search_under_its_own_id() -> anyhow::Result<()> {
     Ok(())
 }
 
+#[test]
+fn forks_taken_beside_a_live_writer_are_whole_turn_prefixes_of_the_source() -> anyhow::Result<()> {
+    let (_dir, store) = open_store()?;
+    let source = session_of_turns(&store, &[1])?;
+    let writer = {
+        let (store, source) = (store.clone(), source.clone());
+        std::thread::spawn(move || -> session_store::Result<()> {
+            for n in 0..30 {
+                store.append_batch(&source, tool_turn(&format!("live{n}"), 1 + n % 3))?;
+            }
+            Ok(())
+        })
+    };
+    let mut forks = Vec::new();
+    for _ in 0..15 {
+        // The turns seen just before: the writer may add more before the fork runs, which
+        // then copies a prefix; either way whole turns.
+        let turns = store
+            .messages(&source)?
+            .last()
+            .map_or(0, |m| m.turn_index + 1);
+        forks.push(store.fork(&source, turns)?);
+    }
+    writer.join().expect("writer thread")?;
+    let all = store.messages(&source)?;
+    for fork in forks {
+        let copied = store.messages(&fork.id)?;
+        assert!(fork.tombstoned.is_empty(), "each turn is appended whole");
+        assert!(copied.len() <= all.len());
+        for (copy, original) in copied.iter().zip(&all) {
+            assert_eq!((copy.seq, &copy.parts), (original.seq, &original.parts));
+        }
+        let next = all.get(copied.len()).map(|m| m.role);
+        assert!(
+            matches!(next, None | Some(session_store::Role::User)),
+            "a fork ends at a turn boundary"
+        );
+    }
+    assert!(violations(store.path()).is_empty());
+    Ok(())
+}
+
 /// One turn of the generated sessions: a system note before it, then assistant steps with
 /// tool calls (results in one tool message or one each), reasoning, and a final answer.
 #[derive(Clone, Debug)]

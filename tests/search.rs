@@ -99,6 +99,37 @@ fn better_matches_rank_first_and_the_limit_holds() -> anyhow::Result<()> {
 }
 
 #[test]
+fn a_common_word_is_ranked_among_its_newest_matches_only() -> anyhow::Result<()> {
+    let (_dir, store) = open_store()?;
+    let session = store.create_session()?;
+    store.append(&session, NewMessage::user("heron heron heron"))?;
+    for n in 0..10 {
+        store.append(
+            &session,
+            NewMessage::user(format!(
+                "a heron and {n} other birds in a long list of words"
+            )),
+        )?;
+    }
+    let all = store.search("heron", &SearchOptions::default())?;
+    assert_eq!(all[0].seq, 1, "the best match overall ranks first");
+    let newest = SearchOptions {
+        max_ranked: 5,
+        ..SearchOptions::default()
+    };
+    let hits = store.search("heron", &newest)?;
+    assert_eq!(
+        {
+            let mut seqs: Vec<i64> = hits.iter().map(|h| h.seq).collect();
+            seqs.sort();
+            seqs
+        },
+        [7, 8, 9, 10, 11]
+    );
+    Ok(())
+}
+
+#[test]
 fn rows_written_with_plain_sql_are_indexed_updated_and_dropped() -> anyhow::Result<()> {
     let (_dir, store) = open_store()?;
     let session = conversation(&store)?;

@@ -5,11 +5,16 @@
 //! nothing to refresh here. Results are ranked by bm25 (best first) and carry a snippet, the
 //! session, the message and the turn.
 //!
+//! Cost: a search reads the matches it ranks, so a word found in one part of ten would cost in
+//! proportion to the database. Ranking stops at the newest [`SearchOptions::max_ranked`]
+//! matches (found by a cheap walk down the rowids), and a one-session search reads the index
+//! only in the range of that session's part ids; BENCHMARKS.md has the figures.
+//!
 //! A person's query is never FTS5 syntax: [`fts_query`] quotes every whitespace-separated term
 //! as a phrase (all terms must match), so `"`, `*`, `(`, `NEAR`, `AND` or a lone `-` cannot make
 //! the query an error. A term ending in `*` stays a prefix search (`deploy*`).
 
-use rusqlite::{params, Row};
+use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::write::require_session;
@@ -28,6 +33,11 @@ pub struct SearchOptions {
     pub highlight: (String, String),
     /// About how many tokens of context a snippet shows (at most 64).
     pub snippet_tokens: usize,
+    /// When a query matches more parts than this, only the newest `max_ranked` matches are
+    /// ranked (by bm25, with the whole index's statistics): ranking reads every candidate, so
+    /// this bounds the cost of a common word however large the database grows.
+    /// `usize::MAX` ranks every match.
+    pub max_ranked: usize,
 }
 
 impl Default for SearchOptions {
@@ -37,6 +47,7 @@ impl Default for SearchOptions {
             limit: 20,
             highlight: ("[".to_owned(), "]".to_owned()),
             snippet_tokens: 16,
+            max_ranked: 5_000,
         }
     }
 }
@@ -64,22 +75,32 @@ pub struct SearchHit {
     pub score: f64,
 }
 
-/// The best hits over all sessions: FTS5 sorts by rank itself, so only the returned hits
-/// are joined and given a snippet.
+/// The rowid of the `?2`-th newest match: ranking starts there when a query matches more.
+const NEWEST_BOUND: &str =
+    "SELECT rowid FROM parts_fts WHERE parts_fts MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2";
+
+/// The best hits over all sessions among matches with `rowid >= ?6`: FTS5 sorts by rank
+/// itself, so only the returned hits are joined and given a snippet.
 const SEARCH_ALL: &str = "
     WITH hits AS (
         SELECT rowid AS part_id, rank AS score,
                snippet(parts_fts, -1, ?2, ?3, '…', ?4) AS snippet
-        FROM parts_fts WHERE parts_fts MATCH ?1 ORDER BY rank LIMIT ?5)
+        FROM parts_fts WHERE parts_fts MATCH ?1 AND rowid >= ?6 ORDER BY rank LIMIT ?5)
     SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, p.kind, h.snippet, h.score
     FROM hits h JOIN parts p ON p.id = h.part_id JOIN messages m ON m.id = p.message_id
     ORDER BY h.score, h.part_id";
+
+/// The range of part ids a session holds: the index is read only there, so the cost follows
+/// the session (and what was written while it was live), not the whole database.
+const SESSION_PART_RANGE: &str = "
+    SELECT MIN(p.id), MAX(p.id) FROM messages m JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1";
 
 const SEARCH_SESSION: &str = "
     SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, parts_fts.rowid, p.kind,
            snippet(parts_fts, -1, ?2, ?3, '…', ?4), parts_fts.rank
     FROM parts_fts JOIN parts p ON p.id = parts_fts.rowid JOIN messages m ON m.id = p.message_id
-    WHERE parts_fts MATCH ?1 AND m.session_id = ?6
+    WHERE parts_fts MATCH ?1 AND parts_fts.rowid BETWEEN ?7 AND ?8 AND m.session_id = ?6
     ORDER BY parts_fts.rank, parts_fts.rowid LIMIT ?5";
 
 fn hit_from_row(row: &Row<'_>) -> rusqlite::Result<SearchHit> {
@@ -130,15 +151,28 @@ impl Store {
         let (open, close) = (&options.highlight.0, &options.highlight.1);
         self.read(|conn| {
             let hits = match &options.session {
-                None => conn
-                    .prepare_cached(SEARCH_ALL)?
-                    .query_map(params![fts, open, close, tokens, limit], hit_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()?,
+                None => {
+                    let offset = i64::try_from(options.max_ranked.max(1) - 1).unwrap_or(i64::MAX);
+                    let from: i64 = conn
+                        .prepare_cached(NEWEST_BOUND)?
+                        .query_row(params![fts, offset], |row| row.get(0))
+                        .optional()?
+                        .unwrap_or(i64::MIN);
+                    conn.prepare_cached(SEARCH_ALL)?
+                        .query_map(params![fts, open, close, tokens, limit, from], hit_from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
                 Some(session) => {
                     require_session(conn, session)?;
+                    let (low, high): (Option<i64>, Option<i64>) = conn
+                        .prepare_cached(SESSION_PART_RANGE)?
+                        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                    let (Some(low), Some(high)) = (low, high) else {
+                        return Ok(Vec::new());
+                    };
                     conn.prepare_cached(SEARCH_SESSION)?
                         .query_map(
-                            params![fts, open, close, tokens, limit, session.as_str()],
+                            params![fts, open, close, tokens, limit, session.as_str(), low, high],
                             hit_from_row,
                         )?
                         .collect::<rusqlite::Result<Vec<_>>>()?
