@@ -90,9 +90,5 @@ pub fn bytes(n: u64) -> String {
 }
 
 fn percent(part: u64, whole: u64) -> u64 {
-    if whole == 0 {
-        0
-    } else {
-        part.saturating_mul(100) / whole
-    }
+    part.saturating_mul(100).checked_div(whole).unwrap_or(0)
 }
