@@ -5,10 +5,12 @@
 //! nothing to refresh here. Results are ranked by bm25 (best first) and carry a snippet, the
 //! session, the message and the turn.
 //!
-//! Cost: a search reads the matches it ranks, so a word found in one part of ten would cost in
+//! Cost: ranking reads every match it ranks, so a word found in one part of ten would cost in
 //! proportion to the database. Ranking stops at the newest [`SearchOptions::max_ranked`]
 //! matches (found by a cheap walk down the rowids), and a one-session search reads the index
-//! only in the range of that session's part ids; BENCHMARKS.md has the figures.
+//! only in the range of that session's part ids. What remains proportional to a term's
+//! frequency is bm25's document count for it (one pass over its doclist, a few milliseconds
+//! for a term in 100,000 parts); BENCHMARKS.md has the figures.
 //!
 //! A person's query is never FTS5 syntax: [`fts_query`] quotes every whitespace-separated term
 //! as a phrase (all terms must match), so `"`, `*`, `(`, `NEAR`, `AND` or a lone `-` cannot make
@@ -47,7 +49,7 @@ impl Default for SearchOptions {
             limit: 20,
             highlight: ("[".to_owned(), "]".to_owned()),
             snippet_tokens: 16,
-            max_ranked: 5_000,
+            max_ranked: 1_000,
         }
     }
 }
