@@ -8,9 +8,11 @@
 //! describes on purpose during a repair) and is deleted by session id. A fork of a deleted
 //! session stays, its `parent_id` set to NULL by its foreign key.
 //!
-//! SQLite keeps freed pages in the file. [`Store::reclaim_space`] gives them back: the first
-//! time it switches the file to `auto_vacuum = INCREMENTAL` with one `VACUUM` (a full
-//! rewrite), after that `PRAGMA incremental_vacuum` frees pages without rewriting anything.
+//! SQLite keeps freed pages in the file, and FTS5 keeps deleted rows' entries (with delete
+//! markers) until its segments merge. [`Store::reclaim_space`] gives both back: it merges the
+//! search index (`optimize`), then the first time switches the file to
+//! `auto_vacuum = INCREMENTAL` with one `VACUUM` (a full rewrite); after that
+//! `PRAGMA incremental_vacuum` frees pages without rewriting anything.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -228,6 +230,9 @@ impl Store {
     /// Gives the database's free pages back to the file system and truncates the WAL,
     /// measuring the file before and after.
     ///
+    /// It first merges the search index into one segment (FTS5 `optimize`, a pass over the
+    /// whole index), which drops the entries of deleted parts.
+    ///
     /// The first call on a file switches it to `auto_vacuum = INCREMENTAL`, which takes one
     /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
     /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
@@ -237,6 +242,10 @@ impl Store {
         let conn = self.pool.get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
         let full_vacuum = mode != 2;
+        // FTS5 records a deleted row as a delete marker in a new index segment; the entries
+        // and their markers only cancel out when the segments are merged. Without this the
+        // search index grows with every delete.
+        conn.execute("INSERT INTO parts_fts (parts_fts) VALUES ('optimize')", [])?;
         if full_vacuum {
             conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
         } else {
