@@ -144,6 +144,10 @@ enum Command {
         /// First give free pages back to the file system (the first time: one VACUUM).
         #[arg(long)]
         reclaim: bool,
+        /// First rewrite the whole file (VACUUM): also gives back the room in half-empty
+        /// pages that deleting scattered rows leaves.
+        #[arg(long, conflicts_with = "reclaim")]
+        vacuum: bool,
         /// One JSON object on stdout.
         #[arg(long)]
         json: bool,
@@ -244,9 +248,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Usage { session, json } => {
             usage::run(&open::existing(&cli.db)?, &session, json, &mut out)?
         }
-        Command::Size { top, reclaim, json } => {
-            size::run(&open::existing(&cli.db)?, top, reclaim, json, &mut out)?
-        }
+        Command::Size {
+            top,
+            reclaim,
+            vacuum,
+            json,
+        } => size::run(
+            &open::existing(&cli.db)?,
+            top,
+            (reclaim, vacuum),
+            json,
+            &mut out,
+        )?,
     }
     out.flush()?;
     Ok(())

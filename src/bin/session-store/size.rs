@@ -1,5 +1,6 @@
-//! `size [--top N] [--json] [--reclaim]`: where the bytes of the database are, and (with
-//! `--reclaim`) giving free pages back to the file system.
+//! `size [--top N] [--json] [--reclaim | --vacuum]`: where the bytes of the database are,
+//! and giving free pages back to the file system (`--reclaim`: incremental after the first
+//! time; `--vacuum`: a full rewrite that also compacts half-empty pages).
 
 use std::io::Write;
 
@@ -9,11 +10,17 @@ use session_store::Store;
 pub fn run(
     store: &Store,
     top: usize,
-    reclaim: bool,
+    (reclaim, vacuum): (bool, bool),
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let reclaimed = reclaim.then(|| store.reclaim_space()).transpose()?;
+    let reclaimed = if vacuum {
+        Some(store.vacuum()?)
+    } else if reclaim {
+        Some(store.reclaim_space()?)
+    } else {
+        None
+    };
     let report = store.size_report(top)?;
     if json {
         let mut body = serde_json::to_value(&report)?;
@@ -31,7 +38,7 @@ pub fn run(
             bytes(reclaimed.before_bytes),
             bytes(reclaimed.after_bytes),
             if reclaimed.full_vacuum {
-                " (switched to incremental auto-vacuum with one VACUUM)"
+                " (full VACUUM)"
             } else {
                 ""
             }

@@ -41,7 +41,8 @@ pub struct Reclaimed {
     pub before_bytes: u64,
     /// Bytes of the database file and its WAL after.
     pub after_bytes: u64,
-    /// True when this call switched the file to incremental auto-vacuum with a full `VACUUM`.
+    /// True when this call rewrote the file with a full `VACUUM` (the first reclaim of a file,
+    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]).
     pub full_vacuum: bool,
 }
 
@@ -238,10 +239,22 @@ impl Store {
     /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
     /// for a live writer like any write, and readers keep reading.
     pub fn reclaim_space(&self) -> Result<Reclaimed> {
+        self.reclaim(false)
+    }
+
+    /// [`Store::reclaim_space`] with a full `VACUUM` every time: the whole file is rewritten,
+    /// which also gives back the room in half-empty pages that deleting rows scattered over
+    /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
+    /// as the database, and time in proportion to it.
+    pub fn vacuum(&self) -> Result<Reclaimed> {
+        self.reclaim(true)
+    }
+
+    fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
         let before_bytes = self.bytes_on_disk();
         let conn = self.pool.get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
-        let full_vacuum = mode != 2;
+        let full_vacuum = always_full || mode != 2;
         // FTS5 records a deleted row as a delete marker in a new index segment; the entries
         // and their markers only cancel out when the segments are merged. Without this the
         // search index grows with every delete.
