@@ -230,4 +230,10 @@ fn size_reports_sessions_tool_output_and_reclaims_measured_space() {
     let text = ok(&db, &["size", "--reclaim", "--top", "1"]);
     assert!(text.starts_with("reclaimed: "), "{text}");
     assert!(text.contains("largest sessions:"), "{text}");
+    let text = ok(&db, &["size", "--vacuum"]);
+    assert!(
+        text.starts_with("reclaimed: ") && text.contains("(full VACUUM)"),
+        "{text}"
+    );
+    fails(&db, &["size", "--vacuum", "--reclaim"]);
 }
