@@ -336,6 +336,10 @@ fn build(store: &Store, turns: &[TurnSpec], pending_end: bool) -> session_store:
     Ok(session)
 }
 
+/// The OpenAI body: one provider message per stored message. (The Anthropic renderer merges
+/// a tool block with the user text after it into one user message, so a fork that ends at
+/// that block renders the merged message's first half: a prefix of its content, not of the
+/// message list.)
 fn openai_messages(store: &Store, session: &SessionId) -> anyhow::Result<Vec<Value>> {
     let options = ExportOptions {
         persist_latch: false,

@@ -7,6 +7,11 @@
 //! source does later reaches the fork. Every column is copied, including columns that later
 //! migrations add (the column lists are read from the schema), so a fork loses nothing.
 //!
+//! The fork's own session row is new (its id, times and lineage); it takes the source's
+//! thinking-retention latch (`thinking_latched`, `last_completion_at`), so the provider sees
+//! the copied turns as the source's export showed them. Other session columns are not copied:
+//! a column that counts or names the source's rows would be wrong for the fork.
+//!
 //! What a fork may have to fix so that it is as healthy as its source:
 //! - a summary that covers turns the fork does not hold is not copied; the turns it hid are
 //!   un-compacted, as `store-repair` un-compacts a head without its summary, so the provider
