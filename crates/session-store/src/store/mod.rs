@@ -17,19 +17,27 @@ use crate::error::{Error, Result};
 
 mod apply;
 mod compaction;
+mod fork;
 mod import;
 mod overview;
 mod read;
 pub mod repair;
+mod retention;
 mod revert;
 mod rows;
 mod schema;
+mod search;
 mod turns;
+mod usage;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use fork::{Forked, Lineage};
 pub use overview::SessionOverview;
+pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
+pub use search::{SearchHit, SearchOptions};
+pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
 pub use export::ExportOptions;
 
