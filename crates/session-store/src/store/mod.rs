@@ -23,6 +23,7 @@ mod revert;
 mod rows;
 mod schema;
 mod turns;
+mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
@@ -119,6 +120,7 @@ impl Store {
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;
+            views::refresh(&mut conn)?;
         }
         Ok(store)
     }
