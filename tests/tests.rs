@@ -27,3 +27,4 @@ mod store_props;
 mod turn_fixtures;
 mod turn_properties;
 mod util;
+mod views_props;

@@ -75,7 +75,10 @@ pub(crate) fn refresh_in(conn: &Connection) -> Result<()> {
     let mut owned: BTreeSet<String> = recorded(conn)?.into_iter().map(|(name, _)| name).collect();
     owned.extend(view_names().into_iter().map(str::to_owned));
     for name in &owned {
-        conn.execute_batch(&format!("DROP VIEW IF EXISTS \"{}\"", name.replace('"', "\"\"")))?;
+        conn.execute_batch(&format!(
+            "DROP VIEW IF EXISTS \"{}\"",
+            name.replace('"', "\"\"")
+        ))?;
     }
     conn.execute_batch(VIEWS_SQL)?;
     conn.execute(&format!("DELETE FROM {TABLE}"), [])?;
@@ -159,7 +162,11 @@ mod tests {
             .filter(|l| !l.trim_start().starts_with("--"))
             .filter(|l| l.trim_start().to_ascii_uppercase().starts_with("CREATE"))
             .count();
-        assert_eq!(creates, names.len(), "every CREATE starts a line as CREATE VIEW");
+        assert_eq!(
+            creates,
+            names.len(),
+            "every CREATE starts a line as CREATE VIEW"
+        );
         for name in [
             "problems",
             "session_turns",
