@@ -27,4 +27,5 @@ mod store_props;
 mod turn_fixtures;
 mod turn_properties;
 mod util;
+mod views;
 mod views_props;

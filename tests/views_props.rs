@@ -6,7 +6,8 @@
 //! with ids from a small pool that includes `''` and NULL, answers given twice, compaction
 //! flags, wrong turn indexes, gaps in `seq` and `ordinal`), and the `problems` view must
 //! report exactly the (session, rule, seq, part) set the check reports, each row with a
-//! `detail`, and the same rows when asked about one session.
+//! `detail`, and the same rows when asked about one session; each `problem_<rule>` view holds
+//! its rule's rows, and `session_turns` counts the calls `tool_calls` calls pending.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -295,6 +296,32 @@ fn problems_view_reports_exactly_what_the_check_reports() {
                 views.iter().filter(|p| p.0 == sid).cloned().collect();
             prop_assert_eq!(one, expected);
         }
+
+        // Each rule's own view holds that rule's rows of `problems`.
+        for rule in session_store::history::rules::Rule::ALL {
+            let rows: BTreeSet<Problem> = conn
+                .prepare(&format!("SELECT session_id, rule, seq, part FROM problem_{rule}"))
+                .and_then(|mut s| {
+                    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                        .collect()
+                })
+                .expect("rule view");
+            let all = view_problems(&conn, None);
+            let expected: BTreeSet<Problem> =
+                all.into_iter().filter(|p| p.1 == rule.as_str()).collect();
+            prop_assert_eq!(rows, expected, "problem_{}", rule);
+        }
+
+        // session_turns counts the calls tool_calls calls pending, turn by turn.
+        let turns: BTreeSet<(String, i64, i64)> = conn
+            .prepare("SELECT session_id, turn, pending_calls FROM session_turns WHERE pending_calls > 0")
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+            .expect("session_turns");
+        let calls: BTreeSet<(String, i64, i64)> = conn
+            .prepare("SELECT session_id, turn, COUNT(*) FROM tool_calls WHERE pending GROUP BY session_id, turn")
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect())
+            .expect("tool_calls");
+        prop_assert_eq!(turns, calls);
         Ok(())
     });
     if let Err(failure) = outcome {

@@ -61,16 +61,17 @@ FROM (
 --   answer_nth which answer this is, in (seq, part) order: a call has one answer, the
 --              second and later ones are orphans;
 --   use_nth    which tool_use with this id in the session this is (> 1: a duplicate id);
---   first_use_seq the seq of the first tool_use with this id in the session.
+--   first_use_seq the seq of the first tool_use with this id in the session (up to this row).
+-- (The windows of a level share one ORDER BY, so each level sorts once.)
 CREATE VIEW tool_pairing AS
 SELECT y.*,
-       SUM(y.kind = 'tool_use') OVER (id_w ORDER BY y.seq, y.part ROWS UNBOUNDED PRECEDING) AS use_nth,
-       MIN(CASE WHEN y.kind = 'tool_use' THEN y.seq END) OVER id_w AS first_use_seq
+       SUM(y.kind = 'tool_use') OVER id_upto AS use_nth,
+       MIN(CASE WHEN y.kind = 'tool_use' THEN y.seq END) OVER id_upto AS first_use_seq
 FROM (
     SELECT x.*,
-           SUM(x.is_call) OVER anchor_w AS calls,
-           SUM(x.is_answer) OVER anchor_w AS answers,
-           SUM(x.is_answer) OVER (anchor_w ORDER BY x.seq, x.part ROWS UNBOUNDED PRECEDING) AS answer_nth
+           SUM(x.is_call) OVER anchor_all AS calls,
+           SUM(x.is_answer) OVER anchor_all AS answers,
+           SUM(x.is_answer) OVER anchor_upto AS answer_nth
     FROM (
         SELECT mp.*,
                COALESCE(mp.tool_use_id, '') AS id,
@@ -80,9 +81,12 @@ FROM (
         FROM message_parts mp
         WHERE mp.kind IN ('tool_use', 'tool_result')
     ) x
-    WINDOW anchor_w AS (PARTITION BY x.session_id, x.id, x.anchor)
+    WINDOW anchor_upto AS (PARTITION BY x.session_id, x.id, x.anchor ORDER BY x.seq, x.part
+                           ROWS UNBOUNDED PRECEDING),
+           anchor_all AS (PARTITION BY x.session_id, x.id, x.anchor ORDER BY x.seq, x.part
+                          ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 ) y
-WINDOW id_w AS (PARTITION BY y.session_id, y.id);
+WINDOW id_upto AS (PARTITION BY y.session_id, y.id ORDER BY y.seq, y.part ROWS UNBOUNDED PRECEDING);
 
 -- Every tool_use: answered in the tool block after its message? does its message end the
 -- session's speaking (at_end)? pending (unanswered, at the end, and an assistant message's
@@ -116,7 +120,10 @@ FROM (
 ) t
 WINDOW session_w AS (PARTITION BY session_id);
 
--- One view per rule: a row per violation, every row with a sentence in `detail`.
+-- The violations, a row each, every row with a sentence in `detail`. Rules found in the same
+-- rows are found in one pass: the compaction rules over message_compaction, the four pairing
+-- rules over tool_pairing (joined with two constant rows, as a part can break two rules:
+-- a call dangling and a duplicate, a result an orphan and misplaced).
 CREATE VIEW problem_turn_index_mismatch AS
 SELECT 'turn_index_mismatch' AS rule, session_id, turn, message_id, seq,
        NULL AS part_id, NULL AS part, NULL AS tool_use_id,
@@ -125,65 +132,86 @@ SELECT 'turn_index_mismatch' AS rule, session_id, turn, message_id, seq,
 FROM message_turns
 WHERE stored_turn_index IS NOT turn;
 
+CREATE VIEW compaction_problems AS
+SELECT rule, session_id, turn, message_id, seq, NULL AS part_id, NULL AS part, NULL AS tool_use_id,
+       CASE rule
+           WHEN 'split_turn_compaction'
+           THEN 'turn ' || turn || ': ' || turn_compacted || ' of ' || turn_messages
+                || ' messages compacted; the cut falls inside the turn at seq ' || seq
+           ELSE 'turn ' || turn || ' is compacted but turn ' || session_first_visible_turn
+                || ' before it is not' END AS detail
+FROM (
+    SELECT c.*,
+           CASE WHEN turn_compacted > 0 AND turn_compacted < turn_messages AND seq = turn_first_visible_seq
+                THEN 'split_turn_compaction'
+                WHEN compacted = 1 AND seq = turn_first_compacted_seq
+                     AND session_first_visible_seq < turn_first_seq
+                THEN 'compaction_gap' END AS rule
+    FROM message_compaction c
+)
+WHERE rule IS NOT NULL;
+
+CREATE VIEW pairing_problems AS
+SELECT rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
+       CASE rule
+           WHEN 'dangling_tool_use'
+           THEN 'tool_use "' || id || '" (' || COALESCE(tool_name, '?') || ') at seq ' || seq
+                || ' never got a result: '
+                || CASE WHEN id = '' THEN 'it has no id, so no result can answer it'
+                        WHEN role <> 'assistant' THEN 'it sits in a ' || role || ' message, where no result can answer it'
+                        ELSE 'its tool block ends without a result for it' END
+           WHEN 'duplicate_tool_use_id'
+           THEN 'tool_use id "' || id || '" at seq ' || seq || ' part ' || part
+                || ' is used earlier in the session (first at seq ' || first_use_seq || ')'
+           WHEN 'orphan_tool_result'
+           THEN 'tool_result for "' || id || '" at seq ' || seq || ': '
+                || CASE WHEN calls > 0 THEN 'its call (seq ' || anchor || ') was answered earlier in its block, and a call has one answer'
+                        WHEN id = '' THEN 'it has no id, so it answers no call'
+                        WHEN anchor IS NULL THEN 'no user or assistant message comes before it'
+                        ELSE 'the message before its block (seq ' || anchor
+                             || ') is not an assistant message with a tool_use of that id' END
+           ELSE 'tool_result for "' || id || '" sits in a ' || role || ' message (seq ' || seq || ')'
+       END AS detail
+FROM (
+    SELECT t.*,
+           CASE WHEN t.kind = 'tool_use' AND w.k = 1
+                     AND NOT (t.is_call AND (t.answers > 0 OR t.next_speaker_seq IS NULL))
+                THEN 'dangling_tool_use'
+                WHEN t.kind = 'tool_use' AND w.k = 2 AND t.use_nth > 1
+                THEN 'duplicate_tool_use_id'
+                WHEN t.kind = 'tool_result' AND w.k = 1
+                     AND (t.calls = 0 OR (t.is_answer AND t.answer_nth > 1))
+                THEN 'orphan_tool_result'
+                WHEN t.kind = 'tool_result' AND w.k = 2 AND t.role <> 'tool'
+                THEN 'misplaced_tool_result' END AS rule
+    FROM tool_pairing t JOIN (SELECT 1 AS k UNION ALL SELECT 2 AS k) w
+)
+WHERE rule IS NOT NULL;
+
+-- One view per rule.
 CREATE VIEW problem_split_turn_compaction AS
-SELECT 'split_turn_compaction' AS rule, session_id, turn, message_id, seq,
-       NULL AS part_id, NULL AS part, NULL AS tool_use_id,
-       'turn ' || turn || ': ' || turn_compacted || ' of ' || turn_messages
-           || ' messages compacted; the cut falls inside the turn at seq ' || seq AS detail
-FROM message_compaction
-WHERE turn_compacted > 0 AND turn_compacted < turn_messages AND seq = turn_first_visible_seq;
+SELECT * FROM compaction_problems WHERE rule = 'split_turn_compaction';
 
 CREATE VIEW problem_compaction_gap AS
-SELECT 'compaction_gap' AS rule, session_id, turn, message_id, seq,
-       NULL AS part_id, NULL AS part, NULL AS tool_use_id,
-       'turn ' || turn || ' is compacted but turn ' || session_first_visible_turn || ' before it is not' AS detail
-FROM message_compaction
-WHERE compacted = 1 AND seq = turn_first_compacted_seq AND session_first_visible_seq < turn_first_seq;
+SELECT * FROM compaction_problems WHERE rule = 'compaction_gap';
 
 CREATE VIEW problem_dangling_tool_use AS
-SELECT 'dangling_tool_use' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
-       'tool_use "' || id || '" (' || COALESCE(tool_name, '?') || ') at seq ' || seq
-           || ' never got a result: '
-           || CASE WHEN id = '' THEN 'it has no id, so no result can answer it'
-                   WHEN role <> 'assistant' THEN 'it sits in a ' || role || ' message, where no result can answer it'
-                   ELSE 'its tool block ends without a result for it' END AS detail
-FROM tool_pairing
-WHERE kind = 'tool_use' AND NOT (is_call AND (answers > 0 OR next_speaker_seq IS NULL));
+SELECT * FROM pairing_problems WHERE rule = 'dangling_tool_use';
 
 CREATE VIEW problem_orphan_tool_result AS
-SELECT 'orphan_tool_result' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
-       'tool_result for "' || id || '" at seq ' || seq || ': '
-           || CASE WHEN calls > 0 THEN 'its call (seq ' || anchor || ') was answered earlier in its block, and a call has one answer'
-                   WHEN id = '' THEN 'it has no id, so it answers no call'
-                   WHEN anchor IS NULL THEN 'no user or assistant message comes before it'
-                   ELSE 'the message before its block (seq ' || anchor
-                        || ') is not an assistant message with a tool_use of that id' END AS detail
-FROM tool_pairing
-WHERE kind = 'tool_result' AND (calls = 0 OR (is_answer AND answer_nth > 1));
+SELECT * FROM pairing_problems WHERE rule = 'orphan_tool_result';
 
 CREATE VIEW problem_duplicate_tool_use_id AS
-SELECT 'duplicate_tool_use_id' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
-       'tool_use id "' || id || '" at seq ' || seq || ' part ' || part
-           || ' is used earlier in the session (first at seq ' || first_use_seq || ')' AS detail
-FROM tool_pairing
-WHERE kind = 'tool_use' AND use_nth > 1;
+SELECT * FROM pairing_problems WHERE rule = 'duplicate_tool_use_id';
 
 CREATE VIEW problem_misplaced_tool_result AS
-SELECT 'misplaced_tool_result' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
-       'tool_result for "' || COALESCE(tool_use_id, '') || '" sits in a ' || role
-           || ' message (seq ' || seq || ')' AS detail
-FROM message_parts
-WHERE kind = 'tool_result' AND role <> 'tool';
+SELECT * FROM pairing_problems WHERE rule = 'misplaced_tool_result';
 
 -- Every violation of every rule.
 CREATE VIEW problems AS
 SELECT * FROM problem_turn_index_mismatch
-UNION ALL SELECT * FROM problem_split_turn_compaction
-UNION ALL SELECT * FROM problem_compaction_gap
-UNION ALL SELECT * FROM problem_dangling_tool_use
-UNION ALL SELECT * FROM problem_orphan_tool_result
-UNION ALL SELECT * FROM problem_duplicate_tool_use_id
-UNION ALL SELECT * FROM problem_misplaced_tool_result;
+UNION ALL SELECT * FROM compaction_problems
+UNION ALL SELECT * FROM pairing_problems;
 
 -- Each session's turns: where they start and end, how many messages, compacted (1 when every
 -- message is), and the calls still pending at the end of the session. (Messages and pending
@@ -202,8 +230,20 @@ FROM (
         FROM message_turns
         UNION ALL
         SELECT session_id, turn, NULL, 0, 0, 1
-        FROM tool_calls
-        WHERE pending
+        FROM (
+            -- tool_calls' pending, over the rows after a session's last user or assistant
+            -- message only: the calls that can be pending and the results that can answer them.
+            SELECT c.*, SUM(c.is_answer) OVER (PARTITION BY c.session_id, c.id, c.anchor) AS answers
+            FROM (
+                SELECT mt.session_id, mt.turn, COALESCE(p.tool_use_id, '') AS id,
+                       CASE WHEN p.kind = 'tool_use' THEN mt.seq ELSE mt.prev_speaker_seq END AS anchor,
+                       (p.kind = 'tool_use' AND mt.role = 'assistant' AND COALESCE(p.tool_use_id, '') <> '') AS is_call,
+                       (p.kind = 'tool_result' AND mt.role = 'tool' AND COALESCE(p.tool_use_id, '') <> '') AS is_answer
+                FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id
+                WHERE mt.next_speaker_seq IS NULL AND p.kind IN ('tool_use', 'tool_result')
+            ) c
+        )
+        WHERE is_call AND answers = 0
     ) u
     WINDOW turn_w AS (PARTITION BY u.session_id, u.turn)
 )
