@@ -22,9 +22,14 @@ fn fresh(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// One part: (kind, tool_use_id).
+type RawPart<'a> = (&'a str, Option<&'a str>);
+/// One message: (role, parts).
+type RawMessage<'a> = (&'a str, &'a [RawPart<'a>]);
+
 /// Writes one session of (role, parts) with raw SQL and the contract's turn indexes; a part is
 /// (kind, tool_use_id).
-fn session(conn: &Connection, id: &str, messages: &[(&str, &[(&str, Option<&str>)])]) {
+fn session(conn: &Connection, id: &str, messages: &[RawMessage<'_>]) {
     conn.execute(
         "INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2)",
         params![id, AT],
@@ -386,7 +391,8 @@ fn problems_stay_linear_on_one_message_of_thousands_of_calls() {
     const SMALL: i64 = 2_000;
     const LARGE: i64 = 16_000;
     // (shape, SQL for the k-th id, problems for n calls)
-    let shapes: [(&str, &str, fn(i64) -> i64); 3] = [
+    type Expected = fn(i64) -> i64;
+    let shapes: [(&str, &str, Expected); 3] = [
         ("parallel ids", "'call_' || n", |_| 0),
         // Every call after the first reuses the id; every result after the first answers an
         // answered call.
