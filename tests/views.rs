@@ -3,6 +3,7 @@
 //! by hand, a view a newer SQL no longer has, a database from before V6), left alone by a
 //! read-only open; every problem row carrying a `detail` (V5's dangling view gave NULL for
 //! exactly the id-less calls it was for); a second answer to one call reported as an orphan;
+//! every owned view reading one session through the indexes when asked about one session,
 //! and `SELECT * FROM problems` staying linear on one message of thousands of calls (parallel
 //! ids, one shared id, no ids), where the old per-part subqueries were quadratic.
 
@@ -346,6 +347,38 @@ fn a_v5_database_gets_this_builds_views_with_v6() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].0, "dangling_tool_use");
     assert!(found[0].3.as_deref().is_some_and(|d| d.contains("no id")));
+}
+
+/// Every view the store owns, asked about one session, reads that session through the
+/// indexes: a full scan of a base table would compute every session first (a minute on a
+/// database of millions of messages, not a moment). `views.sql` names the base tables
+/// `messages m`, `parts p` and `repair_log`.
+#[test]
+fn every_owned_view_reads_one_session_through_the_indexes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = fresh(dir.path());
+    let conn = Connection::open(&path).expect("raw");
+    let names: Vec<String> = recorded_hashes(&conn).into_iter().map(|(n, _)| n).collect();
+    assert!(names.len() >= 15, "{names:?}");
+    for view in names {
+        let plan: Vec<String> = conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN SELECT * FROM \"{view}\" WHERE session_id = ?1"
+            ))
+            .and_then(|mut s| s.query_map(["s"], |r| r.get::<_, String>(3))?.collect())
+            .expect("plan");
+        let scans: Vec<&String> = plan
+            .iter()
+            .filter(|d| {
+                let mut words = d.split_whitespace();
+                words.next() == Some("SCAN")
+                    && words
+                        .next()
+                        .is_some_and(|t| ["messages", "parts", "repair_log", "m", "p"].contains(&t))
+            })
+            .collect();
+        assert!(scans.is_empty(), "{view}: {scans:?}\n{plan:#?}");
+    }
 }
 
 /// The calls of one assistant message and their results in one tool message, `n` of each,

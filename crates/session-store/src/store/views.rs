@@ -21,16 +21,28 @@ const VIEWS_SQL: &str = include_str!("views.sql");
 /// Where the store records the views it made (created by migration V6).
 const TABLE: &str = "store_views";
 
-/// FNV-1a, 64 bits: stable across builds and platforms, unlike `std`'s hasher.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, 64 bits, continued from `hash`: stable across builds and platforms, unlike
+/// `std`'s hasher.
+fn fnv1a64_from(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
-/// The hash `store_views` records for this build's views: FNV-1a 64 of `views.sql`, in hex.
+/// The hash `store_views` records for this build's views, [`hash_of`] `views.sql`.
 pub(crate) fn definition_hash() -> String {
-    format!("{:016x}", fnv1a64(VIEWS_SQL.as_bytes()))
+    hash_of(VIEWS_SQL)
+}
+
+/// FNV-1a 64 of SQL text with `\n` line ends (a checkout with `\r\n` gives the same hash),
+/// in hex.
+fn hash_of(sql: &str) -> String {
+    let hash = sql.lines().fold(FNV_OFFSET, |hash, line| {
+        fnv1a64_from(fnv1a64_from(hash, line.as_bytes()), b"\n")
+    });
+    format!("{hash:016x}")
 }
 
 /// The names of the views `views.sql` creates, in order.
@@ -138,9 +150,26 @@ mod tests {
 
     #[test]
     fn fnv1a64_matches_the_published_test_vectors() {
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(fnv1a64_from(FNV_OFFSET, b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64_from(FNV_OFFSET, b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64_from(FNV_OFFSET, b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(
+            fnv1a64_from(fnv1a64_from(FNV_OFFSET, b"foo"), b"bar"),
+            0x8594_4171_f739_67e8
+        );
+    }
+
+    #[test]
+    fn the_hash_ignores_line_ends_but_not_the_sql() {
+        assert_eq!(definition_hash().len(), 16);
+        assert_eq!(
+            hash_of(VIEWS_SQL),
+            hash_of(&VIEWS_SQL.replace('\n', "\r\n"))
+        );
+        assert_ne!(
+            hash_of(VIEWS_SQL),
+            hash_of(&VIEWS_SQL.replace("one answer", "two answers"))
+        );
     }
 
     #[test]
