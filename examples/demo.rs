@@ -3,6 +3,8 @@
 //!
 //! Run it with `cargo run --release --example demo`.
 
+use std::error::Error;
+use std::io::{self, Write};
 use std::process::ExitCode;
 
 use serde_json::json;
@@ -12,11 +14,21 @@ fn main() -> ExitCode {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "sessions.db".to_owned());
-    match run(&path) {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    match run(&path, &mut out).and_then(|()| Ok(out.flush()?)) {
         Ok(()) => ExitCode::SUCCESS,
+        // `demo | head -3`: the reader went away; that is not a failure.
+        Err(error)
+            if error
+                .downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(error) => {
             eprintln!("demo: {error}");
-            let mut source = std::error::Error::source(&error);
+            let mut source = error.source();
             while let Some(cause) = source {
                 eprintln!("  caused by: {cause}");
                 source = cause.source();
@@ -26,7 +38,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(path: &str) -> session_store::Result<()> {
+fn run(path: &str, out: &mut impl Write) -> Result<(), Box<dyn Error>> {
     let store = Store::open(path)?;
     let session = store.create_session()?;
 
@@ -75,14 +87,15 @@ fn run(path: &str) -> session_store::Result<()> {
     )?;
     // The store refuses a new user turn while toolu_04 is unanswered...
     if let Err(refused) = store.append(&session, NewMessage::user("stop, wrong branch")) {
-        println!(
+        writeln!(
+            out,
             "refused as it should be: {}",
             refused.refusal().map_or(String::new(), |r| r.to_string())
-        );
+        )?;
     }
     // ...so the interruption is recorded as a tombstone result first.
     let cancelled = store.cancel_pending(&session, "interrupted by the user")?;
-    println!("cancelled: {cancelled:?}");
+    writeln!(out, "cancelled: {cancelled:?}")?;
 
     // Turn 2: the conversation goes on, healthy.
     store.append_batch(
@@ -95,23 +108,24 @@ fn run(path: &str) -> session_store::Result<()> {
         ],
     )?;
 
-    println!("\nsession {session} in {path}");
-    print_turns(&store.messages(&session)?);
+    writeln!(out, "\nsession {session} in {path}")?;
+    print_turns(&store.messages(&session)?, out)?;
     Ok(())
 }
 
-fn print_turns(messages: &[Message]) {
+fn print_turns(messages: &[Message], out: &mut impl Write) -> io::Result<()> {
     let mut turn = None;
     for message in messages {
         if turn != Some(message.turn_index) {
             turn = Some(message.turn_index);
-            println!("\n== turn {} ==", message.turn_index);
+            writeln!(out, "\n== turn {} ==", message.turn_index)?;
         }
-        println!("  #{:<3} {}", message.seq, message.role);
+        writeln!(out, "  #{:<3} {}", message.seq, message.role)?;
         for part in &message.parts {
-            println!("        {}", describe(part));
+            writeln!(out, "        {}", describe(part))?;
         }
     }
+    Ok(())
 }
 
 fn describe(part: &Part) -> String {

@@ -208,8 +208,16 @@ fn pending_tool_use_stays_visible() -> session_store::Result<()> {
 fn empty_summary_is_refused() -> session_store::Result<()> {
     let (_dir, store) = open_store()?;
     let session = session_of_turns(&store, &[1, 1, 1])?;
-    let refused = store.compact(&session, 1, " \n");
-    assert!(matches!(refused, Err(Error::EmptySummary { .. })));
+    // Blank by any provider's definition, not only Rust's `trim`: a summary of U+FEFF
+    // (JavaScript's whitespace) or U+001F (Python's) would leave the export with neither
+    // summary nor history.
+    for blank in [" \n", "\u{feff}", "\u{1f} \u{feff}"] {
+        let refused = store.compact(&session, 1, blank);
+        assert!(
+            matches!(refused, Err(Error::EmptySummary { .. })),
+            "{blank:?}"
+        );
+    }
     assert!(store.messages(&session)?.iter().all(|m| !m.compacted));
     Ok(())
 }

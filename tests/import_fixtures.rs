@@ -1,4 +1,4 @@
-//! Every real transcript in `../shared/fixtures/transcripts/` imports, and nothing the
+//! Every real transcript in `tests/fixtures/transcripts/` imports, and nothing the
 //! provider needs is lost on the way: each signature, tool call and tool result counted in the
 //! source file (by walking its JSON here, independently of the importers) is found again in
 //! the stored parts, byte for byte. Guards against importers that drop blocks they do not
@@ -15,7 +15,7 @@ use session_store::{
 };
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts")
+    crate::util::transcripts()
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).
@@ -448,7 +448,7 @@ fn interleaved_claude_code_lines_merge_into_one_assistant_message_per_api_messag
     let calls_per_assistant: Vec<usize> = messages
         .iter()
         .filter(|m| m.role == Role::Assistant)
-        .map(|m| m.parts.iter().filter(|p| p.tool_use_id().is_some()).count())
+        .map(|m| m.parts.iter().filter(|p| p.call_id().is_some()).count())
         .filter(|&n| n > 0)
         .collect();
     assert_eq!(calls_per_assistant, [1, 1, 2, 2]);
@@ -513,4 +513,38 @@ fn a_refused_import_leaves_no_session_behind() {
     let empty = store.import_session(Vec::new());
     assert!(empty.is_err(), "an empty import is refused too");
     assert!(store.sessions().expect("list").is_empty());
+}
+
+/// `import --format auto` on real files: every transcript is detected as the format its
+/// importer reads, is refused for every other format, and the Codex rollouts (a format this
+/// build does not read) are refused rather than guessed.
+#[test]
+fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
+    use session_store::import::detect::{confirm, detect, CANDIDATES};
+    let transcripts = transcripts();
+    assert!(transcripts.len() >= 15, "{transcripts:?}");
+    for (path, format) in &transcripts {
+        let text = read(path);
+        assert_eq!(detect(&text), Ok(*format), "{}", path.display());
+        for other in CANDIDATES.iter().filter(|f| *f != format) {
+            assert!(
+                confirm(*other, &text).is_err(),
+                "{} accepted as {other}",
+                path.display()
+            );
+        }
+    }
+    let codex = fixtures().join("agentcmd/codex");
+    for entry in std::fs::read_dir(&codex).expect("codex folder") {
+        let path = entry.expect("entry").path();
+        let text = read(&path);
+        assert!(detect(&text).is_err(), "{}", path.display());
+        for format in CANDIDATES {
+            assert!(
+                confirm(*format, &text).is_err(),
+                "{} as {format}",
+                path.display()
+            );
+        }
+    }
 }

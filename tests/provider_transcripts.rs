@@ -1,4 +1,4 @@
-//! Real request bodies recorded by pydantic-ai (`shared/fixtures/transcripts/pydantic-ai/derived`)
+//! Real request bodies recorded by pydantic-ai (`tests/fixtures/transcripts/pydantic-ai/derived`)
 //! survive the provider pipeline: converted to stored messages with a tiny test-only
 //! converter (results left in user messages, as older code stored them), sanitized and
 //! rendered, they pass the contract with every signature, redacted block, tool call and tool
@@ -14,8 +14,7 @@ use session_store::history::sanitize::sanitize;
 use session_store::{Message, Part, Role};
 
 fn derived_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures/transcripts/pydantic-ai/derived")
+    crate::util::transcripts().join("pydantic-ai/derived")
 }
 
 fn text_of(content: &Value) -> String {
@@ -263,7 +262,7 @@ fn claude_code_messages(jsonl: &str) -> Vec<Message> {
 
 #[test]
 fn claude_code_logs_render_with_zero_violations() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");
+    let root = crate::util::transcripts();
     let files = [
         "fasthooks/sample_main_transcript.jsonl",
         "fasthooks/sample_agent_sidechain.jsonl",

@@ -172,7 +172,7 @@ fn mended_shapes_are_the_ones_the_contract_names() {
     // The later duplicate and its answer share a fresh id.
     let renamed: i64 = conn
         .query_row(
-            "SELECT COUNT(*) FROM parts WHERE tool_use_id = 'dup-a_dup1'",
+            "SELECT COUNT(*) FROM parts WHERE tool_use_id = 'dup-a__2'",
             [],
             |r| r.get(0),
         )

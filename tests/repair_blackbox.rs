@@ -94,7 +94,7 @@ fn mends_trailing_call(rows: &str, role: &str) {
     );
     let kept: i64 = conn
         .query_row(
-            "SELECT COUNT(*) FROM parts WHERE kind = 'text' AND text LIKE '%with id \"last\"%'",
+            "SELECT COUNT(*) FROM parts WHERE kind = 'text' AND text LIKE '[tool_use \"last\"%'",
             [],
             |r| r.get(0),
         )

@@ -79,8 +79,30 @@ fn dry_run_reports_every_rule_exits_1_and_leaves_the_bytes_alone() {
     let report = json(&out);
     assert_eq!(problems(&report), broken_db::expected());
     assert_eq!(report["sessions_checked"], broken_db::CASES.len());
+    // Found, would do, done: three sets of fields, never one number for two meanings.
+    assert_eq!(report["dry_run"], true);
     assert_eq!(report["repaired"], 0);
-    assert!(report["changes"].as_u64().expect("changes") > 0);
+    assert_eq!(report["changes"], 0);
+    assert_eq!(report["sessions_repaired"], 0);
+    assert_eq!(report["migrations_applied"], 0);
+    assert!(report["would_change"].as_u64().expect("would_change") > 0);
+    assert_eq!(
+        report["would_repair"].as_u64(),
+        Some(report["problems"].as_array().expect("list").len() as u64)
+    );
+    let broken_sessions: BTreeSet<String> =
+        broken_db::expected().into_iter().map(|(s, _)| s).collect();
+    assert_eq!(
+        report["sessions_would_repair"].as_u64(),
+        Some(broken_sessions.len() as u64)
+    );
+    let listed: BTreeSet<String> = report["broken_sessions"]
+        .as_array()
+        .expect("broken_sessions")
+        .iter()
+        .map(|b| b["session_id"].as_str().expect("id").to_owned())
+        .collect();
+    assert_eq!(listed, broken_sessions);
     assert_eq!(std::fs::read(&db).expect("read"), bytes);
     assert_eq!(listing(dir.path()), files);
 }
@@ -102,7 +124,16 @@ fn dry_run_on_an_old_schema_migrates_a_copy_not_the_file() {
     let out = repair(&["--db", s(&db), "--dry-run", "--json"]);
     assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
     let report = json(&out);
-    assert!(report["migrations"].as_u64().expect("migrations") > 0);
+    assert!(
+        report["migrations_pending"]
+            .as_u64()
+            .expect("migrations_pending")
+            > 0
+    );
+    assert_eq!(
+        report["migrations_applied"], 0,
+        "a dry run migrates a copy only"
+    );
     assert_eq!(problems(&report), broken_db::expected());
     assert_eq!(std::fs::read(&db).expect("read"), bytes);
     assert_eq!(listing(dir.path()), files);
@@ -181,6 +212,54 @@ fn human_summary_names_rules_mends_and_backup() {
     assert!(text.contains("mended"), "{text}");
     assert!(text.contains(s(&backup)), "{text}");
     assert!(backup.exists());
+}
+
+/// The contract: "Without `--json` it names every broken session with its rules, one line
+/// each". Counts per rule alone left a person to find the sessions with SQL.
+#[test]
+fn human_report_names_every_broken_session_with_its_rules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = broken(dir.path());
+    let bytes = std::fs::read(&db).expect("read");
+    let out = repair(&["--db", s(&db), "--dry-run"]);
+    assert_eq!(code(&out), 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut expected: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for (session, rule) in broken_db::expected() {
+        expected.entry(session).or_default().insert(rule);
+    }
+    for (session, rules) in &expected {
+        let prefix = format!("  {session} ");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("{session} has no line in:\n{text}"));
+        for rule in rules {
+            assert!(
+                line.contains(&format!("{rule} ×")),
+                "{rule} of {session}: {line}"
+            );
+        }
+    }
+    for healthy in broken_db::CASES
+        .iter()
+        .map(|c| c.session)
+        .filter(|n| !expected.contains_key(*n))
+    {
+        assert!(
+            !text.contains(&format!("  {healthy} ")),
+            "{healthy} listed:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("dry run, nothing written; a real run would mend"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(&db).expect("read"),
+        bytes,
+        "a dry run writes nothing"
+    );
 }
 
 #[test]

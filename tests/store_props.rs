@@ -100,7 +100,7 @@ fn used_ids(store: &Store, session: &SessionId) -> HashSet<String> {
         .flat_map(|m| {
             m.parts
                 .iter()
-                .filter_map(Part::tool_use_id)
+                .filter_map(Part::call_id)
                 .map(str::to_owned)
                 .collect::<Vec<_>>()
         })

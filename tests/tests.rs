@@ -22,6 +22,7 @@ mod repair_blackbox;
 mod repair_cli;
 mod repair_fuzz;
 mod revert;
+mod self_contained;
 mod store;
 mod store_props;
 mod turn_fixtures;

@@ -86,7 +86,7 @@ pub fn assert_pairs_intact(messages: &[Message]) {
                     let calls: Vec<String> = message
                         .parts
                         .iter()
-                        .filter_map(Part::tool_use_id)
+                        .filter_map(Part::call_id)
                         .map(str::to_owned)
                         .collect();
                     open = Some((message.seq, calls, HashSet::new()));

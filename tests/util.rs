@@ -6,6 +6,13 @@ use rusqlite::{Connection, OpenFlags};
 use session_store::{Store, StoreOptions};
 use tempfile::TempDir;
 
+/// The real transcripts copied into the repository (`tests/fixtures/transcripts/`, sources
+/// and licences in its `SOURCES.md` and `LICENSES.md`): tests read nothing outside the
+/// repository.
+pub fn transcripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcripts")
+}
+
 /// A store in a fresh temporary directory; keep the `TempDir` alive as long as the store.
 pub fn temp_store() -> (TempDir, Store, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -293,8 +293,13 @@ impl Part {
         }
     }
 
-    /// The id of a tool_use part.
+    /// The `tool_use_id` column: a tool_use's own id, or the id a tool_result answers.
     pub fn tool_use_id(&self) -> Option<&str> {
+        self.call_id().or(self.answers())
+    }
+
+    /// The id of a tool_use part (`None` for every other kind).
+    pub fn call_id(&self) -> Option<&str> {
         match self {
             Part::ToolUse { id, .. } => Some(id),
             _ => None,

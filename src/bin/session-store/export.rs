@@ -7,6 +7,7 @@ use session_store::store::clock;
 use session_store::{ExportOptions, Provider, Store};
 
 use crate::open;
+use crate::terminal::escape;
 
 pub fn run(
     store: &Store,
@@ -28,7 +29,7 @@ pub fn run(
     let violations = &request.violations;
     if !violations.is_empty() {
         for violation in violations {
-            eprintln!("session-store: {violation}");
+            eprintln!("session-store: {}", escape(&violation.to_string()));
         }
         bail!(
             "the {provider} body for session {id} breaks {} provider rule(s); not printed",

@@ -1,33 +1,51 @@
 //! `import`: a new session from a transcript file, in one transaction.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use session_store::import::detect::{self, Sample};
 use session_store::import::{self, Format};
 
 use crate::{open, ImportFormat};
 
 pub fn run(
-    db: &Path,
+    db: &Option<PathBuf>,
     format: ImportFormat,
     file: &Path,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let format = match format {
-        ImportFormat::Anthropic => Format::Anthropic,
-        ImportFormat::Openai => Format::OpenAi,
-        ImportFormat::ClaudeCode => Format::ClaudeCode,
-    };
+    let db = open::path(db)?;
     let text = read_input(file)?;
+    // Never read a file as a format it is not: detect it, or confirm the format named.
+    let sample = Sample::of(&text);
+    let format = match format {
+        ImportFormat::Auto => {
+            detect::detect_sample(&sample).with_context(|| format!("{} refused", file.display()))?
+        }
+        named => {
+            let format = match named {
+                ImportFormat::Anthropic => Format::Anthropic,
+                ImportFormat::Openai => Format::OpenAi,
+                ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
+            };
+            detect::confirm_sample(format, &sample)
+                .with_context(|| format!("{} refused as {format}", file.display()))?;
+            format
+        }
+    };
+    drop(sample);
+    tracing::info!(file = %file.display(), %format, "importing");
     // Parse before opening the database, so refused input never creates a file.
     let imported = import::import(format, &text)
         .with_context(|| format!("{} refused as {format}", file.display()))?;
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;
     let store = open::or_create(db)?;
+    let messages = imported.into_messages();
+    tracing::debug!(messages = messages.len(), "parsed");
     let session = store
-        .import_session(imported.into_messages())
+        .import_session(messages)
         .with_context(|| format!("cannot import {}", file.display()))?;
     if tombstoned > 0 {
         eprintln!(

@@ -1,46 +1,70 @@
-//! `session-store`: inspect and exchange sessions (see the contract's `session-store` section).
+//! `session-store`: inspect and exchange sessions (see the contract's `session-store` section,
+//! `docs/CONTRACT.md`).
 //!
 //! A thin shell over the library: argument parsing, opening the database, printing. Every
-//! rule lives in the `session_store` crate.
-//!
-//! Exit status:
-//! - 0: success (also when stdout is closed early, e.g. piped into `head`);
-//! - 2: anything else: bad arguments (clap's own exit code is 2 as well), a missing database
-//!   or input file, an unknown session, input the importer refused, or a database error.
-//!   Nothing is written when a command fails.
+//! rule lives in the `session_store` crate. Text that came from a transcript is escaped
+//! before it reaches a terminal (`terminal.rs`). Exit status: see [`EXIT_STATUS`].
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use session_store::Provider;
 
+mod cancel;
 mod compact;
 mod export;
 mod import;
 mod open;
 mod sessions;
 mod show;
+mod terminal;
+
+/// The exit codes, as `--help` prints them.
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  success (also when the reader of stdout goes away, as with `| head`)
+  2  bad arguments, a missing database or input file, an unknown or ambiguous session,
+     input that is refused (malformed, or not the format named), or any other error;
+     a refused command writes nothing
+
+The database is --db PATH (before or after the command), else $SESSION_STORE_DB.
+A session is named by its id or a unique prefix of 8 characters or more.";
 
 /// Inspect and exchange the sessions of a session-store database.
 #[derive(Debug, Parser)]
-#[command(name = "session-store", version, about)]
+#[command(name = "session-store", version, after_help = EXIT_STATUS)]
 struct Cli {
-    /// The database file. Read commands refuse a missing file; `import` creates it.
-    #[arg(long, value_name = "PATH")]
-    db: PathBuf,
+    /// The database file [default: $SESSION_STORE_DB]. Read commands refuse a missing file;
+    /// `import` creates it.
+    #[arg(long, value_name = "PATH", global = true)]
+    db: Option<PathBuf>,
+    /// Trace what the library does on stderr (-v info, -vv debug, -vvv trace; RUST_LOG
+    /// overrides).
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// One line per session: id, messages, turns, compacted turns, pending tool calls, health.
-    Sessions,
+    /// A table of sessions: id, times, counts, pending calls, health, title.
+    ///
+    /// The counts are SQL aggregates; health runs the contract's check (the one
+    /// store-repair runs) on each session, one at a time: it reads every message once and
+    /// holds one session in memory.
+    Sessions {
+        /// One JSON object per session, in a JSON array, instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// A person's view of a session, turn by turn.
+    ///
+    /// Compacted turns, pending calls, tombstones and broken rules (`!!`) are marked.
     Show {
-        /// The session id.
+        /// The session id, or a unique prefix of 8 characters or more.
         session: String,
         /// Only these turns: `A..B` (B excluded), `A..=B`, `A..`, `..B` or a single `N`.
         #[arg(long, value_name = "A..B", value_parser = show::parse_turns)]
@@ -51,17 +75,18 @@ enum Command {
     },
     /// The request body the library would send now, as JSON on stdout.
     Export {
-        /// The session id.
+        /// The session id, or a unique prefix of 8 characters or more.
         session: String,
         /// Which provider's request shape.
         #[arg(long, value_enum)]
         format: ExportFormat,
     },
-    /// Replace the head of a session by a summary in what the provider sees; the messages
-    /// stay in the database. Cuts only at turn starts: the tail kept may be longer than
-    /// asked, never shorter.
+    /// Replace the head of a session by a summary in what the provider sees.
+    ///
+    /// The messages stay in the database. Cuts only at turn starts: the tail kept may be
+    /// longer than asked, never shorter.
     Compact {
-        /// The session id.
+        /// The session id, or a unique prefix of 8 characters or more.
         session: String,
         /// Keep at least this many of the latest messages visible.
         #[arg(long, value_name = "N")]
@@ -72,11 +97,27 @@ enum Command {
     },
     /// A new session from a transcript; prints its id.
     Import {
-        /// What the file holds.
-        #[arg(long, value_enum)]
+        /// What the file holds; `auto` tells the formats apart. A file that is not the
+        /// format named is refused, never read as another.
+        #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
         format: ImportFormat,
         /// The transcript file (`-` reads stdin).
         file: PathBuf,
+    },
+    /// Answer a session's pending tool calls with tombstones; prints their ids.
+    ///
+    /// A tombstone is a tool_result with `is_error` and the reason as its text, so the
+    /// conversation can go on. With nothing pending it writes nothing.
+    Cancel {
+        /// The session id, or a unique prefix of 8 characters or more.
+        session: String,
+        /// Why the calls will never get their result; part of the tombstone text.
+        #[arg(
+            long,
+            value_name = "TEXT",
+            default_value = "cancelled with session-store cancel"
+        )]
+        reason: String,
     },
 }
 
@@ -90,8 +131,10 @@ enum ExportFormat {
 }
 
 /// The transcript formats `import` reads.
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum ImportFormat {
+    /// Tell the formats below apart by their content.
+    Auto,
     /// An Anthropic Messages request body: `{"system"?, "messages": [...]}`.
     Anthropic,
     /// An OpenAI Chat Completions request body: `{"messages": [...]}`.
@@ -102,12 +145,22 @@ enum ImportFormat {
 
 fn main() -> ExitCode {
     // `--help` and `--version` exit 0 through clap; bad arguments exit 2.
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    terminal::init_tracing(cli.verbose);
+    if cli.db.is_none() {
+        cli.db = std::env::var_os("SESSION_STORE_DB")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("session-store: {error:#}");
+            let message = format!("{error:#}");
+            eprintln!("session-store: {}", terminal::escape(&message));
+            if let Some(hint) = hint(&error) {
+                eprintln!("session-store: {}", terminal::escape(&hint));
+            }
             ExitCode::from(2)
         }
     }
@@ -117,7 +170,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Sessions => sessions::run(&open::existing(&cli.db)?, &mut out)?,
+        Command::Sessions { json } => sessions::run(&open::existing(&cli.db)?, json, &mut out)?,
         Command::Show {
             session,
             turns,
@@ -142,9 +195,43 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &mut out,
         )?,
         Command::Import { format, file } => import::run(&cli.db, format, &file, &mut out)?,
+        Command::Cancel { session, reason } => {
+            cancel::run(&open::existing(&cli.db)?, &session, &reason, &mut out)?
+        }
     }
     out.flush()?;
     Ok(())
+}
+
+/// What to do about an error, when there is something to do. The library's refusal for
+/// pending calls says "call cancel_pending", which a person at a shell cannot: a refused
+/// write names the command that answers them, a refused import says what the body lacks.
+fn hint(error: &anyhow::Error) -> Option<String> {
+    use session_store::import::ImportError;
+    use session_store::{Error, Refusal};
+    error.chain().find_map(|cause| {
+        if let Some(Error::Refused {
+            session,
+            reason: Refusal::PendingToolUses { .. },
+            ..
+        }) = cause.downcast_ref::<Error>()
+        {
+            return Some(format!(
+                "hint: `session-store cancel {session}` answers the pending calls with tombstones"
+            ));
+        }
+        if let Some(ImportError::Refused {
+            reason: Refusal::PendingToolUses { ids, .. },
+            ..
+        }) = cause.downcast_ref::<ImportError>()
+        {
+            return Some(format!(
+                "hint: the provider refuses this body too: each tool_use ({}) needs its tool_result in the message right after it; nothing was imported",
+                ids.join(", ")
+            ));
+        }
+        None
+    })
 }
 
 /// A reader that went away (`session-store ... | head`) is not an error.
@@ -159,4 +246,43 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
         };
         kind == Some(io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use session_store::{Error, Refusal, Role, SessionId};
+
+    use super::*;
+
+    /// The library's refusal says "call cancel_pending", which a CLI user cannot: the hint
+    /// names the command that does it.
+    #[test]
+    fn a_refusal_for_pending_calls_points_at_the_cancel_command() {
+        let refused = Error::Refused {
+            session: SessionId::new("s-1"),
+            index: 0,
+            reason: Refusal::PendingToolUses {
+                ids: vec!["call_1".into()],
+                role: Role::User,
+            },
+        };
+        let error = anyhow::Error::new(refused).context("cannot append");
+        assert_eq!(
+            hint(&error).as_deref(),
+            Some("hint: `session-store cancel s-1` answers the pending calls with tombstones")
+        );
+        assert_eq!(hint(&anyhow::anyhow!("unknown session x")), None);
+        let import = session_store::import::import(
+            session_store::import::Format::Anthropic,
+            r#"{"messages": [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+                {"role": "user", "content": "go on"}]}"#,
+        );
+        let error = anyhow::Error::new(import.expect_err("refused"));
+        let hint = hint(&error).unwrap_or_default();
+        assert!(
+            hint.contains("each tool_use (t1) needs its tool_result"),
+            "{hint}"
+        );
+    }
 }

@@ -1,11 +1,23 @@
-//! `show`: a person's view of a session, turn by turn.
+//! `show`: a person's view of a session, turn by turn, so that a broken session is visible
+//! at a glance: the header says the session's health, turns say whether the provider sees
+//! them (compacted, or split by a compaction), pending calls and tombstones are labelled, and
+//! each broken rule is marked `!!` under the message or part at fault. Everything that came
+//! from a transcript is escaped for the terminal (`text.rs`).
 
 use std::io::Write;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
 use anyhow::bail;
-use session_store::{Part, Store};
+use session_store::history::rules::Violation;
+use session_store::history::texts::is_tombstone;
+use session_store::store::repair::RepairOptions;
+use session_store::store::SessionOverview;
+use session_store::{Message, Part, Store};
 
 use crate::open;
+use crate::sessions::count;
+use crate::terminal::{escape, escape_line};
 
 /// Parts longer than this are shortened unless `--full` is given.
 const SHORT: usize = 400;
@@ -55,15 +67,13 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
-    let message_count = store.session(&id)?.map_or(0, |info| info.message_count);
+    let Some(overview) = store.session_overview(&id)? else {
+        bail!("unknown session {id}");
+    };
     let turn_count = store
         .last_turns(&id, 1)?
         .first()
         .map_or(0, |m| m.turn_index + 1);
-    writeln!(
-        out,
-        "session {id}: {message_count} messages, {turn_count} turns"
-    )?;
     // Whole turns straight from the store (keyed on the turn index), not a filtered copy.
     let shown = match turns {
         None => store.messages(&id)?,
@@ -73,49 +83,185 @@ pub fn run(
             end: Some(end),
         }) => store.turns(&id, start..end)?,
     };
+    // Refuse before the first line is printed: an error comes alone.
     if shown.is_empty() && turns.is_some() {
-        bail!("session {id} has no turn in that range (turns 0..{turn_count})");
+        bail!("session {id} has no turn in that range (its turns are 0..{turn_count})");
     }
-    for summary in store.summaries(&id)? {
+    let violations = store
+        .check(std::slice::from_ref(&id), &RepairOptions::default())?
+        .violations;
+    let summaries = store.summaries(&id)?;
+
+    write_header(out, store, &overview, &violations)?;
+    let count = summaries.len();
+    for (index, summary) in summaries.iter().enumerate() {
+        let seen = if index + 1 == count {
+            "the provider sees it instead of those turns"
+        } else {
+            "superseded by a later summary"
+        };
         let label = format!(
-            "summary {} replaces turns {}..={}",
-            summary.id, summary.first_turn, summary.last_turn
+            "summary {} of {count}: replaces turns {}..={}; {seen}",
+            index + 1,
+            summary.first_turn,
+            summary.last_turn
         );
         writeln!(out)?;
         write_part(out, &label, &summary.text, full)?;
     }
+    let pending: BTreeSet<&str> = overview.pending.iter().map(String::as_str).collect();
+    // Each violation under the message, or the part of it, at fault.
+    let mut marks: HashMap<(i64, Option<usize>), Vec<&Violation>> = HashMap::new();
+    for violation in &violations {
+        marks
+            .entry((violation.message_id, violation.part))
+            .or_default()
+            .push(violation);
+    }
     let mut current = None;
-    for message in &shown {
+    for (index, message) in shown.iter().enumerate() {
         if current != Some(message.turn_index) {
             current = Some(message.turn_index);
-            let compacted = if message.compacted {
-                " (compacted)"
-            } else {
-                ""
-            };
-            writeln!(out, "\n== turn {}{compacted} ==", message.turn_index)?;
+            let turn: Vec<&Message> = shown[index..]
+                .iter()
+                .take_while(|m| m.turn_index == message.turn_index)
+                .collect();
+            writeln!(out, "\n{}", turn_header(message.turn_index, &turn))?;
         }
+        let compacted = if message.compacted {
+            "  [compacted]"
+        } else {
+            ""
+        };
         writeln!(
             out,
-            "#{} {} {}",
+            "#{} {}  {}{compacted}",
             message.seq,
             message.role,
             message.created_at.format("%Y-%m-%d %H:%M:%S")
         )?;
-        for part in &message.parts {
-            let (label, body) = describe(part);
+        let at = |part: Option<usize>| {
+            marks
+                .get(&(message.id, part))
+                .map_or(&[][..], Vec::as_slice)
+        };
+        for violation in at(None) {
+            write_violation(out, violation)?;
+        }
+        for (position, part) in message.parts.iter().enumerate() {
+            let (label, body) = describe(part, &pending);
             write_part(out, &label, &body, full)?;
+            for violation in at(Some(position)) {
+                write_violation(out, violation)?;
+            }
         }
     }
-    let pending = store.pending_tool_uses(&id)?;
-    if !pending.is_empty() {
-        writeln!(out, "\npending tool calls: {}", pending.join(", "))?;
+    if !overview.pending.is_empty() {
+        writeln!(
+            out,
+            "\n{} {}: waiting for a result (legal); `session-store cancel {}` answers {} with a tombstone",
+            if overview.pending.len() == 1 { "pending call" } else { "pending calls" },
+            escape_line(&overview.pending.join(", ")),
+            escape_line(id.as_str()),
+            if overview.pending.len() == 1 { "it" } else { "each" },
+        )?;
     }
     Ok(())
 }
 
+fn write_header(
+    out: &mut impl Write,
+    store: &Store,
+    overview: &SessionOverview,
+    violations: &[Violation],
+) -> std::io::Result<()> {
+    match &overview.title {
+        Some(title) => writeln!(
+            out,
+            "session {}  \"{}\"",
+            escape_line(overview.id.as_str()),
+            escape_line(title)
+        )?,
+        None => writeln!(out, "session {}", escape_line(overview.id.as_str()))?,
+    }
+    let when = |at: Option<chrono::DateTime<chrono::Utc>>| {
+        at.map_or_else(
+            || "? (not a timestamp)".to_owned(),
+            |at| at.format("%Y-%m-%d %H:%M:%S").to_string(),
+        )
+    };
+    writeln!(
+        out,
+        "created {}, updated {} (UTC)",
+        when(overview.created_at),
+        when(overview.updated_at)
+    )?;
+    let usize_of = |n: i64| usize::try_from(n).unwrap_or(0);
+    let mut counts = vec![
+        count(usize_of(overview.messages), "message", "messages"),
+        count(usize_of(overview.turns), "turn", "turns"),
+    ];
+    if overview.compacted_turns > 0 {
+        counts.push(format!("{} compacted", overview.compacted_turns));
+    }
+    if !overview.pending.is_empty() {
+        counts.push(count(
+            overview.pending.len(),
+            "call pending",
+            "calls pending",
+        ));
+    }
+    writeln!(out, "{}", counts.join(", "))?;
+    if violations.is_empty() {
+        return writeln!(out, "health: ok");
+    }
+    let mut rules: BTreeMap<&str, usize> = BTreeMap::new();
+    for violation in violations {
+        *rules.entry(violation.rule.as_str()).or_default() += 1;
+    }
+    let rules: Vec<String> = rules
+        .into_iter()
+        .map(|(rule, n)| format!("{rule} ×{n}"))
+        .collect();
+    writeln!(
+        out,
+        "health: BROKEN ({}); marked {MARK} below; `store-repair --db {} --session {}` mends it (`--dry-run` first)",
+        rules.join(", "),
+        escape_line(&store.path().display().to_string()),
+        escape_line(overview.id.as_str())
+    )
+}
+
+/// The line opening a turn, saying whether the provider sees it.
+fn turn_header(turn: i64, messages: &[&Message]) -> String {
+    let compacted = messages.iter().filter(|m| m.compacted).count();
+    let state = if compacted == 0 {
+        String::new()
+    } else if compacted == messages.len() {
+        " · compacted (the provider sees the summary instead)".to_owned()
+    } else {
+        format!(
+            " · SPLIT: {compacted} of {} messages compacted",
+            messages.len()
+        )
+    };
+    format!("== turn {turn}{state} ==")
+}
+
+/// Marks a broken rule where it is broken.
+const MARK: &str = "!!";
+
+fn write_violation(out: &mut impl Write, violation: &Violation) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "  {MARK} {}: {}",
+        violation.rule.as_str(),
+        escape_line(&violation.detail)
+    )
+}
+
 /// A label for the part and its text.
-fn describe(part: &Part) -> (String, String) {
+fn describe(part: &Part, pending: &BTreeSet<&str>) -> (String, String) {
     match part {
         Part::Text { text, .. } => ("text".into(), text.clone()),
         Part::Reasoning {
@@ -139,15 +285,28 @@ fn describe(part: &Part) -> (String, String) {
         ),
         Part::ToolUse {
             id, name, input, ..
-        } => (format!("tool_use {name} {id}"), input.to_string()),
+        } => {
+            let state = if pending.contains(id.as_str()) {
+                " · PENDING"
+            } else {
+                ""
+            };
+            (format!("tool_use {name} {id}{state}"), input.to_string())
+        }
         Part::ToolResult {
             tool_use_id,
             content,
             is_error,
             ..
         } => {
-            let error = if *is_error { ", error" } else { "" };
-            (format!("result for {tool_use_id}{error}"), content.clone())
+            let label = if is_tombstone(content, *is_error) {
+                format!("TOMBSTONE for {tool_use_id}")
+            } else if *is_error {
+                format!("result for {tool_use_id} · error")
+            } else {
+                format!("result for {tool_use_id}")
+            };
+            (label, content.clone())
         }
     }
 }
@@ -165,9 +324,15 @@ fn write_part(out: &mut impl Write, label: &str, body: &str, full: bool) -> std:
     } else {
         body
     };
+    let label = escape_line(label);
     if body.is_empty() {
         return writeln!(out, "  [{label}] (empty)");
     }
+    if body.trim().is_empty() {
+        // Whitespace a provider may refuse (rule 7): shown, not left as a blank line.
+        return writeln!(out, "  [{label}] (blank: \"{}\")", body.escape_debug());
+    }
+    let body = escape(body);
     let mut lines = body.lines();
     writeln!(out, "  [{label}] {}", lines.next().unwrap_or_default())?;
     for line in lines {

@@ -3,11 +3,24 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{ArgAction, Parser};
+
+/// The exit codes, as `--help` prints them.
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  every session checked is healthy, or was mended
+  1  --dry-run found problems (nothing was written)
+  2  bad arguments, or a database file that is missing, a directory, not SQLite, from a
+     newer build, or any other error; when the file is refused nothing is created or
+     changed, and a failed backup mends nothing
+
+The report names every broken session with its rules; --json prints one object with
+what was found (problems, broken_sessions), what a real run would do (would_*, dry run)
+and what was done (repaired, changes, sessions_repaired, migrations_applied, backup).";
 
 /// Check a session database against the store's contract and mend what is broken.
 #[derive(Debug, Parser)]
-#[command(name = "store-repair", version, about, long_about = None)]
+#[command(name = "store-repair", version, after_help = EXIT_STATUS)]
 pub struct Args {
     /// The SQLite database to check (must exist; an empty file is a database with no tables).
     #[arg(long, value_name = "PATH")]
@@ -32,6 +45,10 @@ pub struct Args {
     /// `12h`, `7d`, `1h30m` (units: s, m, h, d, w).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub stale_after: Option<Duration>,
+    /// Trace what the run does on stderr (-v info, -vv debug, -vvv trace; RUST_LOG
+    /// overrides).
+    #[arg(short, long, action = ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// Parses `90s`, `30m`, `12h`, `7d`, `2w` and sums like `1h30m`.

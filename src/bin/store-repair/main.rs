@@ -1,12 +1,8 @@
 //! `store-repair`: brings a session database to the current schema, checks every session
 //! against the contract's rules and mends what it finds (see the contract's `store-repair`).
 //!
-//! A thin shell over `session_store::store::repair`. Exit status:
-//! - 0: every session checked is healthy, or was mended;
-//! - 1: `--dry-run` found problems (nothing was written);
-//! - 2: bad arguments, or a database file that is missing, a directory, not SQLite, from a
-//!   newer build, or any other error; the cause chain is printed on stderr. When the file
-//!   is refused nothing is created or changed; a failed backup mends nothing.
+//! A thin shell over `session_store::store::repair`. Exit status: see `args::EXIT_STATUS`
+//! (printed by `--help`); the cause chain of an error is printed on stderr.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -16,6 +12,8 @@ use clap::Parser;
 mod args;
 mod report;
 mod run;
+#[path = "../session-store/terminal.rs"]
+mod terminal;
 
 fn main() -> ExitCode {
     let args = match args::Args::try_parse() {
@@ -29,10 +27,11 @@ fn main() -> ExitCode {
             };
         }
     };
+    terminal::init_tracing(args.verbose);
     let outcome = match run::run(&args) {
         Ok(outcome) => outcome,
         Err(err) => {
-            eprintln!("store-repair: {err:#}");
+            eprintln!("store-repair: {}", terminal::escape(&format!("{err:#}")));
             return ExitCode::from(2);
         }
     };

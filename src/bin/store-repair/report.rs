@@ -1,11 +1,18 @@
-//! The two shapes of the report: a summary for people, one JSON object for scripts.
+//! The two shapes of the report: lines for people, one JSON object for scripts.
+//!
+//! Both say apart what was found (`problems`, per session and per rule), what a real run
+//! would do (a dry run's `would_*`) and what was done (`repaired`, `changes`,
+//! `sessions_repaired`, `migrations_applied`, `backup`), so no number is read as another.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+use serde_json::{json, Map, Value};
 use session_store::history::rules::Rule;
+use session_store::SessionId;
 
 use crate::run::Outcome;
+use crate::terminal::escape_line;
 
 fn by_rule(outcome: &Outcome) -> BTreeMap<Rule, usize> {
     let mut counts = BTreeMap::new();
@@ -15,79 +22,168 @@ fn by_rule(outcome: &Outcome) -> BTreeMap<Rule, usize> {
     counts
 }
 
-/// `{"sessions_checked", "problems", "repaired", ...}` on one line.
+/// Each broken session with the number of problems per rule, in the order found.
+fn by_session(outcome: &Outcome) -> Vec<(&SessionId, BTreeMap<Rule, usize>)> {
+    let mut sessions: Vec<(&SessionId, BTreeMap<Rule, usize>)> = Vec::new();
+    for problem in &outcome.problems {
+        match sessions.last_mut() {
+            Some((id, rules)) if *id == &problem.session_id => {
+                *rules.entry(problem.rule).or_insert(0) += 1;
+            }
+            _ => sessions.push((&problem.session_id, BTreeMap::from([(problem.rule, 1)]))),
+        }
+    }
+    sessions
+}
+
+fn counts(rules: &BTreeMap<Rule, usize>) -> Map<String, Value> {
+    rules
+        .iter()
+        .map(|(rule, n)| (rule.as_str().to_owned(), (*n).into()))
+        .collect()
+}
+
+/// One JSON object on one line; see the module docs for what each field means.
 pub fn json(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
-    let by_rule: serde_json::Map<String, serde_json::Value> = by_rule(outcome)
+    let broken: Vec<Value> = by_session(outcome)
         .into_iter()
-        .map(|(rule, n)| (rule.as_str().to_owned(), n.into()))
+        .map(|(id, rules)| {
+            json!({
+                "session_id": id.as_str(),
+                "problems": rules.values().sum::<usize>(),
+                "rules": counts(&rules),
+            })
+        })
         .collect();
-    let value = serde_json::json!({
+    let would = outcome.would;
+    let value = json!({
         "db": outcome.db.display().to_string(),
         "dry_run": outcome.dry_run,
-        "migrations": outcome.migrations,
+        // Found.
         "sessions_checked": outcome.sessions_checked,
         "problems": outcome.problems,
-        "problems_by_rule": by_rule,
+        "problems_by_rule": counts(&by_rule(outcome)),
+        "broken_sessions": broken,
+        "migrations_pending": outcome.migrations_pending,
+        // What a real run would do (dry run only; null otherwise).
+        "would_repair": would.map(|w| w.repair),
+        "would_change": would.map(|w| w.changes),
+        "sessions_would_repair": would.map(|w| w.sessions),
+        // Done (always 0 on a dry run).
+        "migrations_applied": outcome.migrations_applied,
         "repaired": outcome.repaired,
-        "sessions_repaired": outcome.sessions_repaired,
         "changes": outcome.changes,
+        "sessions_repaired": outcome.sessions_repaired,
         "backup": outcome.backup.as_ref().map(|p| p.display().to_string()),
     });
     serde_json::to_writer(&mut *out, &value)?;
     writeln!(out)
 }
 
-/// A few lines for people.
+/// `1 problem`, `2 problems`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+fn rules_line(rules: &BTreeMap<Rule, usize>) -> String {
+    rules
+        .iter()
+        .map(|(rule, n)| format!("{} ×{n}", rule.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Lines for people: the totals, every broken session with its rules, then what was (or
+/// would be) done.
 pub fn human(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
-    let sessions = {
-        let mut ids: Vec<_> = outcome.problems.iter().map(|p| &p.session_id).collect();
-        ids.dedup();
-        ids.len()
-    };
+    let sessions = by_session(outcome);
     writeln!(
         out,
-        "{}: {} session(s) checked, {} problem(s) in {} session(s)",
-        outcome.db.display(),
-        outcome.sessions_checked,
-        outcome.problems.len(),
-        sessions
+        "{}: {} checked, {} in {}",
+        escape_line(&outcome.db.display().to_string()),
+        count(outcome.sessions_checked, "session", "sessions"),
+        count(outcome.problems.len(), "problem", "problems"),
+        count(sessions.len(), "session", "sessions"),
     )?;
-    for (rule, count) in by_rule(outcome) {
-        writeln!(out, "  {:<24} {count}", rule.as_str())?;
-    }
-    if outcome.dry_run {
-        if outcome.migrations > 0 {
+    if !sessions.is_empty() {
+        let width = sessions
+            .iter()
+            .map(|(id, _)| escape_line(id.as_str()).chars().count())
+            .max()
+            .unwrap_or(0);
+        writeln!(out, "broken sessions:")?;
+        for (id, rules) in &sessions {
             writeln!(
                 out,
-                "would apply {} schema migration(s)",
-                outcome.migrations
+                "  {:<width$}  {}",
+                escape_line(id.as_str()),
+                rules_line(rules)
             )?;
         }
-        if outcome.changes > 0 {
+        writeln!(out, "problems by rule:")?;
+        for (rule, n) in by_rule(outcome) {
+            writeln!(out, "  {:<24} {n}", rule.as_str())?;
+        }
+    }
+    if let Some(plan) = outcome.would {
+        let mut would = Vec::new();
+        if outcome.migrations_pending > 0 {
+            would.push(format!(
+                "apply {}",
+                count(
+                    outcome.migrations_pending,
+                    "schema migration",
+                    "schema migrations"
+                )
+            ));
+        }
+        if plan.changes > 0 {
+            would.push(format!(
+                "mend {} in {} with {}",
+                count(plan.repair, "problem", "problems"),
+                count(plan.sessions, "session", "sessions"),
+                count(plan.changes, "change", "changes"),
+            ));
+        }
+        if would.is_empty() {
+            writeln!(out, "dry run, nothing written; nothing to do")?;
+        } else {
             writeln!(
                 out,
-                "dry run, nothing written: mending would make {} change(s) in {} session(s)",
-                outcome.changes, outcome.sessions_repaired
+                "dry run, nothing written; a real run would {}",
+                would.join(" and ")
             )?;
-        } else {
-            writeln!(out, "dry run, nothing written")?;
         }
         return Ok(());
     }
-    if outcome.migrations > 0 {
-        writeln!(out, "applied {} schema migration(s)", outcome.migrations)?;
+    if outcome.migrations_applied > 0 {
+        writeln!(
+            out,
+            "applied {}",
+            count(
+                outcome.migrations_applied,
+                "schema migration",
+                "schema migrations"
+            )
+        )?;
     }
     if outcome.changes > 0 {
         writeln!(
             out,
-            "mended {} problem(s) in {} session(s) with {} change(s); see the repair_log table",
-            outcome.repaired, outcome.sessions_repaired, outcome.changes
+            "mended {} in {} with {}; see the repair_log table",
+            count(outcome.repaired, "problem", "problems"),
+            count(outcome.sessions_repaired, "session", "sessions"),
+            count(outcome.changes, "change", "changes"),
         )?;
     } else if outcome.problems.is_empty() {
         writeln!(out, "healthy: nothing to mend")?;
     }
     match &outcome.backup {
-        Some(path) => writeln!(out, "backup: {}", path.display()),
+        Some(path) => writeln!(out, "backup: {}", escape_line(&path.display().to_string())),
         None => Ok(()),
     }
 }

@@ -8,36 +8,51 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use session_store::history::rules::Violation;
 use session_store::store::repair::{
-    backup_database, default_backup_path, inspect_database_file, RepairOptions,
+    backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
 
-/// What a run found and did.
+/// What a run found, what it would do (dry run) and what it did.
 #[derive(Debug, Default)]
 pub struct Outcome {
     /// The database.
     pub db: PathBuf,
     /// Nothing was written.
     pub dry_run: bool,
-    /// Migrations the database needed (applied unless `dry_run`).
-    pub migrations: usize,
+    /// Migrations the database needed when the run started.
+    pub migrations_pending: usize,
+    /// Migrations applied to the database (0 on a dry run: they ran on a private copy).
+    pub migrations_applied: usize,
     /// Sessions checked.
     pub sessions_checked: usize,
     /// What was found (for mended sessions: what was found under the write lock).
     pub problems: Vec<Violation>,
-    /// Problems mended.
+    /// Dry run: what a real run would do. `None` on a real run.
+    pub would: Option<Plan>,
+    /// Problems mended (0 on a dry run).
     pub repaired: usize,
-    /// Sessions mended (or that a real run would mend).
+    /// Sessions mended (0 on a dry run).
     pub sessions_repaired: usize,
-    /// Changes made (or that a real run would make), one repair-log row each.
+    /// Changes made, one repair-log row each (0 on a dry run).
     pub changes: usize,
     /// The backup taken, if any.
     pub backup: Option<PathBuf>,
 }
 
-/// Sessions below this count mend too fast to need a progress bar.
+/// What a real run would do, measured by mending a private copy.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Plan {
+    /// Problems it would mend.
+    pub repair: usize,
+    /// Sessions it would mend.
+    pub sessions: usize,
+    /// Changes it would make (repair-log rows).
+    pub changes: usize,
+}
+
+/// Runs over fewer sessions than this are too fast to need a progress bar.
 const PROGRESS_THRESHOLD: usize = 50;
 
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
@@ -51,7 +66,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let mut outcome = Outcome {
         db: db.clone(),
         dry_run: args.dry_run,
-        migrations: file.pending_migrations,
+        migrations_pending: file.pending_migrations,
         ..Outcome::default()
     };
 
@@ -62,13 +77,22 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let copy = dir.path().join("dry-run.db");
         backup_database(db, &copy).context("copying the database for the dry run")?;
         let store = Store::open(&copy).context("migrating the dry-run copy")?;
-        let report = store.check(&sessions, &options)?;
+        let report = check(&store, &sessions, &options)?;
         outcome.sessions_checked = report.sessions_checked;
-        for session in report.broken_sessions() {
-            let repair = store.repair_session(&session, &options)?;
-            outcome.changes += repair.changes.len();
-            outcome.sessions_repaired += 1;
+        let broken = report.broken_sessions();
+        let bar = progress("mending a copy", broken.len());
+        let mut plan = Plan::default();
+        for session in &broken {
+            let repair = store.repair_session(session, &options)?;
+            if !repair.changes.is_empty() {
+                plan.repair += repair.found.len();
+                plan.changes += repair.changes.len();
+                plan.sessions += 1;
+            }
+            bar.inc(1);
         }
+        bar.finish_and_clear();
+        outcome.would = Some(plan);
         outcome.problems = report.violations;
         return Ok(outcome);
     }
@@ -89,6 +113,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
                 dest.display()
             )
         })?;
+        tracing::info!(backup = %dest.display(), "backup taken");
         *backup = Some(dest);
         Ok(())
     };
@@ -96,14 +121,15 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         take_backup(&mut backup)?;
     }
     let store = Store::open(db).with_context(|| format!("opening {}", db.display()))?;
-    let report = store.check(&sessions, &options)?;
+    outcome.migrations_applied = file.pending_migrations;
+    let report = check(&store, &sessions, &options)?;
     outcome.sessions_checked = report.sessions_checked;
     let broken = report.broken_sessions();
     if !broken.is_empty() {
         take_backup(&mut backup)?;
     }
     outcome.backup = backup;
-    let bar = progress(broken.len());
+    let bar = progress("mending", broken.len());
     // Sessions are checked in id order; keep that order in the report.
     let mut problems: BTreeMap<SessionId, Vec<Violation>> = BTreeMap::new();
     for violation in report.violations {
@@ -116,6 +142,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let repair = store
             .repair_session(session, &options)
             .with_context(|| format!("mending session {session}"))?;
+        tracing::info!(%session, changes = repair.changes.len(), "mended");
         if !repair.changes.is_empty() {
             outcome.sessions_repaired += 1;
             outcome.repaired += repair.found.len();
@@ -130,12 +157,54 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     Ok(outcome)
 }
 
-fn progress(len: usize) -> ProgressBar {
+/// Checks the sessions named (every session when none is) one at a time, with a progress
+/// bar on a big database. Each session is read in its own snapshot; the mend re-checks each
+/// broken one under its write lock anyway.
+fn check(
+    store: &Store,
+    named: &[SessionId],
+    options: &RepairOptions,
+) -> anyhow::Result<CheckReport> {
+    let ids = if named.is_empty() {
+        store.session_ids()?
+    } else {
+        named.to_vec()
+    };
+    let started = std::time::Instant::now();
+    let bar = progress("checking", ids.len());
+    let mut report = CheckReport::default();
+    for id in &ids {
+        match store.check(std::slice::from_ref(id), options) {
+            Ok(one) => {
+                report.sessions_checked += one.sessions_checked;
+                report.violations.extend(one.violations);
+            }
+            // Deleted by another process since the list was read: nothing left to check.
+            Err(session_store::Error::UnknownSession(_)) if named.is_empty() => {
+                tracing::debug!(session = %id, "gone before its check");
+            }
+            Err(error) => return Err(error.into()),
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    tracing::info!(
+        sessions = report.sessions_checked,
+        problems = report.violations.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "checked"
+    );
+    Ok(report)
+}
+
+/// A bar on stderr, only when stderr is a terminal and the run is long enough to need one.
+fn progress(what: &str, len: usize) -> ProgressBar {
     if len < PROGRESS_THRESHOLD || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(len as u64);
-    if let Ok(style) = ProgressStyle::with_template("mending {bar:40} {pos}/{len} sessions {eta}") {
+    let template = format!("{what} {{bar:40}} {{pos}}/{{len}} sessions {{eta}}");
+    if let Ok(style) = ProgressStyle::with_template(&template) {
         bar.set_style(style);
     }
     bar

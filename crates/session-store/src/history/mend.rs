@@ -20,12 +20,14 @@
 //!    message (a split turn is un-compacted, a gap is closed by un-compacting what follows);
 //! 6. `seq` shifts after inserted messages, and turn indexes are recomputed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::pairing::tombstone_text;
-use super::rules::{calls, tool_block, turn_spans, CheckOptions, Layout, Rule};
+use super::blank::is_blank;
+use super::grammar::{CallState, IdState, PartClass, ResultState, Walk};
+use super::rules::{turn_spans, CheckOptions, Rule};
+use super::texts::{self, Renamer};
 use super::turns::turn_indexes;
 use crate::model::{Message, Part, Role};
 
@@ -210,23 +212,21 @@ impl Work {
     }
 
     /// Turns the tool_result at (`at`, `part`) into a text part that says what it was.
-    fn result_to_text(&mut self, rule: Rule, at: usize, part: usize, why: &str) {
+    fn result_to_text(&mut self, rule: Rule, at: usize, part: usize) {
+        let old = self.messages[at].parts[part].clone();
         let Part::ToolResult {
             tool_use_id,
             content,
             is_error,
             provider_metadata,
-        } = self.messages[at].parts[part].clone()
+        } = &old
         else {
             return;
         };
-        let error = if is_error { " (an error)" } else { "" };
-        let text = format!(
-            "[store-repair: this was a tool_result{error} for tool_use {tool_use_id:?}, {why}; kept as text]\n{content}"
-        );
+        let text = texts::describe(&old);
         self.messages[at].parts[part] = Part::Text {
             text: text.clone(),
-            provider_metadata,
+            provider_metadata: provider_metadata.clone(),
         };
         self.change(
             rule,
@@ -265,243 +265,213 @@ pub fn plan_mend(messages: &[Message], options: &CheckOptions) -> MendPlan {
         new_rules: Vec::new(),
         changes: Vec::new(),
     };
-    move_misplaced_results(&mut work);
-    // Renaming first: a renamed call can leave a second answer to the old id orphaned.
-    rename_duplicates(&mut work);
-    orphans_to_text(&mut work);
-    tombstone_dangling(&mut work, options);
+    mend_pairing(&mut work, options);
     close_compaction(&mut work);
     renumber(work, messages)
 }
 
-/// Phase 1: tool_results in `user`, `assistant` or `system` messages.
-fn move_misplaced_results(work: &mut Work) {
-    let mut last_speaker: Option<usize> = None;
-    let mut at = 0;
-    while at < work.messages.len() {
-        let role = work.messages[at].role;
-        let has_results = work.messages[at]
-            .parts
+/// Phases 1 to 4, from one walk of the grammar: every pairing problem the walk classifies is
+/// mended by the policy "mend" (ARCHITECTURE.md, the policy table).
+fn mend_pairing(work: &mut Work, options: &CheckOptions) {
+    let walk = Walk::of(&work.messages);
+    let classes = walk.classes().to_vec();
+    let mut renamer = Renamer::with_taken(work.messages.iter().flat_map(|m| {
+        m.parts
             .iter()
-            .any(|p| p.answers().is_some());
-        if role == Role::Tool || !has_results {
-            if matches!(role, Role::User | Role::Assistant) {
-                last_speaker = Some(at);
+            .filter_map(|p| p.tool_use_id())
+            .map(str::to_owned)
+    }));
+    // Where each assistant message's tool block ends (its tombstones go right after), and
+    // which parts of each user message answer calls (they move into a tool message).
+    let mut block_end: HashMap<usize, usize> = HashMap::new();
+    let mut claimed: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (at, class) in classes.iter().enumerate() {
+        match work.messages[at].role {
+            Role::Assistant => {
+                block_end.insert(at, at);
             }
-            at += 1;
-            continue;
-        }
-        // The calls of the assistant message before, still unanswered by the tool messages
-        // between it and this message: the results that can move into a tool message.
-        let mut open: Vec<String> = match last_speaker {
-            Some(a) if work.messages[a].role == Role::Assistant && role == Role::User => {
-                let answered: HashSet<&str> = work.messages[a + 1..at]
-                    .iter()
-                    .filter(|m| m.role == Role::Tool)
-                    .flat_map(|m| m.parts.iter().filter_map(Part::answers))
-                    .collect();
-                work.messages[a]
-                    .parts
-                    .iter()
-                    .filter_map(Part::tool_use_id)
-                    .filter(|id| !answered.contains(id))
-                    .map(str::to_owned)
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
-        let mut movable = Vec::new();
-        for (index, part) in work.messages[at].parts.iter().enumerate() {
-            if let Some(id) = part.answers() {
-                if let Some(pos) = open.iter().position(|o| o == id) {
-                    open.remove(pos);
-                    movable.push(index);
+            Role::Tool => {
+                if let Some(assistant) = class.in_block_of {
+                    block_end.insert(assistant, at);
                 }
             }
-        }
-        let speaker = last_speaker.map(|a| work.messages[a].clone());
-        let stays: Vec<usize> = (0..work.messages[at].parts.len())
-            .filter(|i| !movable.contains(i))
-            .collect();
-        for &index in &stays {
-            let Some(id) = work.messages[at].parts[index].answers().map(str::to_owned) else {
-                continue;
-            };
-            let orphan = !speaker.as_ref().is_some_and(|m| calls(m, &id));
-            let (rule, why) = if orphan {
-                (
-                    Rule::OrphanToolResult,
-                    format!("which no call directly before it made, found in a {role} message"),
-                )
-            } else {
-                (
-                    Rule::MisplacedToolResult,
-                    format!("a second answer to that call, found in a {role} message"),
-                )
-            };
-            work.result_to_text(rule, at, index, &why);
-        }
-        if movable.is_empty() {
-            if matches!(role, Role::User | Role::Assistant) {
-                last_speaker = Some(at);
-            }
-            at += 1;
-            continue;
-        }
-        // A user message whose results answer the calls before it: it becomes the tool
-        // message, and what else it said follows as a user message of its own.
-        work.messages[at].role = Role::Tool;
-        work.change(
-            Rule::MisplacedToolResult,
-            Action::ChangeRole,
-            at,
-            None,
-            Some(json!({"role": "user"})),
-            json!({"role": "tool"}),
-        );
-        let rest_is_blank = stays.iter().all(|&i| {
-            matches!(&work.messages[at].parts[i], Part::Text { text, .. } if text.trim().is_empty())
-        });
-        if rest_is_blank {
-            at += 1;
-            continue;
-        }
-        let source = work.messages[at].clone();
-        let source_origins = work.part_origins[at].clone();
-        let kept_parts = movable.iter().map(|&i| source.parts[i].clone()).collect();
-        let kept_origins = movable.iter().map(|&i| source_origins[i]).collect();
-        work.messages[at].parts = kept_parts;
-        work.part_origins[at] = kept_origins;
-        let rest = Message {
-            id: 0,
-            seq: source.seq,
-            turn_index: source.turn_index,
-            role: Role::User,
-            compacted: source.compacted,
-            created_at: source.created_at,
-            parts: stays.iter().map(|&i| source.parts[i].clone()).collect(),
-        };
-        work.insert(at + 1, rest, Rule::MisplacedToolResult);
-        // The moved parts keep their identity: they are stored parts, not new ones.
-        work.part_origins[at + 1] = stays.iter().map(|&i| source_origins[i]).collect();
-        work.change(
-            Rule::MisplacedToolResult,
-            Action::SplitOff,
-            at + 1,
-            None,
-            None,
-            json!({"role": "user", "split_from": source.id, "parts": stays.len()}),
-        );
-        for (new_index, &old_index) in stays.iter().enumerate() {
-            work.change(
-                Rule::MisplacedToolResult,
-                Action::MovePart,
-                at + 1,
-                Some(new_index),
-                Some(json!({"message_id": source.id, "position": old_index})),
-                json!({"message": "split_off", "position": new_index}),
-            );
-        }
-        last_speaker = Some(at + 1);
-        at += 2;
-    }
-}
-
-/// Phase 3: tool_results in `tool` messages that answer no call of the assistant message
-/// directly before their block.
-fn orphans_to_text(work: &mut Work) {
-    let layout = Layout::of(&work.messages);
-    for at in 0..work.messages.len() {
-        if work.messages[at].role != Role::Tool {
-            continue;
-        }
-        let speaker = layout.prev_speaker[at].map(|i| work.messages[i].clone());
-        for index in 0..work.messages[at].parts.len() {
-            let Some(id) = work.messages[at].parts[index].answers().map(str::to_owned) else {
-                continue;
-            };
-            if speaker.as_ref().is_some_and(|m| calls(m, &id)) {
-                continue;
-            }
-            let why = match &speaker {
-                Some(m) if m.role == Role::Assistant => {
-                    "whose call is not in the assistant message before it"
-                }
-                Some(_) => "with no assistant message directly before it",
-                None => "with no message before it",
-            };
-            work.result_to_text(Rule::OrphanToolResult, at, index, why);
-        }
-    }
-}
-
-/// Phase 2: every later use of a tool_use id gets a fresh id, and so does its answer.
-fn rename_duplicates(work: &mut Work) {
-    let mut taken: HashSet<String> = work
-        .messages
-        .iter()
-        .flat_map(|m| {
-            m.parts
-                .iter()
-                .filter_map(|p| p.tool_use_id().or(p.answers()))
-        })
-        .map(str::to_owned)
-        .collect();
-    let mut seen: HashSet<String> = HashSet::new();
-    for at in 0..work.messages.len() {
-        if !work.messages[at]
-            .parts
-            .iter()
-            .any(|p| p.tool_use_id().is_some())
-        {
-            continue;
-        }
-        // The results in this message's block, per id, in order: the k-th use of an id in
-        // this message is answered by the k-th result with that id.
-        let mut answers: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
-        if work.messages[at].role == Role::Assistant {
-            for i in tool_block(&work.messages, at).0 {
-                for (p, part) in work.messages[i].parts.iter().enumerate() {
-                    if let Some(id) = part.answers() {
-                        answers.entry(id.to_owned()).or_default().push((i, p));
+            Role::User => {
+                for (part, c) in class.parts.iter().enumerate() {
+                    if let PartClass::Result(ResultState::Answers { call: Some(call) }) = c {
+                        block_end.insert(call.message, at);
+                        claimed.entry(at).or_default().push(part);
                     }
                 }
             }
+            Role::System => {}
         }
-        let mut uses_so_far: HashMap<String, usize> = HashMap::new();
-        for index in 0..work.messages[at].parts.len() {
-            let Some(id) = work.messages[at].parts[index]
-                .tool_use_id()
-                .map(str::to_owned)
-            else {
-                continue;
-            };
-            let rank = *uses_so_far
-                .entry(id.clone())
-                .and_modify(|n| *n += 1)
-                .or_insert(0);
-            // An empty id (NULL in the row) can match no result: it always gets a fresh id,
-            // and results with an empty id stay behind as orphans.
-            if !id.is_empty() && seen.insert(id.clone()) {
-                continue;
+    }
+    let mut tombstones: HashMap<usize, Vec<String>> = HashMap::new();
+    for (at, class) in classes.iter().enumerate() {
+        let role = work.messages[at].role;
+        for (part, c) in class.parts.iter().enumerate() {
+            match *c {
+                PartClass::Call { .. } if role != Role::Assistant => uses_to_text(work, at, part),
+                PartClass::Call { id, state } => {
+                    if id != IdState::Fresh {
+                        let old = work.messages[at].parts[part]
+                            .call_id()
+                            .unwrap_or_default()
+                            .to_owned();
+                        let fresh = renamer.fresh(&old);
+                        rename(work, at, part, &old, &fresh);
+                        if let CallState::Answered { by } | CallState::AnsweredFromUser { by } =
+                            state
+                        {
+                            rename(work, by.message, by.part, &old, &fresh);
+                        }
+                    }
+                    let stale = matches!(state, CallState::Pending)
+                        && options.is_stale(work.messages[at].created_at);
+                    if matches!(state, CallState::Unanswered | CallState::Unanswerable) || stale {
+                        let id = work.messages[at].parts[part].call_id().unwrap_or_default();
+                        let after = block_end.get(&at).copied().unwrap_or(at);
+                        tombstones.entry(after).or_default().push(id.to_owned());
+                    }
+                }
+                PartClass::Result(ResultState::Orphan(_)) => {
+                    work.result_to_text(Rule::OrphanToolResult, at, part);
+                }
+                PartClass::Result(ResultState::WouldAnswer { .. }) => {
+                    work.result_to_text(Rule::MisplacedToolResult, at, part);
+                }
+                PartClass::Result(ResultState::Answers { .. }) if role == Role::System => {
+                    work.result_to_text(Rule::MisplacedToolResult, at, part);
+                }
+                _ => {}
             }
-            let stem = if id.is_empty() {
-                "toolu_repair"
-            } else {
-                id.as_str()
-            };
-            let fresh = (1..)
-                .map(|n| format!("{stem}_dup{n}"))
-                .find(|candidate| !taken.contains(candidate))
-                .unwrap_or_default();
-            taken.insert(fresh.clone());
-            seen.insert(fresh.clone());
-            rename(work, at, index, &id, &fresh);
-            if id.is_empty() {
-                continue;
+        }
+    }
+    if claimed.is_empty() && tombstones.is_empty() {
+        return;
+    }
+    rebuild(work, &claimed, &tombstones, options);
+}
+
+/// Splits the user messages that answer calls (a `tool` message with the results, then the
+/// rest as a `user` message) and inserts the tombstone messages, in one pass.
+fn rebuild(
+    work: &mut Work,
+    claimed: &HashMap<usize, Vec<usize>>,
+    tombstones: &HashMap<usize, Vec<String>>,
+    options: &CheckOptions,
+) {
+    let old_messages = std::mem::take(&mut work.messages);
+    let old_origins = std::mem::take(&mut work.origins);
+    let old_part_origins = std::mem::take(&mut work.part_origins);
+    let text = texts::tombstone(texts::REPAIR_REASON);
+    for (at, ((mut message, origin), part_origins)) in old_messages
+        .into_iter()
+        .zip(old_origins)
+        .zip(old_part_origins)
+        .enumerate()
+    {
+        let mut rest: Option<(Message, Vec<PartRef>)> = None;
+        if let Some(moved) = claimed.get(&at) {
+            message.role = Role::Tool;
+            let mut is_moved = vec![false; message.parts.len()];
+            for &i in moved {
+                is_moved[i] = true;
             }
-            if let Some(&(i, p)) = answers.get(&id).and_then(|list| list.get(rank)) {
-                rename(work, i, p, &id, &fresh);
+            let stays: Vec<usize> = (0..message.parts.len()).filter(|&i| !is_moved[i]).collect();
+            let rest_is_blank = stays
+                .iter()
+                .all(|&i| matches!(&message.parts[i], Part::Text { text, .. } if is_blank(text)));
+            work.messages.push(message.clone());
+            work.origins.push(origin);
+            work.part_origins.push(part_origins.clone());
+            let index = work.messages.len() - 1;
+            work.change(
+                Rule::MisplacedToolResult,
+                Action::ChangeRole,
+                index,
+                None,
+                Some(json!({"role": "user"})),
+                json!({"role": "tool"}),
+            );
+            if !rest_is_blank {
+                work.messages[index].parts =
+                    moved.iter().map(|&i| message.parts[i].clone()).collect();
+                work.part_origins[index] = moved.iter().map(|&i| part_origins[i]).collect();
+                let split = Message {
+                    id: 0,
+                    role: Role::User,
+                    parts: stays.iter().map(|&i| message.parts[i].clone()).collect(),
+                    ..message
+                };
+                let origins = stays.iter().map(|&i| part_origins[i]).collect();
+                rest = Some((split, origins));
+            }
+        } else {
+            work.messages.push(message);
+            work.origins.push(origin);
+            work.part_origins.push(part_origins);
+        }
+        let last = work.messages.len() - 1;
+        if let Some(ids) = tombstones.get(&at) {
+            let tombstone = Message {
+                id: 0,
+                seq: work.messages[last].seq,
+                turn_index: work.messages[last].turn_index,
+                role: Role::Tool,
+                compacted: work.messages[last].compacted,
+                created_at: options.now,
+                parts: ids
+                    .iter()
+                    .map(|id| Part::tool_error(id.clone(), text.clone()))
+                    .collect(),
+            };
+            let index = work.messages.len();
+            work.insert(index, tombstone, Rule::DanglingToolUse);
+            for (part, id) in ids.iter().enumerate() {
+                work.change(
+                    Rule::DanglingToolUse,
+                    Action::Tombstone,
+                    index,
+                    Some(part),
+                    None,
+                    json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
+                );
+            }
+        }
+        if let Some((split, origins)) = rest {
+            let from = work.origins[last];
+            let count = split.parts.len();
+            let index = work.messages.len();
+            work.insert(index, split, Rule::MisplacedToolResult);
+            let source_id = match from {
+                MessageRef::Existing(id) => json!(id),
+                MessageRef::New(_) => Value::Null,
+            };
+            work.part_origins[index] = origins;
+            work.change(
+                Rule::MisplacedToolResult,
+                Action::SplitOff,
+                index,
+                None,
+                None,
+                json!({"role": "user", "split_from": source_id, "parts": count}),
+            );
+            for position in 0..count {
+                let before = match work.part_origins[index][position] {
+                    PartRef::Existing { message_id, index } => {
+                        json!({"message_id": message_id, "position": index})
+                    }
+                    PartRef::New { .. } => Value::Null,
+                };
+                work.change(
+                    Rule::MisplacedToolResult,
+                    Action::MovePart,
+                    index,
+                    Some(position),
+                    Some(before),
+                    json!({"message": "split_off", "position": position}),
+                );
             }
         }
     }
@@ -524,127 +494,33 @@ fn rename(work: &mut Work, at: usize, index: usize, from: &str, to: &str) {
 }
 
 /// The reason written into tombstones the repair adds.
-pub const REPAIR_TOMBSTONE_REASON: &str = "no result was ever stored; closed by store-repair";
+pub const REPAIR_TOMBSTONE_REASON: &str = texts::REPAIR_REASON;
 
-/// Phase 4: a tombstone `tool` message after the tool block of every assistant message
-/// whose calls are unanswered and not (or no longer) pending.
-fn tombstone_dangling(work: &mut Work, options: &CheckOptions) {
-    let mut inserts: Vec<(usize, Vec<String>, bool)> = Vec::new();
-    for at in 0..work.messages.len() {
-        let message = &work.messages[at];
-        if !message.parts.iter().any(|p| p.tool_use_id().is_some()) {
-            continue;
-        }
-        if message.role != Role::Assistant {
-            // No result can ever answer a call outside an assistant message (it would be an
-            // orphan), and it is never pending: the call becomes text that says what it was.
-            uses_to_text(work, at);
-            continue;
-        }
-        let (block, open) = tool_block(&work.messages, at);
-        if open && !options.is_stale(message.created_at) {
-            continue;
-        }
-        let answered: HashSet<&str> = block
-            .iter()
-            .flat_map(|&i| work.messages[i].parts.iter().filter_map(Part::answers))
-            .collect();
-        let unanswered: Vec<String> = message
-            .parts
-            .iter()
-            .filter_map(Part::tool_use_id)
-            .filter(|id| !answered.contains(id))
-            .map(str::to_owned)
-            .collect();
-        if unanswered.is_empty() {
-            continue;
-        }
-        let after = block.last().copied().unwrap_or(at);
-        inserts.push((after, unanswered, work.messages[after].compacted));
-    }
-    if inserts.is_empty() {
+/// The tool_use at (`at`, `index`), outside an assistant message, becomes text.
+fn uses_to_text(work: &mut Work, at: usize, index: usize) {
+    let part = work.messages[at].parts[index].clone();
+    let Part::ToolUse {
+        id,
+        name,
+        input,
+        provider_metadata,
+    } = &part
+    else {
         return;
-    }
-    // Rebuilt in one pass rather than inserted one by one: a session where every turn was
-    // cancelled gets a tombstone per turn.
-    let mut inserts = inserts.into_iter().peekable();
-    let old_messages = std::mem::take(&mut work.messages);
-    let old_origins = std::mem::take(&mut work.origins);
-    let old_part_origins = std::mem::take(&mut work.part_origins);
-    let text = tombstone_text(REPAIR_TOMBSTONE_REASON);
-    for (at, ((message, origin), part_origins)) in old_messages
-        .into_iter()
-        .zip(old_origins)
-        .zip(old_part_origins)
-        .enumerate()
-    {
-        let (seq, turn_index) = (message.seq, message.turn_index);
-        work.messages.push(message);
-        work.origins.push(origin);
-        work.part_origins.push(part_origins);
-        let Some((_, ids, compacted)) = inserts.next_if(|(after, _, _)| *after == at) else {
-            continue;
-        };
-        let tombstone = Message {
-            id: 0,
-            seq,
-            turn_index,
-            role: Role::Tool,
-            compacted,
-            created_at: options.now,
-            parts: ids
-                .iter()
-                .map(|id| Part::tool_error(id.clone(), text.clone()))
-                .collect(),
-        };
-        let index = work.messages.len();
-        work.insert(index, tombstone, Rule::DanglingToolUse);
-        for (part, id) in ids.iter().enumerate() {
-            work.change(
-                Rule::DanglingToolUse,
-                Action::Tombstone,
-                index,
-                Some(part),
-                None,
-                json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
-            );
-        }
-    }
-}
-
-/// The tool_uses of the non-assistant message at `at` become text parts.
-fn uses_to_text(work: &mut Work, at: usize) {
-    let role = work.messages[at].role;
-    for index in 0..work.messages[at].parts.len() {
-        let Part::ToolUse {
-            id,
-            name,
-            input,
-            provider_metadata,
-        } = work.messages[at].parts[index].clone()
-        else {
-            continue;
-        };
-        let input_text = match &input {
-            Value::String(raw) => raw.clone(),
-            other => other.to_string(),
-        };
-        let text = format!(
-            "[store-repair: this was a tool_use {name:?} with id {id:?} in a {role} message, which no result can answer; kept as text]\n{input_text}"
-        );
-        work.messages[at].parts[index] = Part::Text {
-            text: text.clone(),
-            provider_metadata,
-        };
-        work.change(
-            Rule::DanglingToolUse,
-            Action::UseToText,
-            at,
-            Some(index),
-            Some(json!({"kind": "tool_use", "tool_use_id": id, "tool_name": name, "input": input})),
-            json!({"kind": "text", "text": text}),
-        );
-    }
+    };
+    let text = texts::describe(&part);
+    work.messages[at].parts[index] = Part::Text {
+        text: text.clone(),
+        provider_metadata: provider_metadata.clone(),
+    };
+    work.change(
+        Rule::DanglingToolUse,
+        Action::UseToText,
+        at,
+        Some(index),
+        Some(json!({"kind": "tool_use", "tool_use_id": id, "tool_name": name, "input": input})),
+        json!({"kind": "text", "text": text}),
+    );
 }
 
 /// Phase 5: compacted turns become a prefix of whole turns; the visible tail only grows.
@@ -895,10 +771,10 @@ mod tests {
         ]);
         let (_, after) = mend(&messages);
         assert_healthy(&after);
-        assert_eq!(after[3].parts[0].tool_use_id(), Some("a_dup1"));
-        assert_eq!(after[3].parts[1].tool_use_id(), Some("a_dup2"));
-        assert_eq!(after[4].parts[0].answers(), Some("a_dup1"));
-        assert_eq!(after[4].parts[1].answers(), Some("a_dup2"));
+        assert_eq!(after[3].parts[0].call_id(), Some("a__2"));
+        assert_eq!(after[3].parts[1].call_id(), Some("a__3"));
+        assert_eq!(after[4].parts[0].answers(), Some("a__2"));
+        assert_eq!(after[4].parts[1].answers(), Some("a__3"));
     }
 
     #[test]

@@ -7,10 +7,12 @@
 
 pub mod blank;
 pub mod compaction;
+pub mod grammar;
 pub mod mend;
 pub mod paging;
 pub mod pairing;
 pub mod rules;
+pub mod texts;
 pub mod turns;
 
 // Provider-ready history (issue 4).

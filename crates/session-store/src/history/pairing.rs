@@ -1,57 +1,14 @@
 //! Tool pairing on write: what the next message of a session may be.
 //!
-//! A tool_use is answered by the tool_result with its id in the block of `tool` messages that
-//! directly follows its assistant message. The write path keeps every session healthy by
-//! checking each new message against the [`Tail`] of the session before it is stored, and by
-//! refusing, with a [`Refusal`] that names the ids involved, anything that would break a pair.
+//! The write policy over the grammar ([`super::grammar`]): a message is accepted only when
+//! the walk classifies every part of it as healthy. A tool_use is answered by the tool_result
+//! with its id in the block of `tool` messages that directly follows its assistant message
+//! (system messages never break a pair). Anything that would break a pair is refused with a
+//! [`Refusal`] that names the ids involved, before anything is written.
 
-use std::collections::HashSet;
-
+use super::grammar::{IdState, OrphanWhy, PartClass, ResultState, Walk};
+use super::texts;
 use crate::model::{NewMessage, Part, PartKind, Role};
-
-/// What the end of a session looks like, as far as pairing is concerned.
-///
-/// `system` messages are invisible here: they never break a pair.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Tail {
-    /// No user or assistant message yet.
-    #[default]
-    Empty,
-    /// The last user-or-assistant message is a user message.
-    User,
-    /// The last user-or-assistant message is an assistant message; its tool block follows.
-    Assistant(ToolBlock),
-}
-
-/// The tool_uses of the last assistant message and which of them are answered so far.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ToolBlock {
-    /// tool_use ids of the assistant message, in part order.
-    pub calls: Vec<String>,
-    /// ids among `calls` that already have a tool_result.
-    pub answered: HashSet<String>,
-}
-
-impl ToolBlock {
-    /// The calls that still wait for a result, in part order.
-    pub fn pending(&self) -> Vec<String> {
-        self.calls
-            .iter()
-            .filter(|id| !self.answered.contains(*id))
-            .cloned()
-            .collect()
-    }
-}
-
-impl Tail {
-    /// The tool_uses still waiting for a result, in part order.
-    pub fn pending(&self) -> Vec<String> {
-        match self {
-            Tail::Assistant(block) => block.pending(),
-            Tail::Empty | Tail::User => Vec::new(),
-        }
-    }
-}
 
 /// Why a message was refused. Nothing is written when an append is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -109,6 +66,9 @@ pub enum Refusal {
         /// The repeated id.
         id: String,
     },
+    /// Parts that extend an assistant message came when none is open.
+    #[error("no assistant message with an open tool block to extend")]
+    NoOpenAssistant,
     /// A tool_use with an empty id.
     #[error("tool_use at part {ordinal} has no id")]
     ToolUseWithoutId {
@@ -129,40 +89,106 @@ pub enum Refusal {
     },
 }
 
-/// Checks that `message` may follow `tail`, and returns the tail after it.
+/// Checks that `message` may follow what `walk` has seen, and feeds it to the walk.
 ///
-/// `used_ids` holds every tool_use id already in the session (including earlier messages of
-/// the same batch); the ids of `message` are added to it when it is accepted.
-pub fn check_append(
-    tail: &Tail,
-    message: &NewMessage,
-    used_ids: &mut HashSet<String>,
-) -> Result<Tail, Refusal> {
+/// On a refusal the walk may hold part of the message: drop it, as the write path drops its
+/// transaction.
+pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal> {
     if message.parts.is_empty() {
         return Err(Refusal::EmptyMessage);
     }
-    check_parts_fit_role(message)?;
-    match message.role {
-        Role::Tool => answer_tool_block(tail, &message.parts),
-        role => {
-            let pending = tail.pending();
-            if !pending.is_empty() {
-                return Err(Refusal::PendingToolUses { ids: pending, role });
-            }
-            match role {
-                Role::System => Ok(tail.clone()),
-                Role::User => Ok(Tail::User),
-                _ => open_tool_block(&message.parts, used_ids).map(Tail::Assistant),
-            }
+    check_shape(message)?;
+    let pending = walk.pending();
+    if matches!(message.role, Role::User | Role::Assistant) && !pending.is_empty() {
+        return Err(Refusal::PendingToolUses {
+            ids: pending,
+            role: message.role,
+        });
+    }
+    let index = walk.len();
+    walk.feed(message.role, &message.parts);
+    let Some(class) = walk.class(index) else {
+        return Ok(());
+    };
+    for (ordinal, (part, class)) in message.parts.iter().zip(&class.parts).enumerate() {
+        match (part, class) {
+            (Part::ToolUse { id, .. }, PartClass::Call { id: state, .. }) => match state {
+                IdState::Fresh => {}
+                IdState::Missing => return Err(Refusal::ToolUseWithoutId { ordinal }),
+                IdState::Repeated { .. } => {
+                    return Err(Refusal::DuplicateToolUseId { id: id.clone() })
+                }
+            },
+            (Part::ToolResult { tool_use_id, .. }, PartClass::Result(state)) => match state {
+                ResultState::Answers { .. } => {}
+                ResultState::Orphan(OrphanWhy::AlreadyAnswered { .. }) => {
+                    return Err(Refusal::DuplicateToolResult {
+                        tool_use_id: tool_use_id.clone(),
+                    })
+                }
+                ResultState::Orphan(_) | ResultState::WouldAnswer { .. } => {
+                    return Err(Refusal::UnexpectedToolResult {
+                        tool_use_id: tool_use_id.clone(),
+                        pending: pending.clone(),
+                    })
+                }
+            },
+            _ => {}
         }
     }
+    Ok(())
 }
 
-fn check_parts_fit_role(message: &NewMessage) -> Result<(), Refusal> {
+/// Checks parts that extend the open assistant message (a log that writes one line per
+/// content block), and feeds them to the walk.
+pub fn check_extension(walk: &mut Walk, parts: &[Part]) -> Result<(), Refusal> {
+    let probe = NewMessage::assistant(parts.to_vec());
+    check_shape(&probe)?;
+    let Some(index) = walk.open_assistant() else {
+        return Err(Refusal::NoOpenAssistant);
+    };
+    let start = walk.class(index).map_or(0, |c| c.parts.len());
+    if !walk.extend_assistant(parts) {
+        return Err(Refusal::NoOpenAssistant);
+    }
+    let classes = walk
+        .class(index)
+        .map(|c| &c.parts[start..])
+        .unwrap_or_default();
+    for (offset, (part, class)) in parts.iter().zip(classes).enumerate() {
+        match (part, class) {
+            (
+                _,
+                PartClass::Call {
+                    id: IdState::Missing,
+                    ..
+                },
+            ) => {
+                return Err(Refusal::ToolUseWithoutId {
+                    ordinal: start + offset,
+                })
+            }
+            (
+                Part::ToolUse { id, .. },
+                PartClass::Call {
+                    id: IdState::Repeated { .. },
+                    ..
+                },
+            ) => return Err(Refusal::DuplicateToolUseId { id: id.clone() }),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// What a message must be on its own, before pairing: parts that fit its role, calls with a
+/// name and an object input, a tool message with a result.
+fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
     let role = message.role;
+    let mut results = 0;
     for (ordinal, part) in message.parts.iter().enumerate() {
-        let fits = match part {
-            Part::Text { .. } => true,
+        match part {
+            Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {
                 if role != Role::Tool {
                     return Err(Refusal::MisplacedToolResult {
@@ -170,101 +196,52 @@ fn check_parts_fit_role(message: &NewMessage) -> Result<(), Refusal> {
                         role,
                     });
                 }
-                true
+                results += 1;
             }
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::ToolUse { .. } => {
-                role == Role::Assistant
+            Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::ToolUse { .. }
+                if role != Role::Assistant =>
+            {
+                return Err(Refusal::MisplacedPart {
+                    role,
+                    kind: part.kind(),
+                    ordinal,
+                });
             }
-        };
-        if !fits {
-            return Err(Refusal::MisplacedPart {
-                role,
-                kind: part.kind(),
-                ordinal,
-            });
+            Part::ToolUse {
+                id, name, input, ..
+            } => {
+                if id.is_empty() {
+                    return Err(Refusal::ToolUseWithoutId { ordinal });
+                }
+                if name.is_empty() {
+                    return Err(Refusal::ToolUseWithoutName { id: id.clone() });
+                }
+                if !input.is_object() {
+                    return Err(Refusal::ToolInputNotObject { id: id.clone() });
+                }
+            }
+            Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {}
         }
+    }
+    if role == Role::Tool && results == 0 {
+        return Err(Refusal::ToolMessageWithoutResult);
     }
     Ok(())
 }
 
-fn answer_tool_block(tail: &Tail, parts: &[Part]) -> Result<Tail, Refusal> {
-    let mut block = match tail {
-        Tail::Assistant(block) => block.clone(),
-        Tail::Empty | Tail::User => ToolBlock::default(),
-    };
-    let mut results = 0;
-    for tool_use_id in parts.iter().filter_map(Part::answers) {
-        results += 1;
-        if !block.calls.iter().any(|call| call == tool_use_id) {
-            return Err(Refusal::UnexpectedToolResult {
-                tool_use_id: tool_use_id.to_owned(),
-                pending: block.pending(),
-            });
-        }
-        if !block.answered.insert(tool_use_id.to_owned()) {
-            return Err(Refusal::DuplicateToolResult {
-                tool_use_id: tool_use_id.to_owned(),
-            });
-        }
-    }
-    if results == 0 {
-        return Err(Refusal::ToolMessageWithoutResult);
-    }
-    Ok(Tail::Assistant(block))
-}
-
-fn open_tool_block(parts: &[Part], used_ids: &mut HashSet<String>) -> Result<ToolBlock, Refusal> {
-    let mut calls = Vec::new();
-    for (ordinal, part) in parts.iter().enumerate() {
-        let Part::ToolUse {
-            id, name, input, ..
-        } = part
-        else {
-            continue;
-        };
-        if id.is_empty() {
-            return Err(Refusal::ToolUseWithoutId { ordinal });
-        }
-        if name.is_empty() {
-            return Err(Refusal::ToolUseWithoutName { id: id.clone() });
-        }
-        if !input.is_object() {
-            return Err(Refusal::ToolInputNotObject { id: id.clone() });
-        }
-        if used_ids.contains(id) || calls.contains(id) {
-            return Err(Refusal::DuplicateToolUseId { id: id.clone() });
-        }
-        calls.push(id.clone());
-    }
-    used_ids.extend(calls.iter().cloned());
-    Ok(ToolBlock {
-        calls,
-        answered: HashSet::new(),
-    })
-}
-
-/// The tool message that cancels every pending call of `tail`: one tombstone tool_result
+/// The tool message that cancels every pending call of the walk: one tombstone tool_result
 /// (`is_error`) per pending id, whose text says it was cancelled and why.
-pub fn tombstones(tail: &Tail, reason: &str) -> Option<NewMessage> {
-    let pending = tail.pending();
+pub fn tombstones(walk: &Walk, reason: &str) -> Option<NewMessage> {
+    let pending = walk.pending();
     if pending.is_empty() {
         return None;
     }
+    let text = texts::tombstone(reason);
     let parts = pending
         .into_iter()
-        .map(|id| Part::tool_error(id, tombstone_text(reason)))
+        .map(|id| Part::tool_error(id, text.clone()))
         .collect();
     Some(NewMessage::tool(parts))
-}
-
-/// The text of a tombstone result; never empty, since providers reject error results without content.
-pub fn tombstone_text(reason: &str) -> String {
-    let reason = reason.trim();
-    if reason.is_empty() {
-        "Tool call cancelled before it returned a result.".to_owned()
-    } else {
-        format!("Tool call cancelled before it returned a result: {reason}")
-    }
 }
 
 #[cfg(test)]
@@ -272,13 +249,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn run(messages: &[NewMessage]) -> Result<Tail, (usize, Refusal)> {
-        let mut tail = Tail::Empty;
-        let mut used = HashSet::new();
+    fn run(messages: &[NewMessage]) -> Result<Walk, (usize, Refusal)> {
+        let mut walk = Walk::default();
         for (index, message) in messages.iter().enumerate() {
-            tail = check_append(&tail, message, &mut used).map_err(|e| (index, e))?;
+            check_append(&mut walk, message).map_err(|e| (index, e))?;
         }
-        Ok(tail)
+        Ok(walk)
     }
 
     fn call(id: &str) -> Part {
@@ -295,7 +271,7 @@ mod tests {
             NewMessage::system("note"),
             NewMessage::assistant(vec![Part::text("done")]),
         ]);
-        assert!(tail.is_ok_and(|t| t.pending().is_empty()));
+        assert!(tail.is_ok_and(|w| w.pending().is_empty()));
     }
 
     #[test]
@@ -307,7 +283,7 @@ mod tests {
             NewMessage::user("again"),
         ]);
         assert_eq!(
-            err,
+            err.map(|_| ()),
             Err((
                 3,
                 Refusal::PendingToolUses {
@@ -319,12 +295,14 @@ mod tests {
     }
 
     #[test]
-    fn system_message_while_calls_are_pending_is_refused() {
-        let err = run(&[
+    fn system_message_while_calls_are_pending_is_accepted() {
+        // A system message never breaks a pair (contract): the loader sends it after the block.
+        let walk = run(&[
             NewMessage::assistant(vec![call("a")]),
             NewMessage::system("note"),
+            NewMessage::tool(vec![Part::tool_result("a", "ok")]),
         ]);
-        assert!(matches!(err, Err((1, Refusal::PendingToolUses { .. }))));
+        assert!(walk.is_ok_and(|w| w.pending().is_empty()));
     }
 
     #[test]
@@ -382,17 +360,16 @@ mod tests {
 
     #[test]
     fn tombstones_answer_exactly_the_pending_calls() {
-        let tail = run(&[
+        let mut walk = run(&[
             NewMessage::assistant(vec![call("a"), call("b"), call("c")]),
             NewMessage::tool(vec![Part::tool_result("b", "ok")]),
         ])
         .expect("valid");
-        let message = tombstones(&tail, "user pressed ctrl-c").expect("pending calls");
+        let message = tombstones(&walk, "user pressed ctrl-c").expect("pending calls");
         let answered: Vec<_> = message.parts.iter().filter_map(Part::answers).collect();
         assert_eq!(answered, ["a", "c"]);
-        let mut used = HashSet::new();
-        let after = check_append(&tail, &message, &mut used).expect("tombstones fit");
-        assert!(after.pending().is_empty());
-        assert!(tombstones(&after, "again").is_none());
+        check_append(&mut walk, &message).expect("tombstones fit");
+        assert!(walk.pending().is_empty());
+        assert!(tombstones(&walk, "again").is_none());
     }
 }

@@ -7,13 +7,13 @@
 //! definitions follow the contract literally; the SQL views of migration V4 implement the
 //! same definitions for people with the `sqlite3` shell.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::grammar::{CallState, IdState, OrphanWhy, PartClass, ResultState, Walk};
 use super::turns::turn_indexes;
 use crate::model::{Message, Part, Role, SessionId};
 
@@ -134,51 +134,19 @@ pub struct Violation {
     pub detail: String,
 }
 
-/// How each message sits in the session: its contract turn and pairing neighbourhood.
+/// How each message sits in the session: its contract turn.
 #[derive(Clone, Debug)]
 pub(crate) struct Layout {
     /// The contract's turn of each message.
     pub(crate) turns: Vec<i64>,
-    /// For each message, the index of the last user or assistant message before it.
-    pub(crate) prev_speaker: Vec<Option<usize>>,
 }
 
 impl Layout {
     pub(crate) fn of(messages: &[Message]) -> Self {
-        let turns = turn_indexes(messages.iter().map(|m| m.role));
-        let mut prev_speaker = Vec::with_capacity(messages.len());
-        let mut last = None;
-        for (index, message) in messages.iter().enumerate() {
-            prev_speaker.push(last);
-            if matches!(message.role, Role::User | Role::Assistant) {
-                last = Some(index);
-            }
-        }
         Self {
-            turns,
-            prev_speaker,
+            turns: turn_indexes(messages.iter().map(|m| m.role)),
         }
     }
-}
-
-/// The tool block of the assistant message at `assistant`: indexes of the `tool` messages
-/// that directly follow it (system messages skipped), and whether the block runs to the end
-/// of the session (then its unanswered calls are pending).
-pub(crate) fn tool_block(messages: &[Message], assistant: usize) -> (Vec<usize>, bool) {
-    let mut block = Vec::new();
-    for (index, message) in messages.iter().enumerate().skip(assistant + 1) {
-        match message.role {
-            Role::Tool => block.push(index),
-            Role::System => {}
-            Role::User | Role::Assistant => return (block, false),
-        }
-    }
-    (block, true)
-}
-
-/// True when the assistant message at `index` has a tool_use with this id.
-pub(crate) fn calls(message: &Message, id: &str) -> bool {
-    message.role == Role::Assistant && message.parts.iter().any(|p| p.tool_use_id() == Some(id))
 }
 
 /// Every violation of the contract's rules in one session, in rule order, then `seq` order.
@@ -229,7 +197,7 @@ pub fn check_session(
     }
 
     check_compaction(messages, &layout, &mut report);
-    check_pairing(messages, &layout, options, &mut report);
+    check_pairing(messages, options, &mut report);
     found.sort_by_key(|v| (v.rule, v.seq, v.part));
     found
 }
@@ -328,115 +296,121 @@ fn check_compaction(messages: &[Message], layout: &Layout, report: &mut Report<'
     }
 }
 
-fn check_pairing(
-    messages: &[Message],
-    layout: &Layout,
-    options: &CheckOptions,
-    report: &mut Report<'_>,
-) {
-    let mut seen_ids: HashSet<&str> = HashSet::new();
-    for (index, message) in messages.iter().enumerate() {
-        for (ordinal, part) in message.parts.iter().enumerate() {
-            match part {
-                Part::ToolUse { id, .. } if !seen_ids.insert(id) => {
-                    let detail = format!(
-                        "tool_use id {id:?} at seq {} part {ordinal} is used earlier in the session",
-                        message.seq
-                    );
+fn check_pairing(messages: &[Message], options: &CheckOptions, report: &mut Report<'_>) {
+    let walk = Walk::of(messages);
+    for (index, (message, class)) in messages.iter().zip(walk.classes()).enumerate() {
+        let seq = message.seq;
+        for (ordinal, (part, class)) in message.parts.iter().zip(&class.parts).enumerate() {
+            match (part, *class) {
+                (
+                    Part::ToolUse { id, .. },
+                    PartClass::Call {
+                        id: id_state,
+                        state,
+                    },
+                ) => {
+                    if let IdState::Repeated { .. } = id_state {
+                        let detail = format!(
+                            "tool_use id {id:?} at seq {seq} part {ordinal} is used earlier in the session"
+                        );
+                        report(
+                            Rule::DuplicateToolUseId,
+                            index,
+                            Some(ordinal),
+                            Some(id),
+                            detail,
+                        );
+                    }
+                    let Some(why) = dangling(message, id_state, state, options) else {
+                        continue;
+                    };
+                    let detail = format!("tool_use {id:?} at seq {seq} never got a result: {why}");
                     report(
-                        Rule::DuplicateToolUseId,
+                        Rule::DanglingToolUse,
                         index,
                         Some(ordinal),
                         Some(id),
                         detail,
                     );
                 }
-                Part::ToolResult { tool_use_id, .. } => {
+                (Part::ToolResult { tool_use_id, .. }, PartClass::Result(state)) => {
                     if message.role != Role::Tool {
+                        let detail = format!(
+                            "tool_result for {tool_use_id:?} sits in a {} message (seq {seq})",
+                            message.role
+                        );
                         report(
                             Rule::MisplacedToolResult,
                             index,
                             Some(ordinal),
                             Some(tool_use_id),
-                            format!(
-                                "tool_result for {tool_use_id:?} sits in a {} message (seq {})",
-                                message.role, message.seq
-                            ),
+                            detail,
                         );
                     }
-                    let before = layout.prev_speaker[index].map(|i| &messages[i]);
-                    let called =
-                        !tool_use_id.is_empty() && before.is_some_and(|m| calls(m, tool_use_id));
-                    if !called {
-                        let why = match before {
-                            None => "no user or assistant message comes before it".to_owned(),
-                            Some(m) if m.role == Role::Assistant => format!(
-                                "the assistant message before its block (seq {}) has no tool_use with that id",
-                                m.seq
-                            ),
-                            Some(m) => format!(
-                                "the message before its block is a {} message (seq {})",
-                                m.role, m.seq
-                            ),
-                        };
+                    if let ResultState::Orphan(why) = state {
+                        let why = orphan_why(messages, why);
+                        let detail = format!("tool_result for {tool_use_id:?} at seq {seq}: {why}");
                         report(
                             Rule::OrphanToolResult,
                             index,
                             Some(ordinal),
                             Some(tool_use_id),
-                            format!(
-                                "tool_result for {tool_use_id:?} at seq {}: {why}",
-                                message.seq
-                            ),
+                            detail,
                         );
                     }
                 }
                 _ => {}
             }
         }
-        // Every tool_use, whatever its message's role: one outside an assistant message has
-        // no assistant message to be answered after or to be pending in (its result would be
-        // an orphan), so it is dangling even at the end of the session.
-        if message.parts.iter().any(|p| p.tool_use_id().is_some()) {
-            let (block, open) = tool_block(messages, index);
-            let answered: HashSet<&str> = block
-                .iter()
-                .flat_map(|&i| messages[i].parts.iter().filter_map(Part::answers))
-                .collect();
-            let stale = options.is_stale(message.created_at);
-            let in_assistant = message.role == Role::Assistant;
-            for (ordinal, part) in message.parts.iter().enumerate() {
-                let Some(id) = part.tool_use_id() else {
-                    continue;
-                };
-                // An empty id (NULL in the row) matches no result: never answered, never pending.
-                if in_assistant && !id.is_empty() && (answered.contains(id) || (open && !stale)) {
-                    continue;
-                }
-                let why = if id.is_empty() {
-                    "it has no id, so no result can answer it".to_owned()
-                } else if message.role != Role::Assistant {
-                    format!(
-                        "it sits in a {} message, where no result can answer it",
-                        message.role
-                    )
-                } else if open {
-                    "pending for longer than --stale-after".to_owned()
-                } else {
-                    "its tool block ends without a result for it".to_owned()
-                };
-                report(
-                    Rule::DanglingToolUse,
-                    index,
-                    Some(ordinal),
-                    Some(id),
-                    format!(
-                        "tool_use {id:?} at seq {} never got a result: {why}",
-                        message.seq
-                    ),
-                );
-            }
-        }
+    }
+}
+
+/// Why a call counts as dangling, or `None` when it is answered or legally pending.
+fn dangling(
+    message: &Message,
+    id: IdState,
+    state: CallState,
+    options: &CheckOptions,
+) -> Option<String> {
+    if id == IdState::Missing {
+        return Some("it has no id, so no result can answer it".to_owned());
+    }
+    match state {
+        CallState::Answered { .. } => None,
+        CallState::Pending if !options.is_stale(message.created_at) => None,
+        CallState::Pending => Some("pending for longer than --stale-after".to_owned()),
+        CallState::Unanswerable => Some(format!(
+            "it sits in a {} message, where no result can answer it",
+            message.role
+        )),
+        CallState::Unanswered => Some("its tool block ends without a result for it".to_owned()),
+        CallState::AnsweredFromUser { .. } => Some(
+            "its only result sits in the user message after it, not in a tool message".to_owned(),
+        ),
+    }
+}
+
+/// The reason a result answers nothing, for people.
+fn orphan_why(messages: &[Message], why: OrphanWhy) -> String {
+    let seq = |i: usize| messages.get(i).map_or(0, |m| m.seq);
+    match why {
+        OrphanWhy::NothingBefore => "no user or assistant message comes before it".to_owned(),
+        OrphanWhy::NoAssistantBefore { speaker } => format!(
+            "the message before its block is a user message (seq {})",
+            seq(speaker)
+        ),
+        OrphanWhy::NotCalled { assistant } => format!(
+            "the assistant message before its block (seq {}) has no tool_use with that id",
+            seq(assistant)
+        ),
+        OrphanWhy::AlreadyAnswered { first } => match first {
+            Some(at) => format!(
+                "the call is answered already (seq {}); a call has exactly one answer",
+                seq(at.message)
+            ),
+            None => "the call is answered already; a call has exactly one answer".to_owned(),
+        },
+        OrphanWhy::NoId => "it has no id, so it answers no call".to_owned(),
     }
 }
 

@@ -25,21 +25,16 @@
 //! tombstone for a call that has no answer yet is replaced once the answer is stored: this is
 //! what keeps rendering prefix-stable.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::history::blank::is_blank;
+use crate::history::grammar::{MessageClass, PartClass, ResultState, Walk};
 use crate::history::signed::is_position_validated;
+use crate::history::texts::{self, describe, Renamer, EMPTY_ERROR, SUMMARY_PREFIX, UNNAMED_TOOL};
 use crate::model::{Message, Part, Role};
-
-/// The text of the synthetic tombstone the view gives a tool_use that has no answer.
-pub const MISSING_RESULT_TEXT: &str =
-    "Tool call has no result: it was interrupted or its result was lost.";
-
-/// The content given to an error result stored with empty content.
-pub const EMPTY_ERROR_TEXT: &str = "Tool call failed without output.";
 
 /// One message of the provider's view.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -133,9 +128,6 @@ pub struct View {
     pub repairs: Vec<Repair>,
 }
 
-/// The words put before a compaction summary in the user message that carries it.
-pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:\n\n";
-
 /// Builds the provider's view of `messages` (in `seq` order, already restricted to what the
 /// provider sees: no compacted messages).
 pub fn sanitize(messages: &[Message]) -> View {
@@ -145,7 +137,10 @@ pub fn sanitize(messages: &[Message]) -> View {
 /// [`sanitize`], with the summary of the compacted head (if any) sent first as a user
 /// message ([`SUMMARY_PREFIX`] and the text) that opens a turn of its own.
 pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
-    let mut loader = Loader::default();
+    let mut loader = Loader {
+        classes: Walk::of(messages).classes().to_vec(),
+        ..Loader::default()
+    };
     if let Some(summary) = summary.filter(|text| !is_blank(text)) {
         loader.push(
             Role::User,
@@ -154,7 +149,8 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
             true,
         );
     }
-    for message in messages {
+    for (index, message) in messages.iter().enumerate() {
+        loader.index = index;
         loader.load(message);
     }
     loader.close_block();
@@ -164,39 +160,17 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
     }
 }
 
-/// The description a part gets when it cannot be sent as what it is (an orphan result, a
-/// tool_use in a user message). Deterministic: the same part always reads the same, and it is
-/// never blank.
-pub fn describe(part: &Part) -> String {
-    match part {
-        Part::Text { text, .. } | Part::Reasoning { text, .. } => text.clone(),
-        Part::RedactedReasoning { .. } => "[redacted reasoning]".to_owned(),
-        Part::ToolUse {
-            id, name, input, ..
-        } => format!("[tool_use {id:?} of tool {name:?} with input {input}]"),
-        Part::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-            ..
-        } => {
-            let status = if *is_error { "error " } else { "" };
-            if is_blank(content) {
-                format!("[{status}tool_result for tool_use {tool_use_id:?}, without content]")
-            } else {
-                format!("[{status}tool_result for tool_use {tool_use_id:?}]\n{content}")
-            }
-        }
-    }
-}
-
 /// The tool block being collected after an assistant message with tool_uses.
 #[derive(Default)]
 struct Block {
     /// `seq` of the assistant message.
     assistant_seq: i64,
-    /// (stored id, view id) of each call not answered yet, in part order.
-    open: VecDeque<(String, String)>,
+    /// Index of the assistant message in the list loaded.
+    assistant: usize,
+    /// Each call: (stored id, view id, answered in the view), in part order.
+    calls: Vec<(String, String, bool)>,
+    /// Position in `calls` of each call's part ordinal.
+    slot: HashMap<usize, usize>,
     /// Results so far, with view ids, in the order they were stored.
     results: Vec<Part>,
     /// `seq` of the messages the results came from.
@@ -217,12 +191,12 @@ struct Block {
 struct Loader {
     out: Vec<ViewMessage>,
     repairs: Vec<Repair>,
-    /// Every tool_use id used in the view so far.
-    used_ids: HashSet<String>,
-    /// For each base id renamed before, the suffix to try next: every smaller one is taken
-    /// (ids are only ever added), so a session that repeats one id thousands of times (a
-    /// provider that sends no ids) is renamed in linear time, with the same names.
-    next_suffix: HashMap<String, u64>,
+    /// The grammar's class of every message loaded.
+    classes: Vec<MessageClass>,
+    /// Index of the message being loaded.
+    index: usize,
+    /// Every tool_use id used in the view so far, and the one renaming scheme.
+    ids: Renamer,
     block: Option<Block>,
 }
 
@@ -357,7 +331,8 @@ impl Loader {
                 && validated.last().is_some_and(|last| ordinal < *last)
         };
         let mut parts = Vec::with_capacity(message.parts.len());
-        let mut calls = VecDeque::new();
+        let mut calls = Vec::new();
+        let mut slot = HashMap::new();
         for (ordinal, part) in message.parts.iter().enumerate() {
             match part {
                 Part::Text {
@@ -413,7 +388,8 @@ impl Loader {
                         }
                         None => input.clone(),
                     };
-                    calls.push_back((id.clone(), view_id.clone()));
+                    slot.insert(ordinal, calls.len());
+                    calls.push((id.clone(), view_id.clone(), false));
                     parts.push(Part::ToolUse {
                         id: view_id,
                         name,
@@ -442,7 +418,9 @@ impl Loader {
         if !calls.is_empty() {
             self.block = Some(Block {
                 assistant_seq: message.seq,
-                open: calls,
+                assistant: self.index,
+                calls,
+                slot,
                 ..Block::default()
             });
         }
@@ -457,8 +435,8 @@ impl Loader {
         );
     }
 
-    /// The view id of a tool_use stored as `id`: itself the first time, `{id}__{n}` with the
-    /// smallest free `n >= 2` when the id was already used (or is empty). Depends only on the
+    /// The view id of a tool_use stored as `id`: itself the first time, renamed by the one
+    /// scheme ([`Renamer`]) when the id was already used (or is empty). Depends only on the
     /// ids before it, so it never changes when the session grows.
     fn fresh_id(&mut self, id: &str, seq: i64, ordinal: usize) -> String {
         // Anthropic accepts ids matching `^[a-zA-Z0-9_-]+$` only; other providers' ids
@@ -473,23 +451,7 @@ impl Loader {
                 }
             })
             .collect();
-        let base = if cleaned.is_empty() {
-            UNNAMED_ID
-        } else {
-            cleaned.as_str()
-        };
-        let mut view_id = base.to_owned();
-        if self.used_ids.contains(&view_id) {
-            let mut n = self.next_suffix.get(base).copied().unwrap_or(2);
-            loop {
-                view_id = format!("{base}__{n}");
-                n += 1;
-                if !self.used_ids.contains(&view_id) {
-                    break;
-                }
-            }
-            self.next_suffix.insert(base.to_owned(), n);
-        }
+        let view_id = self.ids.claim(&cleaned);
         if view_id != id {
             self.repair(
                 RepairKind::RenamedToolUse,
@@ -498,8 +460,27 @@ impl Loader {
                 format!("tool_use id {id:?} is empty, repeated or not [A-Za-z0-9_-]: sent as {view_id:?} with its result"),
             );
         }
-        self.used_ids.insert(view_id.clone());
         view_id
+    }
+
+    /// The view id of the call the result at `ordinal` of the message being loaded answers,
+    /// when the grammar says it answers one of the open block; marks it answered.
+    fn answered_call(&mut self, ordinal: usize) -> Option<String> {
+        let class = self.classes.get(self.index)?.parts.get(ordinal)?;
+        let PartClass::Result(ResultState::Answers { call: Some(call) }) = *class else {
+            return None;
+        };
+        let block = self.block.as_mut()?;
+        if block.assistant != call.message {
+            return None;
+        }
+        let slot = *block.slot.get(&call.part)?;
+        let (_, view_id, answered) = block.calls.get_mut(slot)?;
+        if *answered {
+            return None;
+        }
+        *answered = true;
+        Some(view_id.clone())
     }
 
     /// A tool message, or the tool_results of a user message (`from_user`).
@@ -515,10 +496,7 @@ impl Loader {
                     is_error,
                     provider_metadata,
                 } => {
-                    let view_id = self.block.as_mut().and_then(|block| {
-                        let at = block.open.iter().position(|(id, _)| id == tool_use_id)?;
-                        block.open.remove(at).map(|(_, view_id)| view_id)
-                    });
+                    let view_id = self.answered_call(ordinal);
                     let Some(view_id) = view_id else {
                         self.repair(
                             RepairKind::OrphanResult,
@@ -536,7 +514,7 @@ impl Loader {
                             Some(ordinal),
                             format!("error result for {tool_use_id:?} has no content"),
                         );
-                        EMPTY_ERROR_TEXT.to_owned()
+                        EMPTY_ERROR.to_owned()
                     } else {
                         content.clone()
                     };
@@ -606,16 +584,18 @@ impl Loader {
         let Some(mut block) = self.block.take() else {
             return;
         };
-        for (id, view_id) in std::mem::take(&mut block.open) {
+        let text = texts::tombstone(texts::LOST_REASON);
+        for (id, view_id, answered) in std::mem::take(&mut block.calls) {
+            if answered {
+                continue;
+            }
             self.repair(
                 RepairKind::Tombstone,
                 block.assistant_seq,
                 None,
                 format!("tool_use {id:?} has no result: answered with a synthetic tombstone"),
             );
-            block
-                .results
-                .push(Part::tool_error(view_id, MISSING_RESULT_TEXT));
+            block.results.push(Part::tool_error(view_id, text.clone()));
         }
         self.push(
             Role::Tool,
@@ -634,11 +614,6 @@ impl Loader {
         self.out.extend(block.systems);
     }
 }
-
-/// The id given to a tool_use stored without one (then made unique like a repeated id).
-const UNNAMED_ID: &str = "tool_use";
-/// The name given to a tool_use stored without one.
-const UNNAMED_TOOL: &str = "unknown_tool";
 
 /// The sendable text of a user or system message (the parts `keep` selects): blank text is
 /// dropped, reasoning is dropped, tool parts become text. Repairs go to `loader`.
@@ -818,7 +793,7 @@ mod tests {
             view.messages[2].parts,
             vec![
                 Part::tool_result("a", "ok"),
-                Part::tool_error("b", MISSING_RESULT_TEXT)
+                Part::tool_error("b", texts::tombstone(texts::LOST_REASON))
             ]
         );
         assert_eq!(content(&a, 2)[1]["is_error"], true);
@@ -832,7 +807,7 @@ mod tests {
         assert_eq!(view.messages.len(), 3);
         assert_eq!(
             view.messages[2].parts,
-            vec![Part::tool_error("a", MISSING_RESULT_TEXT)]
+            vec![Part::tool_error("a", texts::tombstone(texts::LOST_REASON))]
         );
         assert!(view.messages[2].seqs.is_empty());
     }
@@ -905,8 +880,8 @@ mod tests {
                 Part::tool_result("a__2", "third"),
             ]),
         ]);
-        assert_eq!(view.messages[3].parts[0].tool_use_id(), Some("a__2"));
-        assert_eq!(view.messages[3].parts[1].tool_use_id(), Some("a__2__2"));
+        assert_eq!(view.messages[3].parts[0].call_id(), Some("a__2"));
+        assert_eq!(view.messages[3].parts[1].call_id(), Some("a__2__2"));
         assert_eq!(
             view.messages[4].parts,
             vec![
@@ -920,6 +895,9 @@ mod tests {
 
     #[test]
     fn empty_tool_use_id_and_name_are_filled() {
+        // One grammar: an id-less call matches no result (the health check calls it
+        // dangling and the result an orphan), so the view answers it with a tombstone and
+        // sends the result as text, as store-repair would mend it.
         let (view, ..) = check(vec![
             user("go"),
             assistant(vec![Part::tool_use("", "", json!({}))]),
@@ -931,8 +909,12 @@ mod tests {
         );
         assert_eq!(
             view.messages[2].parts,
-            vec![Part::tool_result("tool_use", "ok")]
+            vec![Part::tool_error(
+                "tool_use",
+                texts::tombstone(texts::LOST_REASON)
+            )]
         );
+        assert!(kinds(&view).contains(&RepairKind::OrphanResult));
     }
 
     #[test]
@@ -945,12 +927,9 @@ mod tests {
                 Part::tool_result("functions_get_0", "b"),
             ]),
         ]);
+        assert_eq!(view.messages[1].parts[0].call_id(), Some("functions_get_0"));
         assert_eq!(
-            view.messages[1].parts[0].tool_use_id(),
-            Some("functions_get_0")
-        );
-        assert_eq!(
-            view.messages[1].parts[1].tool_use_id(),
+            view.messages[1].parts[1].call_id(),
             Some("functions_get_0__2")
         );
         assert_eq!(
@@ -963,7 +942,10 @@ mod tests {
     }
 
     #[test]
-    fn blank_message_inside_a_tool_pair_does_not_break_it() {
+    fn blank_message_inside_a_tool_pair_breaks_it_as_the_health_check_says() {
+        // One grammar: a user message between a call and its result closes the block, blank
+        // or not (the contract counts it as a turn), so the view agrees with the check and
+        // the mend: a tombstone for the call, the late result as text.
         let (view, ..) = check(vec![
             user("go"),
             assistant(vec![call("a")]),
@@ -971,8 +953,8 @@ mod tests {
             assistant(vec![Part::text("")]),
             tool(vec![Part::tool_result("a", "ok")]),
         ]);
-        assert_eq!(view.messages[2].parts, vec![Part::tool_result("a", "ok")]);
-        assert!(!kinds(&view).contains(&RepairKind::Tombstone));
+        assert!(kinds(&view).contains(&RepairKind::Tombstone));
+        assert!(kinds(&view).contains(&RepairKind::OrphanResult));
     }
 
     #[test]
@@ -1011,9 +993,9 @@ mod tests {
                 Part::tool_use("z", "bash", json!({})),
             ]
         );
-        assert_eq!(content(&a, 2)[0]["content"], EMPTY_ERROR_TEXT);
+        assert_eq!(content(&a, 2)[0]["content"], EMPTY_ERROR);
         assert_eq!(content(&a, 2)[1].get("content"), None);
-        assert_eq!(content(&a, 2)[2]["content"], EMPTY_ERROR_TEXT);
+        assert_eq!(content(&a, 2)[2]["content"], EMPTY_ERROR);
     }
 
     fn empty_text_between_signed_thinking(namespace: &str) {
@@ -1063,7 +1045,10 @@ mod tests {
             .collect();
         assert_eq!(ids[..5], ["a__3", "a", "a__2", "a__4", "a__5"]);
         assert_eq!(ids.len(), 2_001);
-        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
+        assert_eq!(
+            ids.iter().collect::<std::collections::HashSet<_>>().len(),
+            ids.len()
+        );
     }
 
     /// Text made only of characters some provider counts as whitespace (Python's U+001C..
@@ -1084,7 +1069,7 @@ mod tests {
                 assert!(!text.contains(c), "{c:?} in {body:#}");
             }
         }
-        assert_eq!(content(&a, 2)[0]["content"], EMPTY_ERROR_TEXT);
+        assert_eq!(content(&a, 2)[0]["content"], EMPTY_ERROR);
     }
 
     /// Rule 7's exception covers a single space between signed thinking blocks only: a blank
@@ -1166,7 +1151,7 @@ mod tests {
         let (_, a, o) = check(vec![assistant(vec![Part::text("hello")]), user("hi")]);
         assert_eq!(
             content(&a, 0),
-            &vec![json!({"type": "text", "text": anthropic::PLACEHOLDER_USER_TEXT})]
+            &vec![json!({"type": "text", "text": texts::PLACEHOLDER_USER})]
         );
         assert_eq!(o["messages"][0]["role"], "assistant");
     }

@@ -188,6 +188,6 @@ fn describe(block: &Value, kind: &str) -> String {
         _ => None,
     };
     described
-        .filter(|text| !text.trim().is_empty())
+        .filter(|text| !crate::history::blank::is_blank(text))
         .unwrap_or_else(|| format!("[{kind} block]"))
 }

@@ -255,7 +255,7 @@ mod tests {
         let ids: Vec<_> = imported.messages[1]
             .parts
             .iter()
-            .filter_map(Part::tool_use_id)
+            .filter_map(Part::call_id)
             .collect();
         assert_eq!(ids, ["A", "B"]);
         assert_eq!(imported.messages[1].parts.len(), 4);

@@ -40,12 +40,15 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use crate::history::pairing::{self, Refusal, Tail};
+use crate::history::grammar::Walk;
+use crate::history::pairing::{self, Refusal};
+use crate::history::texts;
 use crate::model::{NewMessage, Part, Role};
 
 pub mod anthropic;
 mod blocks;
 pub mod claude_code;
+pub mod detect;
 pub mod openai;
 
 /// A transcript format [`import`] understands.
@@ -234,7 +237,7 @@ impl ImportError {
 }
 
 /// The reason written into tombstones for calls a transcript never answered.
-pub const UNANSWERED_REASON: &str = "the imported transcript holds no result for this call";
+pub const UNANSWERED_REASON: &str = texts::IMPORT_REASON;
 
 /// How the assembler treats a source that breaks pairing.
 #[derive(Clone, Copy, Debug)]
@@ -263,8 +266,7 @@ impl Leniency {
 pub(crate) struct Assembler {
     leniency: Leniency,
     out: Vec<NewMessage>,
-    tail: Tail,
-    used: HashSet<String>,
+    walk: Walk,
     tombstoned: Vec<String>,
     orphans_as_text: usize,
     /// Orphan results kept as text, waiting for the open tool block to close.
@@ -276,8 +278,7 @@ impl Assembler {
         Self {
             leniency,
             out: Vec::new(),
-            tail: Tail::Empty,
-            used: HashSet::new(),
+            walk: Walk::default(),
             tombstoned: Vec::new(),
             orphans_as_text: 0,
             deferred: Vec::new(),
@@ -290,15 +291,18 @@ impl Assembler {
             message.role != Role::Tool,
             "tool messages go through results()"
         );
-        self.close_tool_block(at, message.created_at)?;
-        self.flush_deferred(at)?;
+        // A system message never breaks a pair: it does not close the open tool block.
+        if message.role != Role::System {
+            self.close_tool_block(at, message.created_at)?;
+            self.flush_deferred(at)?;
+        }
         self.accept(at, message)
     }
 
     /// True when the last user-or-assistant message is an assistant message and only tool
     /// (or system) messages follow it: its tool block is still open.
     pub(crate) fn assistant_is_open(&self) -> bool {
-        matches!(self.tail, Tail::Assistant(_))
+        self.walk.after_assistant()
             && self
                 .out
                 .iter()
@@ -314,23 +318,11 @@ impl Assembler {
         at: &Location,
         parts: Vec<Part>,
     ) -> Result<(), ImportError> {
-        let Tail::Assistant(block) = &self.tail else {
-            return Err(ImportError::malformed(at, "no assistant message to extend"));
-        };
-        let mut block = block.clone();
-        // Validate the new parts as a message of their own, then fold their calls in.
-        let probe = NewMessage::assistant(parts);
-        let opened = pairing::check_append(&Tail::User, &probe, &mut self.used)
-            .map_err(|reason| refused(at, reason))?;
-        let Tail::Assistant(new_calls) = opened else {
-            return Err(ImportError::malformed(at, "no assistant message to extend"));
-        };
-        block.calls.extend(new_calls.calls);
         let Some(index) = self.out.iter().rposition(|m| m.role == Role::Assistant) else {
             return Err(ImportError::malformed(at, "no assistant message to extend"));
         };
-        self.out[index].parts.extend(probe.parts);
-        self.tail = Tail::Assistant(block);
+        pairing::check_extension(&mut self.walk, &parts).map_err(|reason| refused(at, reason))?;
+        self.out[index].parts.extend(parts);
         Ok(())
     }
 
@@ -346,12 +338,7 @@ impl Assembler {
         let mut seen = HashSet::new();
         for part in results {
             let id = part.answers().unwrap_or_default().to_owned();
-            let answers_a_call = match &self.tail {
-                Tail::Assistant(block) => {
-                    block.calls.contains(&id) && !block.answered.contains(&id) && seen.insert(id)
-                }
-                Tail::Empty | Tail::User => false,
-            };
+            let answers_a_call = self.walk.would_answer(&id) && seen.insert(id);
             if answers_a_call {
                 answers.push(part);
             } else if self.leniency.orphans_as_text {
@@ -366,7 +353,7 @@ impl Assembler {
             // Text cannot go into a tool message of its own, and a user message now would cut
             // off calls whose results may still come: keep it for when the block closes.
             self.deferred.extend(orphans);
-            if self.tail.pending().is_empty() {
+            if self.walk.pending().is_empty() {
                 self.flush_deferred(at)?;
             }
             return Ok(());
@@ -390,11 +377,9 @@ impl Assembler {
         if self.out.is_empty() && system.is_none() {
             return Err(ImportError::Empty);
         }
-        let mut tail = Tail::Empty;
-        let mut used = HashSet::new();
+        let mut walk = Walk::default();
         for message in system.iter().chain(&self.out) {
-            tail = pairing::check_append(&tail, message, &mut used)
-                .map_err(|reason| refused(at_end, reason))?;
+            pairing::check_append(&mut walk, message).map_err(|reason| refused(at_end, reason))?;
         }
         Ok(Imported {
             system,
@@ -421,7 +406,7 @@ impl Assembler {
         if !self.leniency.tombstone_unanswered {
             return Ok(());
         }
-        if let Some(mut message) = pairing::tombstones(&self.tail, UNANSWERED_REASON) {
+        if let Some(mut message) = pairing::tombstones(&self.walk, UNANSWERED_REASON) {
             message.created_at = created_at;
             self.tombstoned.extend(
                 message
@@ -436,8 +421,7 @@ impl Assembler {
     }
 
     fn accept(&mut self, at: &Location, message: NewMessage) -> Result<(), ImportError> {
-        self.tail = pairing::check_append(&self.tail, &message, &mut self.used)
-            .map_err(|reason| refused(at, reason))?;
+        pairing::check_append(&mut self.walk, &message).map_err(|reason| refused(at, reason))?;
         self.out.push(message);
         Ok(())
     }
@@ -468,10 +452,14 @@ fn orphan_text(part: Part) -> Part {
     if let Some(original) = provider_metadata {
         merge_into(&mut meta, original);
     }
+    let text = texts::describe(&Part::ToolResult {
+        tool_use_id,
+        content,
+        is_error,
+        provider_metadata: None,
+    });
     Part::Text {
-        text: format!(
-            "[tool_result for {tool_use_id}, which answers no tool_use of the assistant message before it]\n{content}"
-        ),
+        text,
         provider_metadata: Some(meta),
     }
 }
@@ -692,10 +680,9 @@ mod tests {
 
         fn must_be_valid(result: Result<Imported, ImportError>) {
             if let Ok(imported) = result {
-                let mut tail = Tail::Empty;
-                let mut used = HashSet::new();
+                let mut walk = Walk::default();
                 for message in imported.into_messages() {
-                    tail = pairing::check_append(&tail, &message, &mut used)
+                    pairing::check_append(&mut walk, &message)
                         .expect("accepted imports pass the pairing rules");
                 }
             }

@@ -207,7 +207,7 @@ fn assistant_parts(
                 let at = at.join(&format!("[{call_index}]"));
                 let (part, was_unnamed) = tool_call(call, index, call_index, &at)?;
                 if was_unnamed {
-                    unnamed.extend(part.tool_use_id().map(str::to_owned));
+                    unnamed.extend(part.call_id().map(str::to_owned));
                 }
                 parts.push(part);
             }

@@ -111,7 +111,7 @@ impl Store {
         min_keep_tail: usize,
         summary: &str,
     ) -> Result<CompactionOutcome> {
-        if summary.trim().is_empty() {
+        if crate::history::blank::is_blank(summary) {
             return Err(Error::EmptySummary {
                 session: session.clone(),
             });

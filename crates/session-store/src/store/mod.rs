@@ -15,8 +15,10 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
+mod apply;
 mod compaction;
 mod import;
+mod overview;
 mod read;
 pub mod repair;
 mod revert;
@@ -27,6 +29,7 @@ mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use overview::SessionOverview;
 pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;

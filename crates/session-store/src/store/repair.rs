@@ -11,20 +11,19 @@
 //! and [`inspect_database_file`] refuses, without writing anything, a file the tool must not
 //! touch.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::rows::insert_part;
+use super::apply::apply;
 use super::write::require_session;
-use super::{format_time, not_a_database, now, parse_time, schema, Store};
+use super::{not_a_database, now, parse_time, schema, Store};
 use crate::error::{Error, Result};
-use crate::history::mend::{plan_mend, Action, MendPlan, MessageRef, PartRef};
+use crate::history::mend::plan_mend;
 use crate::history::rules::{check_session, CheckOptions, Rule, Violation};
 use crate::model::{Message, Part, PartKind, Role, SessionId};
 
@@ -98,9 +97,9 @@ pub struct SessionRepair {
 }
 
 /// A session as loaded for checking: messages plus the `parts.id` of each part.
-struct Loaded {
-    messages: Vec<Message>,
-    part_ids: Vec<Vec<i64>>,
+pub(crate) struct Loaded {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) part_ids: Vec<Vec<i64>>,
 }
 
 const SESSION_IDS: &str = "SELECT id FROM sessions ORDER BY id";
@@ -270,294 +269,6 @@ impl Store {
     pub fn backup_to(&self, dest: &Path) -> Result<()> {
         backup_database(self.path(), dest)
     }
-}
-
-/// Temporary `seq` / `ordinal` values while rows are renumbered: `UNIQUE(session_id, seq)`
-/// and `UNIQUE(message_id, ordinal)` hold after every statement, so rows move in two steps.
-const PARKED: i64 = -(1 << 40);
-
-const PARK_MESSAGE: &str = "UPDATE messages SET seq = ?2 WHERE id = ?1";
-const INSERT_MESSAGE: &str = "
-    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-const UPDATE_MESSAGE: &str =
-    "UPDATE messages SET seq = ?2, turn_index = ?3, role = ?4, compacted = ?5 WHERE id = ?1";
-const PARK_PART: &str = "UPDATE parts SET message_id = ?2, ordinal = ?3 WHERE id = ?1";
-const PLACE_PART: &str = "UPDATE parts SET ordinal = ?2 WHERE id = ?1";
-const RESULT_TO_TEXT: &str =
-    "UPDATE parts SET kind = 'text', text = ?2, tool_use_id = NULL, is_error = 0 WHERE id = ?1";
-const USE_TO_TEXT: &str = "UPDATE parts SET kind = 'text', text = ?2, tool_use_id = NULL, tool_name = NULL, input = NULL WHERE id = ?1";
-const RENAME_TOOL_USE_ID: &str = "UPDATE parts SET tool_use_id = ?2 WHERE id = ?1";
-const INSERT_LOG: &str = "
-    INSERT INTO repair_log (session_id, rule, action, message_id, part_id, before_json, after_json, repaired_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
-
-/// Writes the plan over the loaded session; the caller owns the transaction.
-fn apply(
-    conn: &Connection,
-    session: &SessionId,
-    loaded: &Loaded,
-    plan: &MendPlan,
-    now: DateTime<Utc>,
-) -> Result<Vec<LoggedChange>> {
-    let stamp = format_time(now);
-    let original: HashMap<i64, &Message> = loaded.messages.iter().map(|m| (m.id, m)).collect();
-    let mut part_rows: HashMap<PartRef, i64> = HashMap::new();
-    for (message, ids) in loaded.messages.iter().zip(&loaded.part_ids) {
-        for (index, id) in ids.iter().enumerate() {
-            part_rows.insert(
-                PartRef::Existing {
-                    message_id: message.id,
-                    index,
-                },
-                *id,
-            );
-        }
-    }
-
-    // Messages: park those whose seq changes, insert the new ones, then set the final values.
-    for planned in &plan.messages {
-        if let MessageRef::Existing(id) = planned.origin {
-            if original.get(&id).is_some_and(|m| m.seq != planned.seq) {
-                conn.prepare_cached(PARK_MESSAGE)?
-                    .execute(params![id, PARKED - id])?;
-            }
-        }
-    }
-    let mut message_rows: HashMap<MessageRef, i64> = HashMap::new();
-    for planned in &plan.messages {
-        match planned.origin {
-            MessageRef::New(_) => {
-                conn.prepare_cached(INSERT_MESSAGE)?.execute(params![
-                    session.as_str(),
-                    planned.seq,
-                    planned.turn_index,
-                    planned.role.as_str(),
-                    planned.compacted,
-                    format_time(planned.created_at)
-                ])?;
-                message_rows.insert(planned.origin, conn.last_insert_rowid());
-            }
-            MessageRef::Existing(id) => {
-                message_rows.insert(planned.origin, id);
-                let Some(before) = original.get(&id) else {
-                    continue;
-                };
-                if before.seq != planned.seq
-                    || before.turn_index != planned.turn_index
-                    || before.role != planned.role
-                    || before.compacted != planned.compacted
-                {
-                    conn.prepare_cached(UPDATE_MESSAGE)?.execute(params![
-                        id,
-                        planned.seq,
-                        planned.turn_index,
-                        planned.role.as_str(),
-                        planned.compacted
-                    ])?;
-                }
-            }
-        }
-    }
-
-    // Parts: a message whose part list changed gets its parts renumbered 0... Every moving
-    // part is parked before any is placed, since a part may leave the message another
-    // part moves into.
-    let mut final_parts: HashMap<PartRef, &Part> = HashMap::new();
-    let mut renumbered = Vec::new();
-    for planned in &plan.messages {
-        for part in &planned.parts {
-            final_parts.insert(part.origin, &part.part);
-        }
-        let unchanged = match planned.origin {
-            MessageRef::Existing(id) => {
-                original.get(&id).map(|m| m.parts.len()) == Some(planned.parts.len())
-                    && planned.parts.iter().enumerate().all(|(index, p)| {
-                        p.origin
-                            == PartRef::Existing {
-                                message_id: id,
-                                index,
-                            }
-                    })
-            }
-            MessageRef::New(_) => false,
-        };
-        if unchanged {
-            continue;
-        }
-        let row = message_rows[&planned.origin];
-        for part in &planned.parts {
-            if let Some(&id) = part_rows.get(&part.origin) {
-                conn.prepare_cached(PARK_PART)?
-                    .execute(params![id, row, PARKED - id])?;
-            }
-        }
-        renumbered.push((row, planned));
-    }
-    for (row, planned) in renumbered {
-        for (ordinal, part) in planned.parts.iter().enumerate() {
-            match part_rows.get(&part.origin) {
-                Some(&id) => {
-                    conn.prepare_cached(PLACE_PART)?
-                        .execute(params![id, ordinal as i64])?;
-                }
-                None => {
-                    insert_part(conn, row, ordinal as i64, &part.part)?;
-                    part_rows.insert(part.origin, conn.last_insert_rowid());
-                }
-            }
-        }
-    }
-
-    // Part contents, and one log row per change.
-    let mut logged = Vec::with_capacity(plan.changes.len());
-    for change in &plan.changes {
-        let part_id = change.part.and_then(|p| part_rows.get(&p).copied());
-        let content = change.part.and_then(|p| final_parts.get(&p).copied());
-        match (change.action, part_id, content) {
-            (Action::ResultToText, Some(id), Some(Part::Text { text, .. })) => {
-                conn.prepare_cached(RESULT_TO_TEXT)?
-                    .execute(params![id, text])?;
-            }
-            (Action::UseToText, Some(id), Some(Part::Text { text, .. })) => {
-                conn.prepare_cached(USE_TO_TEXT)?
-                    .execute(params![id, text])?;
-            }
-            (Action::RenameToolUseId, Some(id), Some(part)) => {
-                let new_id = part.tool_use_id().or(part.answers());
-                conn.prepare_cached(RENAME_TOOL_USE_ID)?
-                    .execute(params![id, new_id])?;
-            }
-            _ => {}
-        }
-        let message_id = message_rows.get(&change.message).copied().unwrap_or(0);
-        let before = change
-            .before
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()?;
-        conn.prepare_cached(INSERT_LOG)?.execute(params![
-            session.as_str(),
-            change.rule.as_str(),
-            change.action.as_str(),
-            message_id,
-            part_id,
-            before,
-            serde_json::to_string(&change.after)?,
-            stamp
-        ])?;
-        logged.push(LoggedChange {
-            rule: change.rule,
-            action: change.action.as_str(),
-            message_id,
-            part_id,
-            before: change.before.clone(),
-            after: change.after.clone(),
-        });
-    }
-    logged.extend(follow_summaries(conn, session, loaded, plan, &stamp)?);
-    conn.prepare_cached(TOUCH_SESSION)?
-        .execute(params![session.as_str(), stamp])?;
-    Ok(logged)
-}
-
-const LIVE_SUMMARIES: &str = "
-    SELECT id, last_turn, through_seq FROM summaries
-    WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id";
-const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = ?2, through_seq = ?3 WHERE id = ?1";
-
-/// Keeps the compaction summaries (migration V2) pointing at the messages they cover: their
-/// `through_seq` follows the seq shift, and when the mend un-compacted the end of the head,
-/// the summary ends where the compacted prefix now ends. `last_turn` follows the recomputed
-/// turn indexes. One log row per summary moved.
-fn follow_summaries(
-    conn: &Connection,
-    session: &SessionId,
-    loaded: &Loaded,
-    plan: &MendPlan,
-    stamp: &str,
-) -> Result<Vec<LoggedChange>> {
-    let planned_seq: HashMap<i64, i64> = plan
-        .messages
-        .iter()
-        .filter_map(|p| match p.origin {
-            MessageRef::Existing(id) => Some((id, p.seq)),
-            MessageRef::New(_) => None,
-        })
-        .collect();
-    let new_seq: HashMap<i64, i64> = loaded
-        .messages
-        .iter()
-        .filter_map(|m| planned_seq.get(&m.id).map(|&seq| (m.seq, seq)))
-        .collect();
-    let by_seq: HashMap<i64, (i64, i64)> = plan
-        .messages
-        .iter()
-        .filter_map(|p| match p.origin {
-            MessageRef::Existing(id) => Some((p.seq, (id, p.turn_index))),
-            MessageRef::New(_) => None,
-        })
-        .collect();
-    let head_end = plan
-        .messages
-        .iter()
-        .rev()
-        .find(|p| p.compacted)
-        .map(|p| p.seq);
-    let rule_of = |action: Action| {
-        plan.changes
-            .iter()
-            .find(|c| c.action == action)
-            .map(|c| c.rule)
-    };
-    let summaries: Vec<(i64, i64, i64)> = conn
-        .prepare_cached(LIVE_SUMMARIES)?
-        .query_map([session.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut logged = Vec::new();
-    for (id, last_turn, through_seq) in summaries {
-        let Some(&shifted) = new_seq.get(&through_seq) else {
-            continue;
-        };
-        let (through, rule) = match head_end {
-            Some(end) if shifted > end => (end, rule_of(Action::Uncompact)),
-            _ => (shifted, rule_of(Action::ShiftSeq)),
-        };
-        let Some(&(message_id, turn)) = by_seq.get(&through) else {
-            continue;
-        };
-        if (turn, through) == (last_turn, through_seq) {
-            continue;
-        }
-        conn.prepare_cached(MOVE_SUMMARY)?
-            .execute(params![id, turn, through])?;
-        let before = serde_json::json!({"summary_id": id, "last_turn": last_turn, "through_seq": through_seq});
-        let after =
-            serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
-        let rule = rule.unwrap_or(Rule::TurnIndexMismatch);
-        conn.prepare_cached(INSERT_LOG)?.execute(params![
-            session.as_str(),
-            rule.as_str(),
-            "follow_summary",
-            message_id,
-            None::<i64>,
-            serde_json::to_string(&before)?,
-            serde_json::to_string(&after)?,
-            stamp
-        ])?;
-        logged.push(LoggedChange {
-            rule,
-            action: "follow_summary",
-            message_id,
-            part_id: None,
-            before: Some(before),
-            after,
-        });
-    }
-    Ok(logged)
 }
 
 /// What [`inspect_database_file`] learned about a file it accepts.

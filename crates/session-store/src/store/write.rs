@@ -1,14 +1,13 @@
 //! The write path: sessions are created, and messages appended, only through checks that keep
 //! every tool_use paired with its result.
 
-use std::collections::HashSet;
-
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::insert_message;
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
-use crate::history::pairing::{self, Tail, ToolBlock};
+use crate::history::grammar::{Resume, Walk};
+use crate::history::pairing;
 use crate::history::turns::next_turn_index;
 use crate::model::{Appended, NewMessage, Part, Role, SessionId};
 
@@ -68,7 +67,8 @@ impl Store {
         self.write(|tx| {
             require_session(tx, session)?;
             let position = tail_of(tx, session)?;
-            let Some(message) = pairing::tombstones(&position.tail, reason) else {
+            let walk = Walk::resume(position.resume);
+            let Some(message) = pairing::tombstones(&walk, reason) else {
                 return Ok(Vec::new());
             };
             let ids = message
@@ -86,7 +86,7 @@ impl Store {
     pub fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
         self.read(|conn| {
             require_session(conn, session)?;
-            Ok(tail_of(conn, session)?.tail.pending())
+            pending_of(conn, session)
         })
     }
 }
@@ -100,7 +100,6 @@ pub(crate) fn append_in(
 ) -> Result<Vec<Appended>> {
     require_session(conn, session)?;
     let mut position = tail_of(conn, session)?;
-    let mut used = used_tool_use_ids(conn, session, messages)?;
     let refused = |index, reason| Error::Refused {
         session: session.clone(),
         index,
@@ -109,10 +108,11 @@ pub(crate) fn append_in(
     if messages.is_empty() {
         return Err(refused(0, pairing::Refusal::EmptyMessage));
     }
-    let mut tail = position.tail.clone();
+    let mut resume = std::mem::take(&mut position.resume);
+    resume.taken = used_tool_use_ids(conn, session, messages)?;
+    let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
-        tail = pairing::check_append(&tail, message, &mut used)
-            .map_err(|reason| refused(index, reason))?;
+        pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
     }
     // An append ends the chance to undo earlier reverts of the session.
     super::revert::forget_reverts(conn, session)?;
@@ -144,6 +144,11 @@ pub(crate) fn append_in(
     Ok(appended)
 }
 
+/// The calls of a session still waiting for a result, in part order.
+pub(crate) fn pending_of(conn: &Connection, session: &SessionId) -> Result<Vec<String>> {
+    Ok(Walk::resume(tail_of(conn, session)?.resume).pending())
+}
+
 /// Fails with [`Error::UnknownSession`] unless the session exists.
 pub(crate) fn require_session(conn: &Connection, session: &SessionId) -> Result<()> {
     let found = conn
@@ -157,7 +162,7 @@ pub(crate) fn require_session(conn: &Connection, session: &SessionId) -> Result<
 #[derive(Debug)]
 pub(crate) struct Position {
     /// The pairing state at the end of the session.
-    pub(crate) tail: Tail,
+    pub(crate) resume: Resume,
     /// The highest `seq` so far (0 for an empty session).
     pub(crate) last_seq: i64,
     /// The turn of the last user message, if any.
@@ -192,9 +197,12 @@ pub(crate) fn tail_of(conn: &Connection, session: &SessionId) -> Result<Position
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .optional()?;
-    let tail = match speaker {
-        None => Tail::Empty,
-        Some((_, _, role)) if role == "user" => Tail::User,
+    let resume = match speaker {
+        None => Resume::default(),
+        Some((_, _, role)) if role == "user" => Resume {
+            speaker: Some(Role::User),
+            ..Resume::default()
+        },
         Some((message_id, seq, _)) => {
             let calls = conn
                 .prepare_cached(CALLS_OF)?
@@ -202,20 +210,34 @@ pub(crate) fn tail_of(conn: &Connection, session: &SessionId) -> Result<Position
                 .filter_map(|id| id.transpose())
                 .collect::<rusqlite::Result<Vec<String>>>()?;
             let answered = if calls.is_empty() {
-                HashSet::new()
+                std::collections::HashSet::new()
             } else {
                 conn.prepare_cached(ANSWERS_AFTER)?
                     .query_map(params![session.as_str(), seq], |r| {
                         r.get::<_, Option<String>>(0)
                     })?
                     .filter_map(|id| id.transpose())
-                    .collect::<rusqlite::Result<HashSet<String>>>()?
+                    .collect::<rusqlite::Result<std::collections::HashSet<String>>>()?
             };
-            Tail::Assistant(ToolBlock { calls, answered })
+            Resume {
+                speaker: Some(Role::Assistant),
+                calls: calls
+                    .into_iter()
+                    .map(|id| {
+                        let done = answered.contains(&id);
+                        (id, done)
+                    })
+                    .collect(),
+                ..Resume::default()
+            }
         }
     };
+    let resume = Resume {
+        messages: usize::try_from(last_seq).unwrap_or_default(),
+        ..resume
+    };
     Ok(Position {
-        tail,
+        resume,
         last_seq,
         last_user_turn,
     })
@@ -230,15 +252,15 @@ fn used_tool_use_ids(
     conn: &Connection,
     session: &SessionId,
     messages: &[NewMessage],
-) -> Result<HashSet<String>> {
+) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(TOOL_USE_ID_TAKEN)?;
-    let mut used = HashSet::new();
+    let mut used = Vec::new();
     for id in messages
         .iter()
-        .flat_map(|m| m.parts.iter().filter_map(Part::tool_use_id))
+        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
     {
         if stmt.exists(params![id, session.as_str()])? {
-            used.insert(id.to_owned());
+            used.push(id.to_owned());
         }
     }
     Ok(used)

@@ -10,7 +10,7 @@
 //!   both byte for byte and in place. Reasoning without a signature came from another
 //!   provider and cannot be sent back: it is left out.
 //! - The first message must be `user` (rule 1; Bedrock enforces it): when the view starts
-//!   with an assistant message, a user message holding [`PLACEHOLDER_USER_TEXT`] is put
+//!   with an assistant message, a user message holding [`crate::history::texts::PLACEHOLDER_USER`] is put
 //!   first. It depends on nothing that follows, so it stays stable as the session grows.
 
 use serde_json::{json, Map, Value};
@@ -19,9 +19,6 @@ use crate::history::blank::is_blank;
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
 use crate::model::{Part, Role};
-
-/// The text of the user message put first when a history starts with an assistant message.
-pub const PLACEHOLDER_USER_TEXT: &str = "(The conversation so far continues below.)";
 
 /// Renders `view` as an Anthropic Messages request body.
 pub fn render(view: &View) -> Value {
@@ -57,7 +54,13 @@ pub fn render(view: &View) -> Value {
         .first()
         .is_some_and(|(role, _)| *role == "assistant")
     {
-        messages.insert(0, ("user", vec![text_block(PLACEHOLDER_USER_TEXT)]));
+        messages.insert(
+            0,
+            (
+                "user",
+                vec![text_block(crate::history::texts::PLACEHOLDER_USER)],
+            ),
+        );
     }
     let mut body = Map::new();
     if !system.is_empty() {

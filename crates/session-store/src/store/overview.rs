@@ -1,0 +1,188 @@
+//! Session listings that count instead of loading: [`Store::session_overviews`] answers
+//! "what is in this database" with SQL aggregates per session (messages, turns, compacted
+//! turns) and the session's tail (pending calls), never reading a message's parts; and
+//! [`Store::sessions_with_prefix`] finds the sessions a short id prefix names.
+
+use chrono::{DateTime, Utc};
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+
+use super::write::pending_of;
+use super::{parse_time, Store};
+use crate::error::Result;
+use crate::model::SessionId;
+
+/// One session's line in a listing, counted in SQL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionOverview {
+    /// The session's id.
+    pub id: SessionId,
+    /// When it was created; `None` when the stored text is not a timestamp (a row written
+    /// by other code), so that one such row does not hide every other session.
+    pub created_at: Option<DateTime<Utc>>,
+    /// When it last changed; `None` as for `created_at`.
+    pub updated_at: Option<DateTime<Utc>>,
+    /// A person's name for the session (`sessions.title`), where the database has that
+    /// column and the session has one.
+    pub title: Option<String>,
+    /// How many messages it holds (compacted ones included).
+    pub messages: i64,
+    /// How many distinct turns its messages belong to.
+    pub turns: i64,
+    /// How many of those turns hold a compacted message.
+    pub compacted_turns: i64,
+    /// The tool_use ids still waiting for a result at the end of the session (legal).
+    pub pending: Vec<String>,
+}
+
+// One pass over the messages index per session; `compacted` is read from the row. No parts.
+const OVERVIEWS: &str = "
+    SELECT s.id, s.created_at, s.updated_at, {title},
+           COUNT(m.id),
+           COUNT(DISTINCT m.turn_index),
+           COUNT(DISTINCT CASE WHEN m.compacted <> 0 THEN m.turn_index END)
+    FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+    WHERE ?1 IS NULL OR s.id = ?1
+    GROUP BY s.id
+    ORDER BY s.created_at, s.id";
+
+const HAS_TITLE: &str = "SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'title'";
+
+// `id` is the primary key: a range on it reads only the matching entries. U+10FFFF sorts
+// after every character an id can continue with (TEXT compares as UTF-8 bytes).
+const WITH_PREFIX: &str = "
+    SELECT id FROM sessions WHERE id >= ?1 AND id < ?1 || char(1114111) ORDER BY id LIMIT ?2";
+
+impl Store {
+    /// Every session, oldest first, with its counts; see [`SessionOverview`]. One snapshot.
+    ///
+    /// Cost: one aggregate query over the `messages` rows (never the parts), plus the tail
+    /// of each session (its last messages) for the pending calls.
+    pub fn session_overviews(&self) -> Result<Vec<SessionOverview>> {
+        self.read(|conn| overviews(conn, None))
+    }
+
+    /// One session's [`SessionOverview`], or `None` when it does not exist.
+    pub fn session_overview(&self, session: &SessionId) -> Result<Option<SessionOverview>> {
+        self.read(|conn| Ok(overviews(conn, Some(session))?.pop()))
+    }
+
+    /// The ids that start with `prefix`, in id order, at most `limit` of them: an exact id
+    /// comes back alone only if no longer id shares it as a prefix, so callers that accept
+    /// a prefix check for an exact match first.
+    pub fn sessions_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<SessionId>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached(WITH_PREFIX)?;
+            let ids = stmt
+                .query_map(rusqlite::params![prefix, limit], |row| {
+                    row.get::<_, String>(0)
+                })?
+                .map(|id| id.map(SessionId::new))
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(ids)
+        })
+    }
+}
+
+fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
+    let has_title = conn.prepare_cached(HAS_TITLE)?.exists([])?;
+    let sql = OVERVIEWS.replace("{title}", if has_title { "s.title" } else { "NULL" });
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([only.map(SessionId::as_str)])?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        // Any value that is not an RFC 3339 text (NULL, a number, a blob) is no time.
+        let time = |at: usize| -> Result<Option<DateTime<Utc>>> {
+            Ok(match row.get_ref(at)? {
+                ValueRef::Text(text) => std::str::from_utf8(text).ok().and_then(parse_time),
+                _ => None,
+            })
+        };
+        found.push(SessionOverview {
+            created_at: time(1)?,
+            updated_at: time(2)?,
+            title: row.get(3)?,
+            messages: row.get(4)?,
+            turns: row.get(5)?,
+            compacted_turns: row.get(6)?,
+            pending: Vec::new(),
+            id: SessionId::new(id),
+        });
+    }
+    drop(rows);
+    for overview in &mut found {
+        overview.pending = pending_of(conn, &overview.id)?;
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::{NewMessage, Part};
+
+    fn memory_store() -> Result<(tempfile::TempDir, Store)> {
+        let dir = tempfile::tempdir().map_err(|e| crate::Error::Io {
+            path: std::path::PathBuf::new(),
+            source: e,
+        })?;
+        let store = Store::open(dir.path().join("s.db"))?;
+        Ok((dir, store))
+    }
+
+    #[test]
+    fn overviews_count_messages_turns_and_pending_calls() -> Result<()> {
+        let (_dir, store) = memory_store()?;
+        let empty = store.create_session()?;
+        let busy = store.create_session()?;
+        store.append(&busy, NewMessage::user("one"))?;
+        store.append(&busy, NewMessage::assistant(vec![Part::text("ok")]))?;
+        store.append(&busy, NewMessage::user("two"))?;
+        store.append(
+            &busy,
+            NewMessage::assistant(vec![Part::tool_use("c1", "bash", json!({}))]),
+        )?;
+        let all = store.session_overviews()?;
+        assert_eq!(all.len(), 2);
+        let of = |id: &SessionId| all.iter().find(|o| &o.id == id).cloned();
+        let empty = of(&empty).expect("listed");
+        assert_eq!((empty.messages, empty.turns), (0, 0));
+        let busy_view = of(&busy).expect("listed");
+        assert_eq!(
+            (
+                busy_view.messages,
+                busy_view.turns,
+                busy_view.compacted_turns
+            ),
+            (4, 2, 0)
+        );
+        assert_eq!(busy_view.pending, ["c1"]);
+        assert_eq!(store.session_overview(&busy)?, Some(busy_view));
+        Ok(())
+    }
+
+    #[test]
+    fn a_prefix_names_the_sessions_that_start_with_it() -> Result<()> {
+        let (_dir, store) = memory_store()?;
+        for id in ["abcd-1", "abcd-2", "abce-1"] {
+            store.create_session_with_id(&SessionId::new(id))?;
+        }
+        let names = |p: &str| -> Result<Vec<String>> {
+            Ok(store
+                .sessions_with_prefix(p, 10)?
+                .into_iter()
+                .map(|id| id.as_str().to_owned())
+                .collect())
+        };
+        assert_eq!(names("abcd")?, ["abcd-1", "abcd-2"]);
+        assert_eq!(names("abce")?, ["abce-1"]);
+        assert_eq!(names("abcd-2")?, ["abcd-2"]);
+        assert!(names("x")?.is_empty());
+        assert_eq!(store.sessions_with_prefix("ab", 2)?.len(), 2);
+        Ok(())
+    }
+}
