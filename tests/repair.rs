@@ -321,19 +321,6 @@ mod random {
                     raw.msg_at_turn(m.role, m.compacted, turn, &parts);
                 }
             }
-            if !crate::util::SECOND_ANSWER_IS_ORPHAN_IN_CHECK {
-                // Until the check and the mend read "a call has one answer" (issue 9), they
-                // leave a second answer to one call where the views and the SQL oracle find an
-                // orphan: skip such cases (views_props compares the rest of them).
-                let seconds: i64 = conn
-                    .query_row(
-                        "SELECT COUNT(*) FROM tool_pairing WHERE is_answer AND calls > 0 AND answer_nth > 1",
-                        [],
-                        |r| r.get(0),
-                    )
-                    .expect("second answers");
-                prop_assume!(seconds == 0);
-            }
             let store = Store::open(&path).expect("open store");
             let options = RepairOptions::default();
             let report = store.check(&[], &options).expect("check");

@@ -56,12 +56,6 @@ pub fn dump_in(conn: &Connection) -> String {
     out
 }
 
-/// Whether the library's check (`Store::check`, `history/rules.rs`) calls a second answer to
-/// one call an orphan, as the contract and the forensic views do. `false` while the check still
-/// calls it healthy: tests that compare the views with the check leave that one case out.
-/// Flip to `true` when the check reads "a call has one answer" (issue 9's merge).
-pub const SECOND_ANSWER_IS_ORPHAN_IN_CHECK: bool = false;
-
 /// The contract's invariants of a healthy session, one SQL query per rule, each returning
 /// a row per violation. Pending tool_uses (no user or assistant message after their
 /// assistant message) are legal; a call has one answer (a second result for it in its tool

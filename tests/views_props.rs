@@ -18,8 +18,6 @@ use rusqlite::{params, Connection};
 use session_store::store::repair::RepairOptions;
 use session_store::Store;
 
-use crate::util::SECOND_ANSWER_IS_ORPHAN_IN_CHECK;
-
 type Id = Option<&'static str>;
 
 #[derive(Clone, Debug)]
@@ -227,21 +225,6 @@ fn view_problems(conn: &Connection, session: Option<&str>) -> BTreeSet<Problem> 
         .collect()
 }
 
-/// The second answers the views call orphans: results that answer an already answered call
-/// in its tool block.
-fn second_answers(conn: &Connection) -> BTreeSet<Problem> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT session_id, 'orphan_tool_result', seq, part FROM tool_pairing
-             WHERE is_answer AND calls > 0 AND answer_nth > 1",
-        )
-        .expect("prepare");
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .expect("query");
-    rows.collect::<rusqlite::Result<_>>().expect("rows")
-}
-
 fn library_problems(path: &Path) -> BTreeSet<Problem> {
     let store = Store::open(path).expect("open store");
     store
@@ -276,22 +259,13 @@ fn problems_view_reports_exactly_what_the_check_reports() {
         write(&conn, &sessions);
 
         let library = library_problems(&path);
-        let mut views = view_problems(&conn, None);
-        let seconds = second_answers(&conn);
-        if !SECOND_ANSWER_IS_ORPHAN_IN_CHECK {
-            // Until the library's check reads the contract's "a call has one answer"
-            // (issue 9, on main), it calls a second answer healthy: compare the rest.
-            views.retain(|p| !seconds.contains(p));
-        }
+        let views = view_problems(&conn, None);
         prop_assert_eq!(&views, &library);
 
         // A question about one session gets that session's rows, computed on their own.
         for n in 0..sessions.len() {
             let sid = format!("s{n}");
-            let mut one = view_problems(&conn, Some(&sid));
-            if !SECOND_ANSWER_IS_ORPHAN_IN_CHECK {
-                one.retain(|p| !seconds.contains(p));
-            }
+            let one = view_problems(&conn, Some(&sid));
             let expected: BTreeSet<Problem> =
                 views.iter().filter(|p| p.0 == sid).cloned().collect();
             prop_assert_eq!(one, expected);

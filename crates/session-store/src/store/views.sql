@@ -10,7 +10,7 @@
 -- max(u - 1, 0), where u counts the user messages up to it; system messages never break a
 -- tool pair; a call of an assistant message whose tool block ends the session is pending
 -- (legal, listed in tool_calls and session_turns, not a problem); a call or result whose
--- tool_use_id is NULL or '' matches nothing; a call has one answer.
+-- tool_use_id is NULL or '' matches nothing; a call has exactly one answer.
 --
 -- Every view is linear in the rows it reads: window functions and one pass over the rows,
 -- never a subquery run once per part. Every window is partitioned by session_id first, so a
@@ -46,38 +46,53 @@ FROM (
     FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id
 );
 
--- Every tool_use and tool_result with what pairs it, by counting within windows instead of
--- looking each one up (one PARTITION BY per level, each starting with session_id: SQLite
--- pushes a filter into a window subquery only then). `id` is the tool_use_id with NULL read as ''. `anchor` is the message
--- a part pairs through: a call's own message, a result's last user or assistant message
--- before it (the assistant message before its tool block). A call and a result pair when
--- they share (session_id, id, anchor). Per row:
---   is_call    a tool_use of an assistant message with an id: the only kind that can be
---              answered or pending;
---   is_answer  a tool_result in a tool message with an id: the only kind that can answer;
---   calls      how many calls of the result's anchor have its id (> 0: the result answers
---              a call of the assistant message before its block);
---   answers    how many answers the call's tool block holds for its id;
---   answer_nth which answer this is, in (seq, part) order: a call has one answer, the
---              second and later ones are orphans;
---   use_nth    which tool_use with this id in the session this is (> 1: a duplicate id);
+-- Every tool_use and tool_result with what pairs it, as the library's walk pairs them
+-- (history/grammar.rs), by counting within windows instead of looking each one up.
+--
+-- `id` is the tool_use_id with NULL read as ''. `anchor` is the message a part pairs through:
+-- a call's own message; a result's last user or assistant message before it (for a result in
+-- a tool message, the assistant message before its tool block; for one in a user message,
+-- the message before that user message). Calls and results pair within one
+-- (session_id, id, anchor), in (seq, part) order, which puts an assistant message's calls
+-- before every result that can pair with them. A result in a tool message takes the first
+-- call with its id not taken yet (a call has exactly one answer); so does a result in the
+-- user message that closes the block (misplaced there: the call it takes is not answered by
+-- the contract's letter, but nothing else can take it); a result in a system or assistant
+-- message takes nothing, and is an orphan when no call is left for it. Per row:
+--   is_call       a tool_use of an assistant message with an id: the only kind that can be
+--                 answered or pending;
+--   is_answer     a tool_result with an id in a tool message: the only kind that answers;
+--   is_take       a tool_result with an id in a tool or user message: the kinds that take;
+--   calls         how many calls the anchor makes with this id;
+--   answers       how many results in tool messages take them (in the calls' tool block);
+--   takes         how many results take them (answers, then those of the closing user message);
+--   call_nth      for a call: which call with this id of its message it is (the n-th call is
+--                 answered when there are n answers);
+--   take_before   for a result: how many results took a call with its id before it (it is an
+--                 orphan when they took them all);
+--   use_nth       which tool_use with this (non-empty) id in the session this is (> 1: a
+--                 duplicate id);
 --   first_use_seq the seq of the first tool_use with this id in the session (up to this row).
--- (The windows of a level share one ORDER BY, so each level sorts once.)
+-- (One PARTITION BY per level, each starting with session_id: SQLite pushes a filter into a
+-- window subquery only then. The windows of a level share one ORDER BY: one sort per level.)
 CREATE VIEW tool_pairing AS
 SELECT y.*,
-       SUM(y.kind = 'tool_use') OVER id_upto AS use_nth,
+       SUM(y.kind = 'tool_use' AND y.id <> '') OVER id_upto AS use_nth,
        MIN(CASE WHEN y.kind = 'tool_use' THEN y.seq END) OVER id_upto AS first_use_seq
 FROM (
     SELECT x.*,
            SUM(x.is_call) OVER anchor_all AS calls,
            SUM(x.is_answer) OVER anchor_all AS answers,
-           SUM(x.is_answer) OVER anchor_upto AS answer_nth
+           SUM(x.is_take) OVER anchor_all AS takes,
+           SUM(x.is_call) OVER anchor_upto AS call_nth,
+           SUM(x.is_take) OVER anchor_upto - x.is_take AS take_before
     FROM (
         SELECT mp.*,
                COALESCE(mp.tool_use_id, '') AS id,
                CASE WHEN mp.kind = 'tool_use' THEN mp.seq ELSE mp.prev_speaker_seq END AS anchor,
                (mp.kind = 'tool_use' AND mp.role = 'assistant' AND COALESCE(mp.tool_use_id, '') <> '') AS is_call,
-               (mp.kind = 'tool_result' AND mp.role = 'tool' AND COALESCE(mp.tool_use_id, '') <> '') AS is_answer
+               (mp.kind = 'tool_result' AND mp.role = 'tool' AND COALESCE(mp.tool_use_id, '') <> '') AS is_answer,
+               (mp.kind = 'tool_result' AND mp.role IN ('tool', 'user') AND COALESCE(mp.tool_use_id, '') <> '') AS is_take
         FROM message_parts mp
         WHERE mp.kind IN ('tool_use', 'tool_result')
     ) x
@@ -95,9 +110,9 @@ WINDOW id_upto AS (PARTITION BY y.session_id, y.id ORDER BY y.seq, y.part ROWS U
 CREATE VIEW tool_calls AS
 SELECT session_id, turn, message_id, seq, role, part_id, part, tool_use_id, tool_name,
        compacted, created_at,
-       (is_call AND answers > 0) AS answered,
+       (is_call AND call_nth <= answers) AS answered,
        next_speaker_seq IS NULL AS at_end,
-       (is_call AND answers = 0 AND next_speaker_seq IS NULL) AS pending
+       (is_call AND call_nth > answers AND next_speaker_seq IS NULL) AS pending
 FROM tool_pairing
 WHERE kind = 'tool_use';
 
@@ -159,13 +174,14 @@ SELECT rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
                 || ' never got a result: '
                 || CASE WHEN id = '' THEN 'it has no id, so no result can answer it'
                         WHEN role <> 'assistant' THEN 'it sits in a ' || role || ' message, where no result can answer it'
+                        WHEN call_nth <= takes THEN 'its only result sits in the user message after it, not in a tool message'
                         ELSE 'its tool block ends without a result for it' END
            WHEN 'duplicate_tool_use_id'
            THEN 'tool_use id "' || id || '" at seq ' || seq || ' part ' || part
                 || ' is used earlier in the session (first at seq ' || first_use_seq || ')'
            WHEN 'orphan_tool_result'
            THEN 'tool_result for "' || id || '" at seq ' || seq || ': '
-                || CASE WHEN calls > 0 THEN 'its call (seq ' || anchor || ') was answered earlier in its block, and a call has one answer'
+                || CASE WHEN calls > 0 THEN 'the call (seq ' || anchor || ') is answered already, and a call has exactly one answer'
                         WHEN id = '' THEN 'it has no id, so it answers no call'
                         WHEN anchor IS NULL THEN 'no user or assistant message comes before it'
                         ELSE 'the message before its block (seq ' || anchor
@@ -175,12 +191,12 @@ SELECT rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
 FROM (
     SELECT t.*,
            CASE WHEN t.kind = 'tool_use' AND w.k = 1
-                     AND NOT (t.is_call AND (t.answers > 0 OR t.next_speaker_seq IS NULL))
+                     AND NOT (t.is_call AND (t.call_nth <= t.answers OR t.next_speaker_seq IS NULL))
                 THEN 'dangling_tool_use'
                 WHEN t.kind = 'tool_use' AND w.k = 2 AND t.use_nth > 1
                 THEN 'duplicate_tool_use_id'
                 WHEN t.kind = 'tool_result' AND w.k = 1
-                     AND (t.calls = 0 OR (t.is_answer AND t.answer_nth > 1))
+                     AND (t.calls = 0 OR t.take_before >= t.calls)
                 THEN 'orphan_tool_result'
                 WHEN t.kind = 'tool_result' AND w.k = 2 AND t.role <> 'tool'
                 THEN 'misplaced_tool_result' END AS rule
@@ -233,17 +249,24 @@ FROM (
         FROM (
             -- tool_calls' pending, over the rows after a session's last user or assistant
             -- message only: the calls that can be pending and the results that can answer them.
-            SELECT c.*, SUM(c.is_answer) OVER (PARTITION BY c.session_id, c.id, c.anchor) AS answers
+            SELECT c.*,
+                   SUM(c.is_answer) OVER anchor_all AS answers,
+                   SUM(c.is_call) OVER anchor_upto AS call_nth
             FROM (
-                SELECT mt.session_id, mt.turn, COALESCE(p.tool_use_id, '') AS id,
+                SELECT mt.session_id, mt.turn, mt.seq, p.ordinal, p.id AS part_id,
+                       COALESCE(p.tool_use_id, '') AS id,
                        CASE WHEN p.kind = 'tool_use' THEN mt.seq ELSE mt.prev_speaker_seq END AS anchor,
                        (p.kind = 'tool_use' AND mt.role = 'assistant' AND COALESCE(p.tool_use_id, '') <> '') AS is_call,
                        (p.kind = 'tool_result' AND mt.role = 'tool' AND COALESCE(p.tool_use_id, '') <> '') AS is_answer
                 FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id
                 WHERE mt.next_speaker_seq IS NULL AND p.kind IN ('tool_use', 'tool_result')
             ) c
+            WINDOW anchor_upto AS (PARTITION BY c.session_id, c.id, c.anchor ORDER BY c.seq, c.ordinal, c.part_id
+                                   ROWS UNBOUNDED PRECEDING),
+                   anchor_all AS (PARTITION BY c.session_id, c.id, c.anchor ORDER BY c.seq, c.ordinal, c.part_id
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
         )
-        WHERE is_call AND answers = 0
+        WHERE is_call AND call_nth > answers
     ) u
     WINDOW turn_w AS (PARTITION BY u.session_id, u.turn)
 )
