@@ -6,7 +6,8 @@
 -- `CREATE VIEW name AS`, starting a line, in dependency order; views.rs drops every view it
 -- owns before running them.
 --
--- The definitions are the library's check (history/rules.rs): the turn of a message is
+-- The definitions are the library's check (history/rules.rs, pairing by the walk of
+-- history/grammar.rs; tests/views_props.rs holds the two together): the turn of a message is
 -- max(u - 1, 0), where u counts the user messages up to it; system messages never break a
 -- tool pair; a call of an assistant message whose tool block ends the session is pending
 -- (legal, listed in tool_calls and session_turns, not a problem); a call or result whose
