@@ -105,7 +105,9 @@ pub const INVARIANTS: &[(&str, &str)] = &[
                  AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id))
          UNION ALL
          -- A call has one answer: a later result for the same id in the same tool block
-         -- (no user or assistant message between the two) answers nothing.
+         -- (no user or assistant message between the two) answers nothing. (Counted per id:
+         -- where one message calls an id twice, the rows differ from the check's, in a session
+         -- that breaks duplicate_tool_use_id anyway.)
          SELECT r.session_id, q.tool_use_id FROM parts q JOIN messages r ON r.id = q.message_id
          WHERE q.kind = 'tool_result' AND r.role = 'tool' AND COALESCE(q.tool_use_id, '') <> ''
            AND EXISTS (
