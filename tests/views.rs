@@ -1,7 +1,7 @@
 //! The forensic views as the store keeps them: recreated from `store/views.sql` when a
 //! writable open finds them made from other SQL (a changed hash, a view dropped or replaced
 //! by hand, a view a newer SQL no longer has, a database from before V6), left alone by a
-//! read-only open; every problem row carrying a `detail` (V5's dangling view gave NULL for
+//! read-only open and on a file SQLite cannot write (which still opens); every problem row carrying a `detail` (V5's dangling view gave NULL for
 //! exactly the id-less calls it was for); a second answer to one call reported as an orphan;
 //! every owned view reading one session through the indexes when asked about one session,
 //! and `SELECT * FROM problems` staying linear on one message of thousands of calls (parallel
@@ -275,6 +275,60 @@ fn a_read_only_open_keeps_stale_views_and_writes_nothing() {
     drop(store);
     assert_eq!(std::fs::read(&path).expect("read"), bytes);
     let conn = Connection::open(&path).expect("raw");
+    assert!(recorded_hashes(&conn)
+        .iter()
+        .all(|(_, hash)| hash == "from-another-build"));
+}
+
+/// Clears the immutable attribute again, even when the test fails, so the tempdir goes away.
+struct Immutable<'a>(&'a Path);
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(self.0)
+            .status();
+    }
+}
+
+/// A file SQLite cannot write, opened for writing, with views from another build: the open
+/// succeeds (SQLite falls back to reading), reads work, and the views stay as they are.
+#[test]
+fn a_write_protected_file_with_stale_views_still_opens() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = fresh(dir.path());
+    {
+        let conn = Connection::open(&path).expect("raw");
+        conn.execute_batch("UPDATE store_views SET hash = 'from-another-build'")
+            .expect("stale");
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).expect("chmod");
+    let writable = || std::fs::OpenOptions::new().write(true).open(&path).is_ok();
+    let _guard = if writable() {
+        // Root ignores permission bits: the immutable attribute, where it works.
+        let set = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(&path)
+            .status()
+            .is_ok_and(|s| s.success());
+        let guard = Immutable(&path);
+        if !set || writable() {
+            eprintln!("a_write_protected_file_with_stale_views_still_opens: cannot write-protect a file here; skipped");
+            return;
+        }
+        Some(guard)
+    } else {
+        None
+    };
+    let bytes = std::fs::read(&path).expect("read");
+    let store = Store::open(&path).expect("open of a write-protected file");
+    assert!(store.session_ids().expect("reads").is_empty());
+    drop(store);
+    assert_eq!(std::fs::read(&path).expect("read"), bytes);
+    let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("raw read-only");
     assert!(recorded_hashes(&conn)
         .iter()
         .all(|(_, hash)| hash == "from-another-build"));
