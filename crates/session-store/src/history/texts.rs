@@ -99,11 +99,6 @@ impl Renamer {
         }
     }
 
-    /// True when `name` is taken.
-    pub fn is_taken(&self, name: &str) -> bool {
-        self.taken.contains(name)
-    }
-
     /// Marks `name` taken; false when it already was.
     pub fn take(&mut self, name: &str) -> bool {
         self.taken.insert(name.to_owned())

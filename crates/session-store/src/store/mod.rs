@@ -180,7 +180,9 @@ impl Store {
 /// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
 fn not_a_database(error: Error, path: &Path) -> Error {
     match &error {
-        Error::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+        _ if error.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::NotADatabase) =>
+        {
             Error::NotADatabase {
                 path: path.to_path_buf(),
             }
