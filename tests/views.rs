@@ -11,8 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection};
-use session_store::store::latest_schema_version;
-use session_store::{Store, StoreOptions};
+use session_store::{latest_schema_version, Store, StoreOptions};
 
 const AT: &str = "2026-01-01T00:00:00.000000Z";
 

@@ -15,8 +15,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use rusqlite::{params, Connection};
-use session_store::store::repair::RepairOptions;
-use session_store::Store;
+use session_store::{HealthRule, RepairOptions, Store};
 
 type Id = Option<&'static str>;
 
@@ -272,7 +271,7 @@ fn problems_view_reports_exactly_what_the_check_reports() {
         }
 
         // Each rule's own view holds that rule's rows of `problems`.
-        for rule in session_store::history::rules::Rule::ALL {
+        for rule in HealthRule::ALL {
             let rows: BTreeSet<Problem> = conn
                 .prepare(&format!("SELECT session_id, rule, seq, part FROM problem_{rule}"))
                 .and_then(|mut s| {
