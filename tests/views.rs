@@ -2,7 +2,8 @@
 //! writable open finds them made from other SQL (a changed hash, a view dropped or replaced
 //! by hand, a view a newer SQL no longer has, a database from before V6), left alone by a
 //! read-only open and on a file SQLite cannot write (which still opens); every problem row carrying a `detail` (V5's dangling view gave NULL for
-//! exactly the id-less calls it was for); a second answer to one call reported as an orphan;
+//! exactly the id-less calls it was for); a second answer to one call reported as an orphan
+//! and each result taking one call, as the library's walk pairs them;
 //! every owned view reading one session through the indexes when asked about one session,
 //! and `SELECT * FROM problems` staying linear on one message of thousands of calls (parallel
 //! ids, one shared id, no ids), where the old per-part subqueries were quadratic.
@@ -130,6 +131,98 @@ fn a_second_answer_to_one_call_is_an_orphan_and_the_first_one_answers_it() {
         .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
         .expect("tool_calls");
     assert_eq!(answered, [("a".to_owned(), 1), ("b".to_owned(), 1)]);
+}
+
+/// Pairing as the library's walk reads it: each result takes the first call with its id not
+/// taken yet, in its tool block or in the user message that closes it; a result with no call
+/// left is an orphan. The views and `Store::check` name the same rows.
+#[test]
+fn each_result_takes_one_call_as_the_walk_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = fresh(dir.path());
+    let conn = Connection::open(&path).expect("raw");
+    // One id called twice, answered once, block closed: the second call is dangling.
+    session(
+        &conn,
+        "queue",
+        &[
+            ("user", &[(TEXT, None)]),
+            ("assistant", &[(USE, Some("a")), (USE, Some("a"))]),
+            ("tool", &[(RESULT, Some("a"))]),
+            ("user", &[(TEXT, None)]),
+        ],
+    );
+    // A result in the closing user message after the call was answered: an orphan too.
+    session(
+        &conn,
+        "user-after-answer",
+        &[
+            ("user", &[(TEXT, None)]),
+            ("assistant", &[(USE, Some("a"))]),
+            ("tool", &[(RESULT, Some("a"))]),
+            ("user", &[(RESULT, Some("a")), (TEXT, None)]),
+        ],
+    );
+    // The call's only result sits in the user message: misplaced, and the call dangling.
+    session(
+        &conn,
+        "from-user",
+        &[
+            ("user", &[(TEXT, None)]),
+            ("assistant", &[(USE, Some("a"))]),
+            ("user", &[(RESULT, Some("a")), (TEXT, None)]),
+        ],
+    );
+    let rows = |session: &str| -> Vec<(String, i64, Option<i64>)> {
+        problems(&conn, session)
+            .into_iter()
+            .map(|(rule, seq, part, _)| (rule, seq, part))
+            .collect()
+    };
+    let row = |rule: &str, seq: i64, part: i64| (rule.to_owned(), seq, Some(part));
+    assert_eq!(
+        rows("queue"),
+        [
+            row("dangling_tool_use", 2, 1),
+            row("duplicate_tool_use_id", 2, 1)
+        ]
+    );
+    assert_eq!(
+        rows("user-after-answer"),
+        [
+            row("misplaced_tool_result", 4, 0),
+            row("orphan_tool_result", 4, 0)
+        ]
+    );
+    assert_eq!(
+        rows("from-user"),
+        [
+            row("dangling_tool_use", 2, 0),
+            row("misplaced_tool_result", 3, 0)
+        ]
+    );
+    let detail = &problems(&conn, "from-user")[0].3;
+    assert!(
+        detail
+            .as_deref()
+            .is_some_and(|d| d.contains("user message")),
+        "{detail:?}"
+    );
+
+    let store = Store::open(&path).expect("open");
+    let report = store
+        .check(&[], &session_store::RepairOptions::default())
+        .expect("check");
+    for session in ["queue", "user-after-answer", "from-user"] {
+        let mut library: Vec<(String, i64, Option<i64>)> = report
+            .violations
+            .iter()
+            .filter(|v| v.session_id.as_str() == session)
+            .map(|v| (v.rule.to_string(), v.seq, v.part.map(|p| p as i64)))
+            .collect();
+        library.sort_by(|a, b| (a.1, a.2, &a.0).cmp(&(b.1, b.2, &b.0)));
+        assert_eq!(rows(session), library, "{session}");
+    }
 }
 
 #[test]
