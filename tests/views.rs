@@ -1,12 +1,13 @@
 //! The forensic views as the store keeps them: recreated from `store/views.sql` when a
 //! writable open finds them made from other SQL (a changed hash, a view dropped or replaced
 //! by hand, a view a newer SQL no longer has, a database from before V6), left alone by a
-//! read-only open and on a file SQLite cannot write (which still opens); every problem row carrying a `detail` (V5's dangling view gave NULL for
-//! exactly the id-less calls it was for); a second answer to one call reported as an orphan
-//! and each result taking one call, as the library's walk pairs them;
-//! every owned view reading one session through the indexes when asked about one session,
-//! and `SELECT * FROM problems` staying linear on one message of thousands of calls (parallel
-//! ids, one shared id, no ids), where the old per-part subqueries were quadratic.
+//! read-only open and on a file SQLite cannot write (which still opens); every problem row
+//! carrying a `detail` (V5's dangling view gave NULL for exactly the id-less calls it was
+//! for); a second answer to one call reported as an orphan, and each result taking one call
+//! as the library's walk pairs them; every owned view reading one session through the
+//! indexes when asked about one session; and `SELECT * FROM problems` staying linear on one
+//! message of thousands of calls (parallel ids, one shared id, no ids), where the old
+//! per-part subqueries were quadratic.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
