@@ -33,3 +33,5 @@ mod turn_fixtures;
 mod turn_properties;
 mod usage;
 mod util;
+mod views;
+mod views_props;

@@ -4,8 +4,8 @@
 //! produce. [`check_session`] finds every violation of the contract's rules, by name, with
 //! the turn, message and part at fault, so that `store-repair` (and an agent at start-up)
 //! can tell what is broken before it renders a request the provider will reject. The
-//! definitions follow the contract literally; the SQL views of migration V4 implement the
-//! same definitions for people with the `sqlite3` shell.
+//! definitions follow the contract literally; the forensic views (`store/views.sql`) implement
+//! the same definitions for people with the `sqlite3` shell.
 
 use std::fmt;
 use std::str::FromStr;

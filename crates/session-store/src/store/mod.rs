@@ -29,6 +29,7 @@ mod schema;
 mod search;
 mod turns;
 mod usage;
+mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
@@ -130,6 +131,7 @@ impl Store {
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;
+            views::refresh(&mut conn)?;
         }
         Ok(store)
     }
