@@ -465,6 +465,11 @@ fn a_session_with_rows_outside_the_contract_stops_nothing_else() {
     let (db, ids) = database_with_unreadable_rows(dir.path());
     let unreadable = &ids[..3];
 
+    // The rule has its contract name both ways.
+    assert_eq!(
+        "unreadable_row".parse::<session_store::HealthRule>().ok(),
+        Some(session_store::HealthRule::UnreadableRow)
+    );
     // The library's check: every session checked, A-C unreadable, D broken, E healthy.
     let store = Store::open(&db).expect("open");
     let report = store.check(&[], &RepairOptions::default()).expect("check");

@@ -116,6 +116,17 @@ pub enum Error {
         /// The last turn the latest remaining summary covers, if any remains.
         summarised_through: Option<i64>,
     },
+    /// A fork (or another cut by turn) named a turn the session does not have; nothing was
+    /// written. A session with `turns` turns can be cut at `0..=turns` (`turns` copies all).
+    #[error("session {session} has no turn {turn} to cut at (it has {turns} turn(s): cut at 0..={turns})")]
+    NoSuchTurn {
+        /// The session.
+        session: SessionId,
+        /// The turn asked for.
+        turn: i64,
+        /// How many turns the session has.
+        turns: i64,
+    },
     /// A compaction summary must hold non-whitespace text: it is all the provider will see of
     /// the compacted turns.
     #[error("empty compaction summary for session {session}")]

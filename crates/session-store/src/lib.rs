@@ -56,9 +56,14 @@ pub use history::compaction::{
 pub use history::paging::{page_last_turn, Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use history::turns::turn_indexes;
+pub use model::Usage;
 pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
     ExportOptions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,
+};
+pub use store::{
+    Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
+    SessionUsage, SizeReport, TokenTotals, TurnUsage,
 };
 
 // Health: the contract's rules over stored sessions, and store-repair's mend.

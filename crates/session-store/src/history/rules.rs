@@ -4,8 +4,8 @@
 //! produce. [`check_session`] finds every violation of the contract's rules, by name, with
 //! the turn, message and part at fault, so that `store-repair` (and an agent at start-up)
 //! can tell what is broken before it renders a request the provider will reject. The
-//! definitions follow the contract literally; the SQL views of migration V4 implement the
-//! same definitions for people with the `sqlite3` shell.
+//! definitions follow the contract literally; the forensic views (`store/views.sql`) implement
+//! the same definitions for people with the `sqlite3` shell.
 
 use std::fmt;
 use std::str::FromStr;
@@ -44,8 +44,10 @@ pub enum HealthRule {
 }
 
 impl HealthRule {
-    /// Every rule, in the contract's order.
-    pub const ALL: [HealthRule; 8] = [
+    /// Every invariant of a healthy session, in the contract's order (each has its forensic
+    /// view `problem_<rule>`). [`HealthRule::UnreadableRow`] is not among them: it says that a
+    /// session could not be read, so that none of these could be checked.
+    pub const ALL: [HealthRule; 7] = [
         HealthRule::TurnIndexMismatch,
         HealthRule::SplitTurnCompaction,
         HealthRule::CompactionGap,
@@ -53,7 +55,6 @@ impl HealthRule {
         HealthRule::OrphanToolResult,
         HealthRule::DuplicateToolUseId,
         HealthRule::MisplacedToolResult,
-        HealthRule::UnreadableRow,
     ];
 
     /// The rule's name in the contract (also the `rule` column of the repair log).
@@ -88,6 +89,7 @@ impl FromStr for HealthRule {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         HealthRule::ALL
             .into_iter()
+            .chain([HealthRule::UnreadableRow])
             .find(|rule| rule.as_str() == s)
             .ok_or_else(|| UnknownRule(s.to_owned()))
     }

@@ -51,6 +51,7 @@ pub mod claude_code;
 pub mod detect;
 mod json;
 pub mod openai;
+mod usage;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -19,19 +19,28 @@ use crate::error::{Error, Result};
 mod apply;
 mod compaction;
 pub mod file;
+mod fork;
 mod import;
 mod overview;
 mod read;
 pub mod repair;
+mod retention;
 mod revert;
 mod rows;
 mod schema;
+mod search;
 mod turns;
+mod usage;
+mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use fork::{Forked, Lineage};
 pub use overview::SessionOverview;
+pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
+pub use search::{SearchHit, SearchOptions};
+pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
 pub use export::ExportOptions;
 
@@ -125,6 +134,7 @@ impl Store {
             schema::require_current(&first)?;
         } else {
             schema::migrate(&mut first)?;
+            views::refresh(&mut first)?;
         }
         drop(first);
         let pool = Pool::builder()
