@@ -803,3 +803,74 @@ fn big_numbers_survive_import_storage_and_export_digit_for_digit() {
         "{printed}"
     );
 }
+
+/// A real kill during `store-repair`'s backup: whenever the SIGKILL lands, no file is
+/// readable by others (the temporary copy is created 0600), nothing sits at the backup path
+/// unless the backup finished, and the next backup in that folder removes what was left.
+#[cfg(unix)]
+#[test]
+fn a_kill_during_the_backup_leaves_nothing_readable_and_nothing_for_long() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, store, session) = store_with_session(dir.path());
+    // Big enough that the copy takes a while: 24 MiB of text.
+    store
+        .append(
+            &session,
+            NewMessage::assistant(vec![Part::text("x".repeat(24 << 20))]),
+        )
+        .expect("append");
+    drop(store);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // A broken turn index, so that store-repair takes its backup before mending.
+    let conn = Connection::open(&db).expect("raw");
+    conn.execute("UPDATE messages SET turn_index = 5", [])
+        .expect("break");
+    drop(conn);
+    let backup = dir.path().join("kill.bak");
+    for delay_ms in [20, 100, 200, 300, 450, 700, 1000] {
+        let mut child = Command::new(REPAIR)
+            .args([
+                "--db",
+                db.to_str().expect("utf-8"),
+                "--backup",
+                backup.to_str().expect("utf-8"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        for entry in std::fs::read_dir(dir.path()).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.contains(".tmp-") {
+                let mode = entry.metadata().expect("meta").permissions().mode();
+                assert_eq!(mode & 0o077, 0, "{name} is readable by others: {mode:o}");
+            }
+        }
+        if backup.exists() {
+            // The backup finished before the kill: complete, and as private as the database.
+            let mode = std::fs::metadata(&backup)
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+            std::fs::remove_file(&backup).expect("remove");
+        }
+        // Put the database back the way it was, if the run got as far as mending it.
+        let conn = Connection::open(&db).expect("raw");
+        conn.execute("UPDATE messages SET turn_index = 5", [])
+            .expect("break");
+        drop(conn);
+    }
+    // The next backup there removes whatever the killed runs left.
+    backup_database(&db, &dir.path().join("after.bak")).expect("backup");
+    let left: Vec<String> = listing(dir.path())
+        .into_iter()
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
