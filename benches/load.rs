@@ -249,8 +249,36 @@ fn paired_ratios(f: &Fixture) {
     );
 }
 
+/// `PROFILE_ARM=messages|provider_history|export|floor` runs that arm 20 times
+/// (`PROFILE_N` times) and nothing
+/// else, for `perf record` or `valgrind --tool=callgrind`.
+fn profile(f: &Fixture, arm: &str) {
+    let export = ExportOptions {
+        persist_latch: false,
+        ..ExportOptions::default()
+    };
+    let times = std::env::var("PROFILE_N").map_or(20, |n| n.parse().unwrap());
+    for _ in 0..times {
+        match arm {
+            "messages" => drop(black_box(f.store.messages(&f.session).unwrap())),
+            "provider_history" => drop(black_box(f.store.provider_history(&f.session).unwrap())),
+            "export" => drop(black_box(
+                f.store
+                    .export_now(&f.session, Provider::Anthropic, &export)
+                    .unwrap(),
+            )),
+            "floor" => drop(black_box(raw_load_all(&f.floor.conn, f.floor.session()))),
+            other => panic!("unknown arm {other}"),
+        }
+    }
+}
+
 fn main() {
     let fixture = fixture();
+    if let Ok(arm) = std::env::var("PROFILE_ARM") {
+        profile(&fixture, &arm);
+        return;
+    }
     disk(&fixture);
     paired_ratios(&fixture);
     if std::env::var_os("PAIRED_ONLY").is_some() {

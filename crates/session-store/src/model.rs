@@ -320,6 +320,11 @@ pub struct NewMessage {
     /// When it was written; the store's clock when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// The caller's key for this message, unique within the session: appending a message
+    /// whose key is already stored returns the stored message instead of storing it twice
+    /// (a retry after a timeout or a crash between commit and acknowledgement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl NewMessage {
@@ -329,6 +334,7 @@ impl NewMessage {
             role,
             parts,
             created_at: None,
+            idempotency_key: None,
         }
     }
 
@@ -355,6 +361,12 @@ impl NewMessage {
     /// Sets the creation time instead of reading the store's clock.
     pub fn at(mut self, created_at: DateTime<Utc>) -> Self {
         self.created_at = Some(created_at);
+        self
+    }
+
+    /// Sets the caller's idempotency key (see [`NewMessage::idempotency_key`]).
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
 }

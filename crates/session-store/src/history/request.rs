@@ -80,7 +80,7 @@ mod tests {
             keep_recent in 0usize..3,
         ) {
             let messages = history(raw);
-            let state = ThinkingState { latched, last_completion: Some(t0()) };
+            let state = ThinkingState { latched, last_completion: Some(t0()), stripped_through: None };
             let config = ThinkingConfig { keep_recent, ..ThinkingConfig::default() };
             let now = t0() + Duration::minutes(idle_minutes);
             for provider in [Provider::Anthropic, Provider::OpenAi] {

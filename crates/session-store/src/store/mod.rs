@@ -16,6 +16,7 @@ use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use crate::error::{Error, Result};
 
 mod compaction;
+mod idempotency;
 mod import;
 mod read;
 pub mod repair;
@@ -222,8 +223,20 @@ fn configure(
     }
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Every statement the store runs stays prepared on every pooled connection: an append
+    // alone runs a dozen, and rusqlite's default cache of 16 evicted them when reads ran
+    // on the same connection (issue 16, BENCHMARKS.md).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Reads map the file instead of copying each page into SQLite's cache (issue 16).
+    conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
     Ok(())
 }
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+/// Bytes of the database file each connection reads through a memory map.
+const MMAP_SIZE: i64 = 256 * 1024 * 1024;
 
 /// The store's clock, for tools that need `now` (export at this moment, backup names) but
 /// may not read the clock themselves (`clippy.toml`).

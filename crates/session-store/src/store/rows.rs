@@ -25,12 +25,15 @@ const SELECT_MESSAGES: &str = "
     WHERE m.session_id = ?1 AND m.seq BETWEEN ?2 AND ?3
     ORDER BY m.seq, p.ordinal";
 
+/// `m.id` in the `ORDER BY` is the index's own last column: with it SQLite sees that the
+/// `(session_id, turn_index, seq)` walk yields each message once and keeps the join in index
+/// order; without it the rows went through a temporary B-tree to be sorted by ordinal.
 const SELECT_MESSAGES_BY_TURN: &str = "
     SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.turn_index BETWEEN ?2 AND ?3
-    ORDER BY m.turn_index, m.seq, p.ordinal";
+    ORDER BY m.turn_index, m.seq, m.id, p.ordinal";
 
 const SELECT_VISIBLE_MESSAGES: &str = "
     SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
