@@ -207,6 +207,12 @@ fn paired_ratios() {
             ("floor", &mut || {
                 black_box(raw_last_turns(&floor.conn, floor.session(), 5));
             }),
+            ("store turns(last-4..): no start query", &mut || {
+                black_box(store.turns(&session, 16_662..).expect("turns"));
+            }),
+            ("store has_session: pool + snapshot", &mut || {
+                black_box(store.has_session(&session).expect("has"));
+            }),
         ],
     );
     drop((store, raw, floor));

@@ -9,6 +9,8 @@
 #![allow(clippy::disallowed_methods)] // benches read the clock like the store does
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
+pub mod million;
+
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -743,6 +745,12 @@ pub fn rounds_of(
     arms: &mut [(&str, &mut dyn FnMut())],
 ) -> Vec<Arm> {
     use std::time::Instant;
+    // `ROUNDS_SCALE=k` runs k times the rounds (to attach a profiler to a long stretch).
+    let rounds = rounds
+        * std::env::var("ROUNDS_SCALE")
+            .ok()
+            .and_then(|k| k.parse().ok())
+            .unwrap_or(1);
     let n = arms.len();
     let mut times = vec![Vec::with_capacity(rounds); n];
     let mut ratios = vec![Vec::with_capacity(rounds); n];

@@ -12,6 +12,8 @@
 //! reasoning (Anthropic requires it back unchanged), and a message loses all of its reasoning
 //! at once, never part of it.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -167,6 +169,16 @@ fn is_reasoning(part: &Part) -> bool {
         part,
         Part::Reasoning { .. } | Part::RedactedReasoning { .. }
     )
+}
+
+/// [`apply_retention`] without copying when nothing is stripped (the common case: the latch
+/// is off, or nothing before its point has reasoning left to strip).
+pub fn retained<'a>(messages: &'a [Message], retention: &Retention) -> Cow<'a, [Message]> {
+    if retention.strip.is_empty() {
+        Cow::Borrowed(messages)
+    } else {
+        Cow::Owned(apply_retention(messages, retention))
+    }
 }
 
 /// `messages` with the reasoning and redacted reasoning parts of every message in

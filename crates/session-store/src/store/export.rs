@@ -17,7 +17,7 @@ use super::write::require_session;
 use super::{format_time, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::render::Provider;
-use crate::history::request::{build_request, Request};
+use crate::history::request::{build_request, build_request_without_digests, Request};
 use crate::history::thinking::{ThinkingConfig, ThinkingState};
 use crate::model::{Message, SessionId};
 
@@ -65,7 +65,9 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Value> {
-        Ok(self.export_request(session, provider, now, options)?.body)
+        Ok(self
+            .build_export(session, provider, now, options, false)?
+            .body)
     }
 
     /// [`Store::export`] at the store's clock, for tools that do not read a clock themselves.
@@ -88,12 +90,29 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Request> {
+        self.build_export(session, provider, now, options, true)
+    }
+
+    /// [`Store::export_request`], with the per-message digests only when `digests` is set.
+    fn build_export(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+        digests: bool,
+    ) -> Result<Request> {
         let ((summary, messages), state) = self.read(|conn| {
             require_session(conn, session)?;
             let history = provider_messages(conn, session)?;
             Ok((history, thinking_state(conn, session)?))
         })?;
-        let request = build_request(
+        let build = if digests {
+            build_request
+        } else {
+            build_request_without_digests
+        };
+        let request = build(
             summary.as_deref(),
             &messages,
             &state,

@@ -97,12 +97,37 @@ pub fn digests(body: &Value) -> Vec<MessageDigest> {
 }
 
 fn digest_of(path: String, value: &Value) -> MessageDigest {
-    // `Value`'s Display is its compact serialization; it cannot fail.
-    let text = value.to_string();
+    // The compact serialization streamed into the hash, never held as a string.
+    let mut hasher = Fnv1a64(FNV_OFFSET);
+    // Writing into the hasher cannot fail, nor can serializing a `Value`.
+    let _ = serde_json::to_writer(&mut hasher, value);
     MessageDigest {
         path,
-        digest: format!("{:016x}", fnv1a64(text.as_bytes())),
+        digest: format!("{:016x}", hasher.0),
     }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// FNV-1a 64 as an `io::Write`, so a serializer can feed it directly.
+struct Fnv1a64(u64);
+
+impl std::io::Write for Fnv1a64 {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 = fnv_fold(self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn fnv_fold(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(FNV_PRIME)
+    })
 }
 
 /// The index of the first digest that differs between `a` and `b` (in path or value), or the
@@ -116,11 +141,7 @@ pub fn first_divergence(a: &[MessageDigest], b: &[MessageDigest]) -> Option<usiz
 
 /// 64-bit FNV-1a of `bytes`.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    })
+    fnv_fold(FNV_OFFSET, bytes)
 }
 
 #[cfg(test)]
