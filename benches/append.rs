@@ -227,7 +227,9 @@ fn paired_ratios() {
             ("store", &mut || {
                 store.append(&session, message.clone()).unwrap();
             }),
-            ("raw on the store's schema", &mut || raw.borrow_mut().append(one)),
+            ("raw on the store's schema", &mut || {
+                raw.borrow_mut().append(one)
+            }),
             ("floor", &mut || floor.borrow_mut().append(one)),
             ("blob peer", &mut || blob.borrow_mut().append(one)),
         ],

@@ -169,7 +169,11 @@ fn main() {
                 }
                 println!(
                     "  broken before {label} ({cause:?}{}): first difference at {at}",
-                    if expected { ", expected" } else { ", UNEXPECTED" }
+                    if expected {
+                        ", expected"
+                    } else {
+                        ", UNEXPECTED"
+                    }
                 );
             }
         }

@@ -26,7 +26,11 @@ const SESSION_ROWS_COUNTED: &str = "
            (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
     FROM sessions s ORDER BY s.created_at, s.id";
 
-fn list(conn: &Connection, sql: &str, counted: bool) -> Vec<(String, DateTime<Utc>, DateTime<Utc>, i64)> {
+fn list(
+    conn: &Connection,
+    sql: &str,
+    counted: bool,
+) -> Vec<(String, DateTime<Utc>, DateTime<Utc>, i64)> {
     let mut stmt = conn.prepare_cached(sql).unwrap();
     let mut rows = stmt.query([]).unwrap();
     let mut out = Vec::new();

@@ -190,7 +190,10 @@ fn paired_ratios() {
     common::configure(&raw);
     let expected = store.last_turns(&session, 5).expect("last turns");
     assert_eq!(expected.len(), 5 * TURN_LEN);
-    assert_eq!(raw_last_turns(&floor.conn, floor.session(), 5).len(), expected.len());
+    assert_eq!(
+        raw_last_turns(&floor.conn, floor.session(), 5).len(),
+        expected.len()
+    );
     assert_eq!(raw_last_turns(&raw, session.as_str(), 5), expected);
     println!();
     rounds_of(

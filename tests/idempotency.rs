@@ -52,7 +52,10 @@ fn a_retried_batch_replays_the_stored_prefix_and_appends_the_rest() {
     assert_eq!(appended[0], stored);
     assert_eq!(appended[1].seq, stored.seq + 1);
     assert_eq!(store.messages(&session).expect("messages").len(), 3);
-    assert!(store.pending_tool_uses(&session).expect("pending").is_empty());
+    assert!(store
+        .pending_tool_uses(&session)
+        .expect("pending")
+        .is_empty());
 }
 
 #[test]
@@ -80,7 +83,10 @@ fn a_key_that_names_another_message_is_refused_and_nothing_is_written() {
             ],
         )
         .expect_err("out of order");
-    assert!(matches!(error, Error::IdempotencyConflict { .. }), "{error:?}");
+    assert!(
+        matches!(error, Error::IdempotencyConflict { .. }),
+        "{error:?}"
+    );
     assert_eq!(dump(&path), before);
 }
 
@@ -91,7 +97,9 @@ fn keys_are_per_session_and_a_reverted_message_frees_its_key() {
     let b = store.create_session().expect("b");
     let message = NewMessage::user("hello").with_idempotency_key("same");
     store.append(&a, message.clone()).expect("a");
-    store.append(&b, message.clone()).expect("b: another session");
+    store
+        .append(&b, message.clone())
+        .expect("b: another session");
     store.revert_to_turn(&a, 0).expect("revert");
     let again = store.append(&a, message).expect("appended anew");
     assert_eq!(again.seq, 1);
@@ -110,7 +118,13 @@ fn session_message_counts_follow_every_write_path() {
             .append(&session, NewMessage::assistant(vec![Part::text("a")]))
             .expect("assistant");
     }
-    let listed = |store: &Store| store.session(&session).expect("info").expect("exists").message_count;
+    let listed = |store: &Store| {
+        store
+            .session(&session)
+            .expect("info")
+            .expect("exists")
+            .message_count
+    };
     assert_eq!(listed(&store), 6);
     store.revert_to_turn(&session, 1).expect("revert");
     assert_eq!(listed(&store), 2);

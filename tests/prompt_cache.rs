@@ -10,7 +10,10 @@ use session_store::{ExportOptions, NewMessage, Part, Provider, SessionId, Store}
 use crate::util::temp_store;
 
 fn signed(text: &str) -> Part {
-    Part::reasoning(text, Some(json!({"anthropic": {"signature": format!("sig-{text}")}})))
+    Part::reasoning(
+        text,
+        Some(json!({"anthropic": {"signature": format!("sig-{text}")}})),
+    )
 }
 
 fn export(store: &Store, session: &SessionId, now: DateTime<Utc>) -> Value {
@@ -29,7 +32,10 @@ fn keeps_prefix(earlier: &Value, later: &Value) -> bool {
 fn after_the_idle_latch_fires_each_request_keeps_the_previous_one_as_a_prefix() {
     let (_dir, store, _path) = temp_store();
     let session = store.create_session().expect("session");
-    let mut clock = Utc.with_ymd_and_hms(2026, 1, 2, 9, 0, 0).single().expect("time");
+    let mut clock = Utc
+        .with_ymd_and_hms(2026, 1, 2, 9, 0, 0)
+        .single()
+        .expect("time");
     let mut previous: Option<Value> = None;
     let mut broken = Vec::new();
     for turn in 0..6 {
@@ -55,13 +61,29 @@ fn after_the_idle_latch_fires_each_request_keeps_the_previous_one_as_a_prefix() 
                     .at(clock),
             )
             .expect("assistant");
-        store.record_completion(&session, clock).expect("completion");
+        store
+            .record_completion(&session, clock)
+            .expect("completion");
     }
-    assert_eq!(broken, vec![2], "only the request where the latch fired breaks the prefix");
+    assert_eq!(
+        broken,
+        vec![2],
+        "only the request where the latch fired breaks the prefix"
+    );
     let state = store.thinking_state(&session).expect("state");
     assert!(state.latched);
-    assert_eq!(state.stripped_through, Some(5), "fired at the user message of turn 2");
+    assert_eq!(
+        state.stripped_through,
+        Some(5),
+        "fired at the user message of turn 2"
+    );
     // Clearing the state forgets where it fired.
     store.clear_thinking_state(&session).expect("clear");
-    assert_eq!(store.thinking_state(&session).expect("state").stripped_through, None);
+    assert_eq!(
+        store
+            .thinking_state(&session)
+            .expect("state")
+            .stripped_through,
+        None
+    );
 }

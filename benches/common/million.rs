@@ -127,4 +127,3 @@ pub fn fixture() -> PathBuf {
     std::fs::rename(&partial, &path).expect("rename fixture");
     path
 }
-

@@ -41,7 +41,8 @@ pub fn build_request(
     config: &ThinkingConfig,
     provider: Provider,
 ) -> Request {
-    let mut request = build_request_without_digests(summary, messages, state, now, config, provider);
+    let mut request =
+        build_request_without_digests(summary, messages, state, now, config, provider);
     request.digests = render::digests(&request.body);
     request
 }

@@ -286,7 +286,11 @@ mod tests {
         );
         assert!(plan.latched && !plan.newly_latched);
         assert_eq!(plan.strip, vec![2, 4]);
-        assert_eq!(plan.fired_through, Some(7), "a latch without a point fires once");
+        assert_eq!(
+            plan.fired_through,
+            Some(7),
+            "a latch without a point fires once"
+        );
     }
 
     /// Three more thinking turns after the latch fired at seq 7, none of them idle.

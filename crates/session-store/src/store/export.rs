@@ -122,10 +122,7 @@ impl Store {
         );
         let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
         if fired && options.persist_latch {
-            let through = request
-                .retention
-                .fired_through
-                .or(state.stripped_through);
+            let through = request.retention.fired_through.or(state.stripped_through);
             self.write(|tx| {
                 tx.prepare_cached(SET_LATCHED)?
                     .execute(params![session.as_str(), through])?;
