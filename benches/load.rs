@@ -35,14 +35,14 @@ fn load(c: &mut Criterion, fixture: &Fixture) {
     let raw = rusqlite::Connection::open(db).unwrap();
     common::configure(&raw);
     let expected = TURNS as usize * TURN_LEN;
-    assert_eq!(store.messages(&session).unwrap().len(), expected);
+    assert_eq!(store.messages(session).unwrap().len(), expected);
     assert_eq!(
         raw_load(&raw, session.as_str()),
-        store.messages(&session).unwrap()
+        store.messages(session).unwrap()
     );
     assert_eq!(
         raw_load(&raw, session.as_str()),
-        store.provider_history(&session).unwrap().messages
+        store.provider_history(session).unwrap().messages
     );
     // A read-only export: the thinking latch is not written back while measuring.
     let export = ExportOptions {
@@ -56,10 +56,10 @@ fn load(c: &mut Criterion, fixture: &Fixture) {
     group.throughput(Throughput::Elements(expected as u64));
     group.sample_size(20);
     group.bench_function("store_provider_history", |b| {
-        b.iter(|| black_box(store.provider_history(&session).unwrap()))
+        b.iter(|| black_box(store.provider_history(session).unwrap()))
     });
     group.bench_function("store_messages", |b| {
-        b.iter(|| black_box(store.messages(&session).unwrap()))
+        b.iter(|| black_box(store.messages(session).unwrap()))
     });
     group.bench_function("raw_select", |b| {
         b.iter(|| black_box(raw_load(&raw, session.as_str())))
@@ -68,7 +68,7 @@ fn load(c: &mut Criterion, fixture: &Fixture) {
         b.iter(|| {
             black_box(
                 store
-                    .export_now(&session, Provider::Anthropic, &export)
+                    .export_now(session, Provider::Anthropic, &export)
                     .unwrap(),
             )
         })
@@ -79,9 +79,6 @@ fn load(c: &mut Criterion, fixture: &Fixture) {
     group.bench_function("jsonl", |b| b.iter(|| black_box(jsonl.load())));
     group.bench_function("blob", |b| b.iter(|| black_box(blob.load())));
     group.finish();
-    if std::env::args().any(|a| a == "--list" || a == "--test" || a == "--profile-time") {
-        return;
-    }
 }
 
 /// The stores the load benchmarks read: the store's file, the floor's, and the peers, all

@@ -326,7 +326,7 @@ mod tests {
         let grown = three_more_turns(base.clone());
         let mut previous: Option<Vec<Message>> = None;
         for messages in [&base, &grown] {
-            let now = latest_completion(&messages) + Duration::seconds(1);
+            let now = latest_completion(messages) + Duration::seconds(1);
             let plan = plan_retention(messages, &fired, now, &config);
             assert_eq!(plan.strip, vec![2, 4], "only what the latch stripped");
             assert_eq!(plan.fired_through, None, "not idle: it does not fire again");
