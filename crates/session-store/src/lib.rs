@@ -37,6 +37,7 @@
 
 // The modules are private: the API is the flat list below, so the insides can move freely.
 mod error;
+mod fnv;
 mod history;
 mod import;
 mod model;

@@ -328,6 +328,11 @@ pub struct NewMessage {
     /// What the provider reported this message cost (a `usage` row), where it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The caller's key for this message, unique within the session: appending a message
+    /// whose key is already stored returns the stored message instead of storing it twice
+    /// (a retry after a timeout or a crash between commit and acknowledgement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl NewMessage {
@@ -338,6 +343,7 @@ impl NewMessage {
             parts,
             created_at: None,
             usage: None,
+            idempotency_key: None,
         }
     }
 
@@ -370,6 +376,12 @@ impl NewMessage {
     /// Records what the provider reported this message cost (stored as a `usage` row).
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// Sets the caller's idempotency key (see [`NewMessage::idempotency_key`]).
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
 }

@@ -41,11 +41,26 @@ pub fn build_request(
     config: &ThinkingConfig,
     provider: Provider,
 ) -> Request {
+    let mut request =
+        build_request_without_digests(summary, messages, state, now, config, provider);
+    request.digests = render::digests(&request.body);
+    request
+}
+
+/// [`build_request`] with `digests` left empty, for a caller that sends the body only:
+/// hashing every rendered message costs about as much as rendering them (issue 16).
+pub(crate) fn build_request_without_digests(
+    summary: Option<&str>,
+    messages: &[Message],
+    state: &ThinkingState,
+    now: DateTime<Utc>,
+    config: &ThinkingConfig,
+    provider: Provider,
+) -> Request {
     let retention = thinking::plan_retention(messages, state, now, config);
-    let kept = thinking::apply_retention(messages, &retention);
+    let kept = thinking::retained(messages, &retention);
     let view = sanitize::sanitize_with_summary(summary, &kept);
     let body = render::render(&view, provider);
-    let digests = render::digests(&body);
     let mut violations = contract::check(provider, &body);
     if provider == Provider::Anthropic {
         violations.extend(contract::check_latest_thinking(&kept, &body));
@@ -54,7 +69,7 @@ pub fn build_request(
         body,
         view,
         retention,
-        digests,
+        digests: Vec::new(),
         violations,
     }
 }
@@ -80,7 +95,7 @@ mod tests {
             keep_recent in 0usize..3,
         ) {
             let messages = history(raw);
-            let state = ThinkingState { latched, last_completion: Some(t0()) };
+            let state = ThinkingState { latched, last_completion: Some(t0()), stripped_through: None };
             let config = ThinkingConfig { keep_recent, ..ThinkingConfig::default() };
             let now = t0() + Duration::minutes(idle_minutes);
             for provider in [Provider::Anthropic, Provider::OpenAi] {

@@ -1,8 +1,8 @@
 //! Export: the request body the library would send for a session now, and the thinking
 //! retention state kept in the session row (migration V3).
 //!
-//! The state is two columns of `sessions`: `thinking_latched` (0/1) and `last_completion_at`
-//! (RFC 3339 or NULL). Completions are recorded explicitly with [`Store::record_completion`]
+//! The state is three columns of `sessions`: `thinking_latched` (0/1), `last_completion_at`
+//! (RFC 3339 or NULL) and `thinking_stripped_through` (V9: the seq the latch last fired at). Completions are recorded explicitly with [`Store::record_completion`]
 //! (call it when a model response has been stored); when none was recorded, the `created_at`
 //! of the latest assistant message stands in (see `history::thinking::plan_retention`).
 //! [`Store::export`] turns the latch on in the row when it decides so; clearing the session's
@@ -17,7 +17,7 @@ use super::write::require_session;
 use super::{format_time, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::render::Provider;
-use crate::history::request::{build_request, Request};
+use crate::history::request::{build_request, build_request_without_digests, Request};
 use crate::history::thinking::{ThinkingConfig, ThinkingState};
 use crate::model::{Message, SessionId};
 
@@ -40,12 +40,17 @@ impl Default for ExportOptions {
     }
 }
 
-const THINKING_STATE: &str =
-    "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
-const SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = ?1";
+const THINKING_STATE: &str = "
+    SELECT thinking_latched, last_completion_at, thinking_stripped_through
+    FROM sessions WHERE id = ?1";
+/// The latch fired: on, and the point it stripped through (migration V9).
+const SET_LATCHED: &str =
+    "UPDATE sessions SET thinking_latched = 1, thinking_stripped_through = ?2 WHERE id = ?1";
 const RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = ?2 WHERE id = ?1";
-const CLEAR_THINKING: &str =
-    "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = ?1";
+const CLEAR_THINKING: &str = "
+    UPDATE sessions
+    SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
+    WHERE id = ?1";
 
 impl Store {
     /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
@@ -60,7 +65,9 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Value> {
-        Ok(self.export_request(session, provider, now, options)?.body)
+        Ok(self
+            .build_export(session, provider, now, options, false)?
+            .body)
     }
 
     /// [`Store::export`] at the store's clock, for tools that do not read a clock themselves.
@@ -83,12 +90,29 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Request> {
+        self.build_export(session, provider, now, options, true)
+    }
+
+    /// [`Store::export_request`], with the per-message digests only when `digests` is set.
+    fn build_export(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+        digests: bool,
+    ) -> Result<Request> {
         let ((summary, messages), state) = self.read(|conn| {
             require_session(conn, session)?;
             let history = provider_messages(conn, session)?;
             Ok((history, thinking_state(conn, session)?))
         })?;
-        let request = build_request(
+        let build = if digests {
+            build_request
+        } else {
+            build_request_without_digests
+        };
+        let request = build(
             summary.as_deref(),
             &messages,
             &state,
@@ -96,10 +120,12 @@ impl Store {
             &options.thinking,
             provider,
         );
-        if request.retention.newly_latched && options.persist_latch {
+        let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
+        if fired && options.persist_latch {
+            let through = request.retention.fired_through.or(state.stripped_through);
             self.write(|tx| {
                 tx.prepare_cached(SET_LATCHED)?
-                    .execute([session.as_str()])?;
+                    .execute(params![session.as_str(), through])?;
                 Ok(())
             })?;
         }
@@ -159,9 +185,11 @@ fn provider_messages(
 }
 
 fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {
-    let (latched, last): (i64, Option<String>) = conn
+    let (latched, last, stripped_through): (i64, Option<String>, Option<i64>) = conn
         .prepare_cached(THINKING_STATE)?
-        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .query_row([session.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .map_err(|e| match e {
             rusqlite::Error::QueryReturnedNoRows => Error::UnknownSession(session.clone()),
             e => Error::from(e),
@@ -171,6 +199,7 @@ fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingStat
     Ok(ThinkingState {
         latched: latched != 0,
         last_completion,
+        stripped_through,
     })
 }
 

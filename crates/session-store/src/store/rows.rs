@@ -55,13 +55,16 @@ const SELECT_MESSAGES: &str = concat!(
     ORDER BY m.seq, p.ordinal"
 );
 
+/// `m.id` in the `ORDER BY` is the index's own last column: with it SQLite sees that the
+/// `(session_id, turn_index, seq)` walk yields each message once and keeps the join in index
+/// order; without it the rows went through a temporary B-tree to be sorted by ordinal.
 const SELECT_MESSAGES_BY_TURN: &str = concat!(
     "SELECT ",
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.turn_index BETWEEN ?2 AND ?3
-    ORDER BY m.turn_index, m.seq, p.ordinal"
+    ORDER BY m.turn_index, m.seq, m.id, p.ordinal"
 );
 
 const SELECT_VISIBLE_MESSAGES: &str = concat!(

@@ -68,7 +68,13 @@ pub fn render(view: &View) -> Value {
     }
     let messages = messages
         .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
+        .map(|(role, content)| {
+            // Built in place: `json!` would serialize (deep-copy) the whole content list.
+            let mut message = Map::new();
+            message.insert("role".to_owned(), Value::String(role.to_owned()));
+            message.insert("content".to_owned(), Value::Array(content));
+            Value::Object(message)
+        })
         .collect();
     body.insert("messages".to_owned(), Value::Array(messages));
     Value::Object(body)

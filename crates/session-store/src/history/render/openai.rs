@@ -50,7 +50,10 @@ pub fn render(view: &View) -> Value {
             }
         }
     }
-    json!({ "messages": messages })
+    // Moved in, not `json!`: the macro would serialize (deep-copy) every message.
+    let mut body = Map::new();
+    body.insert("messages".to_owned(), Value::Array(messages));
+    Value::Object(body)
 }
 
 /// An assistant message: text as `content` (null without text), tool_uses as `tool_calls`;
