@@ -1,4 +1,4 @@
-//! The providers' request rules (PROVIDER_RULES.md 1-13) as checks over a rendered body.
+//! The providers' request rules (PROVIDER_RULES.md 1-15) as checks over a rendered body.
 //!
 //! These are library code, not test helpers: the exporter runs them on what it renders, the
 //! CLI reports them, and the proptests require zero violations for any history, broken or
@@ -16,6 +16,12 @@ use crate::history::blank::is_blank;
 use crate::history::render::Provider;
 use crate::history::signed::{is_position_validated, signature};
 use crate::model::{Message, Part, Role};
+
+mod gemini;
+mod responses;
+
+pub use gemini::check_gemini;
+pub use responses::check_responses;
 
 /// One provider rule, named after what it requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,6 +61,27 @@ pub enum Rule {
     /// 9: the thinking blocks of the latest assistant message come back exactly as stored:
     /// same thinking, signature and data, order and count.
     LatestThinkingUnchanged,
+    /// 10c: every signature sent was made by the target model.
+    SignedByTargetModel,
+    /// 14, 15: every function call has exactly one output (Responses: a
+    /// `function_call_output` with its `call_id` after it; Gemini: a `functionResponse` in the
+    /// very next `user` content).
+    FunctionCallAnswered,
+    /// 14, 15: every function output answers a call, once (Responses: a `function_call`
+    /// before it with its `call_id`; Gemini: a call of the `model` content directly before,
+    /// same name, and id where given).
+    FunctionOutputAnswersCall,
+    /// 14: a reasoning item is followed by the item it preceded (an assistant message or a
+    /// function call).
+    ReasoningFollowed,
+    /// 14: a reasoning item replayed without server-side storage carries its
+    /// `encrypted_content`.
+    ReasoningEncrypted,
+    /// 15: `contents` alternate `user` and `model`.
+    ContentsAlternate,
+    /// 15: in the current turn, the first function call of each `model` content carries its
+    /// `thoughtSignature`; signatures are non-empty strings on `model` parts only.
+    ThoughtSignatureOnCall,
 }
 
 impl Rule {
@@ -76,6 +103,13 @@ impl Rule {
             Rule::ToolMessageAnswersCall => "tool_message_answers_call",
             Rule::ArgumentsJsonString => "arguments_json_string",
             Rule::LatestThinkingUnchanged => "latest_thinking_unchanged",
+            Rule::SignedByTargetModel => "signed_by_target_model",
+            Rule::FunctionCallAnswered => "function_call_answered",
+            Rule::FunctionOutputAnswersCall => "function_output_answers_call",
+            Rule::ReasoningFollowed => "reasoning_followed",
+            Rule::ReasoningEncrypted => "reasoning_encrypted",
+            Rule::ContentsAlternate => "contents_alternate",
+            Rule::ThoughtSignatureOnCall => "thought_signature_on_call",
         }
     }
 }
@@ -762,11 +796,14 @@ pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Violatio
     }]
 }
 
-/// [`check_anthropic`] or [`check_openai`], by provider.
+/// [`check_anthropic`], [`check_openai`], [`check_responses`] or [`check_gemini`], by
+/// provider.
 pub fn check(provider: Provider, body: &Value) -> Vec<Violation> {
     match provider {
         Provider::Anthropic => check_anthropic(body),
         Provider::OpenAi => check_openai(body),
+        Provider::Responses => check_responses(body),
+        Provider::Gemini => check_gemini(body),
     }
 }
 

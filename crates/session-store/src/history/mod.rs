@@ -8,6 +8,7 @@
 pub mod blank;
 pub mod compaction;
 pub mod grammar;
+pub mod models;
 pub mod mend;
 pub mod paging;
 pub mod pairing;

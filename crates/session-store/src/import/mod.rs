@@ -48,8 +48,11 @@ use crate::model::{NewMessage, Part, Role};
 pub mod anthropic;
 mod blocks;
 pub mod claude_code;
+pub mod codex;
 pub mod detect;
+pub mod gemini;
 pub mod openai;
+pub mod responses;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +63,12 @@ pub enum Format {
     OpenAi,
     /// A Claude Code session log (`~/.claude/projects/.../*.jsonl`).
     ClaudeCode,
+    /// An OpenAI Responses request body: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// A Gemini `generateContent` request body: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
+    /// A Codex CLI rollout (`~/.codex/sessions/.../rollout-*.jsonl`).
+    Codex,
 }
 
 impl Format {
@@ -69,6 +78,9 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::OpenAi => "openai",
             Format::ClaudeCode => "claude-code",
+            Format::Responses => "responses",
+            Format::Gemini => "gemini",
+            Format::Codex => "codex",
         }
     }
 }
@@ -81,7 +93,9 @@ impl fmt::Display for Format {
 
 /// A string that names no [`Format`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown import format {0:?} (expected anthropic, openai or claude-code)")]
+#[error(
+    "unknown import format {0:?} (expected anthropic, openai, responses, gemini, claude-code or codex)"
+)]
 pub struct UnknownFormat(pub String);
 
 impl FromStr for Format {
@@ -92,6 +106,9 @@ impl FromStr for Format {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
             "claude-code" => Ok(Format::ClaudeCode),
+            "responses" => Ok(Format::Responses),
+            "gemini" => Ok(Format::Gemini),
+            "codex" => Ok(Format::Codex),
             other => Err(UnknownFormat(other.to_owned())),
         }
     }
@@ -103,6 +120,9 @@ pub fn import(format: Format, text: &str) -> Result<Imported, ImportError> {
         Format::Anthropic => anthropic::import(text),
         Format::OpenAi => openai::import(text),
         Format::ClaudeCode => claude_code::import(text),
+        Format::Responses => responses::import(text),
+        Format::Gemini => gemini::import(text),
+        Format::Codex => codex::import(text),
     }
 }
 
@@ -117,8 +137,23 @@ pub struct Imported {
     /// with a tombstone (Claude Code only).
     pub tombstoned: Vec<String>,
     /// tool_results that answered no call of the assistant message before them and were kept
-    /// as text parts instead (Claude Code only).
+    /// as text parts instead (logs only).
     pub orphans_as_text: usize,
+    /// A compaction the source recorded (Codex's `compacted` marker): the head of the
+    /// conversation it replaced, and its summary. [`Store::import`](crate::Store::import)
+    /// stores it as a store compaction.
+    pub compaction: Option<ImportedCompaction>,
+}
+
+/// A compaction recorded in a transcript.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedCompaction {
+    /// How many messages of [`Imported::messages`] came before the marker: the store compacts
+    /// the whole turns among them (the cut walks back to the user message that opens a turn,
+    /// as [`crate::history::compaction::plan_compaction`] does).
+    pub before: usize,
+    /// The summary the source recorded.
+    pub summary: String,
 }
 
 impl Imported {
@@ -299,6 +334,11 @@ impl Assembler {
         self.accept(at, message)
     }
 
+    /// How many messages were assembled so far.
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
     /// True when the last user-or-assistant message is an assistant message and only tool
     /// (or system) messages follow it: its tool block is still open.
     pub(crate) fn assistant_is_open(&self) -> bool {
@@ -386,6 +426,7 @@ impl Assembler {
             messages: self.out,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
+            compaction: None,
         })
     }
 
@@ -620,10 +661,17 @@ mod tests {
 
     #[test]
     fn format_names_round_trip() {
-        for format in [Format::Anthropic, Format::OpenAi, Format::ClaudeCode] {
+        for format in [
+            Format::Anthropic,
+            Format::OpenAi,
+            Format::ClaudeCode,
+            Format::Responses,
+            Format::Gemini,
+            Format::Codex,
+        ] {
             assert_eq!(format.as_str().parse::<Format>(), Ok(format));
         }
-        assert!("codex".parse::<Format>().is_err());
+        assert!("chat".parse::<Format>().is_err());
     }
 
     mod never_panics {
@@ -658,6 +706,18 @@ mod tests {
                 "message",
                 "uuid",
                 "isSidechain",
+                "payload",
+                "response_item",
+                "function_call",
+                "function_call_output",
+                "call_id",
+                "parts",
+                "model",
+                "functionCall",
+                "functionResponse",
+                "response",
+                "reasoning",
+                "encrypted_content",
                 "",
                 "{}",
                 "[1]",
@@ -701,6 +761,11 @@ mod tests {
                 must_be_valid(openai::import(&body.to_string()));
                 let lines: Vec<String> = messages.iter().map(Value::to_string).collect();
                 must_be_valid(claude_code::import(&lines.join("\n")));
+                must_be_valid(codex::import(&lines.join("\n")));
+                let other = json!({"instructions": system, "input": messages, "systemInstruction": system});
+                must_be_valid(responses::import(&other.to_string()));
+                let contents = json!({"contents": messages});
+                must_be_valid(gemini::import(&contents.to_string()));
             }
         }
     }

@@ -18,7 +18,9 @@ use serde_json::Value;
 use crate::history::sanitize::View;
 
 pub mod anthropic;
+pub mod gemini;
 pub mod openai;
+pub mod responses;
 
 /// A request format the store can render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -29,14 +31,28 @@ pub enum Provider {
     Anthropic,
     /// OpenAI Chat Completions: `{"messages": [...]}`.
     OpenAi,
+    /// OpenAI Responses: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// Gemini `generateContent`: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
 }
 
 impl Provider {
-    /// The name used on the command line (`anthropic`, `openai`).
+    /// Every format, in the order the command line lists them.
+    pub const ALL: [Provider; 4] = [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Responses,
+        Provider::Gemini,
+    ];
+
+    /// The name used on the command line (`anthropic`, `openai`, `responses`, `gemini`).
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::Anthropic => "anthropic",
             Provider::OpenAi => "openai",
+            Provider::Responses => "responses",
+            Provider::Gemini => "gemini",
         }
     }
 }
@@ -54,8 +70,10 @@ impl std::str::FromStr for Provider {
         match s {
             "anthropic" => Ok(Provider::Anthropic),
             "openai" => Ok(Provider::OpenAi),
+            "responses" => Ok(Provider::Responses),
+            "gemini" => Ok(Provider::Gemini),
             other => Err(format!(
-                "unknown provider {other:?} (expected anthropic or openai)"
+                "unknown provider {other:?} (expected anthropic, openai, responses or gemini)"
             )),
         }
     }
@@ -66,6 +84,8 @@ pub fn render(view: &View, provider: Provider) -> Value {
     match provider {
         Provider::Anthropic => anthropic::render(view),
         Provider::OpenAi => openai::render(view),
+        Provider::Responses => responses::render(view),
+        Provider::Gemini => gemini::render(view),
     }
 }
 
@@ -78,19 +98,25 @@ pub struct MessageDigest {
     pub digest: String,
 }
 
-/// One digest per rendered message of `body` (and one for an Anthropic `system` first, when
-/// present), in order. Two bodies diverge at the first path whose digests differ.
+/// One digest per rendered message of `body` (and one for the system prompt first, when
+/// present: Anthropic's `system`, Responses' `instructions`, Gemini's `systemInstruction`),
+/// in order; the messages are `messages`, Responses' `input` items or Gemini's `contents`.
+/// Two bodies diverge at the first path whose digests differ.
 ///
 /// The hash is FNV-1a 64 over `serde_json::to_string` of the value: cheap, dependency-free
 /// and stable across builds; it finds divergence, it is not a cryptographic hash.
 pub fn digests(body: &Value) -> Vec<MessageDigest> {
     let mut out = Vec::new();
-    if let Some(system) = body.get("system") {
-        out.push(digest_of("/system".to_owned(), system));
+    for key in ["system", "instructions", "systemInstruction"] {
+        if let Some(system) = body.get(key) {
+            out.push(digest_of(format!("/{key}"), system));
+        }
     }
-    if let Some(messages) = body.get("messages").and_then(Value::as_array) {
-        for (index, message) in messages.iter().enumerate() {
-            out.push(digest_of(format!("/messages/{index}"), message));
+    for key in ["messages", "input", "contents"] {
+        if let Some(messages) = body.get(key).and_then(Value::as_array) {
+            for (index, message) in messages.iter().enumerate() {
+                out.push(digest_of(format!("/{key}/{index}"), message));
+            }
         }
     }
     out

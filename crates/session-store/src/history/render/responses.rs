@@ -1,0 +1,228 @@
+//! The OpenAI Responses API body: `{"instructions"?, "input": [...]}` (PROVIDER_RULES 14).
+//!
+//! - System messages that came in as a Responses body's `instructions` (their first part
+//!   says `{"openai": {"field": "instructions"}}`) are joined into `instructions`; every
+//!   other system message stays in place as a `system` (or, when it came as one, `developer`)
+//!   message item.
+//! - A user message is one message item with an `input_text` part per text part.
+//! - An assistant message becomes items in part order: consecutive text parts one `assistant`
+//!   message item of `output_text` parts, each tool_use a `function_call` (`call_id`, `name`,
+//!   `arguments` the input as a JSON string), each reasoning part that carries
+//!   `encrypted_content` a `reasoning` item, replayed as stored (`id` and `summary` when they
+//!   were stored, else the reasoning text as one `summary_text`). A reasoning item must be
+//!   followed by the item it preceded, so reasoning with no output item after it in its
+//!   message is left out, as is reasoning without `encrypted_content` (another provider's,
+//!   or one the server kept) and redacted reasoning.
+//! - Each tool_result becomes a `function_call_output` (`call_id`, `output`).
+//!
+//! Which reasoning may be sent (the model that wrote it) is decided before the loader
+//! ([`crate::history::models::bind_to_model`]); the view guarantees the pairing.
+
+use serde_json::{json, Map, Value};
+
+use crate::history::blank::is_blank;
+use crate::history::models::{encrypted_content, meta_str, OPENAI};
+use crate::history::render::anthropic::join_text;
+use crate::history::sanitize::View;
+use crate::model::{Part, Role};
+
+/// Renders `view` as an OpenAI Responses request body.
+pub fn render(view: &View) -> Value {
+    let mut instructions = Vec::new();
+    let mut input = Vec::new();
+    for message in &view.messages {
+        match message.role {
+            Role::System => {
+                let text = join_text(&message.parts);
+                if is_blank(&text) {
+                    continue;
+                }
+                let first = message.parts.first().and_then(Part::provider_metadata);
+                if meta_str(first, OPENAI, "field") == Some("instructions") {
+                    instructions.push(text);
+                } else {
+                    let role = match meta_str(first, OPENAI, "role") {
+                        Some("developer") => "developer",
+                        _ => "system",
+                    };
+                    input.push(message_item(role, "input_text", &[text.as_str()]));
+                }
+            }
+            Role::User => {
+                let texts: Vec<&str> = texts(&message.parts);
+                if !texts.is_empty() {
+                    input.push(message_item("user", "input_text", &texts));
+                }
+            }
+            Role::Assistant => assistant(&message.parts, &mut input),
+            Role::Tool => {
+                for part in &message.parts {
+                    if let Part::ToolResult {
+                        tool_use_id,
+                        content,
+                        ..
+                    } = part
+                    {
+                        input.push(json!({
+                            "type": "function_call_output",
+                            "call_id": tool_use_id,
+                            "output": content,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    let mut body = Map::new();
+    if !instructions.is_empty() {
+        body.insert(
+            "instructions".to_owned(),
+            Value::String(instructions.join("\n\n")),
+        );
+    }
+    body.insert("input".to_owned(), Value::Array(input));
+    Value::Object(body)
+}
+
+fn texts(parts: &[Part]) -> Vec<&str> {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text { text, .. } if !is_blank(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn message_item(role: &str, kind: &str, texts: &[&str]) -> Value {
+    let content: Vec<Value> = texts
+        .iter()
+        .map(|text| json!({"type": kind, "text": text}))
+        .collect();
+    json!({"type": "message", "role": role, "content": content})
+}
+
+/// True when the part renders as an output item (what a reasoning item may precede).
+fn is_output(part: &Part) -> bool {
+    match part {
+        Part::Text { text, .. } => !is_blank(text),
+        Part::ToolUse { .. } => true,
+        _ => false,
+    }
+}
+
+fn assistant(parts: &[Part], input: &mut Vec<Value>) {
+    // The last part that renders as an output item: reasoning after it precedes nothing.
+    let last_output = parts.iter().rposition(is_output);
+    let mut pending_text: Vec<&str> = Vec::new();
+    let flush = |pending: &mut Vec<&str>, input: &mut Vec<Value>| {
+        if !pending.is_empty() {
+            input.push(message_item("assistant", "output_text", pending));
+            pending.clear();
+        }
+    };
+    for (ordinal, part) in parts.iter().enumerate() {
+        match part {
+            Part::Text { text, .. } => {
+                if !is_blank(text) {
+                    pending_text.push(text);
+                }
+            }
+            Part::Reasoning {
+                text,
+                provider_metadata,
+            } => {
+                let Some(encrypted) = encrypted_content(provider_metadata.as_ref()) else {
+                    continue;
+                };
+                if last_output.is_none_or(|last| last < ordinal) {
+                    continue;
+                }
+                flush(&mut pending_text, input);
+                input.push(reasoning_item(text, provider_metadata.as_ref(), encrypted));
+            }
+            Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
+            Part::ToolUse {
+                id, name, input: args, ..
+            } => {
+                flush(&mut pending_text, input);
+                input.push(json!({
+                    "type": "function_call",
+                    "call_id": id,
+                    "name": name,
+                    "arguments": args.to_string(),
+                }));
+            }
+        }
+    }
+    flush(&mut pending_text, input);
+}
+
+fn reasoning_item(text: &str, metadata: Option<&Value>, encrypted: &str) -> Value {
+    let openai = metadata.and_then(|m| m.get(OPENAI));
+    let mut item = Map::new();
+    item.insert("type".to_owned(), json!("reasoning"));
+    if let Some(id) = openai
+        .and_then(|o| o.get("id"))
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+    {
+        item.insert("id".to_owned(), json!(id));
+    }
+    let summary = match openai.and_then(|o| o.get("summary")) {
+        Some(Value::Array(summary)) => Value::Array(summary.clone()),
+        _ if text.is_empty() => json!([]),
+        _ => json!([{"type": "summary_text", "text": text}]),
+    };
+    item.insert("summary".to_owned(), summary);
+    item.insert("encrypted_content".to_owned(), json!(encrypted));
+    Value::Object(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::{call, history};
+
+    fn encrypted(text: &str, blob: &str) -> Part {
+        Part::reasoning(text, Some(json!({"openai": {"encrypted_content": blob}})))
+    }
+
+    #[test]
+    fn reasoning_precedes_its_item_and_calls_pair_with_outputs() {
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![encrypted("r1", "E1"), call("c1"), encrypted("late", "E2")],
+            ),
+            (Role::Tool, vec![Part::tool_result("c1", "ok")]),
+            (
+                Role::Assistant,
+                vec![Part::reasoning("anthropic", None), Part::text("done")],
+            ),
+        ]));
+        let body = render(&view);
+        let types: Vec<&str> = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|item| item["type"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "message",
+                "reasoning",
+                "function_call",
+                "function_call_output",
+                "message"
+            ]
+        );
+        assert_eq!(body["input"][1]["encrypted_content"], "E1");
+        assert_eq!(body["input"][1]["summary"][0]["text"], "r1");
+        assert_eq!(body["input"][2]["arguments"], "{\"cmd\":\"ls\"}");
+        assert!(body.get("instructions").is_none());
+    }
+}
