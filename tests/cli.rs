@@ -229,7 +229,7 @@ fn unknown_sessions_and_missing_files_exit_2() {
 #[test]
 fn bad_arguments_exit_2() {
     let (_dir, db) = temp();
-    fails(&db, &["import", "--format", "codex", "x.jsonl"]);
+    fails(&db, &["import", "--format", "chat", "x.jsonl"]);
     fails(&db, &["frobnicate"]);
     fails(&db, &["show"]);
 }
@@ -674,12 +674,7 @@ fn a_file_named_as_another_format_is_refused_not_misread() {
             &["import", "--format", format, path.to_str().expect("utf-8")],
         );
     }
-    // Formats this build does not read are refused under auto too, never guessed.
-    let codex = fixture(
-        "agentcmd/codex/rollout-2025-09-24T20-12-23-01997ea4-a70d-7da3-8c20-c736db82a7c5.jsonl",
-    );
-    let err = fails(&db, &["import", codex.to_str().expect("utf-8")]);
-    assert!(err.contains("Codex rollout"), "{err}");
+    // Text that is no format is refused under auto too, never guessed.
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "just some notes\n").expect("write");
     let err = fails(&db, &["import", notes.to_str().expect("utf-8")]);

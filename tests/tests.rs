@@ -21,6 +21,7 @@ mod repair;
 mod repair_blackbox;
 mod repair_cli;
 mod repair_fuzz;
+mod responses_gemini;
 mod revert;
 mod self_contained;
 mod store;

@@ -27,6 +27,9 @@ pub fn run(
             let format = match named {
                 ImportFormat::Anthropic => Format::Anthropic,
                 ImportFormat::Openai => Format::OpenAi,
+                ImportFormat::Responses => Format::Responses,
+                ImportFormat::Gemini => Format::Gemini,
+                ImportFormat::Codex => Format::Codex,
                 ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
             };
             detect::confirm_sample(format, &sample)
@@ -42,10 +45,9 @@ pub fn run(
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;
     let store = open::or_create(db)?;
-    let messages = imported.into_messages();
-    tracing::debug!(messages = messages.len(), "parsed");
+    tracing::debug!(messages = imported.messages.len(), "parsed");
     let session = store
-        .import_session(messages)
+        .import(imported)
         .with_context(|| format!("cannot import {}", file.display()))?;
     if tombstoned > 0 {
         eprintln!(

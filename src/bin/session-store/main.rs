@@ -80,6 +80,11 @@ enum Command {
         /// Which provider's request shape.
         #[arg(long, value_enum)]
         format: ExportFormat,
+        /// The model the body is for, as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`):
+        /// signed reasoning another model wrote is not sent. Default: the model of the
+        /// session's latest assistant message.
+        #[arg(long, value_name = "PROVIDER/MODEL")]
+        model: Option<String>,
     },
     /// Replace the head of a session by a summary in what the provider sees.
     ///
@@ -128,6 +133,10 @@ enum ExportFormat {
     Anthropic,
     /// OpenAI Chat Completions: `{"messages": [...]}`.
     Openai,
+    /// OpenAI Responses: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// Gemini generateContent: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
 }
 
 /// The transcript formats `import` reads.
@@ -139,8 +148,14 @@ enum ImportFormat {
     Anthropic,
     /// An OpenAI Chat Completions request body: `{"messages": [...]}`.
     Openai,
+    /// An OpenAI Responses request body: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// A Gemini generateContent request body: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
     /// A Claude Code session log (JSON Lines).
     ClaudeCode,
+    /// A Codex CLI rollout (JSON Lines).
+    Codex,
 }
 
 fn main() -> ExitCode {
@@ -176,12 +191,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             turns,
             full,
         } => show::run(&open::existing(&cli.db)?, &session, turns, full, &mut out)?,
-        Command::Export { session, format } => {
+        Command::Export {
+            session,
+            format,
+            model,
+        } => {
             let provider = match format {
                 ExportFormat::Anthropic => Provider::Anthropic,
                 ExportFormat::Openai => Provider::OpenAi,
+                ExportFormat::Responses => Provider::Responses,
+                ExportFormat::Gemini => Provider::Gemini,
             };
-            export::run(&open::existing(&cli.db)?, &session, provider, &mut out)?
+            export::run(
+                &open::existing(&cli.db)?,
+                &session,
+                provider,
+                model,
+                &mut out,
+            )?
         }
         Command::Compact {
             session,

@@ -29,6 +29,10 @@ pub struct ExportOptions {
     /// Write the latch to the session row when it turns on (default). Turn off to export
     /// from a read-only store; the latch then only applies to this export.
     pub persist_latch: bool,
+    /// The model the request is for, `provider/model` (PROVIDER_RULES 10c): reasoning
+    /// signed by another model is not sent, a message's thinking all at once. `None`: the
+    /// model of the session's latest assistant message that has one.
+    pub model: Option<String>,
 }
 
 impl Default for ExportOptions {
@@ -36,6 +40,7 @@ impl Default for ExportOptions {
         Self {
             thinking: ThinkingConfig::default(),
             persist_latch: true,
+            model: None,
         }
     }
 }
