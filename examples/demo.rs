@@ -161,5 +161,10 @@ fn describe(part: &Part) -> String {
             };
             format!("{tag} {tool_use_id} {content:?}")
         }
+        other => format!(
+            "{} {}",
+            other.kind(),
+            session_store::history::texts::describe(other)
+        ),
     }
 }

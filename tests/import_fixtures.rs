@@ -194,6 +194,7 @@ impl Inventory {
                     content,
                     is_error,
                     provider_metadata,
+                    ..
                 } if !tombstoned.contains(tool_use_id.as_str()) => {
                     inventory.results.insert(tool_use_id.clone(), *is_error);
                     // Content with images is described, not copied: compare text only.

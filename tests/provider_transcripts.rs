@@ -69,6 +69,7 @@ fn to_messages(body: &Value) -> Vec<Message> {
                             block["input"].clone(),
                         )),
                         Some("tool_result") => parts.push(Part::ToolResult {
+                            blocks: None,
                             tool_use_id: field("tool_use_id"),
                             content: text_of(&block["content"]),
                             is_error: block["is_error"].as_bool().unwrap_or(false),
@@ -100,6 +101,7 @@ fn to_messages(body: &Value) -> Vec<Message> {
             role,
             compacted: false,
             created_at: chrono::DateTime::UNIX_EPOCH,
+            model: None,
             parts,
         })
         .collect()
@@ -226,6 +228,7 @@ fn claude_code_messages(jsonl: &str) -> Vec<Message> {
                             block["input"].clone(),
                         )),
                         Some("tool_result") => parts.push(Part::ToolResult {
+                            blocks: None,
                             tool_use_id: field("tool_use_id"),
                             content: text_of(&block["content"]),
                             is_error: block["is_error"].as_bool().unwrap_or(false),
@@ -255,6 +258,7 @@ fn claude_code_messages(jsonl: &str) -> Vec<Message> {
             role,
             compacted: false,
             created_at: chrono::DateTime::UNIX_EPOCH,
+            model: None,
             parts,
         })
         .collect()

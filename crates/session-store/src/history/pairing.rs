@@ -198,7 +198,11 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                 }
                 results += 1;
             }
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::ToolUse { .. }
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::ToolUse { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
                 if role != Role::Assistant =>
             {
                 return Err(Refusal::MisplacedPart {
@@ -220,7 +224,13 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                     return Err(Refusal::ToolInputNotObject { id: id.clone() });
                 }
             }
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {}
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
+            | Part::Image { .. }
+            | Part::Document { .. }
+            | Part::Opaque { .. } => {}
         }
     }
     if role == Role::Tool && results == 0 {

@@ -440,6 +440,7 @@ pub(crate) mod tests {
                 role,
                 compacted: false,
                 created_at: t0(),
+                model: None,
                 parts,
             })
             .collect()

@@ -355,7 +355,14 @@ impl Loader {
                         self.dropped_blank(message.seq, ordinal);
                     }
                 }
-                Part::Text { .. } | Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
+                Part::Text { .. }
+                | Part::Reasoning { .. }
+                | Part::RedactedReasoning { .. }
+                | Part::Image { .. }
+                | Part::Document { .. }
+                | Part::ServerToolUse { .. }
+                | Part::ServerToolResult { .. }
+                | Part::Opaque { .. } => {
                     parts.push(part.clone());
                 }
                 Part::ToolUse {
@@ -494,6 +501,7 @@ impl Loader {
                     tool_use_id,
                     content,
                     is_error,
+                    blocks,
                     provider_metadata,
                 } => {
                     let view_id = self.answered_call(ordinal);
@@ -526,6 +534,7 @@ impl Loader {
                             tool_use_id: view_id,
                             content,
                             is_error: *is_error,
+                            blocks: blocks.clone(),
                             provider_metadata: provider_metadata.clone(),
                         });
                         if !answered {
@@ -540,7 +549,22 @@ impl Loader {
                 Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
                     self.dropped_reasoning(seq, ordinal, Role::Tool);
                 }
-                Part::Text { .. } | Part::ToolUse { .. } => {
+                Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
+                    self.repair(
+                        RepairKind::MovedPart,
+                        seq,
+                        Some(ordinal),
+                        format!(
+                            "{} part in a tool message: sent after the tool block",
+                            part.kind()
+                        ),
+                    );
+                    after.push(part.clone());
+                }
+                Part::Text { .. }
+                | Part::ToolUse { .. }
+                | Part::ServerToolUse { .. }
+                | Part::ServerToolResult { .. } => {
                     self.repair(
                         RepairKind::MovedPart,
                         seq,
@@ -632,7 +656,13 @@ fn texts_outside_tool(
             Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
                 loader.dropped_reasoning(message.seq, ordinal, message.role);
             }
-            Part::ToolUse { .. } | Part::ToolResult { .. } => {
+            Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
+                parts.push(part.clone());
+            }
+            Part::ToolUse { .. }
+            | Part::ToolResult { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. } => {
                 loader.repair(
                     RepairKind::MovedPart,
                     message.seq,

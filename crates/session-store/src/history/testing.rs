@@ -29,6 +29,7 @@ pub(crate) fn history(messages: Vec<(Role, Vec<Part>)>) -> Vec<Message> {
                 role,
                 compacted: false,
                 created_at: t0() + Duration::seconds(seq),
+                model: None,
                 parts,
             }
         })
@@ -113,7 +114,7 @@ pub(crate) mod arb {
             2 => (text(), metadata()).prop_map(|(text, provider_metadata)| Part::Reasoning { text, provider_metadata }),
             1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),
-            3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, provider_metadata: None }),
+            3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: None, provider_metadata: None }),
         ]
     }
 

@@ -117,6 +117,7 @@ pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError
                 }
             };
             Block::Result(Part::ToolResult {
+                blocks: None,
                 tool_use_id: tool_use_id.to_owned(),
                 content,
                 is_error,

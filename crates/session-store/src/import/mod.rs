@@ -482,6 +482,7 @@ fn orphan_text(part: Part) -> Part {
         content,
         is_error,
         provider_metadata,
+        ..
     } = part
     else {
         return part;
@@ -497,6 +498,7 @@ fn orphan_text(part: Part) -> Part {
         tool_use_id,
         content,
         is_error,
+        blocks: None,
         provider_metadata: None,
     });
     Part::Text {
@@ -538,6 +540,21 @@ pub(crate) fn tag(part: &mut Part, extra: Value) {
             provider_metadata, ..
         }
         | Part::ToolResult {
+            provider_metadata, ..
+        }
+        | Part::Image {
+            provider_metadata, ..
+        }
+        | Part::Document {
+            provider_metadata, ..
+        }
+        | Part::ServerToolUse {
+            provider_metadata, ..
+        }
+        | Part::ServerToolResult {
+            provider_metadata, ..
+        }
+        | Part::Opaque {
             provider_metadata, ..
         } => provider_metadata,
     };

@@ -140,6 +140,7 @@ fn load_session(conn: &Connection, session: &SessionId, now: DateTime<Utc>) -> R
                 role,
                 compacted: row.get::<_, Option<i64>>(4)?.unwrap_or(0) != 0,
                 created_at: created_at.as_deref().and_then(parse_time).unwrap_or(now),
+                model: None,
                 parts: Vec::new(),
             });
             loaded.part_ids.push(Vec::new());
@@ -173,6 +174,20 @@ fn load_session(conn: &Connection, session: &SessionId, now: DateTime<Utc>) -> R
                 tool_use_id,
                 content: text,
                 is_error: row.get::<_, Option<i64>>(10)?.unwrap_or(0) != 0,
+                blocks: None,
+                provider_metadata: None,
+            },
+            // The planner reads only the kind (and ids) of these.
+            PartKind::Image => Part::image(Value::Null),
+            PartKind::Document => Part::document(Value::Null),
+            PartKind::ServerToolUse => Part::server_tool_use(
+                tool_use_id,
+                row.get::<_, Option<String>>(11)?.unwrap_or_default(),
+                Value::Null,
+            ),
+            PartKind::ServerToolResult => Part::server_tool_result(tool_use_id, Value::Null),
+            PartKind::Opaque => Part::Opaque {
+                block: Value::Null,
                 provider_metadata: None,
             },
         };

@@ -19,21 +19,21 @@ pub(crate) enum Range {
 }
 
 const SELECT_MESSAGES: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.seq BETWEEN ?2 AND ?3
     ORDER BY m.seq, p.ordinal";
 
 const SELECT_MESSAGES_BY_TURN: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.turn_index BETWEEN ?2 AND ?3
     ORDER BY m.turn_index, m.seq, p.ordinal";
 
 const SELECT_VISIBLE_MESSAGES: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.compacted = 0 AND ?2 <= ?3
@@ -58,7 +58,7 @@ pub(crate) fn load_messages(
         if messages.last().is_none_or(|m| m.id != id) {
             messages.push(message_from_row(row)?);
         }
-        if let Some(part) = part_from_row(row, 6)? {
+        if let Some(part) = part_from_row(row, 7)? {
             if let Some(message) = messages.last_mut() {
                 message.parts.push(part);
             }
@@ -67,7 +67,7 @@ pub(crate) fn load_messages(
     Ok(messages)
 }
 
-/// Decodes the message columns 0..=5 (id, seq, turn_index, role, compacted, created_at).
+/// Decodes the message columns 0..=6 (id, seq, turn_index, role, compacted, created_at, model).
 pub(crate) fn message_from_row(row: &Row<'_>) -> Result<Message> {
     let id: i64 = row.get(0)?;
     let role: String = row.get(3)?;
@@ -85,6 +85,7 @@ pub(crate) fn message_from_row(row: &Row<'_>) -> Result<Message> {
         compacted: row.get::<_, i64>(4)? != 0,
         created_at: super::parse_time(&created_at)
             .ok_or_else(|| corrupt(format!("created_at {created_at:?} is not RFC 3339")))?,
+        model: text_at(row, 6)?,
         parts: Vec::new(),
     })
 }
@@ -132,9 +133,50 @@ pub(crate) fn part_from_row(row: &Row<'_>, at: usize) -> Result<Option<Part>> {
             tool_use_id,
             content: text,
             is_error: flag_at(row, at + 6)?,
+            blocks: text_at(row, at + 5)?.map(|raw| json_or_string(&raw)),
+            provider_metadata,
+        },
+        PartKind::Image | PartKind::Document => {
+            let source = json_at(row, at + 5)?;
+            let title = text_at(row, at + 2)?;
+            if kind == PartKind::Image {
+                Part::Image {
+                    source,
+                    title,
+                    provider_metadata,
+                }
+            } else {
+                Part::Document {
+                    source,
+                    title,
+                    provider_metadata,
+                }
+            }
+        }
+        PartKind::ServerToolUse => Part::ServerToolUse {
+            id: tool_use_id,
+            name: text_at(row, at + 4)?.unwrap_or_default(),
+            input: json_at(row, at + 5)?,
+            provider_metadata,
+        },
+        PartKind::ServerToolResult => Part::ServerToolResult {
+            tool_use_id,
+            block: json_at(row, at + 5)?,
+            provider_metadata,
+        },
+        PartKind::Opaque => Part::Opaque {
+            block: json_at(row, at + 5)?,
             provider_metadata,
         },
     }))
+}
+
+/// The `input` column as JSON; `{}` when NULL.
+fn json_at(row: &Row<'_>, at: usize) -> Result<Value> {
+    Ok(text_at(row, at)?.map_or_else(
+        || Value::Object(Default::default()),
+        |raw| json_or_string(&raw),
+    ))
 }
 
 /// A text column as another writer may have filled it: SQLite keeps bytes as a BLOB (read
@@ -172,8 +214,8 @@ fn json_or_string(raw: &str) -> Value {
 }
 
 const INSERT_MESSAGE: &str = "
-    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
-    VALUES (?1, ?2, ?3, ?4, 0, ?5)";
+    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
+    VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)";
 
 const INSERT_PART: &str = "
     INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
@@ -193,7 +235,8 @@ pub(crate) fn insert_message(
         seq,
         turn_index,
         message.role.as_str(),
-        created_at
+        created_at,
+        message.model
     ])?;
     let message_id = conn.last_insert_rowid();
     for (ordinal, part) in message.parts.iter().enumerate() {
@@ -237,8 +280,43 @@ pub(crate) fn insert_part(
             tool_use_id,
             content,
             is_error,
+            blocks,
             ..
-        } => (Some(content), Some(tool_use_id), None, None, *is_error),
+        } => (
+            Some(content),
+            Some(tool_use_id),
+            None,
+            blocks.as_ref().map(serde_json::to_string).transpose()?,
+            *is_error,
+        ),
+        Part::Image { source, title, .. } | Part::Document { source, title, .. } => (
+            title.as_deref(),
+            None,
+            None,
+            Some(serde_json::to_string(source)?),
+            false,
+        ),
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => (
+            None,
+            Some(id),
+            Some(name),
+            Some(serde_json::to_string(input)?),
+            false,
+        ),
+        Part::ServerToolResult {
+            tool_use_id, block, ..
+        } => (
+            None,
+            Some(tool_use_id),
+            None,
+            Some(serde_json::to_string(block)?),
+            false,
+        ),
+        Part::Opaque { block, .. } => {
+            (None, None, None, Some(serde_json::to_string(block)?), false)
+        }
     };
     conn.prepare_cached(INSERT_PART)?.execute(params![
         message_id,

@@ -95,7 +95,26 @@ fn blocks(parts: &[Part]) -> Vec<Value> {
     parts.iter().filter_map(block).collect()
 }
 
+/// One part as an Anthropic block, with the block attributes the source gave it (citations,
+/// cache-control marks, ...: `provider_metadata.anthropic.attributes`) put back.
 fn block(part: &Part) -> Option<Value> {
+    let mut rendered = bare_block(part)?;
+    if let (Some(Value::Object(attributes)), Value::Object(out)) =
+        (attributes(part.provider_metadata()), &mut rendered)
+    {
+        for (key, value) in attributes {
+            out.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    Some(rendered)
+}
+
+/// The block attributes an Anthropic source gave a part, kept for Anthropic alone.
+pub(crate) fn attributes(metadata: Option<&Value>) -> Option<&Value> {
+    metadata?.get("anthropic")?.get("attributes")
+}
+
+fn bare_block(part: &Part) -> Option<Value> {
     Some(match part {
         Part::Text { text, .. } => text_block(text),
         Part::Reasoning {
@@ -132,6 +151,26 @@ fn block(part: &Part) -> Option<Value> {
                 result.insert("is_error".to_owned(), json!(true));
             }
             Value::Object(result)
+        }
+        Part::Image { source, .. } => json!({"type": "image", "source": source}),
+        Part::Document { source, title, .. } => {
+            let mut document = Map::new();
+            document.insert("type".to_owned(), json!("document"));
+            document.insert("source".to_owned(), source.clone());
+            if let Some(title) = title {
+                document.insert("title".to_owned(), json!(title));
+            }
+            Value::Object(document)
+        }
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => json!({"type": "server_tool_use", "id": id, "name": name, "input": input}),
+        Part::ServerToolResult { block, .. } => block.clone(),
+        Part::Opaque { block, .. } => {
+            if part.opaque_provider() != Some("anthropic") {
+                return None;
+            }
+            block.clone()
         }
     })
 }
