@@ -19,9 +19,11 @@ use crate::model::{Message, Part, Role};
 
 mod gemini;
 mod responses;
+mod signed_by;
 
 pub use gemini::check_gemini;
 pub use responses::check_responses;
+pub use signed_by::check_signed_by_target;
 
 /// One provider rule, named after what it requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

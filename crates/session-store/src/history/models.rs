@@ -25,7 +25,7 @@
 
 use serde_json::Value;
 
-use crate::model::Part;
+use crate::model::{Message, Part, Role};
 
 /// The provider-metadata namespace of OpenAI (Chat Completions and Responses).
 pub const OPENAI: &str = "openai";
@@ -77,6 +77,41 @@ pub fn is_gemini_reasoning(metadata: Option<&Value>) -> bool {
 pub fn provider_of(model: &str) -> &str {
     model.split_once('/').map_or(model, |(provider, _)| provider)
 }
+
+/// The model of the session's latest assistant message that has one: the target an export
+/// assumes when none is named.
+pub fn latest_model(messages: &[Message]) -> Option<&str> {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Assistant)
+        .find_map(|m| m.model.as_deref())
+}
+
+/// Rule 10c: `messages` with every assistant message written by another model than `target`
+/// stripped of its thinking, all of it at once (reasoning and redacted reasoning parts, and
+/// Gemini signatures on its other parts). With no target, or for a message whose model is
+/// unknown, nothing changes. The rest of each message is untouched, so the loader sees the
+/// same calls and results.
+pub fn bind_to_model(messages: &[Message], target: Option<&str>) -> Vec<Message> {
+    let Some(target) = target else {
+        return messages.to_vec();
+    };
+    messages
+        .iter()
+        .map(|message| {
+            let foreign = message.role == Role::Assistant
+                && message.model.as_deref().is_some_and(|model| model != target);
+            if !foreign {
+                return message.clone();
+            }
+            let mut message = message.clone();
+            message.parts = strip_thinking(&message.parts);
+            message
+        })
+        .collect()
+}
+
 
 /// The parts without their thinking: reasoning and redacted reasoning left out, Gemini
 /// signatures removed from the others. Never empty when `parts` was not: a message made of
@@ -130,3 +165,65 @@ fn remove_gemini_signature(metadata: &mut Option<Value>) {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::testing::history;
+
+    fn with_model(mut messages: Vec<Message>, models: &[Option<&str>]) -> Vec<Message> {
+        for (message, model) in messages.iter_mut().zip(models) {
+            message.model = model.map(str::to_owned);
+        }
+        messages
+    }
+
+    #[test]
+    fn another_models_message_loses_all_its_thinking_at_once() {
+        let call = Part::ToolUse {
+            id: "c".into(),
+            name: "f".into(),
+            input: json!({}),
+            provider_metadata: Some(json!({"gemini": {"thoughtSignature": "g"}, "x": 1})),
+        };
+        let messages = with_model(
+            history(vec![
+                (Role::User, vec![Part::text("q")]),
+                (
+                    Role::Assistant,
+                    vec![
+                        Part::reasoning("t", Some(json!({"anthropic": {"signature": "s"}}))),
+                        Part::text("a"),
+                        call.clone(),
+                    ],
+                ),
+            ]),
+            &[None, Some("anthropic/claude-sonnet-4-5")],
+        );
+        let same = bind_to_model(&messages, Some("anthropic/claude-sonnet-4-5"));
+        assert_eq!(same, messages);
+        let other = bind_to_model(&messages, Some("gemini/gemini-3-pro"));
+        assert_eq!(
+            other[1].parts,
+            vec![
+                Part::text("a"),
+                Part::ToolUse {
+                    id: "c".into(),
+                    name: "f".into(),
+                    input: json!({}),
+                    provider_metadata: Some(json!({"x": 1})),
+                }
+            ]
+        );
+        assert_eq!(bind_to_model(&messages, None), messages);
+        assert_eq!(latest_model(&messages), Some("anthropic/claude-sonnet-4-5"));
+        assert_eq!(provider_of("openai/gpt-5"), "openai");
+    }
+
+    #[test]
+    fn a_message_of_thinking_only_keeps_an_empty_text() {
+        let parts = vec![Part::reasoning("t", None)];
+        assert_eq!(strip_thinking(&parts), vec![Part::text("")]);
+    }
+}

@@ -21,6 +21,12 @@ use crate::model::{NewMessage, Part, Role};
 pub fn import(text: &str) -> Result<Imported, ImportError> {
     let body = parse_document(text)?;
     let messages = messages_of(&body)?;
+    // Who wrote the assistant messages: the body's `model`, when it names one.
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(|m| format!("anthropic/{m}"));
     let system = match body.get("system") {
         None | Some(Value::Null) => None,
         Some(system) => system_message(system, &Location::path("system"))?,
@@ -52,7 +58,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                         "an assistant message cannot hold tool_result blocks",
                     ));
                 }
-                assembler.push(&at, NewMessage::assistant(non_empty(parts)))?;
+                let mut message = NewMessage::assistant(non_empty(parts));
+                super::responses::set_model(&mut message, model.as_deref());
+                assembler.push(&at, message)?;
             }
             other => {
                 return Err(ImportError::malformed(

@@ -264,6 +264,7 @@ fn function_response(
             tool_use_id: id,
             content: body.to_string(),
             is_error: false,
+            blocks: None,
             provider_metadata: body
                 .is_object()
                 .then(|| json!({ GEMINI: {"response": body} })),

@@ -32,6 +32,12 @@ use crate::model::{NewMessage, Part, Role};
 pub fn import(text: &str) -> Result<Imported, ImportError> {
     let body = parse_document(text)?;
     let messages = messages_of(&body)?;
+    // Who wrote the assistant messages: the body's `model`, when it names one.
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .map(|m| format!("openai/{m}"));
     let mut assembler = Assembler::new(Leniency::STRICT);
     // Ids given to calls that came without one, in call order, not yet answered.
     let mut unnamed: Vec<String> = Vec::new();
@@ -65,7 +71,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                         "an assistant message needs content or tool_calls",
                     ));
                 }
-                assembler.push(&at, NewMessage::assistant(parts))?;
+                let mut message = NewMessage::assistant(parts);
+                super::responses::set_model(&mut message, model.as_deref());
+                assembler.push(&at, message)?;
             }
             "tool" => {
                 let id = match object.get("tool_call_id") {

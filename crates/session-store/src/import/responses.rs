@@ -233,8 +233,7 @@ impl Items {
 
 /// Records who wrote an assistant message (`messages.model`).
 pub(crate) fn set_model(message: &mut NewMessage, model: Option<&str>) {
-    // V7_PENDING: messages.model arrives with migration V7.
-    let _ = (message, model);
+    message.model = model.map(str::to_owned);
 }
 
 fn non_empty(parts: Vec<Part>) -> Vec<Part> {
@@ -428,6 +427,7 @@ fn output(
         tool_use_id: id.to_owned(),
         content,
         is_error,
+        blocks: None,
         provider_metadata: None,
     };
     if !tags.is_empty() {
@@ -459,7 +459,7 @@ mod tests {
                 Some(json!({"openai": {"id": "rs_1", "encrypted_content": "E", "summary": [{"type": "summary_text", "text": "think"}]}}))
             )
         );
-        // V7_PENDING assert_eq!(imported.messages[1].model.as_deref(), Some("openai/gpt-5"));
+        assert_eq!(imported.messages[1].model.as_deref(), Some("openai/gpt-5"));
         assert!(imported.system.is_some());
     }
 

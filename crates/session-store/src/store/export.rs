@@ -100,6 +100,7 @@ impl Store {
             now,
             &options.thinking,
             provider,
+            options.model.as_deref(),
         );
         if request.retention.newly_latched && options.persist_latch {
             self.write(|tx| {

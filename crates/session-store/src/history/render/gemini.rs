@@ -19,6 +19,9 @@
 //! - Each tool_result is a `{"functionResponse": {"id"?, "name", "response"}}` in the next
 //!   `user` content, named after its call; `response` is `{"output": content}` (`{"error":
 //!   content}` for a failure), or the object a Gemini body carried, when it was imported.
+//! - Images and documents with inline data go as `inlineData`, others (and server tool
+//!   parts of another provider) as text saying what they were; a provider block the store
+//!   kept verbatim goes back only when Gemini made it.
 //! - A call id is sent unless the call came from a Gemini body without one
 //!   (`{"gemini": {"id": false}}`); its response then goes without one too.
 
@@ -32,7 +35,7 @@ use crate::history::models::{
 };
 use crate::history::render::anthropic::join_text;
 use crate::history::sanitize::View;
-use crate::history::texts::PLACEHOLDER_USER;
+use crate::history::texts::{describe, PLACEHOLDER_USER};
 use crate::model::{Part, Role};
 
 /// Renders `view` as a Gemini `generateContent` request body.
@@ -58,6 +61,9 @@ pub fn render(view: &View) -> Value {
                     .iter()
                     .filter_map(|part| match part {
                         Part::Text { text, .. } if !is_blank(text) => Some(json!({"text": text})),
+                        Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
+                            media(part)
+                        }
                         _ => None,
                     })
                     .collect(),
@@ -112,6 +118,26 @@ pub fn render(view: &View) -> Value {
         .collect();
     body.insert("contents".to_owned(), Value::Array(contents));
     Value::Object(body)
+}
+
+/// An image or document: inline data when the source carries it (`inlineData`), else text
+/// saying what it was; a provider block only when Gemini made it.
+fn media(part: &Part) -> Option<Value> {
+    match part {
+        Part::Image { source, .. } | Part::Document { source, .. } => {
+            let base64 = source.get("type").and_then(Value::as_str) == Some("base64");
+            let media_type = source.get("media_type").and_then(Value::as_str);
+            let data = source.get("data").and_then(Value::as_str);
+            match (base64, media_type, data) {
+                (true, Some(mime), Some(data)) => {
+                    Some(json!({"inlineData": {"mimeType": mime, "data": data}}))
+                }
+                _ => Some(json!({"text": describe(part)})),
+            }
+        }
+        Part::Opaque { block, .. } if part.opaque_provider() == Some(GEMINI) => Some(block.clone()),
+        _ => None,
+    }
 }
 
 fn has_no_id(metadata: Option<&Value>) -> bool {
@@ -184,6 +210,12 @@ fn model_parts(parts: &[Part]) -> Vec<Value> {
                 first_call = false;
                 out.push(signed(part, signature));
             }
+            Part::ServerToolUse { .. } | Part::ServerToolResult { .. } => {
+                out.push(json!({"text": describe(part)}));
+            }
+            Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
+                out.extend(media(part));
+            }
             Part::Text { .. } | Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
         }
     }
@@ -200,6 +232,7 @@ fn function_response(
         content,
         is_error,
         provider_metadata,
+        ..
     } = part
     else {
         return None;

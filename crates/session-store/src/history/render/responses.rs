@@ -14,6 +14,9 @@
 //!   message is left out, as is reasoning without `encrypted_content` (another provider's,
 //!   or one the server kept) and redacted reasoning.
 //! - Each tool_result becomes a `function_call_output` (`call_id`, `output`).
+//! - Images, documents and another provider's server tool parts are sent as text saying
+//!   what they were; a provider block the store kept verbatim goes back only when OpenAI
+//!   made it.
 //!
 //! Which reasoning may be sent (the model that wrote it) is decided before the loader
 //! ([`crate::history::models::bind_to_model`]); the view guarantees the pairing.
@@ -24,6 +27,7 @@ use crate::history::blank::is_blank;
 use crate::history::models::{encrypted_content, meta_str, OPENAI};
 use crate::history::render::anthropic::join_text;
 use crate::history::sanitize::View;
+use crate::history::texts::describe;
 use crate::model::{Part, Role};
 
 /// Renders `view` as an OpenAI Responses request body.
@@ -49,7 +53,8 @@ pub fn render(view: &View) -> Value {
                 }
             }
             Role::User => {
-                let texts: Vec<&str> = texts(&message.parts);
+                let texts = texts(&message.parts);
+                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                 if !texts.is_empty() {
                     input.push(message_item("user", "input_text", &texts));
                 }
@@ -84,11 +89,13 @@ pub fn render(view: &View) -> Value {
     Value::Object(body)
 }
 
-fn texts(parts: &[Part]) -> Vec<&str> {
+/// The text of a user message: its text parts, and what its images and documents were.
+fn texts(parts: &[Part]) -> Vec<String> {
     parts
         .iter()
         .filter_map(|part| match part {
-            Part::Text { text, .. } if !is_blank(text) => Some(text.as_str()),
+            Part::Text { text, .. } if !is_blank(text) => Some(text.clone()),
+            Part::Image { .. } | Part::Document { .. } => Some(describe(part)),
             _ => None,
         })
         .collect()
@@ -106,7 +113,11 @@ fn message_item(role: &str, kind: &str, texts: &[&str]) -> Value {
 fn is_output(part: &Part) -> bool {
     match part {
         Part::Text { text, .. } => !is_blank(text),
-        Part::ToolUse { .. } => true,
+        Part::ToolUse { .. }
+        | Part::ServerToolUse { .. }
+        | Part::ServerToolResult { .. }
+        | Part::Image { .. }
+        | Part::Document { .. } => true,
         _ => false,
     }
 }
@@ -114,10 +125,11 @@ fn is_output(part: &Part) -> bool {
 fn assistant(parts: &[Part], input: &mut Vec<Value>) {
     // The last part that renders as an output item: reasoning after it precedes nothing.
     let last_output = parts.iter().rposition(is_output);
-    let mut pending_text: Vec<&str> = Vec::new();
-    let flush = |pending: &mut Vec<&str>, input: &mut Vec<Value>| {
+    let mut pending_text: Vec<String> = Vec::new();
+    let flush = |pending: &mut Vec<String>, input: &mut Vec<Value>| {
         if !pending.is_empty() {
-            input.push(message_item("assistant", "output_text", pending));
+            let texts: Vec<&str> = pending.iter().map(String::as_str).collect();
+            input.push(message_item("assistant", "output_text", &texts));
             pending.clear();
         }
     };
@@ -125,7 +137,18 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
         match part {
             Part::Text { text, .. } => {
                 if !is_blank(text) {
-                    pending_text.push(text);
+                    pending_text.push(text.clone());
+                }
+            }
+            // Another provider's server tools and media: what they were, as text.
+            Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
+            | Part::Image { .. }
+            | Part::Document { .. } => pending_text.push(describe(part)),
+            Part::Opaque { block, .. } => {
+                if part.opaque_provider() == Some(OPENAI) {
+                    flush(&mut pending_text, input);
+                    input.push(block.clone());
                 }
             }
             Part::Reasoning {
