@@ -56,9 +56,12 @@ impl Inventory {
                         .outputs
                         .insert(id, item["output"].as_str().unwrap_or_default().into());
                 }
-                "reasoning" => inventory
-                    .encrypted
-                    .push(item["encrypted_content"].as_str().unwrap_or_default().into()),
+                "reasoning" => inventory.encrypted.push(
+                    item["encrypted_content"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .into(),
+                ),
                 _ => {}
             }
         }
@@ -110,8 +113,21 @@ fn options() -> ExportOptions {
 }
 
 fn export(store: &Store, session: &SessionId, provider: Provider) -> Value {
+    export_for(store, session, provider, None)
+}
+
+fn export_for(
+    store: &Store,
+    session: &SessionId,
+    provider: Provider,
+    model: Option<&str>,
+) -> Value {
+    let options = ExportOptions {
+        model: model.map(str::to_owned),
+        ..options()
+    };
     let request = store
-        .export_request(session, provider, session_store::store::clock(), &options())
+        .export_request(session, provider, session_store::store::clock(), &options)
         .expect("export");
     assert_eq!(request.violations, vec![], "{provider}: {:#}", request.body);
     assert_eq!(check(provider, &request.body), vec![], "{provider}");
@@ -125,7 +141,12 @@ fn encrypted_in(body: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter(|item| item["type"] == "reasoning")
-        .map(|item| item["encrypted_content"].as_str().unwrap_or_default().to_owned())
+        .map(|item| {
+            item["encrypted_content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect()
 }
 
@@ -138,7 +159,12 @@ fn codex_rollouts_import_with_every_call_output_and_reasoning_in_the_source() {
     let mut total_calls = 0;
     for path in rollouts {
         let text = read(&path);
-        assert_eq!(detect::detect(&text), Ok(Format::Codex), "{}", path.display());
+        assert_eq!(
+            detect::detect(&text),
+            Ok(Format::Codex),
+            "{}",
+            path.display()
+        );
         let source = Inventory::of_rollout(&text);
         let imported = import::import(Format::Codex, &text).expect("imports");
         assert!(imported.tombstoned.is_empty(), "{:?}", imported.tombstoned);
@@ -167,7 +193,11 @@ fn codex_rollouts_import_with_every_call_output_and_reasoning_in_the_source() {
                 path.display()
             );
         }
-        assert!(replayed.len() + 2 >= source.encrypted.len(), "{}", path.display());
+        assert!(
+            replayed.len() + 2 >= source.encrypted.len(),
+            "{}",
+            path.display()
+        );
     }
     assert_eq!(total_calls, 123 + 16, "the counts SOURCES.md gives");
 }
@@ -217,7 +247,9 @@ fn mixed_session(store: &Store) -> SessionId {
                 NewMessage::assistant(vec![
                     Part::Text {
                         text: "All found.".into(),
-                        provider_metadata: Some(json!({"gemini": {"thoughtSignature": "VGV4dFNpZw=="}})),
+                        provider_metadata: Some(
+                            json!({"gemini": {"thoughtSignature": "VGV4dFNpZw=="}}),
+                        ),
                     },
                     Part::Reasoning {
                         text: String::new(),
@@ -255,11 +287,18 @@ fn export_import_export_gives_the_same_body_for_responses_and_gemini() {
     let gemini = export(&store, &session, Provider::Gemini);
     let text = gemini.to_string();
     for signature in ["R2VtaW5pU2ln", "VGV4dFNpZw==", "RW1wdHlTaWc="] {
-        assert!(text.contains(&format!("\"thoughtSignature\":\"{signature}\"")), "{text}");
+        assert!(
+            text.contains(&format!("\"thoughtSignature\":\"{signature}\"")),
+            "{text}"
+        );
     }
     let responses = export(&store, &session, Provider::Responses);
     assert_eq!(encrypted_in(&responses), ["gAAAAB-enc"]);
-    assert_eq!(responses["instructions"], Value::Null, "an Anthropic-style system stays in place");
+    assert_eq!(
+        responses["instructions"],
+        Value::Null,
+        "an Anthropic-style system stays in place"
+    );
 }
 
 #[test]
@@ -282,7 +321,8 @@ fn a_codex_compaction_marker_becomes_a_store_compaction() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let line = |kind: &str, payload: Value| {
-        json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": kind, "payload": payload}).to_string()
+        json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": kind, "payload": payload})
+            .to_string()
     };
     let user = |text: &str| {
         line(
@@ -337,11 +377,22 @@ fn the_cli_imports_codex_and_exports_responses_and_gemini() {
     let db = dir.path().join("s.db");
     let path = &codex_rollouts()[1];
     let output = session_store(&db, &["import", path.to_str().expect("utf-8")]);
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    for (format, provider) in [("responses", Provider::Responses), ("gemini", Provider::Gemini)] {
+    for (format, provider) in [
+        ("responses", Provider::Responses),
+        ("gemini", Provider::Gemini),
+    ] {
         let output = session_store(&db, &["export", &id, "--format", format]);
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         let body: Value = serde_json::from_slice(&output.stdout).expect("JSON");
         assert_eq!(check(provider, &body), vec![]);
         let file = dir.path().join(format!("{format}.json"));
@@ -350,14 +401,147 @@ fn the_cli_imports_codex_and_exports_responses_and_gemini() {
             &db,
             &["import", "--format", format, file.to_str().expect("utf-8")],
         );
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
     let output = session_store(
         &db,
-        &["export", &id, "--format", "anthropic", "--model", "anthropic/claude-sonnet-4-5"],
+        &[
+            "export",
+            &id,
+            "--format",
+            "anthropic",
+            "--model",
+            "anthropic/claude-sonnet-4-5",
+        ],
     );
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let role_check: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(role_check["messages"][0]["role"], "user");
     let _ = Role::User;
+}
+
+#[test]
+fn a_codex_rollouts_reasoning_goes_only_to_the_model_that_wrote_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let session = store
+        .import(import::import(Format::Codex, &read(&codex_rollouts()[1])).expect("imports"))
+        .expect("stored");
+    let messages = store.messages(&session).expect("read");
+    assert!(messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .all(|m| m.model.as_deref() == Some("openai/gpt-5-codex")));
+    let own = export_for(
+        &store,
+        &session,
+        Provider::Responses,
+        Some("openai/gpt-5-codex"),
+    );
+    assert!(!encrypted_in(&own).is_empty());
+    assert_eq!(
+        own,
+        export(&store, &session, Provider::Responses),
+        "the latest model is assumed"
+    );
+    let other = export_for(&store, &session, Provider::Responses, Some("openai/gpt-5"));
+    assert!(
+        encrypted_in(&other).is_empty(),
+        "another model's reasoning is not sent"
+    );
+    let calls = |body: &Value| {
+        body["input"].as_array().map_or(0, |items| {
+            items
+                .iter()
+                .filter(|i| i["type"] == "function_call")
+                .count()
+        })
+    };
+    assert_eq!(calls(&own), calls(&other), "only the thinking goes");
+}
+
+/// Anthropic history, then a Gemini turn, then a Responses turn: each provider's export is
+/// valid, and carries the signatures of the target model only, byte for byte.
+#[test]
+fn switching_provider_mid_session_stays_valid() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let session = store.create_session().expect("session");
+    let claude = "anthropic/claude-sonnet-4-5";
+    let gemini = "gemini/gemini-3-pro-preview";
+    let gpt = "openai/gpt-5-codex";
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::user("list the files"),
+                NewMessage::assistant(vec![
+                    Part::reasoning(
+                        "I will run ls",
+                        Some(json!({"anthropic": {"signature": "ANTHROPIC-SIG"}})),
+                    ),
+                    Part::text(""),
+                    Part::tool_use("toolu_1", "bash", json!({"cmd": "ls"})),
+                ])
+                .by_model(claude),
+                NewMessage::tool(vec![Part::tool_result("toolu_1", "a b")]),
+                NewMessage::assistant(vec![Part::text("a and b")]).by_model(claude),
+                NewMessage::user("now count them"),
+                NewMessage::assistant(vec![Part::ToolUse {
+                    id: "gem_1".into(),
+                    name: "bash".into(),
+                    input: json!({"cmd": "ls | wc -l"}),
+                    provider_metadata: Some(json!({"gemini": {"thoughtSignature": "GEMINI-SIG"}})),
+                }])
+                .by_model(gemini),
+                NewMessage::tool(vec![Part::tool_result("gem_1", "2")]),
+                NewMessage::assistant(vec![Part::text("two")]).by_model(gemini),
+                NewMessage::user("and their sizes?"),
+                NewMessage::assistant(vec![
+                    Part::reasoning(
+                        "du it",
+                        Some(json!({"openai": {"encrypted_content": "OPENAI-ENC"}})),
+                    ),
+                    Part::tool_use("call_1", "bash", json!({"cmd": "du a b"})),
+                ])
+                .by_model(gpt),
+                NewMessage::tool(vec![Part::tool_result("call_1", "1 2")]),
+            ],
+        )
+        .expect("append");
+    let signatures = ["ANTHROPIC-SIG", "GEMINI-SIG", "OPENAI-ENC"];
+    for (target, provider, kept) in [
+        (None, Provider::Responses, "OPENAI-ENC"),
+        (Some(gpt), Provider::Responses, "OPENAI-ENC"),
+        (Some(gemini), Provider::Gemini, "GEMINI-SIG"),
+        (Some(claude), Provider::Anthropic, "ANTHROPIC-SIG"),
+    ] {
+        for any in Provider::ALL {
+            let text = export_for(&store, &session, any, target).to_string();
+            for signature in signatures.iter().filter(|s| **s != kept) {
+                assert!(
+                    !text.contains(signature),
+                    "{any} for {target:?} sends {signature}"
+                );
+            }
+        }
+        let text = export_for(&store, &session, provider, target).to_string();
+        assert!(
+            text.contains(kept),
+            "{provider} for {target:?} lost {kept}: {text}"
+        );
+    }
+    // Gemini: the calls other models made carry the documented stand-in in the current turn.
+    let body = export_for(&store, &session, Provider::Gemini, Some(gemini));
+    assert!(body
+        .to_string()
+        .contains("skip_thought_signature_validator"));
 }

@@ -75,7 +75,9 @@ pub fn is_gemini_reasoning(metadata: Option<&Value>) -> bool {
 
 /// The provider half of `"provider/model"` (`anthropic` in `anthropic/claude-sonnet-4-5`).
 pub fn provider_of(model: &str) -> &str {
-    model.split_once('/').map_or(model, |(provider, _)| provider)
+    model
+        .split_once('/')
+        .map_or(model, |(provider, _)| provider)
 }
 
 /// The model of the session's latest assistant message that has one: the target an export
@@ -101,7 +103,10 @@ pub fn bind_to_model(messages: &[Message], target: Option<&str>) -> Vec<Message>
         .iter()
         .map(|message| {
             let foreign = message.role == Role::Assistant
-                && message.model.as_deref().is_some_and(|model| model != target);
+                && message
+                    .model
+                    .as_deref()
+                    .is_some_and(|model| model != target);
             if !foreign {
                 return message.clone();
             }
@@ -112,14 +117,18 @@ pub fn bind_to_model(messages: &[Message], target: Option<&str>) -> Vec<Message>
         .collect()
 }
 
-
 /// The parts without their thinking: reasoning and redacted reasoning left out, Gemini
 /// signatures removed from the others. Never empty when `parts` was not: a message made of
 /// thinking only keeps an empty text part, which the loader then drops with the message.
 pub fn strip_thinking(parts: &[Part]) -> Vec<Part> {
     let mut out: Vec<Part> = parts
         .iter()
-        .filter(|part| !matches!(part, Part::Reasoning { .. } | Part::RedactedReasoning { .. }))
+        .filter(|part| {
+            !matches!(
+                part,
+                Part::Reasoning { .. } | Part::RedactedReasoning { .. }
+            )
+        })
         .cloned()
         .map(|mut part| {
             if let Some(metadata) = part_metadata_mut(&mut part) {
@@ -225,5 +234,98 @@ mod tests {
     fn a_message_of_thinking_only_keeps_an_empty_text() {
         let parts = vec![Part::reasoning("t", None)];
         assert_eq!(strip_thinking(&parts), vec![Part::text("")]);
+    }
+
+    mod any_session {
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        use super::super::latest_model;
+        use crate::history::contract::check_signed_by_target;
+        use crate::history::render::Provider;
+        use crate::history::request::build_request;
+        use crate::history::testing::{arb, history, t0};
+        use crate::history::thinking::{ThinkingConfig, ThinkingState};
+        use crate::model::{Part, Role};
+
+        const MODELS: [&str; 4] = [
+            "anthropic/claude-sonnet-4-5",
+            "anthropic/claude-opus-4-6",
+            "openai/gpt-5-codex",
+            "gemini/gemini-3-pro",
+        ];
+
+        /// A part signed the way one of the four providers signs.
+        fn signed_part() -> impl Strategy<Value = Part> {
+            let signature = prop::sample::select(vec!["s1", "s2", "s3"]);
+            prop_oneof![
+                signature.clone().prop_map(|s| Part::reasoning(
+                    "t",
+                    Some(json!({"anthropic": {"signature": s}}))
+                )),
+                signature.clone().prop_map(|s| Part::reasoning(
+                    "t",
+                    Some(json!({"openai": {"encrypted_content": s}}))
+                )),
+                signature.clone().prop_map(|s| Part::reasoning(
+                    "",
+                    Some(json!({"gemini": {"text": true, "thoughtSignature": s}}))
+                )),
+                signature.clone().prop_map(|s| Part::reasoning(
+                    "t",
+                    Some(json!({"gemini": {"thought": true, "thoughtSignature": s}}))
+                )),
+                signature.clone().prop_map(|s| Part::Text {
+                    text: "x".into(),
+                    provider_metadata: Some(json!({"gemini": {"thoughtSignature": s}}))
+                }),
+                (signature, prop::sample::select(vec!["a", "b", "z"])).prop_map(|(s, id)| {
+                    Part::ToolUse {
+                        id: id.into(),
+                        name: "f".into(),
+                        input: json!({}),
+                        provider_metadata: Some(json!({"gemini": {"thoughtSignature": s}})),
+                    }
+                }),
+            ]
+        }
+
+        fn session() -> impl Strategy<Value = Vec<(Role, Vec<Part>)>> {
+            let message = prop_oneof![
+                3 => arb::message(),
+                2 => prop::collection::vec(prop_oneof![signed_part(), arb::part()], 1..4)
+                    .prop_map(|parts| (Role::Assistant, parts)),
+            ];
+            prop::collection::vec(message, 0..14)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Any stored session, healthy or broken, recorded by any mix of models, exports
+            /// valid in all four formats for any target model, and sends no signature another
+            /// model made.
+            #[test]
+            fn any_session_exports_valid_for_any_provider_and_model(
+                raw in session(),
+                writers in prop::collection::vec(prop::option::of(prop::sample::select(MODELS.to_vec())), 14),
+                target in prop::option::of(prop::sample::select(MODELS.to_vec())),
+            ) {
+                let mut messages = history(raw);
+                for (message, writer) in messages.iter_mut().zip(&writers) {
+                    if message.role == Role::Assistant {
+                        message.model = writer.map(str::to_owned);
+                    }
+                }
+                let config = ThinkingConfig { keep_recent: usize::MAX, ..ThinkingConfig::default() };
+                for provider in Provider::ALL {
+                    let request = build_request(None, &messages, &ThinkingState::default(), t0(), &config, provider, target);
+                    prop_assert_eq!(&request.violations, &vec![], "{} for {:?}: {:#}", provider, target, request.body);
+                    let assumed = target.or_else(|| latest_model(&messages));
+                    prop_assert_eq!(request.model.as_deref(), assumed);
+                    prop_assert_eq!(check_signed_by_target(&messages, assumed, &request.body), vec![]);
+                }
+            }
+        }
     }
 }

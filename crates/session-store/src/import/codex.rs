@@ -49,7 +49,10 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         })?;
         let object = as_object(&value, &at, "a rollout line")?;
         let created_at = timestamp(object);
-        let kind = object.get("type").and_then(Value::as_str).unwrap_or_default();
+        let kind = object
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let payload = object.get("payload").unwrap_or(&Value::Null);
         let at = at.join("payload");
         match kind {
@@ -118,7 +121,11 @@ mod tests {
     use super::*;
 
     fn rollout(lines: &[Value]) -> String {
-        lines.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")
+        lines
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     fn item(payload: Value) -> Value {
@@ -130,17 +137,33 @@ mod tests {
         let text = rollout(&[
             json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "session_meta", "payload": {"id": "x", "instructions": ""}}),
             json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "turn_context", "payload": {"model": "gpt-5-codex"}}),
-            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]})),
-            item(json!({"type": "reasoning", "summary": [], "content": null, "encrypted_content": "E"})),
-            item(json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "c1"})),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}),
+            ),
+            item(
+                json!({"type": "reasoning", "summary": [], "content": null, "encrypted_content": "E"}),
+            ),
+            item(
+                json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "c1"}),
+            ),
             json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "event_msg", "payload": {"type": "turn_aborted"}}),
-            item(json!({"type": "function_call_output", "call_id": "c1", "output": "{\"output\":\"\",\"metadata\":{\"exit_code\":1}}"})),
-            item(json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c2"})),
+            item(
+                json!({"type": "function_call_output", "call_id": "c1", "output": "{\"output\":\"\",\"metadata\":{\"exit_code\":1}}"}),
+            ),
+            item(
+                json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c2"}),
+            ),
             item(json!({"type": "custom_tool_call_output", "call_id": "c2", "output": "done"})),
             json!({"timestamp": "2025-09-25T02:12:24Z", "type": "compacted", "payload": {"message": "we listed files"}}),
-            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "next"}]})),
-            item(json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c3"})),
-            item(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "stop"}]})),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "next"}]}),
+            ),
+            item(
+                json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c3"}),
+            ),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "stop"}]}),
+            ),
         ]);
         let imported = import(&text).expect("imports");
         let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
@@ -158,7 +181,10 @@ mod tests {
                 Role::User
             ]
         );
-        assert!(matches!(imported.messages[2].parts[0], Part::ToolResult { is_error: true, .. }));
+        assert!(matches!(
+            imported.messages[2].parts[0],
+            Part::ToolResult { is_error: true, .. }
+        ));
         assert_eq!(imported.tombstoned, ["c3"]);
         assert_eq!(
             imported.compaction,

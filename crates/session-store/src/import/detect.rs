@@ -243,7 +243,9 @@ fn keyed_body(sample: &Sample, key: &str, what: &str) -> Evidence {
     let object = match sample {
         Sample::Document(Value::Object(object)) => object,
         Sample::Document(_) => return Evidence::IsNot("the document is not a JSON object".into()),
-        Sample::Lines(_) => return Evidence::IsNot("it is JSON Lines, not one JSON document".into()),
+        Sample::Lines(_) => {
+            return Evidence::IsNot("it is JSON Lines, not one JSON document".into())
+        }
         Sample::Unreadable(reason) => return Evidence::IsNot(reason.clone()),
     };
     for other in ["messages", "input", "contents"] {
@@ -548,7 +550,10 @@ mod tests {
         assert!(confirm(Format::ClaudeCode, CODEX).is_err());
         assert!(confirm(Format::Codex, CLAUDE_CODE).is_err());
         assert_eq!(detect(r#"{"contents": []}"#), Ok(Format::Gemini));
-        assert_eq!(detect(r#"{"input": [], "instructions": "x"}"#), Ok(Format::Responses));
+        assert_eq!(
+            detect(r#"{"input": [], "instructions": "x"}"#),
+            Ok(Format::Responses)
+        );
         assert!(confirm(Format::Gemini, ANTHROPIC).is_err());
         assert!(confirm(Format::Responses, r#"{"contents": []}"#).is_err());
         assert!(confirm(Format::Anthropic, r#"{"input": []}"#).is_err());

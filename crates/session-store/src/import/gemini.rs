@@ -25,8 +25,8 @@ use serde_json::{json, Map, Value};
 
 use super::responses::set_model;
 use super::{
-    as_object, parse_document, string_field, type_name, Assembler, ImportError, Imported,
-    Leniency, Location,
+    as_object, parse_document, string_field, type_name, Assembler, ImportError, Imported, Leniency,
+    Location,
 };
 use crate::history::blank::is_blank;
 use crate::history::models::{GEMINI, THOUGHT_SIGNATURE};
@@ -107,7 +107,14 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 for (position, part) in parts.iter().enumerate() {
                     let at = at.join(&format!("parts[{position}]"));
                     let object = as_object(part, &at, "a part")?;
-                    out.push(model_part(object, part, index, position, &at, &mut unnamed)?);
+                    out.push(model_part(
+                        object,
+                        part,
+                        index,
+                        position,
+                        &at,
+                        &mut unnamed,
+                    )?);
                 }
                 let mut message = NewMessage::assistant(out);
                 set_model(&mut message, model.as_deref());
@@ -150,14 +157,21 @@ fn gemini_meta(object: &Map<String, Value>, extra: &[(&str, Value)]) -> Option<V
 
 /// A part the store has no kind for: text describing it, the part kept.
 fn described(object: &Map<String, Value>, part: &Value) -> Part {
-    let kind = object.keys().find(|k| *k != THOUGHT_SIGNATURE).map_or("part", String::as_str);
+    let kind = object
+        .keys()
+        .find(|k| *k != THOUGHT_SIGNATURE)
+        .map_or("part", String::as_str);
     Part::Text {
         text: format!("[{kind} part]"),
         provider_metadata: Some(json!({ GEMINI: {"part": part} })),
     }
 }
 
-fn user_part(object: &Map<String, Value>, part: &Value, at: &Location) -> Result<Part, ImportError> {
+fn user_part(
+    object: &Map<String, Value>,
+    part: &Value,
+    at: &Location,
+) -> Result<Part, ImportError> {
     match object.get("text") {
         Some(Value::String(text)) => Ok(Part::text(text.clone())),
         Some(other) => Err(ImportError::malformed(
@@ -299,7 +313,9 @@ mod tests {
                 id: "call_1_1".into(),
                 name: "f".into(),
                 input: json!({"a": 1}),
-                provider_metadata: Some(json!({"gemini": {"id": false, "thoughtSignature": "SIG"}})),
+                provider_metadata: Some(
+                    json!({"gemini": {"id": false, "thoughtSignature": "SIG"}})
+                ),
             }
         );
         assert_eq!(

@@ -75,7 +75,10 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         Some(other) => {
             return Err(ImportError::malformed(
                 &Location::path("input"),
-                format!("expected a string or an array of items, found {}", type_name(other)),
+                format!(
+                    "expected a string or an array of items, found {}",
+                    type_name(other)
+                ),
             ))
         }
         None => return Err(ImportError::malformed(&root, "no \"input\"")),
@@ -274,7 +277,10 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
             .collect(),
         Some(other) => Err(ImportError::malformed(
             &at,
-            format!("expected a string or an array of parts, found {}", type_name(other)),
+            format!(
+                "expected a string or an array of parts, found {}",
+                type_name(other)
+            ),
         )),
     }
 }
@@ -451,12 +457,17 @@ mod tests {
         ]});
         let imported = import(&body.to_string()).expect("imports");
         let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
-        assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
         assert_eq!(
             imported.messages[1].parts[0],
             Part::reasoning(
                 "think",
-                Some(json!({"openai": {"id": "rs_1", "encrypted_content": "E", "summary": [{"type": "summary_text", "text": "think"}]}}))
+                Some(
+                    json!({"openai": {"id": "rs_1", "encrypted_content": "E", "summary": [{"type": "summary_text", "text": "think"}]}})
+                )
             )
         );
         assert_eq!(imported.messages[1].model.as_deref(), Some("openai/gpt-5"));

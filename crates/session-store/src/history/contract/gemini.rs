@@ -49,7 +49,12 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         }
     }
     let Some(contents) = body.get("contents").and_then(Value::as_array) else {
-        push(&mut out, Rule::Shape, "/contents", "body has no contents array");
+        push(
+            &mut out,
+            Rule::Shape,
+            "/contents",
+            "body has no contents array",
+        );
         return out;
     };
     let mut roles: Vec<&str> = Vec::with_capacity(contents.len());
@@ -61,7 +66,10 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
     let mut ids = HashSet::new();
     for (index, content) in contents.iter().enumerate() {
         let path = format!("/contents/{index}");
-        let role = content.get("role").and_then(Value::as_str).unwrap_or_default();
+        let role = content
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if role != "user" && role != "model" {
             push(
                 &mut out,
@@ -71,7 +79,12 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
             );
         }
         if index == 0 && role != "user" {
-            push(&mut out, Rule::FirstMessageUser, &path, format!("first content is {role}"));
+            push(
+                &mut out,
+                Rule::FirstMessageUser,
+                &path,
+                format!("first content is {role}"),
+            );
         }
         if index > 0 && roles.last() == Some(&role) {
             push(
@@ -124,7 +137,12 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
                     }
                 }
             }
-            _ => push(&mut out, Rule::Shape, &format!("{path}/parts"), "content without parts"),
+            _ => push(
+                &mut out,
+                Rule::Shape,
+                &format!("{path}/parts"),
+                "content without parts",
+            ),
         }
         calls.push(own_calls);
         responses.push(own_responses);
@@ -155,7 +173,9 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
                     &mut out,
                     Rule::FunctionCallAnswered,
                     path,
-                    format!("function call {name:?} has no functionResponse in the next user content"),
+                    format!(
+                        "function call {name:?} has no functionResponse in the next user content"
+                    ),
                 ),
             }
         }
@@ -208,27 +228,48 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
         push(out, Rule::Shape, path, "part is not an object");
         return;
     };
-    let data: Vec<&&str> = DATA_KEYS.iter().filter(|k| object.contains_key(**k)).collect();
+    let data: Vec<&&str> = DATA_KEYS
+        .iter()
+        .filter(|k| object.contains_key(**k))
+        .collect();
     if data.len() != 1 {
         push(
             out,
             Rule::Shape,
             path,
-            format!("a part holds exactly one of text, functionCall, functionResponse, ... (found {})", data.len()),
+            format!(
+                "a part holds exactly one of text, functionCall, functionResponse, ... (found {})",
+                data.len()
+            ),
         );
     }
     let signature = object.get("thoughtSignature");
     if let Some(signature) = signature {
         if !model {
-            push(out, Rule::ThoughtSignatureOnCall, path, "thoughtSignature on a user part");
+            push(
+                out,
+                Rule::ThoughtSignatureOnCall,
+                path,
+                "thoughtSignature on a user part",
+            );
         }
         if signature.as_str().is_none_or(str::is_empty) {
-            push(out, Rule::ThoughtSignatureOnCall, path, "thoughtSignature is not a non-empty string");
+            push(
+                out,
+                Rule::ThoughtSignatureOnCall,
+                path,
+                "thoughtSignature is not a non-empty string",
+            );
         }
     }
     let thought = object.get("thought").and_then(Value::as_bool) == Some(true);
     if thought && !model {
-        push(out, Rule::ThinkingInAssistant, path, "thought part in a user content");
+        push(
+            out,
+            Rule::ThinkingInAssistant,
+            path,
+            "thought part in a user content",
+        );
     }
     if let Some(text) = object.get("text") {
         match text.as_str() {
@@ -244,7 +285,11 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
         if !model {
             push(out, Rule::Shape, path, "functionCall in a user content");
         }
-        if call.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if call
+            .get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             push(out, Rule::Shape, path, "functionCall without a name");
         }
         if call.get("args").is_some_and(|a| !a.is_object()) {
@@ -253,13 +298,27 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
     }
     if let Some(response) = object.get("functionResponse") {
         if model {
-            push(out, Rule::Shape, path, "functionResponse in a model content");
+            push(
+                out,
+                Rule::Shape,
+                path,
+                "functionResponse in a model content",
+            );
         }
-        if response.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if response
+            .get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             push(out, Rule::Shape, path, "functionResponse without a name");
         }
         if !response.get("response").is_some_and(Value::is_object) {
-            push(out, Rule::Shape, path, "functionResponse response is not an object");
+            push(
+                out,
+                Rule::Shape,
+                path,
+                "functionResponse response is not an object",
+            );
         }
     }
 }
@@ -328,7 +387,10 @@ mod tests {
         ]});
         assert_eq!(
             rules(body),
-            [Rule::FunctionOutputAnswersCall, Rule::FunctionOutputAnswersCall]
+            [
+                Rule::FunctionOutputAnswersCall,
+                Rule::FunctionOutputAnswersCall
+            ]
         );
     }
 

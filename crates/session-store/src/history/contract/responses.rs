@@ -63,7 +63,12 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                             order.push(id);
                         }
                     }
-                    _ => push(&mut out, Rule::Shape, &path, "function_call without a call_id"),
+                    _ => push(
+                        &mut out,
+                        Rule::Shape,
+                        &path,
+                        "function_call without a call_id",
+                    ),
                 }
                 if item
                     .get("name")
@@ -90,7 +95,10 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 }
             }
             "function_call_output" => {
-                let id = item.get("call_id").and_then(Value::as_str).unwrap_or_default();
+                let id = item
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 match calls.get_mut(id) {
                     Some((_, answered)) if !*answered => *answered = true,
                     Some(_) => push(
@@ -142,15 +150,14 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 let follower = items[index + 1..]
                     .iter()
                     .find(|next| next.get("type").and_then(Value::as_str) != Some("reasoning"));
-                let followed = follower.is_some_and(|next| {
-                    match next.get("type").and_then(Value::as_str) {
+                let followed =
+                    follower.is_some_and(|next| match next.get("type").and_then(Value::as_str) {
                         Some("function_call") => true,
                         Some("message") | None => {
                             next.get("role").and_then(Value::as_str) == Some("assistant")
                         }
                         _ => false,
-                    }
-                });
+                    });
                 if !followed {
                     push(
                         &mut out,
@@ -195,7 +202,12 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
     match item.get("content") {
         Some(Value::String(text)) => {
             if is_blank(text) {
-                push(out, Rule::NonEmptyText, &content_path, "blank message content");
+                push(
+                    out,
+                    Rule::NonEmptyText,
+                    &content_path,
+                    "blank message content",
+                );
             }
         }
         Some(Value::Array(parts)) => {
@@ -282,7 +294,10 @@ mod tests {
     fn function_output_answers_call() {
         assert_eq!(
             rules(json!({"input": [user("q"), output("a"), call("a"), output("a"), output("a")]})),
-            [Rule::FunctionOutputAnswersCall, Rule::FunctionOutputAnswersCall]
+            [
+                Rule::FunctionOutputAnswersCall,
+                Rule::FunctionOutputAnswersCall
+            ]
         );
     }
 

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::{Rule, Violation};
-use crate::history::models::{encrypted_content, gemini_signature};
+use crate::history::models::{encrypted_content, gemini_signature, FOREIGN_THOUGHT_SIGNATURE};
 use crate::history::signed::signature;
 use crate::model::{Message, Part, Role};
 
@@ -39,7 +39,8 @@ pub fn check_signed_by_target(
             set.extend(signatures_of(part));
         }
     }
-    foreign.retain(|s| !own.contains(s));
+    // The value Google documents for calls Gemini did not make is nobody's signature.
+    foreign.retain(|s| !own.contains(s) && *s != FOREIGN_THOUGHT_SIGNATURE);
     let mut out = Vec::new();
     if !foreign.is_empty() {
         walk(body, String::new(), &foreign, target, &mut out);

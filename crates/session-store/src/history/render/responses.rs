@@ -166,7 +166,10 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
             }
             Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
             Part::ToolUse {
-                id, name, input: args, ..
+                id,
+                name,
+                input: args,
+                ..
             } => {
                 flush(&mut pending_text, input);
                 input.push(json!({
