@@ -1,7 +1,10 @@
 //! Importers: transcripts written by other tools, turned into messages the store accepts.
 //!
 //! Each format has its own module: [`anthropic`] (a Messages API request body), [`openai`] (a
-//! Chat Completions request body) and [`claude_code`] (a Claude Code session log, JSON Lines).
+//! Chat Completions request body), [`responses`] (an OpenAI Responses request body),
+//! [`gemini`] (a Gemini `generateContent` request body), [`claude_code`] (a Claude Code
+//! session log, JSON Lines) and [`codex`] (a Codex CLI rollout, JSON Lines). Each records
+//! the model of the assistant messages where the source names it (`NewMessage::model`).
 //! They are pure functions from `&str` to an [`Imported`]: no I/O, no clock. The messages they
 //! return already satisfy the pairing rules ([`crate::history::pairing`]), so
 //! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.

@@ -21,7 +21,7 @@ const DATA_KEYS: &[&str] = &[
 ];
 
 /// A function call or response: (path, name, id).
-type Fn<'a> = (String, &'a str, Option<&'a str>);
+type Called<'a> = (String, &'a str, Option<&'a str>);
 
 /// Every violation of the Gemini rules (15) in `body`.
 pub fn check_gemini(body: &Value) -> Vec<Violation> {
@@ -58,8 +58,8 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         return out;
     };
     let mut roles: Vec<&str> = Vec::with_capacity(contents.len());
-    let mut calls: Vec<Vec<Fn<'_>>> = Vec::with_capacity(contents.len());
-    let mut responses: Vec<Vec<Fn<'_>>> = Vec::with_capacity(contents.len());
+    let mut calls: Vec<Vec<Called<'_>>> = Vec::with_capacity(contents.len());
+    let mut responses: Vec<Vec<Called<'_>>> = Vec::with_capacity(contents.len());
     // Whether each content holds something besides function responses (a person's turn).
     let mut speaks: Vec<bool> = Vec::with_capacity(contents.len());
     let mut first_calls: Vec<Option<(String, bool)>> = Vec::with_capacity(contents.len());
@@ -151,12 +151,12 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
     }
     for index in 0..contents.len() {
         let next_is_user = roles.get(index + 1) == Some(&"user");
-        let answers: &[Fn<'_>] = if next_is_user {
+        let answers: &[Called<'_>] = if next_is_user {
             &responses[index + 1]
         } else {
             &[]
         };
-        let previous_calls: &[Fn<'_>] = match index.checked_sub(1) {
+        let previous_calls: &[Called<'_>] = match index.checked_sub(1) {
             Some(p) if roles[p] == "model" => &calls[p],
             _ => &[],
         };
@@ -218,7 +218,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
     out
 }
 
-fn matches(answer: &Fn<'_>, name: &str, id: Option<&str>) -> bool {
+fn matches(answer: &Called<'_>, name: &str, id: Option<&str>) -> bool {
     let (_, answer_name, answer_id) = answer;
     *answer_name == name && (id.is_none() || answer_id.is_none() || *answer_id == id)
 }
