@@ -462,7 +462,7 @@ fn export_prints_a_body_that_passes_the_contract_and_writes_nothing() {
         "export does not write (not even the thinking latch)"
     );
     fails(&db, &["export", "no-such-session", "--format", "openai"]);
-    fails(&db, &["export", &id, "--format", "gemini"]);
+    fails(&db, &["export", &id, "--format", "bedrock"]);
 }
 
 #[test]

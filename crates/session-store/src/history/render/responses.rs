@@ -251,4 +251,34 @@ mod tests {
         assert_eq!(body["input"][2]["arguments"], "{\"cmd\":\"ls\"}");
         assert!(body.get("instructions").is_none());
     }
+
+    mod prefix {
+        use proptest::prelude::*;
+
+        use super::super::render;
+        use crate::history::sanitize::sanitize;
+        use crate::history::testing::{arb, history};
+        use crate::model::{Part, Role};
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Appending a turn leaves every item rendered before it byte for byte unchanged
+            /// (the prompt cache keeps hitting), whatever the history before.
+            #[test]
+            fn appending_a_turn_keeps_the_rendered_responses_prefix(
+                before in arb::messages(12),
+                rest in prop::collection::vec((prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::Tool)], prop::collection::vec(arb::part(), 0..4)), 0..6),
+            ) {
+                let mut after = before.clone();
+                after.push((Role::User, vec![Part::text("next question")]));
+                after.extend(rest);
+                let old = render(&sanitize(&history(before)));
+                let new = render(&sanitize(&history(after)));
+                let (old, new) = (old["input"].as_array().cloned().unwrap_or_default(), new["input"].as_array().cloned().unwrap_or_default());
+                prop_assert!(new.len() >= old.len());
+                prop_assert_eq!(&new[..old.len()], &old[..]);
+            }
+        }
+    }
 }
