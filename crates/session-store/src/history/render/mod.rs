@@ -61,11 +61,19 @@ impl std::str::FromStr for Provider {
     }
 }
 
-/// Renders `view` as `provider`'s request body.
+/// Renders `view` as `provider`'s request body, for the model that wrote the latest
+/// assistant message.
 pub fn render(view: &View, provider: Provider) -> Value {
+    render_for(view, provider, None)
+}
+
+/// Renders `view` as `provider`'s request body for `model` (`"provider/model"`; `None`: the
+/// model of the latest assistant message). Reasoning that came as an OpenAI-compatible
+/// `reasoning_content` goes back only to the model that wrote it.
+pub fn render_for(view: &View, provider: Provider, model: Option<&str>) -> Value {
     match provider {
         Provider::Anthropic => anthropic::render(view),
-        Provider::OpenAi => openai::render(view),
+        Provider::OpenAi => openai::render_for(view, model),
     }
 }
 
