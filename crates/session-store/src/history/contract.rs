@@ -493,6 +493,14 @@ fn check_joined_blocks<'a>(
                 }
                 check_result_content(block, path, out);
             }
+            Some("image") | Some("document") if assistant => {
+                push(
+                    out,
+                    Rule::Shape,
+                    path,
+                    format!("{} block in an assistant message", kind.unwrap_or_default()),
+                );
+            }
             Some(_) => {}
             None => push(out, Rule::Shape, path, "content block without a type"),
         }

@@ -205,8 +205,8 @@ struct Block {
     answered: HashMap<String, Option<At>>,
     /// How many calls are still open.
     open_count: usize,
-    /// Server calls of the assistant message without a result yet: id to ordinal.
-    server_open: HashMap<String, usize>,
+    /// Server calls of the assistant message without a result yet: id to ordinals.
+    server_open: HashMap<String, VecDeque<usize>>,
 }
 
 /// The incremental walk: feed messages in order, read the classes.
@@ -601,7 +601,7 @@ impl Walk {
         };
         let assistant = block.assistant;
         if assistant >= self.base {
-            for &ordinal in block.server_open.values() {
+            for &ordinal in block.server_open.values().flatten() {
                 let at = At {
                     message: assistant,
                     part: ordinal,
@@ -651,14 +651,22 @@ impl Walk {
 fn server_part(block: &mut Block, part: &Part, at: At) -> PartClass {
     match part {
         Part::ServerToolUse { id, .. } => {
-            block.server_open.insert(id.clone(), at.part);
+            block
+                .server_open
+                .entry(id.clone())
+                .or_default()
+                .push_back(at.part);
             PartClass::ServerCall(ServerCallState::Pending)
         }
         Part::ServerToolResult { tool_use_id, .. } => PartClass::ServerResult {
-            call: block.server_open.remove(tool_use_id).map(|part| At {
-                message: at.message,
-                part,
-            }),
+            call: block
+                .server_open
+                .get_mut(tool_use_id)
+                .and_then(VecDeque::pop_front)
+                .map(|part| At {
+                    message: at.message,
+                    part,
+                }),
         },
         _ => PartClass::Content,
     }

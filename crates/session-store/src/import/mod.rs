@@ -119,6 +119,9 @@ pub struct Imported {
     /// tool_results that answered no call of the assistant message before them and were kept
     /// as text parts instead (Claude Code only).
     pub orphans_as_text: usize,
+    /// What was left out and why, for a person to read (a log's last line cut off by a
+    /// crash, ...); the import itself succeeded.
+    pub warnings: Vec<String>,
 }
 
 impl Imported {
@@ -442,6 +445,7 @@ impl Assembler {
             messages: self.out,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
+            warnings: Vec::new(),
         })
     }
 

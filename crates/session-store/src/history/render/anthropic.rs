@@ -33,7 +33,7 @@ pub fn render(view: &View) -> Value {
                 }
                 continue;
             }
-            Role::Assistant => ("assistant", blocks(&message.parts)),
+            Role::Assistant => ("assistant", assistant_blocks(&message.parts)),
             Role::User | Role::Tool => ("user", blocks(&message.parts)),
         };
         if blocks.is_empty() {
@@ -127,6 +127,20 @@ pub(crate) fn join_text(parts: &[Part]) -> String {
 
 fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
+}
+
+/// An assistant message's blocks: Anthropic takes no image or document from the model, so
+/// those are described in text.
+fn assistant_blocks(parts: &[Part]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Image { .. } | Part::Document { .. } => {
+                Some(text_block(&crate::history::texts::describe(part)))
+            }
+            _ => block(part),
+        })
+        .collect()
 }
 
 /// The content blocks of one view message, in part order.
