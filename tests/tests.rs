@@ -12,6 +12,7 @@ mod disk_full;
 mod fault_support;
 mod forensics;
 mod import_fixtures;
+mod lossless;
 mod migration_kill;
 mod pages;
 mod provider_transcripts;

@@ -44,6 +44,7 @@ pub fn run(
         .with_context(|| format!("{} refused as {format}", file.display()))?;
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;
+    let warnings = imported.warnings.clone();
     let store = open::or_create(db)?;
     tracing::debug!(messages = imported.messages.len(), "parsed");
     let session = store
@@ -56,6 +57,9 @@ pub fn run(
     }
     if orphans > 0 {
         eprintln!("session-store: {orphans} tool result(s) answered no call and were kept as text");
+    }
+    for warning in warnings {
+        eprintln!("session-store: {}", crate::terminal::escape_line(&warning));
     }
     writeln!(out, "{session}")?;
     Ok(())

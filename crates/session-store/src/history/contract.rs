@@ -84,6 +84,12 @@ pub enum Rule {
     /// 15: in the current turn, the first function call of each `model` content carries its
     /// `thoughtSignature`; signatures are non-empty strings on `model` parts only.
     ThoughtSignatureOnCall,
+    /// 7b: a final assistant message does not end with whitespace.
+    FinalAssistantTrailingWhitespace,
+    /// Server tools: a server tool result follows the server_tool_use with its id in the same
+    /// assistant message, and a server_tool_use without result stands only in the latest
+    /// assistant message (a paused turn, or one whose client calls are being answered).
+    ServerToolPaired,
 }
 
 impl Rule {
@@ -112,6 +118,8 @@ impl Rule {
             Rule::ReasoningEncrypted => "reasoning_encrypted",
             Rule::ContentsAlternate => "contents_alternate",
             Rule::ThoughtSignatureOnCall => "thought_signature_on_call",
+            Rule::FinalAssistantTrailingWhitespace => "final_assistant_trailing_whitespace",
+            Rule::ServerToolPaired => "server_tool_paired",
         }
     }
 }
@@ -188,8 +196,10 @@ pub fn check_anthropic(body: &Value) -> Vec<Violation> {
         }
     }
     let mut seen_ids: HashMap<&str, String> = HashMap::new();
+    let latest_assistant = joined.iter().rposition(|m| m.role == "assistant");
     for (at, message) in joined.iter().enumerate() {
         check_joined_blocks(message, &mut seen_ids, &mut out);
+        check_server_tools(message, Some(at) == latest_assistant, &mut out);
         if message.role == "assistant" {
             check_answered_next(message, joined.get(at + 1), &mut out);
         } else {
@@ -197,7 +207,90 @@ pub fn check_anthropic(body: &Value) -> Vec<Violation> {
             check_results_answer_previous(message, previous, &mut out);
         }
     }
+    if let Some(last) = joined.last() {
+        check_final_whitespace(last, &mut out);
+    }
     out
+}
+
+/// Rule 7b: the final message, when it is an assistant message, may not end with whitespace.
+fn check_final_whitespace(last: &Joined<'_>, out: &mut Vec<Violation>) {
+    if last.role != "assistant" {
+        return;
+    }
+    let Some((path, block)) = last.blocks.last() else {
+        return;
+    };
+    if block.kind() != Some("text") {
+        return;
+    }
+    if let Some(text) = block.str_field("text") {
+        if text.ends_with(char::is_whitespace) {
+            push(
+                out,
+                Rule::FinalAssistantTrailingWhitespace,
+                path,
+                "final assistant content cannot end with trailing whitespace",
+            );
+        }
+    }
+}
+
+/// Server tools within one joined message: only in assistant messages; each result follows
+/// its call; a call without result only in the latest assistant message.
+fn check_server_tools(message: &Joined<'_>, latest: bool, out: &mut Vec<Violation>) {
+    let mut open: HashMap<&str, &str> = HashMap::new();
+    for (path, block) in &message.blocks {
+        let Some(kind) = block.kind() else {
+            continue;
+        };
+        let is_call = kind == "server_tool_use" || kind == "mcp_tool_use";
+        let is_result = kind != "tool_result"
+            && kind.ends_with("_tool_result")
+            && block.field("tool_use_id").is_some();
+        if !is_call && !is_result {
+            continue;
+        }
+        if message.role != "assistant" {
+            push(
+                out,
+                Rule::Shape,
+                path,
+                format!("{kind} block in a user message"),
+            );
+            continue;
+        }
+        if is_call {
+            match block.str_field("id") {
+                Some(id) if !id.is_empty() => {
+                    open.insert(id, path.as_str());
+                }
+                _ => push(out, Rule::Shape, path, format!("{kind} without an id")),
+            }
+        } else {
+            let id = block.str_field("tool_use_id").unwrap_or_default();
+            if open.remove(id).is_none() {
+                push(
+                    out,
+                    Rule::ServerToolPaired,
+                    path,
+                    format!("{kind} for {id:?} follows no server tool call of its message"),
+                );
+            }
+        }
+    }
+    if !latest {
+        let mut unanswered: Vec<(&str, &str)> = open.into_iter().collect();
+        unanswered.sort_by_key(|(_, path)| *path);
+        for (id, path) in unanswered {
+            push(
+                out,
+                Rule::ServerToolPaired,
+                path,
+                format!("server tool call {id:?} has no result and its turn is over"),
+            );
+        }
+    }
 }
 
 /// One message as the server sees it after joining consecutive messages of one role.
@@ -435,6 +528,14 @@ fn check_joined_blocks<'a>(
                     push(out, Rule::Shape, path, "tool_result without tool_use_id");
                 }
                 check_result_content(block, path, out);
+            }
+            Some("image") | Some("document") if assistant => {
+                push(
+                    out,
+                    Rule::Shape,
+                    path,
+                    format!("{} block in an assistant message", kind.unwrap_or_default()),
+                );
             }
             Some(_) => {}
             None => push(out, Rule::Shape, path, "content block without a type"),

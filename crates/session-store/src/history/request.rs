@@ -54,7 +54,7 @@ pub fn build_request(
     let target = model.or_else(|| models::latest_model(messages));
     let bound = models::bind_to_model(&kept, target);
     let view = sanitize::sanitize_with_summary(summary, &bound);
-    let body = render::render(&view, provider);
+    let body = render::render_for(&view, provider, target);
     let digests = render::digests(&body);
     let mut violations = contract::check(provider, &body);
     violations.extend(contract::check_signed_by_target(&kept, target, &body));

@@ -49,6 +49,9 @@ pub struct ViewMessage {
     /// join such a message onto the one before, so appending a turn never changes the bytes
     /// of what was rendered before it.
     pub opens_turn: bool,
+    /// The model that wrote the stored message it starts with (`messages.model`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// What the loader changed in the view, and why.
@@ -154,8 +157,20 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
         loader.load(message);
     }
     loader.close_block();
+    let models: HashMap<i64, &str> = messages
+        .iter()
+        .filter_map(|m| Some((m.seq, m.model.as_deref()?)))
+        .collect();
+    let mut out = loader.out;
+    for message in &mut out {
+        message.model = message
+            .seqs
+            .first()
+            .and_then(|seq| models.get(seq))
+            .map(|model| (*model).to_owned());
+    }
     View {
-        messages: loader.out,
+        messages: out,
         repairs: loader.repairs,
     }
 }
@@ -274,6 +289,7 @@ impl Loader {
             parts,
             seqs,
             opens_turn,
+            model: None,
         });
     }
 
@@ -288,6 +304,7 @@ impl Loader {
             parts,
             seqs: vec![message.seq],
             opens_turn: false,
+            model: None,
         };
         if let Some(block) = self.block.as_mut() {
             let assistant_seq = block.assistant_seq;
@@ -354,6 +371,20 @@ impl Loader {
                     } else {
                         self.dropped_blank(message.seq, ordinal);
                     }
+                }
+                Part::ServerToolUse { .. } | Part::ServerToolResult { .. }
+                    if !self.server_part_stands(ordinal) =>
+                {
+                    self.repair(
+                        RepairKind::MovedPart,
+                        message.seq,
+                        Some(ordinal),
+                        format!(
+                            "{} without its pair in its assistant message: sent as text",
+                            part.kind()
+                        ),
+                    );
+                    parts.push(Part::text(describe(part)));
                 }
                 Part::Text { .. }
                 | Part::Reasoning { .. }
@@ -472,6 +503,22 @@ impl Loader {
 
     /// The view id of the call the result at `ordinal` of the message being loaded answers,
     /// when the grammar says it answers one of the open block; marks it answered.
+    /// True when the server tool part at `ordinal` of the message being loaded may be sent
+    /// as what it is: a call answered in its message or still pending (a paused turn), a
+    /// result that follows its call.
+    fn server_part_stands(&self, ordinal: usize) -> bool {
+        use crate::history::grammar::ServerCallState;
+        matches!(
+            self.classes
+                .get(self.index)
+                .and_then(|c| c.parts.get(ordinal)),
+            Some(
+                PartClass::ServerCall(ServerCallState::Answered { .. } | ServerCallState::Pending)
+                    | PartClass::ServerResult { call: Some(_) }
+            )
+        )
+    }
+
     fn answered_call(&mut self, ordinal: usize) -> Option<String> {
         let class = self.classes.get(self.index)?.parts.get(ordinal)?;
         let PartClass::Result(ResultState::Answers { call: Some(call) }) = *class else {

@@ -53,7 +53,7 @@ struct Entry<'a> {
 
 /// Imports a Claude Code session log.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let values = parse_lines(text)?;
+    let (values, warnings) = parse_lines(text)?;
     let mut entries = Vec::new();
     let mut seen_uuids = HashSet::new();
     for (line, value) in &values {
@@ -117,6 +117,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             } else {
                 let mut message = NewMessage::assistant(parts);
                 message.created_at = created_at;
+                message.model = super::model_name("anthropic", entry.message.get("model"));
                 assembler.push(&at, message)?;
                 open_message_id = message_id;
             }
@@ -141,26 +142,44 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         }
     }
     let end = Location::line(values.last().map_or(0, |(line, _)| *line));
-    assembler.finish(None, &end)
+    let mut imported = assembler.finish(None, &end)?;
+    imported.warnings = warnings;
+    Ok(imported)
 }
 
-/// Parses every non-blank line, naming the first one that is not JSON.
-fn parse_lines(text: &str) -> Result<Vec<(usize, Value)>, ImportError> {
+/// Parses every non-blank line, naming the first one that is not JSON. The last line of a
+/// log that does not end with a newline may have been cut off by a crash mid-write: when it
+/// is not JSON it is left out, with a warning, and everything before it is imported.
+fn parse_lines(text: &str) -> Result<(Vec<(usize, Value)>, Vec<String>), ImportError> {
     let mut values = Vec::new();
+    let mut warnings = Vec::new();
+    let count = text.lines().count();
+    let cut_off = !text.ends_with('\n');
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let value = serde_json::from_str(line).map_err(|source| ImportError::Json {
-            at: Location::line(index + 1),
-            source,
-        })?;
-        values.push((index + 1, value));
+        match serde_json::from_str(line) {
+            Ok(value) => values.push((index + 1, value)),
+            Err(source) if cut_off && index + 1 == count && source.is_eof() => {
+                warnings.push(format!(
+                    "line {}: cut off before its end (the log was not finished); imported up to line {}",
+                    index + 1,
+                    index
+                ));
+            }
+            Err(source) => {
+                return Err(ImportError::Json {
+                    at: Location::line(index + 1),
+                    source,
+                })
+            }
+        }
     }
     if values.is_empty() {
         return Err(ImportError::Empty);
     }
-    Ok(values)
+    Ok((values, warnings))
 }
 
 fn timestamp(fields: &Map<String, Value>) -> Option<DateTime<Utc>> {
@@ -342,5 +361,28 @@ mod tests {
             "line 2, message.content[0]: missing \"name\""
         );
         assert!(matches!(import("\n\n"), Err(ImportError::Empty)));
+    }
+
+    #[test]
+    fn a_log_cut_off_mid_line_imports_up_to_its_last_whole_line_with_a_warning() {
+        let whole = lines(&[user("u1", json!("go")), user("u2", json!("more"))]);
+        let log = format!("{whole}\n{{\"type\": \"user\", \"mess");
+        let imported = import(&log).expect("imports the whole lines");
+        assert_eq!(imported.messages.len(), 2);
+        assert_eq!(imported.warnings.len(), 1, "{:?}", imported.warnings);
+        assert!(imported.warnings[0].starts_with("line 3: cut off"));
+        // A broken line that is not the last, or a last line ended by a newline, is refused.
+        assert!(import(&format!("{whole}\n{{\"type\": \"user\", \"mess\n")).is_err());
+    }
+
+    #[test]
+    fn assistant_lines_record_their_model() {
+        let mut line = assistant("a1", "m", json!({"type": "text", "text": "hi"}));
+        line["message"]["model"] = json!("claude-opus-4-5");
+        let imported = import(&lines(&[user("u1", json!("go")), line])).expect("imports");
+        assert_eq!(
+            imported.messages[1].model.as_deref(),
+            Some("anthropic/claude-opus-4-5")
+        );
     }
 }

@@ -146,6 +146,9 @@ pub struct Imported {
     /// conversation it replaced, and its summary. [`Store::import`](crate::Store::import)
     /// stores it as a store compaction.
     pub compaction: Option<ImportedCompaction>,
+    /// What was left out and why, for a person to read (a log's last line cut off by a
+    /// crash, ...); the import itself succeeded.
+    pub warnings: Vec<String>,
 }
 
 /// A compaction recorded in a transcript.
@@ -309,6 +312,11 @@ pub(crate) struct Assembler {
     orphans_as_text: usize,
     /// Orphan results kept as text, waiting for the open tool block to close.
     deferred: Vec<Part>,
+    /// Every call id stored so far, and the one renaming scheme for reused ones.
+    ids: texts::Renamer,
+    /// Calls of the open block stored under a fresh id: original id to the fresh ids, in
+    /// call order, that results naming the original still answer.
+    renamed: std::collections::HashMap<String, std::collections::VecDeque<String>>,
 }
 
 impl Assembler {
@@ -320,7 +328,51 @@ impl Assembler {
             tombstoned: Vec::new(),
             orphans_as_text: 0,
             deferred: Vec::new(),
+            ids: texts::Renamer::default(),
+            renamed: std::collections::HashMap::new(),
         }
+    }
+
+    /// A source that reuses a call id in a later turn (real OpenAI runs do, and the API
+    /// accepts it) keeps every call: the reused one is stored under a fresh id
+    /// (`{id}__{n}`), the original kept in `provider_metadata.import.original_id`, and the
+    /// results of its block that name the original are pointed at the fresh id.
+    fn rename_reused(&mut self, parts: &mut [Part], new_block: bool) {
+        if new_block {
+            self.renamed.clear();
+        }
+        for part in parts {
+            let Part::ToolUse { id, .. } = part else {
+                continue;
+            };
+            if id.is_empty() || self.ids.take(id) {
+                continue;
+            }
+            let fresh = self.ids.fresh(id);
+            let original = std::mem::replace(id, fresh.clone());
+            tag(part, json!({"import": {"original_id": original}}));
+            self.renamed.entry(original).or_default().push_back(fresh);
+        }
+    }
+
+    /// Points a result at the fresh id of a renamed call when its original id answers no
+    /// open call itself.
+    fn rename_result(&mut self, part: &mut Part) {
+        let Part::ToolResult { tool_use_id, .. } = part else {
+            return;
+        };
+        if self.walk.would_answer(tool_use_id) {
+            return;
+        }
+        let Some(fresh) = self
+            .renamed
+            .get_mut(tool_use_id.as_str())
+            .and_then(std::collections::VecDeque::pop_front)
+        else {
+            return;
+        };
+        let original = std::mem::replace(tool_use_id, fresh);
+        tag(part, json!({"import": {"original_id": original}}));
     }
 
     /// Appends a system, user or assistant message.
@@ -333,6 +385,10 @@ impl Assembler {
         if message.role != Role::System {
             self.close_tool_block(at, message.created_at)?;
             self.flush_deferred(at)?;
+        }
+        let mut message = message;
+        if message.role == Role::Assistant {
+            self.rename_reused(&mut message.parts, true);
         }
         self.accept(at, message)
     }
@@ -364,6 +420,8 @@ impl Assembler {
         let Some(index) = self.out.iter().rposition(|m| m.role == Role::Assistant) else {
             return Err(ImportError::malformed(at, "no assistant message to extend"));
         };
+        let mut parts = parts;
+        self.rename_reused(&mut parts, false);
         pairing::check_extension(&mut self.walk, &parts).map_err(|reason| refused(at, reason))?;
         self.out[index].parts.extend(parts);
         Ok(())
@@ -379,7 +437,8 @@ impl Assembler {
         let mut answers = Vec::with_capacity(results.len());
         let mut orphans = Vec::new();
         let mut seen = HashSet::new();
-        for part in results {
+        for mut part in results {
+            self.rename_result(&mut part);
             let id = part.answers().unwrap_or_default().to_owned();
             let answers_a_call = self.walk.would_answer(&id) && seen.insert(id);
             if answers_a_call {
@@ -430,6 +489,7 @@ impl Assembler {
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
             compaction: None,
+            warnings: Vec::new(),
         })
     }
 
@@ -508,6 +568,17 @@ fn orphan_text(part: Part) -> Part {
         text,
         provider_metadata: Some(meta),
     }
+}
+
+/// A source's model name as `messages.model` keeps it: `"provider/model"` (a name that
+/// already holds a `/` is kept as it is).
+pub(crate) fn model_name(provider: &str, model: Option<&Value>) -> Option<String> {
+    let model = model?.as_str().filter(|m| !m.trim().is_empty())?;
+    Some(if model.contains('/') {
+        model.to_owned()
+    } else {
+        format!("{provider}/{model}")
+    })
 }
 
 /// Deep-merges `extra` into `base` (objects merge key by key; anything else replaces).

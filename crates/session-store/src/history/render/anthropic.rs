@@ -33,7 +33,7 @@ pub fn render(view: &View) -> Value {
                 }
                 continue;
             }
-            Role::Assistant => ("assistant", blocks(&message.parts)),
+            Role::Assistant => ("assistant", assistant_blocks(&message.parts)),
             Role::User | Role::Tool => ("user", blocks(&message.parts)),
         };
         if blocks.is_empty() {
@@ -62,6 +62,7 @@ pub fn render(view: &View) -> Value {
             ),
         );
     }
+    trim_final_assistant(&mut messages);
     let mut body = Map::new();
     if !system.is_empty() {
         body.insert("system".to_owned(), Value::String(system.join("\n\n")));
@@ -72,6 +73,44 @@ pub fn render(view: &View) -> Value {
         .collect();
     body.insert("messages".to_owned(), Value::Array(messages));
     Value::Object(body)
+}
+
+/// Rule 7b: a final assistant message (a prefill or a continuation) may not end with
+/// whitespace. Its last text block loses its trailing whitespace; a block left empty is left
+/// out, and a message left empty too (the single space kept between signed thinking blocks
+/// is not exempt here).
+fn trim_final_assistant(messages: &mut Vec<(&'static str, Vec<Value>)>) {
+    while let Some((role, blocks)) = messages.last_mut() {
+        if *role != "assistant" {
+            return;
+        }
+        let Some(last) = blocks.last_mut() else {
+            messages.pop();
+            continue;
+        };
+        if last.get("type").and_then(Value::as_str) != Some("text") {
+            return;
+        }
+        let Some(text) = last.get("text").and_then(Value::as_str) else {
+            return;
+        };
+        let trimmed = text.trim_end();
+        if trimmed.len() == text.len() {
+            return;
+        }
+        if is_blank(trimmed) {
+            blocks.pop();
+            if blocks.is_empty() {
+                messages.pop();
+            }
+            continue;
+        }
+        let trimmed = trimmed.to_owned();
+        if let Some(slot) = last.get_mut("text") {
+            *slot = Value::String(trimmed);
+        }
+        return;
+    }
 }
 
 /// The text parts of a user or system message, joined with a blank line.
@@ -90,6 +129,20 @@ fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
 }
 
+/// An assistant message's blocks: Anthropic takes no image or document from the model, so
+/// those are described in text.
+fn assistant_blocks(parts: &[Part]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Image { .. } | Part::Document { .. } => {
+                Some(text_block(&crate::history::texts::describe(part)))
+            }
+            _ => block(part),
+        })
+        .collect()
+}
+
 /// The content blocks of one view message, in part order.
 fn blocks(parts: &[Part]) -> Vec<Value> {
     parts.iter().filter_map(block).collect()
@@ -99,11 +152,20 @@ fn blocks(parts: &[Part]) -> Vec<Value> {
 /// cache-control marks, ...: `provider_metadata.anthropic.attributes`) put back.
 fn block(part: &Part) -> Option<Value> {
     let mut rendered = bare_block(part)?;
-    if let (Some(Value::Object(attributes)), Value::Object(out)) =
-        (attributes(part.provider_metadata()), &mut rendered)
+    let Value::Object(out) = &mut rendered else {
+        return Some(rendered);
+    };
+    let metadata = part.provider_metadata();
+    // Citations stored by the first release's importer.
+    if let Some(citations) = metadata
+        .and_then(|m| m.get("anthropic"))
+        .and_then(|m| m.get("citations"))
     {
+        out.insert("citations".to_owned(), citations.clone());
+    }
+    if let Some(Value::Object(attributes)) = attributes(metadata) {
         for (key, value) in attributes {
-            out.entry(key.clone()).or_insert_with(|| value.clone());
+            out.insert(key.clone(), value.clone());
         }
     }
     Some(rendered)
@@ -138,14 +200,22 @@ fn bare_block(part: &Part) -> Option<Value> {
             tool_use_id,
             content,
             is_error,
+            blocks,
             ..
         } => {
             let mut result = Map::new();
             result.insert("type".to_owned(), json!("tool_result"));
             result.insert("tool_use_id".to_owned(), json!(tool_use_id));
-            // Empty content is left out rather than sent as an empty string.
-            if !content.is_empty() {
-                result.insert("content".to_owned(), json!(content));
+            // A structured result goes back whole; empty content is left out rather than
+            // sent as an empty string.
+            match blocks {
+                Some(blocks @ Value::Array(_)) => {
+                    result.insert("content".to_owned(), blocks.clone());
+                }
+                _ if !content.is_empty() => {
+                    result.insert("content".to_owned(), json!(content));
+                }
+                _ => {}
             }
             if *is_error {
                 result.insert("is_error".to_owned(), json!(true));
