@@ -231,7 +231,17 @@ fn mixed_session(store: &Store) -> SessionId {
                     Part::tool_error("c1", "denied"),
                 ]),
                 NewMessage::assistant(vec![Part::text("Done.")]),
-                NewMessage::user("second"),
+                NewMessage::new(
+                    Role::User,
+                    vec![
+                        Part::text("second"),
+                        Part::Image {
+                            source: json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}),
+                            title: None,
+                            provider_metadata: None,
+                        },
+                    ],
+                ),
                 NewMessage::assistant(vec![
                     Part::Reasoning {
                         text: "thought summary".into(),

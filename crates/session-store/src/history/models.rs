@@ -134,6 +134,14 @@ pub fn strip_thinking(parts: &[Part]) -> Vec<Part> {
             if let Some(metadata) = part_metadata_mut(&mut part) {
                 remove_gemini_signature(metadata);
             }
+            // A Gemini part kept verbatim carries its signature in itself.
+            if let Part::Opaque {
+                block: Value::Object(block),
+                ..
+            } = &mut part
+            {
+                block.remove(THOUGHT_SIGNATURE);
+            }
             part
         })
         .collect();

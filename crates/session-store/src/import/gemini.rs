@@ -14,8 +14,8 @@
 //!   signature as a reasoning part (`{"gemini": {"text": true}}`; see
 //!   [`crate::history::models`]). Every `thoughtSignature` is kept byte for byte under
 //!   `provider_metadata.gemini.thoughtSignature` of the part it came on.
-//! - Other parts (`inlineData`, `fileData`, `executableCode`, ...) become text describing
-//!   them, the part kept under `provider_metadata.gemini.part`.
+//! - `inlineData` and `fileData` parts become images (`image/*`) or documents; other parts
+//!   (`executableCode`, ...) are kept verbatim for Gemini alone (opaque).
 //! - A body's `model` field, when it has one (the API takes it in the URL), is the model of
 //!   its assistant messages (`gemini/{model}`).
 //!
@@ -155,16 +155,47 @@ fn gemini_meta(object: &Map<String, Value>, extra: &[(&str, Value)]) -> Option<V
     (!gemini.is_empty()).then(|| json!({ GEMINI: gemini }))
 }
 
-/// A part the store has no kind for: text describing it, the part kept.
+/// A part that is not text or a call: inline data or a file as an image (an `image/*` type)
+/// or a document; anything else kept verbatim for Gemini alone (opaque).
 fn described(object: &Map<String, Value>, part: &Value) -> Part {
-    let kind = object
-        .keys()
-        .find(|k| *k != THOUGHT_SIGNATURE)
-        .map_or("part", String::as_str);
-    Part::Text {
-        text: format!("[{kind} part]"),
-        provider_metadata: Some(json!({ GEMINI: {"part": part} })),
+    let media = |media_type: &str, source: Value| {
+        if media_type.starts_with("image/") {
+            Part::Image {
+                source,
+                title: None,
+                provider_metadata: None,
+            }
+        } else {
+            Part::Document {
+                source,
+                title: None,
+                provider_metadata: None,
+            }
+        }
+    };
+    let field = |value: Option<&Value>, key: &str| {
+        value
+            .and_then(|v| v.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    if object.len() == 1 {
+        let inline = object.get("inlineData");
+        if let (Some(mime), Some(data)) = (field(inline, "mimeType"), field(inline, "data")) {
+            return media(
+                &mime,
+                json!({"type": "base64", "media_type": mime, "data": data}),
+            );
+        }
+        let file = object.get("fileData");
+        if let (Some(mime), Some(uri)) = (field(file, "mimeType"), field(file, "fileUri")) {
+            return media(
+                &mime,
+                json!({"type": "url", "url": uri, "media_type": mime}),
+            );
+        }
     }
+    Part::opaque(GEMINI, part.clone())
 }
 
 fn user_part(

@@ -5,9 +5,8 @@
 //! - `message` (also an item with a `role` and no `type`): `user` becomes a user message,
 //!   `system` and `developer` a system message (`developer` tagged
 //!   `provider_metadata.openai.role`), `assistant` text of the assistant message being built.
-//!   Text parts (`input_text`, `output_text`, `refusal`) become text; other parts
-//!   (`input_image`, `input_file`) text describing them, the part kept under
-//!   `provider_metadata.openai.part`.
+//!   Text parts (`input_text`, `output_text`, `refusal`) become text, `input_image` an image,
+//!   `input_file` a document; other parts are kept verbatim for OpenAI alone (opaque).
 //! - `reasoning`: a reasoning part, its text the summary texts joined by a blank line, with
 //!   `{"openai": {"encrypted_content", "summary", "id"?}}` so it is replayed as it came.
 //! - `function_call` (`call_id`, `name`, `arguments` a JSON string), `custom_tool_call`
@@ -17,8 +16,8 @@
 //! - `function_call_output`, `custom_tool_call_output`, `local_shell_call_output`: a
 //!   tool_result in a tool message (an output that is a list of parts is stored as their
 //!   text, the list kept under `provider_metadata.openai.output`).
-//! - Any other item (`web_search_call`, `image_generation_call`, ...) is kept as text of the
-//!   assistant message describing it, the item under `provider_metadata.openai.item`.
+//! - Any other item (`web_search_call`, `image_generation_call`, ...) is kept verbatim in the
+//!   assistant message being built (an opaque part), sent back to OpenAI alone.
 //!
 //! Consecutive reasoning, assistant text and calls form one assistant message; an output or a
 //! user or system message closes it. `instructions` becomes the first system message, tagged
@@ -177,11 +176,9 @@ impl Items {
                 self.assembler.results(at, vec![part], created_at)
             }
             _ => {
-                let part = Part::Text {
-                    text: format!("[{kind} item]"),
-                    provider_metadata: Some(metadata("openai", "item", item.clone())),
-                };
-                self.assistant(at, created_at, part);
+                // Server-side items (`web_search_call`, ...) and items newer than this build:
+                // kept verbatim, sent back to OpenAI alone.
+                self.assistant(at, created_at, Part::opaque("openai", item.clone()));
                 Ok(())
             }
         }
@@ -268,10 +265,46 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
                         text: string_field(object, "refusal", &at)?.to_owned(),
                         provider_metadata: Some(json!({"openai": {"refusal": true}})),
                     },
-                    _ => Part::Text {
-                        text: format!("[{kind} part]"),
-                        provider_metadata: Some(metadata("openai", "part", item.clone())),
+                    "input_image" => match (
+                        object.get("image_url").and_then(Value::as_str),
+                        object.get("file_id").and_then(Value::as_str),
+                    ) {
+                        (Some(url), _) => Part::Image {
+                            source: source_of(url),
+                            title: None,
+                            provider_metadata: attributes(object, &["type", "image_url"]),
+                        },
+                        (None, Some(id)) => Part::Image {
+                            source: json!({"type": "file", "file_id": id}),
+                            title: None,
+                            provider_metadata: attributes(object, &["type", "file_id"]),
+                        },
+                        (None, None) => Part::opaque("openai", item.clone()),
                     },
+                    "input_file" => {
+                        let title = object
+                            .get("filename")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned);
+                        match (
+                            object.get("file_data").and_then(Value::as_str),
+                            object.get("file_id").and_then(Value::as_str),
+                        ) {
+                            (Some(data), _) => Part::Document {
+                                source: source_of(data),
+                                title,
+                                provider_metadata: None,
+                            },
+                            (None, Some(id)) => Part::Document {
+                                source: json!({"type": "file", "file_id": id}),
+                                title,
+                                provider_metadata: None,
+                            },
+                            (None, None) => Part::opaque("openai", item.clone()),
+                        }
+                    }
+                    // Audio and parts newer than this build: kept verbatim for OpenAI alone.
+                    _ => Part::opaque("openai", item.clone()),
                 })
             })
             .collect(),
@@ -283,6 +316,28 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
             ),
         )),
     }
+}
+
+/// A URL or file data as a provider-neutral source: a `data:` URL becomes base64 data with
+/// its media type, anything else stays a URL.
+fn source_of(url: &str) -> Value {
+    if let Some((media_type, data)) = url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+    {
+        return json!({"type": "base64", "media_type": media_type, "data": data});
+    }
+    json!({"type": "url", "url": url})
+}
+
+/// The fields of a content part besides `skip` (`detail`, ...), kept for OpenAI.
+fn attributes(object: &Map<String, Value>, skip: &[&str]) -> Option<Value> {
+    let rest: Map<String, Value> = object
+        .iter()
+        .filter(|(k, _)| !skip.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!rest.is_empty()).then(|| metadata("openai", "attributes", Value::Object(rest)))
 }
 
 /// A reasoning item: the summary as text, everything needed to replay it as metadata.

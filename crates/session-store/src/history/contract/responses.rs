@@ -150,13 +150,13 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 let follower = items[index + 1..]
                     .iter()
                     .find(|next| next.get("type").and_then(Value::as_str) != Some("reasoning"));
+                // An output item: an assistant message or a call of any kind, not an input.
                 let followed =
                     follower.is_some_and(|next| match next.get("type").and_then(Value::as_str) {
-                        Some("function_call") => true,
                         Some("message") | None => {
                             next.get("role").and_then(Value::as_str) == Some("assistant")
                         }
-                        _ => false,
+                        Some(kind) => !kind.ends_with("_output") && kind != "item_reference",
                     });
                 if !followed {
                     push(
@@ -186,7 +186,9 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
 fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
     let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
     let allowed: &[&str] = match role {
-        "user" | "system" | "developer" => &["input_text", "input_image", "input_file"],
+        "user" | "system" | "developer" => {
+            &["input_text", "input_image", "input_file", "input_audio"]
+        }
         "assistant" => &["output_text", "refusal"],
         other => {
             push(

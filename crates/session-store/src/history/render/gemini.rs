@@ -19,7 +19,8 @@
 //! - Each tool_result is a `{"functionResponse": {"id"?, "name", "response"}}` in the next
 //!   `user` content, named after its call; `response` is `{"output": content}` (`{"error":
 //!   content}` for a failure), or the object a Gemini body carried, when it was imported.
-//! - Images and documents with inline data go as `inlineData`, others (and server tool
+//! - Images and documents with inline data go as `inlineData`, with a URL and a media type as
+//!   `fileData`, others (and server tool
 //!   parts of another provider) as text saying what they were; a provider block the store
 //!   kept verbatim goes back only when Gemini made it.
 //! - A call id is sent unless the call came from a Gemini body without one
@@ -125,12 +126,13 @@ pub fn render(view: &View) -> Value {
 fn media(part: &Part) -> Option<Value> {
     match part {
         Part::Image { source, .. } | Part::Document { source, .. } => {
-            let base64 = source.get("type").and_then(Value::as_str) == Some("base64");
-            let media_type = source.get("media_type").and_then(Value::as_str);
-            let data = source.get("data").and_then(Value::as_str);
-            match (base64, media_type, data) {
-                (true, Some(mime), Some(data)) => {
-                    Some(json!({"inlineData": {"mimeType": mime, "data": data}}))
+            let field = |key| source.get(key).and_then(Value::as_str);
+            match (field("type"), field("media_type")) {
+                (Some("base64"), Some(mime)) if field("data").is_some() => {
+                    Some(json!({"inlineData": {"mimeType": mime, "data": field("data")}}))
+                }
+                (Some("url"), Some(mime)) if field("url").is_some() => {
+                    Some(json!({"fileData": {"mimeType": mime, "fileUri": field("url")}}))
                 }
                 _ => Some(json!({"text": describe(part)})),
             }

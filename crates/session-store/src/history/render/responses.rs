@@ -53,10 +53,9 @@ pub fn render(view: &View) -> Value {
                 }
             }
             Role::User => {
-                let texts = texts(&message.parts);
-                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-                if !texts.is_empty() {
-                    input.push(message_item("user", "input_text", &texts));
+                let content: Vec<Value> = message.parts.iter().filter_map(user_part).collect();
+                if !content.is_empty() {
+                    input.push(json!({"type": "message", "role": "user", "content": content}));
                 }
             }
             Role::Assistant => assistant(&message.parts, &mut input),
@@ -89,16 +88,87 @@ pub fn render(view: &View) -> Value {
     Value::Object(body)
 }
 
-/// The text of a user message: its text parts, and what its images and documents were.
-fn texts(parts: &[Part]) -> Vec<String> {
-    parts
-        .iter()
-        .filter_map(|part| match part {
-            Part::Text { text, .. } if !is_blank(text) => Some(text.clone()),
-            Part::Image { .. } | Part::Document { .. } => Some(describe(part)),
+/// One part of a user message: text, an image (`input_image`), a document (`input_file`),
+/// or a part OpenAI made, as it came.
+fn user_part(part: &Part) -> Option<Value> {
+    let as_url = |source: &Value| -> Option<String> {
+        match source.get("type").and_then(Value::as_str)? {
+            "url" => source.get("url").and_then(Value::as_str).map(str::to_owned),
+            "base64" => Some(format!(
+                "data:{};base64,{}",
+                source.get("media_type").and_then(Value::as_str)?,
+                source.get("data").and_then(Value::as_str)?
+            )),
             _ => None,
-        })
-        .collect()
+        }
+    };
+    match part {
+        Part::Text { text, .. } if !is_blank(text) => {
+            Some(json!({"type": "input_text", "text": text}))
+        }
+        Part::Image {
+            source,
+            provider_metadata,
+            ..
+        } => {
+            let mut image = Map::new();
+            image.insert("type".to_owned(), json!("input_image"));
+            if let Some(url) = as_url(source) {
+                image.insert("image_url".to_owned(), json!(url));
+            } else if let Some(id) = file_id(source) {
+                image.insert("file_id".to_owned(), json!(id));
+            } else {
+                return Some(json!({"type": "input_text", "text": describe(part)}));
+            }
+            if let Some(Value::Object(attributes)) = provider_metadata
+                .as_ref()
+                .and_then(|m| m.get(OPENAI))
+                .and_then(|o| o.get("attributes"))
+            {
+                for (key, value) in attributes {
+                    image.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+            Some(Value::Object(image))
+        }
+        Part::Document { source, title, .. } => {
+            let mut file = Map::new();
+            file.insert("type".to_owned(), json!("input_file"));
+            let base64 = source.get("type").and_then(Value::as_str) == Some("base64");
+            match (base64.then(|| as_url(source)).flatten(), file_id(source)) {
+                (Some(data), _) => {
+                    file.insert("file_data".to_owned(), json!(data));
+                }
+                (None, Some(id)) => {
+                    file.insert("file_id".to_owned(), json!(id));
+                }
+                (None, None) => return Some(json!({"type": "input_text", "text": describe(part)})),
+            }
+            if let Some(title) = title {
+                file.insert("filename".to_owned(), json!(title));
+            }
+            Some(Value::Object(file))
+        }
+        Part::Opaque { block, .. }
+            if part.opaque_provider() == Some(OPENAI)
+                && block
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|kind| USER_PARTS.contains(&kind)) =>
+        {
+            Some(block.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The content part types of a user message.
+const USER_PARTS: &[&str] = &["input_text", "input_image", "input_file", "input_audio"];
+
+fn file_id(source: &Value) -> Option<&str> {
+    (source.get("type").and_then(Value::as_str) == Some("file"))
+        .then(|| source.get("file_id").and_then(Value::as_str))
+        .flatten()
 }
 
 fn message_item(role: &str, kind: &str, texts: &[&str]) -> Value {
@@ -118,6 +188,7 @@ fn is_output(part: &Part) -> bool {
         | Part::ServerToolResult { .. }
         | Part::Image { .. }
         | Part::Document { .. } => true,
+        Part::Opaque { .. } => part.opaque_provider() == Some(OPENAI),
         _ => false,
     }
 }
