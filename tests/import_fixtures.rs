@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use session_store::import::{self, Format, Imported};
 use session_store::{
-    check_anthropic, check_openai, ExportOptions, Message, NewMessage, Part, Provider, Refusal,
-    Role, Store, ThinkingConfig,
+    check_anthropic, check_gemini, check_openai, check_responses, ExportOptions, Message,
+    NewMessage, Part, Provider, Refusal, Role, Store, ThinkingConfig,
 };
 
 fn fixtures() -> PathBuf {
@@ -311,6 +311,8 @@ fn exported_inventory(
             check_anthropic as fn(&serde_json::Value) -> Vec<_>,
         ),
         (Provider::OpenAi, check_openai),
+        (Provider::Responses, check_responses),
+        (Provider::Gemini, check_gemini),
     ] {
         let body = store
             .export_now(&session, provider, &defaults)

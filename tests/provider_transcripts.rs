@@ -145,7 +145,7 @@ fn derived_pydantic_ai_requests_render_with_zero_violations() {
                 .any(|m| m.get("tool_calls").is_some() || m["content"].is_string())
         });
         let view = sanitize(&to_messages(&original));
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = render(&view, provider);
             assert_eq!(
                 check(provider, &body),
@@ -287,7 +287,7 @@ fn claude_code_logs_render_with_zero_violations() {
         let messages = claude_code_messages(&text);
         let view = sanitize(&messages);
         let anthropic = render(&view, Provider::Anthropic);
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = render(&view, provider);
             assert_eq!(check(provider, &body), vec![], "{file} as {provider}");
         }

@@ -49,7 +49,10 @@ pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, 
 pub use store::{CompactionOutcome, Reverted};
 pub use store::{ConnectionSettings, Store, StoreOptions};
 
-pub use history::contract::{check_anthropic, check_openai, Rule, Violation};
+pub use history::contract::{
+    check_anthropic, check_gemini, check_openai, check_responses, check_signed_by_target, Rule,
+    Violation,
+};
 pub use history::render::Provider;
 pub use history::request::Request;
 pub use history::thinking::{ThinkingConfig, ThinkingState};

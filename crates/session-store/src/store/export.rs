@@ -353,7 +353,7 @@ mod tests {
         // Older code compacted the turn's first two messages only: the result is an orphan.
         let conn = rusqlite::Connection::open(&path)?;
         conn.execute("UPDATE messages SET compacted = 1 WHERE seq <= 2", [])?;
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = store.export(&session, provider, t0(), &ExportOptions::default())?;
             assert_eq!(check(provider, &body), vec![], "{provider}: {body:#}");
             assert!(!body.to_string().contains("\"old\""));
