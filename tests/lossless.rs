@@ -198,3 +198,139 @@ fn a_stored_part_kind_outside_the_contract_is_refused_by_the_schema() {
         )
         .is_err());
 }
+
+fn fixture(path: &str) -> String {
+    std::fs::read_to_string(crate::util::transcripts().join(path)).expect("fixture")
+}
+
+#[test]
+fn a_claude_code_compaction_becomes_a_store_compaction_and_the_export_sends_what_claude_code_sent()
+{
+    for path in [
+        "fasthooks/sample_main_transcript.jsonl",
+        "spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+    ] {
+        let imported = import::import(Format::ClaudeCode, &fixture(path)).expect("imports");
+        assert_eq!(imported.compactions.len(), 1, "{path}");
+        let summary = imported.compactions[0].summary.clone();
+        let (_dir, store, path_db) = temp_store();
+        let stored = store.import(&imported).expect("stores");
+        let summaries = store.summaries(&stored.session).expect("summaries");
+        assert_eq!(summaries.len(), 1, "{path}");
+        assert_eq!(summaries[0].text, summary);
+        let compacted: i64 = raw(&path_db)
+            .query_row(
+                "SELECT COUNT(*) FROM messages WHERE compacted = 1",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert!(compacted > 0, "{path}");
+        assert!(crate::util::violations(&path_db).is_empty(), "{path}");
+        let body = store
+            .export_now(
+                &stored.session,
+                Provider::Anthropic,
+                &ExportOptions::default(),
+            )
+            .expect("exports");
+        let first = body["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(first.ends_with(summary.as_str()), "{path}: {first:.200}");
+        assert_eq!(check_anthropic(&body), vec![], "{path}");
+    }
+}
+
+#[test]
+fn system_messages_stay_in_what_the_provider_sees_when_their_turn_is_compacted() {
+    let (_dir, store, _path) = temp_store();
+    let session = store.create_session().expect("session");
+    for message in [
+        session_store::NewMessage::system("You are a careful agent."),
+        session_store::NewMessage::user("one"),
+        session_store::NewMessage::assistant(vec![Part::text("1")]),
+        session_store::NewMessage::user("two"),
+        session_store::NewMessage::assistant(vec![Part::text("2")]),
+    ] {
+        store.append(&session, message).expect("append");
+    }
+    let outcome = store
+        .compact(&session, 1, "They counted.")
+        .expect("compact");
+    assert!(!outcome.is_nothing());
+    let anthropic = store
+        .export_now(&session, Provider::Anthropic, &ExportOptions::default())
+        .expect("export");
+    assert_eq!(anthropic["system"], json!("You are a careful agent."));
+    let openai = store
+        .export_now(&session, Provider::OpenAi, &ExportOptions::default())
+        .expect("export");
+    assert_eq!(openai["messages"][0]["role"], "system");
+    assert!(openai["messages"][1]["content"]
+        .as_str()
+        .is_some_and(|t| t.ends_with("They counted.")));
+    assert_eq!(check_openai(&openai), vec![]);
+}
+
+#[test]
+fn sidechain_lines_become_a_child_session_linked_to_the_task_call() {
+    let line = |v: Value| v.to_string();
+    let log = [
+        line(
+            json!({"type": "user", "uuid": "u1", "isSidechain": false, "message": {"role": "user", "content": "research X"}}),
+        ),
+        line(
+            json!({"type": "assistant", "uuid": "a1", "isSidechain": false, "message": {"id": "m1", "role": "assistant",
+            "model": "claude-opus-4-6", "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100},
+            "content": [{"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"prompt": "find X", "description": "d"}}]}}),
+        ),
+        line(
+            json!({"type": "user", "uuid": "s1", "isSidechain": true, "agentId": "ag1", "message": {"role": "user", "content": "find X"}}),
+        ),
+        line(
+            json!({"type": "assistant", "uuid": "s2", "isSidechain": true, "agentId": "ag1", "message": {"id": "m2", "role": "assistant",
+            "content": [{"type": "text", "text": "X is 42"}]}}),
+        ),
+        line(
+            json!({"type": "user", "uuid": "u2", "isSidechain": false, "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_task", "content": "X is 42"}]}}),
+        ),
+    ]
+    .join("\n");
+    let imported = import::import(Format::ClaudeCode, &log).expect("imports");
+    assert_eq!(imported.children.len(), 1);
+    assert_eq!(
+        imported.children[0].spawned_by.as_deref(),
+        Some("toolu_task")
+    );
+    assert_eq!(imported.usage.len(), 1);
+    assert_eq!(imported.usage[0].cache_read_tokens, Some(100));
+    let (_dir, store, path) = temp_store();
+    let stored = store.import(&imported).expect("stores");
+    assert_eq!(stored.children.len(), 1);
+    let link: String = raw(&path)
+        .query_row(
+            "SELECT json_extract(provider_metadata, '$.session_store.child_session') FROM parts WHERE tool_use_id = 'toolu_task' AND kind = 'tool_use'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("linked");
+    assert_eq!(link, stored.children[0].as_str());
+    let child = store
+        .export_now(
+            &stored.children[0],
+            Provider::Anthropic,
+            &ExportOptions::default(),
+        )
+        .expect("child exports");
+    assert_eq!(child["messages"][0]["content"][0]["text"], "find X");
+    let model: String = raw(&path)
+        .query_row(
+            "SELECT model FROM messages WHERE role = 'assistant' AND model IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .expect("model stored");
+    assert_eq!(model, "anthropic/claude-opus-4-6");
+}

@@ -43,11 +43,16 @@ pub fn run(
     let orphans = imported.orphans_as_text;
     let warnings = imported.warnings.clone();
     let store = open::or_create(db)?;
-    let messages = imported.into_messages();
-    tracing::debug!(messages = messages.len(), "parsed");
-    let session = store
-        .import_session(messages)
+    tracing::debug!(messages = imported.messages.len(), "parsed");
+    let stored = store
+        .import(&imported)
         .with_context(|| format!("cannot import {}", file.display()))?;
+    let session = stored.session;
+    for child in &stored.children {
+        eprintln!(
+            "session-store: a sub-agent's conversation was imported as child session {child}"
+        );
+    }
     if tombstoned > 0 {
         eprintln!(
             "session-store: {tombstoned} tool call(s) had no result before the conversation moved on; answered with tombstones"

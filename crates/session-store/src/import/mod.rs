@@ -122,6 +122,52 @@ pub struct Imported {
     /// What was left out and why, for a person to read (a log's last line cut off by a
     /// crash, ...); the import itself succeeded.
     pub warnings: Vec<String>,
+    /// The session's title, where the source names one (`sessions.title`).
+    pub title: Option<String>,
+    /// Compactions the source made, oldest first: each hides every message before `at`.
+    pub compactions: Vec<ImportedCompaction>,
+    /// What assistant messages cost, where the source says (the `usage` table).
+    pub usage: Vec<ImportedUsage>,
+    /// Conversations the source ran beside this one (Claude Code sub-agents), stored as child
+    /// sessions.
+    pub children: Vec<ImportedChild>,
+}
+
+/// A compaction recorded in the source: the messages before `at` are replaced by `summary`
+/// in what the provider sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedCompaction {
+    /// Index in [`Imported::messages`] of the first message left visible (a user message
+    /// that opens a turn).
+    pub at: usize,
+    /// The summary text.
+    pub summary: String,
+}
+
+/// What one assistant message cost (a `usage` row).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportedUsage {
+    /// Index in [`Imported::messages`] of the assistant message.
+    pub message: usize,
+    /// The model that wrote it.
+    pub model: Option<String>,
+    /// Input tokens not read from or written to a cache.
+    pub input_tokens: Option<i64>,
+    /// Output tokens.
+    pub output_tokens: Option<i64>,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: Option<i64>,
+    /// Input tokens written to the prompt cache.
+    pub cache_write_tokens: Option<i64>,
+}
+
+/// A conversation run beside the imported one (a Claude Code sub-agent).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImportedChild {
+    /// The id of the call (a `Task` tool_use) that spawned it, when the source says.
+    pub spawned_by: Option<String>,
+    /// The conversation.
+    pub imported: Imported,
 }
 
 impl Imported {
@@ -355,6 +401,17 @@ impl Assembler {
         self.accept(at, message)
     }
 
+    /// How many messages were assembled so far (the index the next one gets, unless
+    /// tombstones go first).
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// True when a user message was assembled already.
+    pub(crate) fn has_user(&self) -> bool {
+        self.out.iter().any(|m| m.role == Role::User)
+    }
+
     /// True when the last user-or-assistant message is an assistant message and only tool
     /// (or system) messages follow it: its tool block is still open.
     pub(crate) fn assistant_is_open(&self) -> bool {
@@ -445,7 +502,7 @@ impl Assembler {
             messages: self.out,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
-            warnings: Vec::new(),
+            ..Imported::default()
         })
     }
 
