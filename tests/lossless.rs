@@ -334,3 +334,114 @@ fn sidechain_lines_become_a_child_session_linked_to_the_task_call() {
         .expect("model stored");
     assert_eq!(model, "anthropic/claude-opus-4-6");
 }
+
+/// Every Anthropic block of a source, by type (tool_result content searched too), and the
+/// citations of its text blocks.
+fn block_counts(values: &[&Value]) -> std::collections::BTreeMap<String, usize> {
+    fn walk(block: &Value, counts: &mut std::collections::BTreeMap<String, usize>) {
+        let Some(kind) = block.get("type").and_then(Value::as_str) else {
+            return;
+        };
+        *counts.entry(kind.to_owned()).or_default() += 1;
+        if let Some(citations) = block.get("citations").and_then(Value::as_array) {
+            *counts.entry("citation".to_owned()).or_default() += citations.len();
+        }
+        if kind == "tool_result" {
+            for inner in block["content"].as_array().into_iter().flatten() {
+                walk(inner, counts);
+            }
+        }
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for content in values {
+        for block in content.as_array().into_iter().flatten() {
+            walk(block, &mut counts);
+        }
+    }
+    // Text is compared elsewhere (blank text is not sent, by rule 7).
+    counts.remove("text");
+    counts
+}
+
+#[test]
+fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_export() {
+    let (_dir, store, _path) = temp_store();
+    let options = ExportOptions {
+        persist_latch: false,
+        thinking: session_store::ThinkingConfig {
+            keep_recent: usize::MAX,
+            ..session_store::ThinkingConfig::default()
+        },
+    };
+    let mut compared = 0;
+    for (path, format) in crate::import_fixtures::transcripts() {
+        if format == Format::OpenAi {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("fixture");
+        let source_values: Vec<Value> = match format {
+            Format::ClaudeCode => {
+                let lines: Vec<Value> = text
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| serde_json::from_str(l).expect("JSON line"))
+                    .filter(|v: &Value| v["type"] == "user" || v["type"] == "assistant")
+                    .collect();
+                let only_side = lines.iter().all(|v| v["isSidechain"] == true);
+                let mut seen = std::collections::HashSet::new();
+                lines
+                    .into_iter()
+                    .filter(|v| only_side || v["isSidechain"] != true)
+                    .filter(|v| v["uuid"].as_str().is_none_or(|u| seen.insert(u.to_owned())))
+                    .map(|v| v["message"]["content"].clone())
+                    .collect()
+            }
+            _ => {
+                let body: Value = serde_json::from_str(&text).expect("JSON");
+                body["messages"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|m| m["content"].clone())
+                    .collect()
+            }
+        };
+        let source = block_counts(&source_values.iter().collect::<Vec<_>>());
+        let imported = import::import(format, &text).expect("imports");
+        let tombstones = imported.tombstoned.len();
+        // Stored without the compactions, so the export holds every turn.
+        let id = store
+            .import_session(imported.into_messages())
+            .expect("stores");
+        let body = store
+            .export_now(&id, Provider::Anthropic, &options)
+            .expect("exports");
+        assert_eq!(check_anthropic(&body), vec![], "{}", path.display());
+        let exported_contents: Vec<&Value> = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| &m["content"])
+            .collect();
+        let mut exported = block_counts(&exported_contents);
+        // Tombstones the import wrote, and those the loader sends for calls still pending.
+        let synthetic = exported_contents
+            .iter()
+            .flat_map(|c| c.as_array().into_iter().flatten())
+            .filter(|b| {
+                b["type"] == "tool_result"
+                    && b["content"].as_str().is_some_and(|t| {
+                        t.starts_with(session_store::history::texts::TOMBSTONE_PREFIX)
+                    })
+            })
+            .count();
+        assert!(synthetic >= tombstones, "{}", path.display());
+        if let Some(results) = exported.get_mut("tool_result") {
+            *results -= synthetic;
+        }
+        exported.retain(|_, n| *n > 0);
+        assert_eq!(exported, source, "{}", path.display());
+        compared += source.values().sum::<usize>();
+    }
+    assert!(compared > 500, "counted only {compared} blocks");
+}
