@@ -445,3 +445,98 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
     }
     assert!(compared > 500, "counted only {compared} blocks");
 }
+
+mod any_stored_session {
+    //! Property: a session written by any code (raw SQL, so the write path's refusals do not
+    //! apply), with any mix of the second release's part kinds in any role, exports a body
+    //! both providers accept.
+    use proptest::prelude::*;
+    use serde_json::json;
+    use session_store::{check_anthropic, check_openai, ExportOptions, Provider, SessionId};
+
+    use crate::util::temp_store;
+
+    /// (kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+    type Row = (
+        &'static str,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        bool,
+        Option<String>,
+    );
+
+    fn part() -> impl Strategy<Value = Row> {
+        let id = prop::sample::select(vec!["a", "b", "srv_1", "srv_2", ""]).prop_map(str::to_owned);
+        prop_oneof![
+            Just(("text", Some("hi".to_owned()), None, None, None, false, None)),
+            Just(("text", Some("trailing  ".to_owned()), None, None, None, false, None)),
+            Just(("text", Some(" ".to_owned()), None, None, None, false, None)),
+            Just(("reasoning", Some("r".to_owned()), None, None, None, false,
+                  Some(json!({"anthropic": {"signature": "S"}}).to_string()))),
+            Just(("reasoning", Some("deep".to_owned()), None, None, None, false,
+                  Some(json!({"openai": {"field": "reasoning_content"}}).to_string()))),
+            id.clone().prop_map(|id| ("tool_use", None, Some(id), Some("bash".to_owned()),
+                  Some(r#"{"n":12345678901234567890123}"#.to_owned()), false, None)),
+            (id.clone(), any::<bool>()).prop_map(|(id, e)| ("tool_result", Some("ok".to_owned()), Some(id), None,
+                  Some(json!([{"type": "text", "text": "ok"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]).to_string()), e, None)),
+            Just(("image", None, None, None,
+                  Some(json!({"type": "base64", "media_type": "image/png", "data": "AA=="}).to_string()), false, None)),
+            Just(("image", Some("a chart".to_owned()), None, None,
+                  Some(json!({"type": "url", "url": "https://example.com/c.png"}).to_string()), false, None)),
+            Just(("document", Some("doc".to_owned()), None, None,
+                  Some(json!({"type": "base64", "media_type": "application/pdf", "data": "JVBE"}).to_string()), false,
+                  Some(json!({"anthropic": {"attributes": {"citations": {"enabled": true}}}}).to_string()))),
+            id.clone().prop_map(|id| ("server_tool_use", None, Some(id), Some("web_search".to_owned()),
+                  Some(r#"{"query":"q"}"#.to_owned()), false, None)),
+            id.prop_map(|id| ("server_tool_result", None, Some(id.clone()), None,
+                  Some(json!({"type": "web_search_tool_result", "tool_use_id": id, "content": []}).to_string()), false, None)),
+            prop::sample::select(vec!["anthropic", "openai", "gemini"]).prop_map(|p| ("opaque", None, None, None,
+                  Some(json!({"type": "compaction", "content": "c"}).to_string()), false,
+                  Some(json!({"provider": p}).to_string()))),
+        ]
+    }
+
+    fn message() -> impl Strategy<Value = (&'static str, Vec<Row>)> {
+        (
+            prop::sample::select(vec!["system", "user", "assistant", "tool"]),
+            prop::collection::vec(part(), 0..4),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn exports_valid_for_both_providers(messages in prop::collection::vec(message(), 1..10)) {
+            let (_dir, store, path) = temp_store();
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+                [],
+            ).expect("session");
+            let mut users = 0i64;
+            for (seq, (role, parts)) in messages.iter().enumerate() {
+                users += i64::from(*role == "user");
+                conn.execute(
+                    "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES (?1, 's', ?1, ?2, ?3, '2026-01-01T00:00:00Z')",
+                    rusqlite::params![seq as i64 + 1, (users - 1).max(0), role],
+                ).expect("message");
+                for (ordinal, (kind, text, id, name, input, is_error, meta)) in parts.iter().enumerate() {
+                    conn.execute(
+                        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        rusqlite::params![seq as i64 + 1, ordinal as i64, kind, text, id, name, input, is_error, meta],
+                    ).expect("part");
+                }
+            }
+            drop(conn);
+            let session = SessionId::new("s");
+            let options = ExportOptions { persist_latch: false, ..ExportOptions::default() };
+            let anthropic = store.export_now(&session, Provider::Anthropic, &options).expect("anthropic");
+            prop_assert_eq!(check_anthropic(&anthropic), vec![], "{:#}", anthropic);
+            let openai = store.export_now(&session, Provider::OpenAi, &options).expect("openai");
+            prop_assert_eq!(check_openai(&openai), vec![], "{:#}", openai);
+        }
+    }
+}
