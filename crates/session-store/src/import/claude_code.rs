@@ -278,10 +278,13 @@ fn usage_row(message: usize, model: Option<String>, usage: &Value) -> ImportedUs
     }
 }
 
+/// The parsed lines of a log, each with its 1-based number.
+type Lines = Vec<(usize, Value)>;
+
 /// Parses every non-blank line, naming the first one that is not JSON. The last line of a
 /// log that does not end with a newline may have been cut off by a crash mid-write: when it
 /// is not JSON it is left out, with a warning, and everything before it is imported.
-fn parse_lines(text: &str) -> Result<(Vec<(usize, Value)>, Vec<String>), ImportError> {
+fn parse_lines(text: &str) -> Result<(Lines, Vec<String>), ImportError> {
     let mut values = Vec::new();
     let mut warnings = Vec::new();
     let count = text.lines().count();
