@@ -540,3 +540,103 @@ mod any_stored_session {
         }
     }
 }
+
+#[test]
+fn usage_rows_and_the_parent_link_are_written_where_the_schema_has_them() {
+    let log = [
+        json!({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "research X"}}),
+        json!({"type": "assistant", "uuid": "a1", "message": {"id": "m1", "role": "assistant",
+            "model": "claude-opus-4-6", "usage": {"input_tokens": 3, "output_tokens": 1}, "content": [{"type": "text", "text": "thinking"}]}}),
+        json!({"type": "assistant", "uuid": "a2", "message": {"id": "m1", "role": "assistant",
+            "model": "claude-opus-4-6", "usage": {"input_tokens": 10, "output_tokens": 5,
+            "cache_read_input_tokens": 100, "cache_creation_input_tokens": 7},
+            "content": [{"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"prompt": "find X"}}]}}),
+        json!({"type": "user", "uuid": "s1", "isSidechain": true, "agentId": "ag1", "message": {"role": "user", "content": "find X"}}),
+        json!({"type": "assistant", "uuid": "s2", "isSidechain": true, "agentId": "ag1", "message": {"id": "m2", "role": "assistant", "content": [{"type": "text", "text": "42"}]}}),
+        json!({"type": "user", "uuid": "u2", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_task", "content": "42"}]}}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect::<Vec<_>>()
+    .join("\n");
+    let imported = import::import(Format::ClaudeCode, &log).expect("imports");
+    // Without the columns (this schema): stored all the same.
+    let (_dir, store, path) = temp_store();
+    store.import(&imported).expect("stores without usage or parent_id");
+    // With them, as the contract names them (a later migration adds them).
+    let (_dir2, store2, path2) = temp_store();
+    rusqlite::Connection::open(&path2)
+        .expect("open")
+        .execute_batch(
+            "ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+             CREATE TABLE usage (message_id INTEGER REFERENCES messages(id) ON DELETE CASCADE, model TEXT,
+                 input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER);",
+        )
+        .expect("later schema");
+    let stored = store2.import(&imported).expect("stores");
+    let conn = raw(&path2);
+    let usage: (String, i64, i64, i64, i64) = conn
+        .query_row(
+            "SELECT model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens FROM usage",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .expect("one usage row per assistant message, the last line's");
+    assert_eq!(usage, ("anthropic/claude-opus-4-6".to_owned(), 10, 5, 100, 7));
+    let parent: String = conn
+        .query_row(
+            "SELECT parent_id FROM sessions WHERE id = ?1",
+            [stored.children[0].as_str()],
+            |r| r.get(0),
+        )
+        .expect("child row");
+    assert_eq!(parent, stored.session.as_str());
+    drop(path);
+}
+
+#[test]
+fn a_system_message_inside_a_tool_block_is_imported_by_every_importer() {
+    // OpenAI Chat Completions: a system message between a call and its result.
+    let body = json!({"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "system", "content": "note"},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]});
+    let openai = import::import(Format::OpenAi, &body.to_string()).expect("openai imports");
+    assert_eq!(openai.messages.len(), 4);
+    // Claude Code: `system` lines (hooks, compact boundaries) inside a tool block.
+    let log = [
+        json!({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "go"}}),
+        json!({"type": "assistant", "uuid": "a1", "message": {"id": "m", "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]}}),
+        json!({"type": "system", "uuid": "x1", "subtype": "stop_hook_summary", "content": "hook"}),
+        json!({"type": "user", "uuid": "u2", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}}),
+    ]
+    .iter()
+    .map(Value::to_string)
+    .collect::<Vec<_>>()
+    .join("\n");
+    let claude = import::import(Format::ClaudeCode, &log).expect("claude code imports");
+    assert!(claude.tombstoned.is_empty());
+    // Anthropic has no system role in `messages` (its system prompt is top level).
+    for imported in [openai, claude] {
+        let (_dir, store, _path) = temp_store();
+        let id = store.import(&imported).expect("stores").session;
+        for provider in [Provider::Anthropic, Provider::OpenAi] {
+            let body = store
+                .export_now(&id, provider, &ExportOptions::default())
+                .expect("exports");
+            assert_eq!(check_anthropic_or_openai(provider, &body), vec![]);
+        }
+    }
+}
+
+fn check_anthropic_or_openai(provider: Provider, body: &Value) -> Vec<session_store::Violation> {
+    match provider {
+        Provider::Anthropic => check_anthropic(body),
+        _ => check_openai(body),
+    }
+}
