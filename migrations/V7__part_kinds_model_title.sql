@@ -7,7 +7,9 @@
 -- parts(id) by foreign key (repair_log.part_id is a plain column), so no other table needs
 -- rebuilding. Since SQLite 3.26 a RENAME re-checks every view, and the views of V4/V5 that
 -- read `parts` would name a dropped table at that moment: they are dropped first and created
--- again afterwards, unchanged (their current definitions, V5's where V5 replaced V4's).
+-- again afterwards (their current definitions, V5's where V5 replaced V4's), unchanged but
+-- for problem_orphan_tool_result, which now also names a second answer to one call, as the
+-- library's check does.
 -- `reverted_parts` (V2) has no CHECK on kind and needs no rebuild; `reverted_messages`
 -- mirrors the new `messages.model` column (store/revert.rs copies it both ways).
 
@@ -77,23 +79,32 @@ SELECT 'dangling_tool_use' AS rule, session_id, turn, message_id, seq, part_id, 
 FROM tool_calls
 WHERE role <> 'assistant' OR COALESCE(tool_use_id, '') = '' OR (NOT answered AND NOT at_end);
 
+-- orphan_tool_result, as the grammar reads it now: a call has exactly one answer, so a
+-- second result for it in its block (tool messages, or the user message closing it) is an
+-- orphan too. A call id used by n calls of the message takes n answers.
 CREATE VIEW problem_orphan_tool_result AS
 SELECT 'orphan_tool_result' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,
        'tool_result for "' || COALESCE(tool_use_id, '') || '" at seq ' || seq || ': '
            || CASE WHEN prev_speaker_seq IS NULL THEN 'no user or assistant message comes before it'
+                   WHEN calls > 0 THEN 'its call is answered already (a call has exactly one answer)'
                    ELSE 'the message before its block (seq ' || prev_speaker_seq
                         || ') is not an assistant message with a tool_use of that id' END AS detail
 FROM (
     SELECT r.*,
-           EXISTS (
-               SELECT 1 FROM messages a JOIN parts ap ON ap.message_id = a.id
-               WHERE a.session_id = r.session_id AND a.seq = r.prev_speaker_seq AND a.role = 'assistant'
-                 AND ap.kind = 'tool_use' AND ap.tool_use_id = r.tool_use_id AND r.tool_use_id <> ''
-           ) AS called
+           (SELECT COUNT(*) FROM messages a JOIN parts ap ON ap.message_id = a.id
+            WHERE a.session_id = r.session_id AND a.seq = r.prev_speaker_seq AND a.role = 'assistant'
+              AND ap.kind = 'tool_use' AND ap.tool_use_id = r.tool_use_id AND r.tool_use_id <> ''
+           ) AS calls,
+           (SELECT COUNT(*) FROM message_parts e
+            WHERE e.session_id = r.session_id AND e.kind = 'tool_result'
+              AND e.tool_use_id = r.tool_use_id AND e.role IN ('tool', 'user')
+              AND e.prev_speaker_seq = r.prev_speaker_seq
+              AND (e.seq < r.seq OR (e.seq = r.seq AND e.part < r.part))
+           ) AS earlier
     FROM message_parts r
     WHERE r.kind = 'tool_result'
 )
-WHERE NOT called;
+WHERE calls <= earlier;
 
 CREATE VIEW problem_duplicate_tool_use_id AS
 SELECT 'duplicate_tool_use_id' AS rule, session_id, turn, message_id, seq, part_id, part, tool_use_id,

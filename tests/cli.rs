@@ -430,11 +430,8 @@ fn compact_cuts_at_a_turn_start_and_export_sends_the_summary_first() {
 #[test]
 fn export_prints_a_body_that_passes_the_contract_and_writes_nothing() {
     let (_dir, db) = temp();
-    let id = import(
-        &db,
-        "claude-code",
-        &fixture("fasthooks/sample_main_transcript.jsonl"),
-    );
+    // A log without a compaction, so tool calls are in what the provider sees.
+    let id = import(&db, "claude-code", &fixture("spotter/tool_heavy.jsonl"));
     // Compared as contents: closing the last connection may checkpoint the WAL into the
     // main file, which moves bytes without writing anything.
     let before = crate::util::dump(&db);

@@ -19,7 +19,7 @@ fn fixtures() -> PathBuf {
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).
-fn transcripts() -> Vec<(PathBuf, Format)> {
+pub(crate) fn transcripts() -> Vec<(PathBuf, Format)> {
     fn walk(dir: &Path, found: &mut Vec<(PathBuf, Format)>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))

@@ -75,6 +75,14 @@ fn to_messages(body: &Value) -> Vec<Message> {
                             is_error: block["is_error"].as_bool().unwrap_or(false),
                             provider_metadata: None,
                         }),
+                        Some("server_tool_use") => parts.push(Part::server_tool_use(
+                            field("id"),
+                            field("name"),
+                            block["input"].clone(),
+                        )),
+                        Some(kind) if kind.ends_with("_tool_result") => parts.push(
+                            Part::server_tool_result(field("tool_use_id"), block.clone()),
+                        ),
                         // e.g. a server-side `compaction` block: kept as its text.
                         _ => parts.push(Part::text(text_of(&block["content"]))),
                     }
@@ -191,7 +199,7 @@ fn derived_pydantic_ai_requests_render_with_zero_violations() {
         );
         seen += 1;
     }
-    assert_eq!(seen, 5, "all derived fixtures were read");
+    assert_eq!(seen, 6, "all derived fixtures were read");
 }
 
 /// A Claude Code session log (JSON Lines) as stored messages: consecutive assistant lines

@@ -169,7 +169,7 @@ fn codex_rollouts_import_with_every_call_output_and_reasoning_in_the_source() {
         let imported = import::import(Format::Codex, &text).expect("imports");
         assert!(imported.tombstoned.is_empty(), "{:?}", imported.tombstoned);
         assert_eq!(imported.orphans_as_text, 0);
-        let session = store.import(imported).expect("stored");
+        let session = store.import(&imported).expect("stored").session;
         let messages = store.messages(&session).expect("read back");
         let stored = Inventory::of_stored(&messages);
         assert_eq!(stored, source, "{}", path.display());
@@ -287,8 +287,9 @@ fn export_import_export_gives_the_same_body_for_responses_and_gemini() {
         let text = first.to_string();
         assert_eq!(detect::detect(&text), Ok(format));
         let again = store
-            .import(import::import(format, &text).expect("imports its own export"))
-            .expect("stored");
+            .import(&import::import(format, &text).expect("imports its own export"))
+            .expect("stored")
+            .session;
         let second = export(&store, &again, provider);
         assert_eq!(second, first, "{provider}");
         assert_eq!(second.to_string(), text, "{provider}: byte for byte");
@@ -317,12 +318,14 @@ fn a_codex_rollout_exported_as_responses_round_trips() {
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let path = &codex_rollouts()[1];
     let session = store
-        .import(import::import(Format::Codex, &read(path)).expect("imports"))
-        .expect("stored");
+        .import(&import::import(Format::Codex, &read(path)).expect("imports"))
+        .expect("stored")
+        .session;
     let first = export(&store, &session, Provider::Responses);
     let again = store
-        .import(import::import(Format::Responses, &first.to_string()).expect("imports"))
-        .expect("stored");
+        .import(&import::import(Format::Responses, &first.to_string()).expect("imports"))
+        .expect("stored")
+        .session;
     assert_eq!(export(&store, &again, Provider::Responses), first);
 }
 
@@ -357,8 +360,9 @@ fn a_codex_compaction_marker_becomes_a_store_compaction() {
     ]
     .join("\n");
     let session = store
-        .import(import::import(Format::Codex, &text).expect("imports"))
-        .expect("stored");
+        .import(&import::import(Format::Codex, &text).expect("imports"))
+        .expect("stored")
+        .session;
     let history = store.provider_history(&session).expect("history");
     assert_eq!(
         history.summary.map(|s| s.text).as_deref(),
@@ -443,8 +447,9 @@ fn a_codex_rollouts_reasoning_goes_only_to_the_model_that_wrote_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let session = store
-        .import(import::import(Format::Codex, &read(&codex_rollouts()[1])).expect("imports"))
-        .expect("stored");
+        .import(&import::import(Format::Codex, &read(&codex_rollouts()[1])).expect("imports"))
+        .expect("stored")
+        .session;
     let messages = store.messages(&session).expect("read");
     assert!(messages
         .iter()

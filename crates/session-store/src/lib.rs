@@ -46,7 +46,7 @@ pub use history::compaction::{CompactionPlan, NothingToCompact, ProviderHistory,
 pub use history::paging::{Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
-pub use store::{CompactionOutcome, Reverted};
+pub use store::{CompactionOutcome, ImportedSessions, Reverted};
 pub use store::{ConnectionSettings, Store, StoreOptions};
 
 pub use history::contract::{

@@ -47,9 +47,15 @@ pub fn run(
     let warnings = imported.warnings.clone();
     let store = open::or_create(db)?;
     tracing::debug!(messages = imported.messages.len(), "parsed");
-    let session = store
-        .import(imported)
+    let stored = store
+        .import(&imported)
         .with_context(|| format!("cannot import {}", file.display()))?;
+    let session = stored.session;
+    for child in &stored.children {
+        eprintln!(
+            "session-store: a sub-agent's conversation was imported as child session {child}"
+        );
+    }
     if tombstoned > 0 {
         eprintln!(
             "session-store: {tombstoned} tool call(s) had no result before the conversation moved on; answered with tombstones"

@@ -650,6 +650,13 @@ impl Walk {
 /// Classifies a server tool part of the assistant message whose block is `block`.
 fn server_part(block: &mut Block, part: &Part, at: At) -> PartClass {
     match part {
+        // Without an id nothing can pair with it: never pending, never answered.
+        Part::ServerToolUse { id, .. } if id.is_empty() => {
+            PartClass::ServerCall(ServerCallState::Unanswered)
+        }
+        Part::ServerToolResult { tool_use_id, .. } if tool_use_id.is_empty() => {
+            PartClass::ServerResult { call: None }
+        }
         Part::ServerToolUse { id, .. } => {
             block
                 .server_open

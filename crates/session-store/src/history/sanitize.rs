@@ -139,11 +139,21 @@ pub fn sanitize(messages: &[Message]) -> View {
 
 /// [`sanitize`], with the summary of the compacted head (if any) sent first as a user
 /// message ([`SUMMARY_PREFIX`] and the text) that opens a turn of its own.
+///
+/// System messages carry instructions, not history: those of the compacted head (passed
+/// with `compacted` set) are sent before the summary, in their order.
 pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
     let mut loader = Loader {
         classes: Walk::of(messages).classes().to_vec(),
         ..Loader::default()
     };
+    let kept_instruction = |m: &Message| m.compacted && m.role == Role::System;
+    for (index, message) in messages.iter().enumerate() {
+        if kept_instruction(message) {
+            loader.index = index;
+            loader.load(message);
+        }
+    }
     if let Some(summary) = summary.filter(|text| !is_blank(text)) {
         loader.push(
             Role::User,
@@ -153,6 +163,9 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
         );
     }
     for (index, message) in messages.iter().enumerate() {
+        if kept_instruction(message) {
+            continue;
+        }
         loader.index = index;
         loader.load(message);
     }

@@ -9,9 +9,9 @@
 //! - `session_meta`: its `instructions`, when not empty, become the first system message.
 //! - `turn_context`: its `model` is the model of the assistant messages that follow
 //!   (`openai/{model}`).
-//! - `compacted` lines (Codex's compaction marker, `{"message": summary}`) and `compaction`
-//!   items: the conversation before the marker is the head a store compaction replaces, with
-//!   the marker's summary ([`Imported::compaction`]); the last marker wins.
+//! - `compacted` lines (Codex's compaction marker, `{"message": summary}`): the whole turns
+//!   before the marker are the head a store compaction replaces, with the marker's summary
+//!   ([`Imported::compactions`]). `compaction` items (the encrypted form) are skipped.
 //! - `event_msg` lines repeat what the items hold for a UI (`user_message`, `agent_message`,
 //!   `agent_reasoning`, `token_count`, `turn_aborted`) and are skipped, as is any line type
 //!   this importer does not know.
@@ -35,7 +35,8 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     let mut items = Items::new(Leniency::MEND);
     items.exit_codes = true;
     let mut system = None;
-    let mut compaction: Option<ImportedCompaction> = None;
+    // (messages before the marker, summary) of each compaction marker, in order.
+    let mut markers: Vec<(usize, String)> = Vec::new();
     let mut lines = 0;
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -78,21 +79,12 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     .unwrap_or_default()
                     .to_owned();
                 items.flush()?;
-                compaction = Some(ImportedCompaction {
-                    before: items.len(),
-                    summary,
-                });
+                markers.push((items.len(), summary));
             }
             "response_item" => match payload.get("type").and_then(Value::as_str) {
                 Some("ghost_snapshot") => {}
-                Some("compaction" | "compaction_summary") => {
-                    items.flush()?;
-                    let summary = compaction.take().map(|c| c.summary).unwrap_or_default();
-                    compaction = Some(ImportedCompaction {
-                        before: items.len(),
-                        summary,
-                    });
-                }
+                // The encrypted form of a compaction; its summary is the `compacted` line's.
+                Some("compaction" | "compaction_summary") => {}
                 _ => items.item(&at, payload, created_at)?,
             },
             _ => {}
@@ -102,9 +94,28 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         return Err(ImportError::Empty);
     }
     let mut imported = items.finish(system, &Location::line(text.lines().count().max(1)))?;
-    // A marker with no summary, or with nothing before it, is not a compaction.
-    imported.compaction = compaction.filter(|c| c.before > 0 && !c.summary.trim().is_empty());
+    imported.compactions = compactions(&imported.messages, markers);
     Ok(imported)
+}
+
+/// Each marker as a store compaction: the cut walks back from the marker to the user message
+/// that opens its turn (the first turn is never compacted); a marker without summary, or one
+/// that would not compact more than the one before, is left out.
+fn compactions(messages: &[NewMessage], markers: Vec<(usize, String)>) -> Vec<ImportedCompaction> {
+    let first_user = messages.iter().position(|m| m.role == Role::User);
+    let mut out: Vec<ImportedCompaction> = Vec::new();
+    for (before, summary) in markers {
+        if summary.trim().is_empty() {
+            continue;
+        }
+        let cut = (0..=before.min(messages.len().saturating_sub(1)))
+            .rev()
+            .find(|&i| messages[i].role == Role::User && Some(i) != first_user);
+        if let Some(at) = cut.filter(|at| out.last().is_none_or(|last| last.at < *at)) {
+            out.push(ImportedCompaction { at, summary });
+        }
+    }
+    out
 }
 
 fn timestamp(fields: &Map<String, Value>) -> Option<DateTime<Utc>> {
@@ -187,11 +198,11 @@ mod tests {
         ));
         assert_eq!(imported.tombstoned, ["c3"]);
         assert_eq!(
-            imported.compaction,
-            Some(ImportedCompaction {
-                before: 5,
+            imported.compactions,
+            [ImportedCompaction {
+                at: 5,
                 summary: "we listed files".into()
-            })
+            }]
         );
         assert!(imported.system.is_none());
     }

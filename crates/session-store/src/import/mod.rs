@@ -142,24 +142,55 @@ pub struct Imported {
     /// tool_results that answered no call of the assistant message before them and were kept
     /// as text parts instead (logs only).
     pub orphans_as_text: usize,
-    /// A compaction the source recorded (Codex's `compacted` marker): the head of the
-    /// conversation it replaced, and its summary. [`Store::import`](crate::Store::import)
-    /// stores it as a store compaction.
-    pub compaction: Option<ImportedCompaction>,
     /// What was left out and why, for a person to read (a log's last line cut off by a
     /// crash, ...); the import itself succeeded.
     pub warnings: Vec<String>,
+    /// The session's title, where the source names one (`sessions.title`).
+    pub title: Option<String>,
+    /// Compactions the source made, oldest first: each hides every message before `at`.
+    pub compactions: Vec<ImportedCompaction>,
+    /// What assistant messages cost, where the source says (the `usage` table).
+    pub usage: Vec<ImportedUsage>,
+    /// Conversations the source ran beside this one (Claude Code sub-agents), stored as child
+    /// sessions.
+    pub children: Vec<ImportedChild>,
 }
 
-/// A compaction recorded in a transcript.
+/// A compaction recorded in the source: the messages before `at` are replaced by `summary`
+/// in what the provider sees.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImportedCompaction {
-    /// How many messages of [`Imported::messages`] came before the marker: the store compacts
-    /// the whole turns among them (the cut walks back to the user message that opens a turn,
-    /// as [`crate::history::compaction::plan_compaction`] does).
-    pub before: usize,
-    /// The summary the source recorded.
+    /// Index in [`Imported::messages`] of the first message left visible (a user message
+    /// that opens a turn).
+    pub at: usize,
+    /// The summary text.
     pub summary: String,
+}
+
+/// What one assistant message cost (a `usage` row).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportedUsage {
+    /// Index in [`Imported::messages`] of the assistant message.
+    pub message: usize,
+    /// The model that wrote it.
+    pub model: Option<String>,
+    /// Input tokens not read from or written to a cache.
+    pub input_tokens: Option<i64>,
+    /// Output tokens.
+    pub output_tokens: Option<i64>,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: Option<i64>,
+    /// Input tokens written to the prompt cache.
+    pub cache_write_tokens: Option<i64>,
+}
+
+/// A conversation run beside the imported one (a Claude Code sub-agent).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImportedChild {
+    /// The id of the call (a `Task` tool_use) that spawned it, when the source says.
+    pub spawned_by: Option<String>,
+    /// The conversation.
+    pub imported: Imported,
 }
 
 impl Imported {
@@ -393,9 +424,15 @@ impl Assembler {
         self.accept(at, message)
     }
 
-    /// How many messages were assembled so far.
+    /// How many messages were assembled so far (the index the next one gets, unless
+    /// tombstones go first).
     pub(crate) fn len(&self) -> usize {
         self.out.len()
+    }
+
+    /// True when a user message was assembled already.
+    pub(crate) fn has_user(&self) -> bool {
+        self.out.iter().any(|m| m.role == Role::User)
     }
 
     /// True when the last user-or-assistant message is an assistant message and only tool
@@ -488,8 +525,7 @@ impl Assembler {
             messages: self.out,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
-            compaction: None,
-            warnings: Vec::new(),
+            ..Imported::default()
         })
     }
 

@@ -28,6 +28,7 @@ mod turns;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use import::ImportedSessions;
 pub use overview::SessionOverview;
 pub use revert::Reverted;
 mod export;

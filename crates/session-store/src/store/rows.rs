@@ -14,7 +14,8 @@ pub(crate) enum Range {
     All,
     /// Messages whose `turn_index` lies in `[first, last]`.
     Turns(i64, i64),
-    /// Messages the provider sees: `compacted = 0`.
+    /// Messages the provider sees: `compacted = 0`, and every system message (instructions,
+    /// not history: a compaction never takes them away).
     Visible,
 }
 
@@ -36,7 +37,7 @@ const SELECT_VISIBLE_MESSAGES: &str = "
     SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1 AND m.compacted = 0 AND ?2 <= ?3
+    WHERE m.session_id = ?1 AND (m.compacted = 0 OR m.role = 'system') AND ?2 <= ?3
     ORDER BY m.seq, p.ordinal";
 
 /// Loads messages with their parts, in `seq` order, in one query.

@@ -113,12 +113,17 @@ fn trim_final_assistant(messages: &mut Vec<(&'static str, Vec<Value>)>) {
     }
 }
 
-/// The text parts of a user or system message, joined with a blank line.
+/// The text parts of a system message, joined with a blank line; media and server tool
+/// parts (which `system` cannot hold) described.
 pub(crate) fn join_text(parts: &[Part]) -> String {
-    let texts: Vec<&str> = parts
+    let texts: Vec<String> = parts
         .iter()
         .filter_map(|part| match part {
-            Part::Text { text, .. } => Some(text.as_str()),
+            Part::Text { text, .. } if !is_blank(text) => Some(text.clone()),
+            Part::Image { .. }
+            | Part::Document { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. } => Some(crate::history::texts::describe(part)),
             _ => None,
         })
         .collect();

@@ -232,3 +232,61 @@ fn assistant(parts: &[Part], same_model: bool) -> Option<Value> {
     }
     Some(Value::Object(message))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::history;
+
+    fn deepseek_loop() -> Vec<crate::model::Message> {
+        let reasoning = Part::reasoning(
+            "think",
+            Some(json!({"openai": {"field": REASONING_CONTENT}})),
+        );
+        let mut messages = history(vec![
+            (Role::User, vec![Part::text("go")]),
+            (
+                Role::Assistant,
+                vec![reasoning, Part::tool_use("c1", "f", json!({}))],
+            ),
+            (Role::Tool, vec![Part::tool_result("c1", "ok")]),
+        ]);
+        messages[1].model = Some("deepseek/deepseek-reasoner".to_owned());
+        messages
+    }
+
+    #[test]
+    fn reasoning_content_goes_back_to_the_model_that_wrote_it_only() {
+        let view = sanitize(&deepseek_loop());
+        let same = render_for(&view, None);
+        assert_eq!(same["messages"][1]["reasoning_content"], "think");
+        let named = render_for(&view, Some("deepseek/deepseek-reasoner"));
+        assert_eq!(named["messages"][1]["reasoning_content"], "think");
+        let other = render_for(&view, Some("openai/gpt-5"));
+        assert!(other["messages"][1].get("reasoning_content").is_none());
+        assert_eq!(crate::history::contract::check_openai(&other), vec![]);
+    }
+
+    #[test]
+    fn images_go_as_image_url_and_what_chat_completions_cannot_take_is_described() {
+        let messages = history(vec![(
+            Role::User,
+            vec![
+                Part::text("look"),
+                Part::image(json!({"type": "base64", "media_type": "image/png", "data": "AA=="})),
+                Part::document(json!({"type": "url", "url": "https://example.com/a.pdf"})),
+            ],
+        )]);
+        let body = render(&sanitize(&messages));
+        let content = &body["messages"][0]["content"];
+        assert_eq!(content[1]["image_url"]["url"], "data:image/png;base64,AA==");
+        assert!(
+            content[2]["text"].as_str().is_some_and(
+                |t| t.starts_with("[document") && t.contains("https://example.com/a.pdf")
+            )
+        );
+    }
+}
