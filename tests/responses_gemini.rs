@@ -560,3 +560,177 @@ fn switching_provider_mid_session_stays_valid() {
         .to_string()
         .contains("skip_thought_signature_validator"));
 }
+
+mod any_stored_session_any_target {
+    //! Property: a session written by any code (raw SQL, so the write path's refusals do not
+    //! apply), its assistant messages recorded by any mix of models and signed the way each
+    //! provider signs, exports a body every provider accepts, for any target model, and sends
+    //! no signature another model made.
+    use proptest::prelude::*;
+    use serde_json::json;
+    use session_store::history::contract::{check, check_signed_by_target};
+    use session_store::{ExportOptions, Provider, SessionId};
+
+    use crate::util::temp_store;
+
+    const MODELS: [&str; 4] = [
+        "anthropic/claude-sonnet-4-5",
+        "anthropic/claude-opus-4-6",
+        "openai/gpt-5-codex",
+        "gemini/gemini-3-pro",
+    ];
+
+    /// (kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+    type Row = (
+        &'static str,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        bool,
+        Option<String>,
+    );
+
+    fn part() -> impl Strategy<Value = Row> {
+        let id = prop::sample::select(vec!["a", "b", "c", ""]).prop_map(str::to_owned);
+        let signature = prop::sample::select(vec!["s1", "s2"]);
+        prop_oneof![
+            Just(("text", Some("hi".to_owned()), None, None, None, false, None)),
+            Just(("text", Some(String::new()), None, None, None, false, None)),
+            signature.clone().prop_map(|s| (
+                "text",
+                Some("said".to_owned()),
+                None,
+                None,
+                None,
+                false,
+                Some(json!({"gemini": {"thoughtSignature": s}}).to_string())
+            )),
+            signature.clone().prop_map(|s| (
+                "reasoning",
+                Some("r".to_owned()),
+                None,
+                None,
+                None,
+                false,
+                Some(json!({"anthropic": {"signature": s}}).to_string())
+            )),
+            signature.clone().prop_map(|s| (
+                "reasoning",
+                Some("r".to_owned()),
+                None,
+                None,
+                None,
+                false,
+                Some(json!({"openai": {"encrypted_content": s}}).to_string())
+            )),
+            signature.clone().prop_map(|s| (
+                "reasoning",
+                Some(String::new()),
+                None,
+                None,
+                None,
+                false,
+                Some(json!({"gemini": {"text": true, "thoughtSignature": s}}).to_string())
+            )),
+            Just((
+                "redacted_reasoning",
+                Some("opaque".to_owned()),
+                None,
+                None,
+                None,
+                false,
+                None
+            )),
+            (id.clone(), prop::option::of(signature)).prop_map(|(id, s)| (
+                "tool_use",
+                None,
+                Some(id),
+                Some("bash".to_owned()),
+                Some(r#"{"cmd":"ls"}"#.to_owned()),
+                false,
+                s.map(|s| json!({"gemini": {"thoughtSignature": s}}).to_string())
+            )),
+            (id, any::<bool>()).prop_map(|(id, e)| (
+                "tool_result",
+                Some("ok".to_owned()),
+                Some(id),
+                None,
+                None,
+                e,
+                None
+            )),
+            Just((
+                "image",
+                None,
+                None,
+                None,
+                Some(
+                    json!({"type": "base64", "media_type": "image/png", "data": "AA=="})
+                        .to_string()
+                ),
+                false,
+                None
+            )),
+        ]
+    }
+
+    fn message() -> impl Strategy<Value = (&'static str, Option<&'static str>, Vec<Row>)> {
+        (
+            prop::sample::select(vec!["system", "user", "assistant", "assistant", "tool"]),
+            prop::option::of(prop::sample::select(MODELS.to_vec())),
+            prop::collection::vec(part(), 0..4),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn any_stored_session_exports_valid_for_any_provider_and_target_model(
+            messages in prop::collection::vec(message(), 1..10),
+            target in prop::option::of(prop::sample::select(MODELS.to_vec())),
+        ) {
+            let (_dir, store, path) = temp_store();
+            let conn = rusqlite::Connection::open(&path).expect("open");
+            conn.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+                [],
+            ).expect("session");
+            let mut users = 0i64;
+            for (seq, (role, model, parts)) in messages.iter().enumerate() {
+                users += i64::from(*role == "user");
+                let model = model.filter(|_| *role == "assistant");
+                conn.execute(
+                    "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at, model) VALUES (?1, 's', ?1, ?2, ?3, '2026-01-01T00:00:00Z', ?4)",
+                    rusqlite::params![seq as i64 + 1, (users - 1).max(0), role, model],
+                ).expect("message");
+                for (ordinal, (kind, text, id, name, input, is_error, meta)) in parts.iter().enumerate() {
+                    conn.execute(
+                        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                        rusqlite::params![seq as i64 + 1, ordinal as i64, kind, text, id, name, input, is_error, meta],
+                    ).expect("part");
+                }
+            }
+            drop(conn);
+            let session = SessionId::new("s");
+            let stored = store.messages(&session).expect("read");
+            let options = ExportOptions {
+                persist_latch: false,
+                model: target.map(str::to_owned),
+                ..ExportOptions::default()
+            };
+            for provider in Provider::ALL {
+                let request = store
+                    .export_request(&session, provider, session_store::store::clock(), &options)
+                    .expect("export");
+                prop_assert_eq!(&request.violations, &vec![], "{} for {:?}: {:#}", provider, target, request.body);
+                prop_assert_eq!(check(provider, &request.body), vec![]);
+                prop_assert_eq!(
+                    check_signed_by_target(&stored, request.model.as_deref(), &request.body),
+                    vec![]
+                );
+            }
+        }
+    }
+}
