@@ -313,7 +313,7 @@ fn export_import_export_gives_the_same_body_for_responses_and_gemini() {
 }
 
 #[test]
-fn a_codex_rollout_exported_as_responses_round_trips() {
+fn a_codex_rollout_exported_as_responses_or_gemini_round_trips() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let path = &codex_rollouts()[1];
@@ -321,12 +321,17 @@ fn a_codex_rollout_exported_as_responses_round_trips() {
         .import(&import::import(Format::Codex, &read(path)).expect("imports"))
         .expect("stored")
         .session;
-    let first = export(&store, &session, Provider::Responses);
-    let again = store
-        .import(&import::import(Format::Responses, &first.to_string()).expect("imports"))
-        .expect("stored")
-        .session;
-    assert_eq!(export(&store, &again, Provider::Responses), first);
+    for (provider, format) in [
+        (Provider::Responses, Format::Responses),
+        (Provider::Gemini, Format::Gemini),
+    ] {
+        let first = export(&store, &session, provider);
+        let again = store
+            .import(&import::import(format, &first.to_string()).expect("imports"))
+            .expect("stored")
+            .session;
+        assert_eq!(export(&store, &again, provider), first, "{provider}");
+    }
 }
 
 #[test]
