@@ -562,7 +562,9 @@ fn usage_rows_and_the_parent_link_are_written_where_the_schema_has_them() {
     let imported = import::import(Format::ClaudeCode, &log).expect("imports");
     // Without the columns (this schema): stored all the same.
     let (_dir, store, path) = temp_store();
-    store.import(&imported).expect("stores without usage or parent_id");
+    store
+        .import(&imported)
+        .expect("stores without usage or parent_id");
     // With them, as the contract names them (a later migration adds them).
     let (_dir2, store2, path2) = temp_store();
     rusqlite::Connection::open(&path2)
@@ -582,7 +584,10 @@ fn usage_rows_and_the_parent_link_are_written_where_the_schema_has_them() {
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
         .expect("one usage row per assistant message, the last line's");
-    assert_eq!(usage, ("anthropic/claude-opus-4-6".to_owned(), 10, 5, 100, 7));
+    assert_eq!(
+        usage,
+        ("anthropic/claude-opus-4-6".to_owned(), 10, 5, 100, 7)
+    );
     let parent: String = conn
         .query_row(
             "SELECT parent_id FROM sessions WHERE id = ?1",
@@ -639,4 +644,46 @@ fn check_anthropic_or_openai(provider: Provider, body: &Value) -> Vec<session_st
         Provider::Anthropic => check_anthropic(body),
         _ => check_openai(body),
     }
+}
+
+#[test]
+fn a_foreign_database_with_a_kind_outside_the_contract_still_opens_and_keeps_the_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("foreign.db");
+    rusqlite::Connection::open(&path)
+        .expect("create")
+        .execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+             CREATE TABLE messages (id INTEGER PRIMARY KEY,
+                 session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                 seq INTEGER NOT NULL, turn_index INTEGER NOT NULL, role TEXT NOT NULL,
+                 compacted INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
+             CREATE TABLE parts (id INTEGER PRIMARY KEY,
+                 message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                 ordinal INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT, tool_use_id TEXT,
+                 tool_name TEXT, input TEXT, is_error INTEGER NOT NULL DEFAULT 0, provider_metadata TEXT);
+             INSERT INTO sessions VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+             INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
+                 VALUES (7, 's', 1, 0, 'user', '2026-01-01T00:00:00Z');
+             INSERT INTO parts (id, message_id, ordinal, kind, text) VALUES (41, 7, 0, 'text', 'hi'), (42, 7, 1, 'video', 'v');",
+        )
+        .expect("foreign tables");
+    let store = session_store::Store::open(&path).expect("opens and migrates");
+    let rows: Vec<(i64, String)> = raw(&path)
+        .prepare("SELECT id, kind FROM parts ORDER BY id")
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()
+        })
+        .expect("rows");
+    assert_eq!(rows, [(41, "text".to_owned()), (42, "video".to_owned())]);
+    // New rows are held to the wider CHECK.
+    assert!(rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute(
+            "INSERT INTO parts (message_id, ordinal, kind) VALUES (7, 2, 'audio')",
+            []
+        )
+        .is_err());
+    drop(store);
 }

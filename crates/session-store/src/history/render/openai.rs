@@ -283,8 +283,10 @@ mod tests {
         let body = render(&sanitize(&messages));
         let content = &body["messages"][0]["content"];
         assert_eq!(content[1]["image_url"]["url"], "data:image/png;base64,AA==");
-        assert!(content[2]["text"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("[document") && t.contains("https://example.com/a.pdf")));
+        assert!(
+            content[2]["text"].as_str().is_some_and(
+                |t| t.starts_with("[document") && t.contains("https://example.com/a.pdf")
+            )
+        );
     }
 }
