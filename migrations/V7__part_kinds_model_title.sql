@@ -2,7 +2,8 @@
 -- who wrote an assistant message (messages.model) and a session's title (sessions.title).
 --
 -- SQLite cannot alter a CHECK constraint, so `parts` is rebuilt the documented way inside
--- this migration's transaction: a new table with the wider CHECK, every row copied with its
+-- this migration's transaction (columns another writer added to an adopted `parts` table,
+-- beyond the contract's, and its own indexes on it are not carried over): a new table with the wider CHECK, every row copied with its
 -- id, the old table dropped, the new one renamed, its index recreated. Nothing references
 -- parts(id) by foreign key (repair_log.part_id is a plain column), so no other table needs
 -- rebuilding. Since SQLite 3.26 a RENAME re-checks every view, and the views of V4/V5 that
@@ -41,8 +42,13 @@ CREATE TABLE parts_v7 (
     provider_metadata TEXT,
     UNIQUE (message_id, ordinal)
 );
+-- Every row is copied, also one another writer stored with a kind outside the contract (a
+-- table adopted by V1 may have no CHECK): it stays as it was, for store-repair to report as
+-- `unreadable_row`, instead of failing the migration and with it every open.
+PRAGMA ignore_check_constraints = ON;
 INSERT INTO parts_v7 (id, message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
 SELECT id, message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata FROM parts;
+PRAGMA ignore_check_constraints = OFF;
 DROP TABLE parts;
 ALTER TABLE parts_v7 RENAME TO parts;
 CREATE INDEX IF NOT EXISTS parts_by_tool_use_id ON parts (tool_use_id) WHERE tool_use_id IS NOT NULL;

@@ -646,3 +646,45 @@ fn check_anthropic_or_openai(provider: Provider, body: &Value) -> Vec<session_st
         _ => check_openai(body),
     }
 }
+
+#[test]
+fn a_foreign_database_with_a_kind_outside_the_contract_still_opens_and_keeps_the_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("foreign.db");
+    rusqlite::Connection::open(&path)
+        .expect("create")
+        .execute_batch(
+            "CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+             CREATE TABLE messages (id INTEGER PRIMARY KEY,
+                 session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+                 seq INTEGER NOT NULL, turn_index INTEGER NOT NULL, role TEXT NOT NULL,
+                 compacted INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
+             CREATE TABLE parts (id INTEGER PRIMARY KEY,
+                 message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+                 ordinal INTEGER NOT NULL, kind TEXT NOT NULL, text TEXT, tool_use_id TEXT,
+                 tool_name TEXT, input TEXT, is_error INTEGER NOT NULL DEFAULT 0, provider_metadata TEXT);
+             INSERT INTO sessions VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+             INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
+                 VALUES (7, 's', 1, 0, 'user', '2026-01-01T00:00:00Z');
+             INSERT INTO parts (id, message_id, ordinal, kind, text) VALUES (41, 7, 0, 'text', 'hi'), (42, 7, 1, 'video', 'v');",
+        )
+        .expect("foreign tables");
+    let store = session_store::Store::open(&path).expect("opens and migrates");
+    let rows: Vec<(i64, String)> = raw(&path)
+        .prepare("SELECT id, kind FROM parts ORDER BY id")
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<_>>()
+        })
+        .expect("rows");
+    assert_eq!(rows, [(41, "text".to_owned()), (42, "video".to_owned())]);
+    // New rows are held to the wider CHECK.
+    assert!(rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute(
+            "INSERT INTO parts (message_id, ordinal, kind) VALUES (7, 2, 'audio')",
+            []
+        )
+        .is_err());
+    drop(store);
+}
