@@ -6,7 +6,8 @@
 //!   `encrypted_content`, `function_call`, `custom_tool_call` and `local_shell_call` with
 //!   their outputs. A shell output whose `metadata.exit_code` is not 0 is an error result.
 //!   `ghost_snapshot` items (Codex's undo snapshots) are not conversation and are skipped.
-//! - `session_meta`: its `instructions`, when not empty, become the first system message.
+//! - `session_meta`: its `instructions` (`base_instructions.text` in newer CLIs), when not
+//!   empty, become the first system message.
 //! - `turn_context`: its `model` is the model of the assistant messages that follow
 //!   (`openai/{model}`).
 //! - `compacted` lines (Codex's compaction marker, `{"message": summary}`): the whole turns
@@ -58,11 +59,21 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         let at = at.join("payload");
         match kind {
             "session_meta" => {
-                if let Some(Value::String(instructions)) = payload.get("instructions") {
+                // `instructions` (older CLIs) or `base_instructions.text` (newer ones).
+                let instructions =
+                    payload
+                        .get("instructions")
+                        .and_then(Value::as_str)
+                        .or_else(|| {
+                            payload
+                                .pointer("/base_instructions/text")
+                                .and_then(Value::as_str)
+                        });
+                if let Some(instructions) = instructions {
                     if !instructions.trim().is_empty() && system.is_none() {
                         system = Some(NewMessage::new(
                             Role::System,
-                            vec![Part::text(instructions.clone())],
+                            vec![Part::text(instructions)],
                         ));
                     }
                 }
