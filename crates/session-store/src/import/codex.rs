@@ -64,6 +64,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     payload
                         .get("instructions")
                         .and_then(Value::as_str)
+                        .filter(|text| !text.trim().is_empty())
                         .or_else(|| {
                             payload
                                 .pointer("/base_instructions/text")
