@@ -444,7 +444,12 @@ fn the_cli_imports_codex_and_exports_responses_and_gemini() {
     );
     let role_check: Value = serde_json::from_slice(&output.stdout).expect("JSON");
     assert_eq!(role_check["messages"][0]["role"], "user");
-    let _ = Role::User;
+    // A model that is not `provider/model` is a bad argument.
+    let output = session_store(
+        &db,
+        &["export", &id, "--format", "gemini", "--model", "gemini-3"],
+    );
+    assert_eq!(output.status.code(), Some(2));
 }
 
 #[test]

@@ -83,7 +83,7 @@ enum Command {
         /// The model the body is for, as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`):
         /// signed reasoning another model wrote is not sent. Default: the model of the
         /// session's latest assistant message.
-        #[arg(long, value_name = "PROVIDER/MODEL")]
+        #[arg(long, value_name = "PROVIDER/MODEL", value_parser = parse_model)]
         model: Option<String>,
     },
     /// Replace the head of a session by a summary in what the provider sees.
@@ -156,6 +156,16 @@ enum ImportFormat {
     ClaudeCode,
     /// A Codex CLI rollout (JSON Lines).
     Codex,
+}
+
+/// A target model as `messages.model` records it: `provider/model`.
+fn parse_model(text: &str) -> Result<String, String> {
+    match text.split_once('/') {
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(text.to_owned()),
+        _ => Err(format!(
+            "expected PROVIDER/MODEL, e.g. anthropic/claude-sonnet-4-5, found {text:?}"
+        )),
+    }
 }
 
 fn main() -> ExitCode {

@@ -60,16 +60,15 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         match kind {
             "session_meta" => {
                 // `instructions` (older CLIs) or `base_instructions.text` (newer ones).
-                let instructions =
-                    payload
-                        .get("instructions")
-                        .and_then(Value::as_str)
-                        .filter(|text| !text.trim().is_empty())
-                        .or_else(|| {
-                            payload
-                                .pointer("/base_instructions/text")
-                                .and_then(Value::as_str)
-                        });
+                let instructions = payload
+                    .get("instructions")
+                    .and_then(Value::as_str)
+                    .filter(|text| !text.trim().is_empty())
+                    .or_else(|| {
+                        payload
+                            .pointer("/base_instructions/text")
+                            .and_then(Value::as_str)
+                    });
                 if let Some(instructions) = instructions {
                     if !instructions.trim().is_empty() && system.is_none() {
                         system = Some(NewMessage::new(
