@@ -34,7 +34,7 @@ use crate::model::{NewMessage, Part, Role};
 /// Imports a Codex CLI rollout.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
     let mut items = Items::new(Leniency::MEND);
-    items.exit_codes = true;
+    items.log = true;
     let mut system = None;
     // (messages before the marker, summary) of each compaction marker, in order.
     let mut markers: Vec<(usize, String)> = Vec::new();

@@ -74,8 +74,8 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         None => return Err(ImportError::malformed(&root, "no \"contents\" array")),
     };
     let mut assembler = Assembler::new(Leniency::STRICT);
-    // Calls of the last model content that came without an id: (given id, name, answered).
-    let mut unnamed: Vec<(String, String, bool)> = Vec::new();
+    // Calls of the last model content: (id, name, answered).
+    let mut calls: Vec<(String, String, bool)> = Vec::new();
     for (index, content) in contents.iter().enumerate() {
         let at = Location::path(format!("contents[{index}]"));
         let object = as_object(content, &at, "a content")?;
@@ -89,7 +89,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     let object = as_object(part, &at, "a part")?;
                     match object.get("functionResponse") {
                         Some(response) => {
-                            results.push(function_response(response, &at, &mut unnamed)?)
+                            results.push(function_response(response, &at, &mut calls)?)
                         }
                         None => rest.push(user_part(object, part, &at)?),
                     }
@@ -102,19 +102,12 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 }
             }
             "model" => {
-                unnamed.clear();
+                calls.clear();
                 let mut out = Vec::with_capacity(parts.len());
                 for (position, part) in parts.iter().enumerate() {
                     let at = at.join(&format!("parts[{position}]"));
                     let object = as_object(part, &at, "a part")?;
-                    out.push(model_part(
-                        object,
-                        part,
-                        index,
-                        position,
-                        &at,
-                        &mut unnamed,
-                    )?);
+                    out.push(model_part(object, part, index, position, &at, &mut calls)?);
                 }
                 let mut message = NewMessage::assistant(out);
                 set_model(&mut message, model.as_deref());
@@ -219,7 +212,7 @@ fn model_part(
     content: usize,
     position: usize,
     at: &Location,
-    unnamed: &mut Vec<(String, String, bool)>,
+    calls: &mut Vec<(String, String, bool)>,
 ) -> Result<Part, ImportError> {
     if let Some(call) = object.get("functionCall") {
         let at = at.join("functionCall");
@@ -232,12 +225,12 @@ fn model_part(
         };
         let (id, extra) = match call.get("id") {
             Some(Value::String(id)) if !id.is_empty() => (id.clone(), Vec::new()),
-            _ => {
-                let id = format!("call_{content}_{position}");
-                unnamed.push((id.clone(), name.to_owned(), false));
-                (id, vec![("id", json!(false))])
-            }
+            _ => (
+                format!("call_{content}_{position}"),
+                vec![("id", json!(false))],
+            ),
         };
+        calls.push((id.clone(), name.to_owned(), false));
         return Ok(Part::ToolUse {
             id,
             name: name.to_owned(),
@@ -278,14 +271,20 @@ fn model_part(
 fn function_response(
     response: &Value,
     at: &Location,
-    unnamed: &mut [(String, String, bool)],
+    calls: &mut [(String, String, bool)],
 ) -> Result<Part, ImportError> {
     let at = at.join("functionResponse");
     let object = as_object(response, &at, "a function response")?;
     let name = string_field(object, "name", &at)?;
+    // By its id; without one, the first unanswered call with its name.
     let id = match object.get("id") {
-        Some(Value::String(id)) if !id.is_empty() => id.clone(),
-        _ => match unnamed
+        Some(Value::String(id)) if !id.is_empty() => {
+            if let Some(call) = calls.iter_mut().find(|(call, _, _)| call == id) {
+                call.2 = true;
+            }
+            id.clone()
+        }
+        _ => match calls
             .iter_mut()
             .find(|(_, call_name, answered)| !*answered && call_name == name)
         {

@@ -93,8 +93,10 @@ pub(crate) struct Items {
     open_at: Option<(Location, Option<DateTime<Utc>>)>,
     /// The model of the assistant messages from here on (`provider/model`).
     pub(crate) model: Option<String>,
-    /// Logs only: a function call's output whose `metadata.exit_code` is not 0 is an error.
-    pub(crate) exit_codes: bool,
+    /// Reading a log (a Codex rollout) rather than a request body: arguments that are not
+    /// JSON are kept (wrapped) instead of refused, and a shell output whose
+    /// `metadata.exit_code` is not 0 is an error result.
+    pub(crate) log: bool,
 }
 
 impl Items {
@@ -104,7 +106,7 @@ impl Items {
             open: Vec::new(),
             open_at: None,
             model: None,
-            exit_codes: false,
+            log: false,
         }
     }
 
@@ -166,13 +168,13 @@ impl Items {
                 Ok(())
             }
             "function_call" | "custom_tool_call" | "local_shell_call" => {
-                let part = call(kind, object, at, self.exit_codes)?;
+                let part = call(kind, object, at, self.log)?;
                 self.assistant(at, created_at, part);
                 Ok(())
             }
             "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
                 self.flush()?;
-                let part = output(kind, object, at, self.exit_codes)?;
+                let part = output(kind, object, at, self.log)?;
                 self.assembler.results(at, vec![part], created_at)
             }
             _ => {
@@ -390,7 +392,7 @@ fn call(
     kind: &str,
     object: &Map<String, Value>,
     at: &Location,
-    lenient: bool,
+    log: bool,
 ) -> Result<Part, ImportError> {
     let id = call_id(object, at)?;
     let mut tags = Map::new();
@@ -425,7 +427,7 @@ fn call(
                         tags.insert("arguments_wrapped".to_owned(), json!(true));
                         json!({ "value": other })
                     }
-                    Err(e) if !lenient => {
+                    Err(e) if !log => {
                         return Err(ImportError::malformed(
                             &at.join("arguments"),
                             format!("not valid JSON: {e}"),
@@ -458,7 +460,7 @@ fn output(
     kind: &str,
     object: &Map<String, Value>,
     at: &Location,
-    exit_codes: bool,
+    log: bool,
 ) -> Result<Part, ImportError> {
     let id = call_id(object, at)?;
     let mut tags = Map::new();
@@ -479,7 +481,7 @@ fn output(
         Some(other) => other.to_string(),
     };
     // A Codex shell output is `{"output": ..., "metadata": {"exit_code": n}}` as a string.
-    let is_error = exit_codes
+    let is_error = log
         && serde_json::from_str::<Value>(&content)
             .ok()
             .and_then(|v| v.pointer("/metadata/exit_code").and_then(Value::as_i64))
