@@ -5,8 +5,8 @@
 //! every block type on both sides; the export passes the provider's contract.
 
 use serde_json::{json, Value};
-use session_store::import::{self, Format};
 use session_store::{check_anthropic, check_openai, ExportOptions, Part, Provider};
+use session_store::{import_transcript, Format};
 
 use crate::util::{raw, temp_store};
 
@@ -36,7 +36,7 @@ fn count(body: &Value, kind: &str) -> usize {
 
 fn round_trip(format: Format, body: &Value, provider: Provider) -> Value {
     let (_dir, store, _path) = temp_store();
-    let imported = import::import(format, &body.to_string()).expect("imports");
+    let imported = import_transcript(format, &body.to_string()).expect("imports");
     let id = store
         .import_session(imported.into_messages())
         .expect("stores");
@@ -109,7 +109,7 @@ fn every_anthropic_block_survives_import_storage_and_export() {
 fn big_integers_in_tool_input_keep_their_exact_text() {
     let (_dir, store, path) = temp_store();
     let imported =
-        import::import(Format::Anthropic, &rich_anthropic_body().to_string()).expect("imports");
+        import_transcript(Format::Anthropic, &rich_anthropic_body().to_string()).expect("imports");
     store
         .import_session(imported.into_messages())
         .expect("stores");
@@ -150,7 +150,7 @@ fn a_reused_call_id_is_stored_under_a_fresh_id_and_the_original_kept() {
         {"role": "tool", "tool_call_id": "call_1", "content": "two"},
         {"role": "assistant", "content": "done"},
     ]});
-    let imported = import::import(Format::OpenAi, &body.to_string()).expect("imports");
+    let imported = import_transcript(Format::OpenAi, &body.to_string()).expect("imports");
     let ids: Vec<String> = imported
         .messages
         .iter()
@@ -210,7 +210,7 @@ fn a_claude_code_compaction_becomes_a_store_compaction_and_the_export_sends_what
         "fasthooks/sample_main_transcript.jsonl",
         "spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
     ] {
-        let imported = import::import(Format::ClaudeCode, &fixture(path)).expect("imports");
+        let imported = import_transcript(Format::ClaudeCode, &fixture(path)).expect("imports");
         assert_eq!(imported.compactions.len(), 1, "{path}");
         let summary = imported.compactions[0].summary.clone();
         let (_dir, store, path_db) = temp_store();
@@ -298,14 +298,14 @@ fn sidechain_lines_become_a_child_session_linked_to_the_task_call() {
         ),
     ]
     .join("\n");
-    let imported = import::import(Format::ClaudeCode, &log).expect("imports");
+    let imported = import_transcript(Format::ClaudeCode, &log).expect("imports");
     assert_eq!(imported.children.len(), 1);
     assert_eq!(
         imported.children[0].spawned_by.as_deref(),
         Some("toolu_task")
     );
-    assert_eq!(imported.usage.len(), 1);
-    assert_eq!(imported.usage[0].cache_read_tokens, Some(100));
+    let usage = imported.messages[1].usage.as_ref().expect("usage");
+    assert_eq!(usage.cache_read_tokens, Some(100));
     let (_dir, store, path) = temp_store();
     let stored = store.import(&imported).expect("stores");
     assert_eq!(stored.children.len(), 1);
@@ -408,7 +408,7 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
             }
         };
         let source = block_counts(&source_values.iter().collect::<Vec<_>>());
-        let imported = import::import(format, &text).expect("imports");
+        let imported = import_transcript(format, &text).expect("imports");
         let tombstones = imported.tombstoned.len();
         // Stored without the compactions, so the export holds every turn.
         let id = store
@@ -431,9 +431,9 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
             .flat_map(|c| c.as_array().into_iter().flatten())
             .filter(|b| {
                 b["type"] == "tool_result"
-                    && b["content"].as_str().is_some_and(|t| {
-                        t.starts_with(session_store::history::texts::TOMBSTONE_PREFIX)
-                    })
+                    && b["content"]
+                        .as_str()
+                        .is_some_and(|t| session_store::is_tombstone(t, true))
             })
             .count();
         assert!(synthetic >= tombstones, "{}", path.display());
@@ -543,7 +543,7 @@ mod any_stored_session {
 }
 
 #[test]
-fn usage_rows_and_the_parent_link_are_written_where_the_schema_has_them() {
+fn a_claude_code_log_fills_usage_rows_and_links_its_sub_agents_as_child_sessions() {
     let log = [
         json!({"type": "user", "uuid": "u1", "message": {"role": "user", "content": "research X"}}),
         json!({"type": "assistant", "uuid": "a1", "message": {"id": "m1", "role": "assistant",
@@ -560,22 +560,8 @@ fn usage_rows_and_the_parent_link_are_written_where_the_schema_has_them() {
     .map(Value::to_string)
     .collect::<Vec<_>>()
     .join("\n");
-    let imported = import::import(Format::ClaudeCode, &log).expect("imports");
-    // Without the columns (this schema): stored all the same.
-    let (_dir, store, path) = temp_store();
-    store
-        .import(&imported)
-        .expect("stores without usage or parent_id");
-    // With them, as the contract names them (a later migration adds them).
+    let imported = import_transcript(Format::ClaudeCode, &log).expect("imports");
     let (_dir2, store2, path2) = temp_store();
-    rusqlite::Connection::open(&path2)
-        .expect("open")
-        .execute_batch(
-            "ALTER TABLE sessions ADD COLUMN parent_id TEXT;
-             CREATE TABLE usage (message_id INTEGER REFERENCES messages(id) ON DELETE CASCADE, model TEXT,
-                 input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER, cache_write_tokens INTEGER);",
-        )
-        .expect("later schema");
     let stored = store2.import(&imported).expect("stores");
     let conn = raw(&path2);
     let usage: (String, i64, i64, i64, i64) = conn
@@ -597,7 +583,6 @@ fn usage_rows_and_the_parent_link_are_written_where_the_schema_has_them() {
         )
         .expect("child row");
     assert_eq!(parent, stored.session.as_str());
-    drop(path);
 }
 
 #[test]
@@ -610,7 +595,7 @@ fn a_system_message_inside_a_tool_block_is_imported_by_every_importer() {
         {"role": "system", "content": "note"},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
     ]});
-    let openai = import::import(Format::OpenAi, &body.to_string()).expect("openai imports");
+    let openai = import_transcript(Format::OpenAi, &body.to_string()).expect("openai imports");
     assert_eq!(openai.messages.len(), 4);
     // Claude Code: `system` lines (hooks, compact boundaries) inside a tool block.
     let log = [
@@ -625,7 +610,7 @@ fn a_system_message_inside_a_tool_block_is_imported_by_every_importer() {
     .map(Value::to_string)
     .collect::<Vec<_>>()
     .join("\n");
-    let claude = import::import(Format::ClaudeCode, &log).expect("claude code imports");
+    let claude = import_transcript(Format::ClaudeCode, &log).expect("claude code imports");
     assert!(claude.tombstoned.is_empty());
     // Anthropic has no system role in `messages` (its system prompt is top level).
     for imported in [openai, claude] {
@@ -640,7 +625,10 @@ fn a_system_message_inside_a_tool_block_is_imported_by_every_importer() {
     }
 }
 
-fn check_anthropic_or_openai(provider: Provider, body: &Value) -> Vec<session_store::Violation> {
+fn check_anthropic_or_openai(
+    provider: Provider,
+    body: &Value,
+) -> Vec<session_store::ProviderViolation> {
     match provider {
         Provider::Anthropic => check_anthropic(body),
         _ => check_openai(body),

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-use session_store::history::contract::check;
-use session_store::import::{self, detect, Format};
+use session_store::{check_request as check, detect_format, import_transcript, Format};
 use session_store::{ExportOptions, Message, NewMessage, Part, Provider, Role, SessionId, Store};
 
 fn codex_rollouts() -> Vec<PathBuf> {
@@ -127,7 +126,7 @@ fn export_for(
         ..options()
     };
     let request = store
-        .export_request(session, provider, session_store::store::clock(), &options)
+        .export_request(session, provider, session_store::clock(), &options)
         .expect("export");
     assert_eq!(request.violations, vec![], "{provider}: {:#}", request.body);
     assert_eq!(check(provider, &request.body), vec![], "{provider}");
@@ -160,13 +159,13 @@ fn codex_rollouts_import_with_every_call_output_and_reasoning_in_the_source() {
     for path in rollouts {
         let text = read(&path);
         assert_eq!(
-            detect::detect(&text),
+            detect_format(&text),
             Ok(Format::Codex),
             "{}",
             path.display()
         );
         let source = Inventory::of_rollout(&text);
-        let imported = import::import(Format::Codex, &text).expect("imports");
+        let imported = import_transcript(Format::Codex, &text).expect("imports");
         assert!(imported.tombstoned.is_empty(), "{:?}", imported.tombstoned);
         assert_eq!(imported.orphans_as_text, 0);
         let session = store.import(&imported).expect("stored").session;
@@ -285,9 +284,9 @@ fn export_import_export_gives_the_same_body_for_responses_and_gemini() {
     ] {
         let first = export(&store, &session, provider);
         let text = first.to_string();
-        assert_eq!(detect::detect(&text), Ok(format));
+        assert_eq!(detect_format(&text), Ok(format));
         let again = store
-            .import(&import::import(format, &text).expect("imports its own export"))
+            .import(&import_transcript(format, &text).expect("imports its own export"))
             .expect("stored")
             .session;
         let second = export(&store, &again, provider);
@@ -318,7 +317,7 @@ fn a_codex_rollout_exported_as_responses_or_gemini_round_trips() {
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let path = &codex_rollouts()[1];
     let session = store
-        .import(&import::import(Format::Codex, &read(path)).expect("imports"))
+        .import(&import_transcript(Format::Codex, &read(path)).expect("imports"))
         .expect("stored")
         .session;
     for (provider, format) in [
@@ -327,7 +326,7 @@ fn a_codex_rollout_exported_as_responses_or_gemini_round_trips() {
     ] {
         let first = export(&store, &session, provider);
         let again = store
-            .import(&import::import(format, &first.to_string()).expect("imports"))
+            .import(&import_transcript(format, &first.to_string()).expect("imports"))
             .expect("stored")
             .session;
         assert_eq!(export(&store, &again, provider), first, "{provider}");
@@ -365,7 +364,7 @@ fn a_codex_compaction_marker_becomes_a_store_compaction() {
     ]
     .join("\n");
     let session = store
-        .import(&import::import(Format::Codex, &text).expect("imports"))
+        .import(&import_transcript(Format::Codex, &text).expect("imports"))
         .expect("stored")
         .session;
     let history = store.provider_history(&session).expect("history");
@@ -457,7 +456,7 @@ fn a_codex_rollouts_reasoning_goes_only_to_the_model_that_wrote_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path().join("s.db")).expect("open");
     let session = store
-        .import(&import::import(Format::Codex, &read(&codex_rollouts()[1])).expect("imports"))
+        .import(&import_transcript(Format::Codex, &read(&codex_rollouts()[1])).expect("imports"))
         .expect("stored")
         .session;
     let messages = store.messages(&session).expect("read");
@@ -578,7 +577,7 @@ mod any_stored_session_any_target {
     //! no signature another model made.
     use proptest::prelude::*;
     use serde_json::json;
-    use session_store::history::contract::{check, check_signed_by_target};
+    use session_store::{check_request as check, check_signed_by_target};
     use session_store::{ExportOptions, Provider, SessionId};
 
     use crate::util::temp_store;
@@ -732,7 +731,7 @@ mod any_stored_session_any_target {
             };
             for provider in Provider::ALL {
                 let request = store
-                    .export_request(&session, provider, session_store::store::clock(), &options)
+                    .export_request(&session, provider, session_store::clock(), &options)
                     .expect("export");
                 prop_assert_eq!(&request.violations, &vec![], "{} for {:?}: {:#}", provider, target, request.body);
                 prop_assert_eq!(check(provider, &request.body), vec![]);

@@ -47,7 +47,7 @@ pub enum Error {
     },
     /// Applying the embedded migrations failed.
     #[error("migration failed")]
-    Migration(#[from] refinery::Error),
+    Migration(#[source] StorageError),
     /// No session with this id.
     #[error("unknown session {0}")]
     UnknownSession(SessionId),
@@ -105,6 +105,17 @@ pub enum Error {
         /// The last turn the latest remaining summary covers, if any remains.
         summarised_through: Option<i64>,
     },
+    /// A fork (or another cut by turn) named a turn the session does not have; nothing was
+    /// written. A session with `turns` turns can be cut at `0..=turns` (`turns` copies all).
+    #[error("session {session} has no turn {turn} to cut at (it has {turns} turn(s): cut at 0..={turns})")]
+    NoSuchTurn {
+        /// The session.
+        session: SessionId,
+        /// The turn asked for.
+        turn: i64,
+        /// How many turns the session has.
+        turns: i64,
+    },
     /// A compaction summary must hold non-whitespace text: it is all the provider will see of
     /// the compacted turns.
     #[error("empty compaction summary for session {session}")]
@@ -120,12 +131,10 @@ pub enum Error {
         /// What SQLite's check reported first.
         detail: String,
     },
-    /// SQLite reported an error.
-    #[error("sqlite")]
-    Sqlite(#[from] rusqlite::Error),
-    /// The connection pool could not hand out a connection.
-    #[error("connection pool")]
-    Pool(#[from] r2d2::Error),
+    /// The storage engine underneath failed (SQLite, the connection pool, a migration);
+    /// ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what kind.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     /// A JSON value could not be encoded.
     #[error("json")]
     Json(#[from] serde_json::Error),
@@ -164,10 +173,50 @@ impl Error {
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        self.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+    }
+
+    /// The SQLite error underneath, if that is what failed.
+    pub(crate) fn sqlite(&self) -> Option<&rusqlite::Error> {
         match self {
-            Error::Sqlite(e) => e.sqlite_error_code(),
+            Error::Storage(StorageError(Engine::Sqlite(e))) => Some(e),
             _ => None,
         }
+    }
+}
+
+/// A failure of the storage engine underneath the store. Opaque on purpose, so that no
+/// third-party type is part of this crate's API: its message names the engine, and its
+/// source is the engine's own error.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StorageError(Engine);
+
+#[derive(Debug, thiserror::Error)]
+enum Engine {
+    #[error("sqlite")]
+    Sqlite(#[source] rusqlite::Error),
+    #[error("connection pool")]
+    Pool(#[source] r2d2::Error),
+    #[error("migration")]
+    Migration(#[source] refinery::Error),
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(error: rusqlite::Error) -> Self {
+        Error::Storage(StorageError(Engine::Sqlite(error)))
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(error: r2d2::Error) -> Self {
+        Error::Storage(StorageError(Engine::Pool(error)))
+    }
+}
+
+impl From<refinery::Error> for Error {
+    fn from(error: refinery::Error) -> Self {
+        Error::Migration(StorageError(Engine::Migration(error)))
     }
 }
 

@@ -67,19 +67,6 @@ pub fn encrypted_content(metadata: Option<&Value>) -> Option<&str> {
     meta_str(metadata, OPENAI, ENCRYPTED_CONTENT)
 }
 
-/// True for a reasoning part that stands for Gemini content: a thought summary, or a
-/// signature that came on a text part.
-pub fn is_gemini_reasoning(metadata: Option<&Value>) -> bool {
-    metadata.and_then(|m| m.get(GEMINI)).is_some()
-}
-
-/// The provider half of `"provider/model"` (`anthropic` in `anthropic/claude-sonnet-4-5`).
-pub fn provider_of(model: &str) -> &str {
-    model
-        .split_once('/')
-        .map_or(model, |(provider, _)| provider)
-}
-
 /// The model of the session's latest assistant message that has one: the target an export
 /// assumes when none is named.
 pub fn latest_model(messages: &[Message]) -> Option<&str> {
@@ -235,7 +222,6 @@ mod tests {
         );
         assert_eq!(bind_to_model(&messages, None), messages);
         assert_eq!(latest_model(&messages), Some("anthropic/claude-sonnet-4-5"));
-        assert_eq!(provider_of("openai/gpt-5"), "openai");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history::contract::{self, Violation};
+use crate::history::contract::{self, ProviderViolation};
 use crate::history::models;
 use crate::history::render::{self, MessageDigest, Provider};
 use crate::history::sanitize::{self, View};
@@ -29,7 +29,7 @@ pub struct Request {
     /// One digest per rendered message, to compare with an earlier request.
     pub digests: Vec<MessageDigest>,
     /// What the provider would reject; empty unless the renderer has a bug.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<ProviderViolation>,
     /// The model the request was built for (`provider/model`): the one asked for, else the
     /// model of the latest assistant message that has one.
     pub model: Option<String>,

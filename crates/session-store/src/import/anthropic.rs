@@ -55,6 +55,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 }
                 let mut message = NewMessage::assistant(non_empty(parts));
                 message.model = model.clone();
+                message.usage = super::usage::anthropic(object);
                 assembler.push(&at, message)?;
             }
             other => {

@@ -17,8 +17,8 @@
 //!   before it is compacted, and the summary line stays as an empty user message tagged
 //!   `.compact_summary` that opens the next turn. An export sends what Claude Code sent: the
 //!   system prompt, the summary, and what follows.
-//! - `message.model` becomes `messages.model` (`anthropic/...`), `message.usage` a usage row
-//!   ([`Imported::usage`]); the latest legacy `summary` line is the session's title.
+//! - `message.model` becomes `messages.model` (`anthropic/...`), `message.usage` the
+//!   message's usage row; the latest legacy `summary` line is the session's title.
 //! - Everything else is skipped: `progress`, `file-history-snapshot`, `queue-operation`,
 //!   `system` (compact boundaries, hook summaries, local commands) and any line type this
 //!   importer does not know.
@@ -45,8 +45,8 @@ use serde_json::{json, Map, Value};
 
 use super::blocks::{content_blocks, split};
 use super::{
-    as_object, tag, Assembler, ImportError, Imported, ImportedChild, ImportedCompaction,
-    ImportedUsage, Leniency, Location,
+    as_object, tag, Assembler, ImportError, Imported, ImportedChild, ImportedCompaction, Leniency,
+    Location,
 };
 use crate::model::{NewMessage, Part, Role};
 
@@ -166,9 +166,9 @@ fn assemble(entries: &[&Entry<'_>], end: &Location) -> Result<Imported, ImportEr
     let mut assembler = Assembler::new(Leniency::MEND);
     let mut open_message_id: Option<&str> = None;
     let mut compactions = Vec::new();
-    // Usage by assistant message index; each line of a message repeats it, the last wins.
-    let mut usage: Vec<ImportedUsage> = Vec::new();
-    let mut current_assistant = None;
+    // The usage of each assistant message, in order: every line of a message repeats the
+    // API response's usage, the last line with the final output count.
+    let mut usages: Vec<Option<crate::model::Usage>> = Vec::new();
     for entry in entries {
         let at = Location::line(entry.line);
         let content_at = at.join("message").join("content");
@@ -197,20 +197,18 @@ fn assemble(entries: &[&Entry<'_>], end: &Location) -> Result<Imported, ImportEr
                 && assembler.assistant_is_open()
             {
                 assembler.extend_assistant(&at, parts)?;
+                if let Some(usage) = super::usage::anthropic(entry.message) {
+                    if let Some(last) = usages.last_mut() {
+                        *last = Some(usage);
+                    }
+                }
             } else {
                 let mut message = NewMessage::assistant(parts);
                 message.created_at = created_at;
-                message.model = model.clone();
+                message.model = model;
                 assembler.push(&at, message)?;
+                usages.push(super::usage::anthropic(entry.message));
                 open_message_id = message_id;
-                current_assistant = assembler.len().checked_sub(1);
-            }
-            if let (Some(index), Some(cost)) = (current_assistant, entry.message.get("usage")) {
-                let row = usage_row(index, model, cost);
-                match usage.last_mut() {
-                    Some(last) if last.message == index => *last = row,
-                    _ => usage.push(row),
-                }
             }
         } else {
             if !results.is_empty() {
@@ -261,21 +259,16 @@ fn assemble(entries: &[&Entry<'_>], end: &Location) -> Result<Imported, ImportEr
     }
     let mut imported = assembler.finish(None, end)?;
     imported.compactions = compactions;
-    imported.usage = usage;
-    Ok(imported)
-}
-
-/// A `message.usage` object as a usage row.
-fn usage_row(message: usize, model: Option<String>, usage: &Value) -> ImportedUsage {
-    let tokens = |key: &str| usage.get(key).and_then(Value::as_i64);
-    ImportedUsage {
-        message,
-        model,
-        input_tokens: tokens("input_tokens"),
-        output_tokens: tokens("output_tokens"),
-        cache_read_tokens: tokens("cache_read_input_tokens"),
-        cache_write_tokens: tokens("cache_creation_input_tokens"),
+    // The assembler adds tool and user messages only, so the k-th assistant message out is
+    // the k-th one pushed.
+    let assistants = imported
+        .messages
+        .iter_mut()
+        .filter(|m| m.role == Role::Assistant);
+    for (message, usage) in assistants.zip(usages) {
+        message.usage = usage;
     }
+    Ok(imported)
 }
 
 /// The parsed lines of a log, each with its 1-based number.
@@ -413,6 +406,33 @@ mod tests {
         assert_eq!(ids, ["A", "B"]);
         assert_eq!(imported.messages[1].parts.len(), 4);
         assert!(imported.messages[0].created_at.is_some());
+    }
+
+    #[test]
+    fn usage_comes_from_the_last_line_of_each_assistant_message() {
+        let mut first = assistant("a1", "msg_1", json!({"type": "text", "text": "hi"}));
+        first["message"]["model"] = json!("claude-opus-4-1");
+        first["message"]["usage"] = json!({"input_tokens": 10, "output_tokens": 1});
+        let mut second = assistant("a2", "msg_1", call("A"));
+        second["message"]["model"] = json!("claude-opus-4-1");
+        second["message"]["usage"] = json!({"input_tokens": 10, "output_tokens": 25,
+            "cache_read_input_tokens": 500, "cache_creation_input_tokens": 7});
+        let log = lines(&[
+            user("u1", json!("go")),
+            first,
+            second,
+            user("u2", result("A")),
+        ]);
+        let imported = import(&log).expect("imports");
+        let usage = imported.messages[1].usage.clone().expect("usage");
+        assert_eq!(usage.output_tokens, Some(25));
+        assert_eq!(usage.cache_read_tokens, Some(500));
+        assert_eq!(usage.model.as_deref(), Some("anthropic/claude-opus-4-1"));
+        assert!(imported
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::Assistant)
+            .all(|m| m.usage.is_none()));
     }
 
     #[test]

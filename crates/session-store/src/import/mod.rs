@@ -56,6 +56,7 @@ pub mod detect;
 pub mod gemini;
 pub mod openai;
 pub mod responses;
+mod usage;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -149,8 +150,6 @@ pub struct Imported {
     pub title: Option<String>,
     /// Compactions the source made, oldest first: each hides every message before `at`.
     pub compactions: Vec<ImportedCompaction>,
-    /// What assistant messages cost, where the source says (the `usage` table).
-    pub usage: Vec<ImportedUsage>,
     /// Conversations the source ran beside this one (Claude Code sub-agents), stored as child
     /// sessions.
     pub children: Vec<ImportedChild>,
@@ -165,23 +164,6 @@ pub struct ImportedCompaction {
     pub at: usize,
     /// The summary text.
     pub summary: String,
-}
-
-/// What one assistant message cost (a `usage` row).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ImportedUsage {
-    /// Index in [`Imported::messages`] of the assistant message.
-    pub message: usize,
-    /// The model that wrote it.
-    pub model: Option<String>,
-    /// Input tokens not read from or written to a cache.
-    pub input_tokens: Option<i64>,
-    /// Output tokens.
-    pub output_tokens: Option<i64>,
-    /// Input tokens read from the prompt cache.
-    pub cache_read_tokens: Option<i64>,
-    /// Input tokens written to the prompt cache.
-    pub cache_write_tokens: Option<i64>,
 }
 
 /// A conversation run beside the imported one (a Claude Code sub-agent).

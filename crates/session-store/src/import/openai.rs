@@ -68,6 +68,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 }
                 let mut message = NewMessage::assistant(parts);
                 message.model = model.clone();
+                message.usage = super::usage::openai(object);
                 assembler.push(&at, message)?;
             }
             "tool" => {

@@ -16,7 +16,7 @@ impl Store {
     /// message is refused by the pairing rules (or anything else fails), neither the session
     /// nor any message is written.
     ///
-    /// Pairs with the importers in [`crate::import`], whose output it accepts as is:
+    /// Pairs with the importers in [`crate::import_transcript`], whose output it accepts as is:
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
         let id = SessionId::random();
@@ -51,11 +51,6 @@ const INSERT_SUMMARY: &str = "
         (session_id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at)
     VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6)";
 
-const INSERT_USAGE: &str = "
-    INSERT INTO usage
-        (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-
 /// Records the child session on the call that spawned it.
 const LINK_CALL: &str = "
     UPDATE parts SET provider_metadata =
@@ -65,14 +60,14 @@ const LINK_CALL: &str = "
 
 impl Store {
     /// Stores everything an importer produced, in one transaction: the session with its
-    /// title and messages, the compactions the source made (the turns before each summary
-    /// compacted, the summary stored), usage rows, and child sessions for the conversations
-    /// run beside it (each linked to its parent, and named on the call that spawned it under
-    /// `provider_metadata.session_store.child_session`).
+    /// title and messages (with their usage rows), the compactions the source made (the
+    /// turns before each summary compacted, the summary stored), and child sessions for the
+    /// conversations run beside it, each named on the call that spawned it under
+    /// `provider_metadata.session_store.child_session`.
     ///
-    /// Usage rows and the parent link need the `usage` table and the `sessions.parent_id`
-    /// column of a later schema; on a database without them they are left out. A compaction
-    /// that would not cut at a turn start is left out too (the importers never make one).
+    /// A child's `sessions.parent_id` names the imported session (its `forked_at_turn`
+    /// stays NULL: it is not a fork). A compaction that would not cut at a turn start is
+    /// left out (the importers never make one).
     pub fn import(&self, imported: &Imported) -> Result<ImportedSessions> {
         self.write(|tx| {
             let mut children = Vec::new();
@@ -97,10 +92,8 @@ fn import_in(
             .execute(params![id.as_str(), title])?;
     }
     if let Some(parent) = parent {
-        if has_column(conn, "sessions", "parent_id")? {
-            conn.prepare_cached(SET_PARENT)?
-                .execute(params![id.as_str(), parent.as_str()])?;
-        }
+        conn.prepare_cached(SET_PARENT)?
+            .execute(params![id.as_str(), parent.as_str()])?;
     }
     let messages: Vec<NewMessage> = imported
         .system
@@ -135,21 +128,6 @@ fn import_in(
         ])?;
         compacted_from = cut.turn_index;
     }
-    if !imported.usage.is_empty() && has_table(conn, "usage")? {
-        for usage in &imported.usage {
-            let Some(message) = appended.get(offset + usage.message) else {
-                continue;
-            };
-            conn.prepare_cached(INSERT_USAGE)?.execute(params![
-                message.id,
-                usage.model,
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_read_tokens,
-                usage.cache_write_tokens,
-            ])?;
-        }
-    }
     for child in &imported.children {
         let child_id = import_in(conn, &child.imported, Some(&id), children)?;
         if let Some(call) = &child.spawned_by {
@@ -162,16 +140,4 @@ fn import_in(
         children.push(child_id);
     }
     Ok(id)
-}
-
-fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
-        .exists(params![table, column])?)
-}
-
-fn has_table(conn: &Connection, table: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")?
-        .exists(params![table])?)
 }

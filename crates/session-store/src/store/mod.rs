@@ -17,20 +17,29 @@ use crate::error::{Error, Result};
 
 mod apply;
 mod compaction;
+mod fork;
 mod import;
 mod overview;
 mod read;
 pub mod repair;
+mod retention;
 mod revert;
 mod rows;
 mod schema;
+mod search;
 mod turns;
+mod usage;
+mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use fork::{Forked, Lineage};
 pub use import::ImportedSessions;
 pub use overview::SessionOverview;
+pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
+pub use search::{SearchHit, SearchOptions};
+pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
 pub use export::ExportOptions;
 
@@ -123,6 +132,7 @@ impl Store {
         } else {
             let mut conn = store.pool.get()?;
             schema::migrate(&mut conn)?;
+            views::refresh(&mut conn)?;
         }
         Ok(store)
     }
@@ -179,7 +189,9 @@ impl Store {
 /// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
 fn not_a_database(error: Error, path: &Path) -> Error {
     match &error {
-        Error::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+        _ if error.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::NotADatabase) =>
+        {
             Error::NotADatabase {
                 path: path.to_path_buf(),
             }

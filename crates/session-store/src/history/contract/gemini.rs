@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{push, Rule, Violation};
+use super::{push, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
 /// The keys that hold a part's data; a part has exactly one.
@@ -24,10 +24,15 @@ const DATA_KEYS: &[&str] = &[
 type Called<'a> = (String, &'a str, Option<&'a str>);
 
 /// Every violation of the Gemini rules (15) in `body`.
-pub fn check_gemini(body: &Value) -> Vec<Violation> {
+pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
     if !body.is_object() {
-        push(&mut out, Rule::Shape, "", "body is not a JSON object");
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "",
+            "body is not a JSON object",
+        );
         return out;
     }
     if let Some(system) = body.get("systemInstruction") {
@@ -42,7 +47,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         if !texts_ok {
             push(
                 &mut out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 "/systemInstruction",
                 "systemInstruction is not {\"parts\": [{\"text\"}]}",
             );
@@ -51,7 +56,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
     let Some(contents) = body.get("contents").and_then(Value::as_array) else {
         push(
             &mut out,
-            Rule::Shape,
+            ProviderRule::Shape,
             "/contents",
             "body has no contents array",
         );
@@ -73,7 +78,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         if role != "user" && role != "model" {
             push(
                 &mut out,
-                Rule::Roles,
+                ProviderRule::Roles,
                 &format!("{path}/role"),
                 format!("role {role:?}: expected user or model"),
             );
@@ -81,7 +86,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         if index == 0 && role != "user" {
             push(
                 &mut out,
-                Rule::FirstMessageUser,
+                ProviderRule::FirstMessageUser,
                 &path,
                 format!("first content is {role}"),
             );
@@ -89,7 +94,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         if index > 0 && roles.last() == Some(&role) {
             push(
                 &mut out,
-                Rule::ContentsAlternate,
+                ProviderRule::ContentsAlternate,
                 &path,
                 format!("two {role} contents in a row"),
             );
@@ -111,7 +116,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
                             if !ids.insert(id) {
                                 push(
                                     &mut out,
-                                    Rule::UniqueToolUseIds,
+                                    ProviderRule::UniqueToolUseIds,
                                     &part_path,
                                     format!("function call id {id:?} used twice"),
                                 );
@@ -139,7 +144,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
             }
             _ => push(
                 &mut out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 &format!("{path}/parts"),
                 "content without parts",
             ),
@@ -171,7 +176,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
                 Some((at, _)) => used[at] = true,
                 None => push(
                     &mut out,
-                    Rule::FunctionCallAnswered,
+                    ProviderRule::FunctionCallAnswered,
                     path,
                     format!(
                         "function call {name:?} has no functionResponse in the next user content"
@@ -192,7 +197,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
                 Some((at, _)) => taken[at] = true,
                 None => push(
                     &mut out,
-                    Rule::FunctionOutputAnswersCall,
+                    ProviderRule::FunctionOutputAnswersCall,
                     path,
                     format!("functionResponse {name:?} answers no open call of the model content before"),
                 ),
@@ -209,7 +214,7 @@ pub fn check_gemini(body: &Value) -> Vec<Violation> {
         if !signed {
             push(
                 &mut out,
-                Rule::ThoughtSignatureOnCall,
+                ProviderRule::ThoughtSignatureOnCall,
                 path,
                 "the first function call of a step in the current turn has no thoughtSignature",
             );
@@ -223,9 +228,9 @@ fn matches(answer: &Called<'_>, name: &str, id: Option<&str>) -> bool {
     *answer_name == name && (id.is_none() || answer_id.is_none() || *answer_id == id)
 }
 
-fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
+fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<ProviderViolation>) {
     let Some(object) = part.as_object() else {
-        push(out, Rule::Shape, path, "part is not an object");
+        push(out, ProviderRule::Shape, path, "part is not an object");
         return;
     };
     let data: Vec<&&str> = DATA_KEYS
@@ -235,7 +240,7 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
     if data.len() != 1 {
         push(
             out,
-            Rule::Shape,
+            ProviderRule::Shape,
             path,
             format!(
                 "a part holds exactly one of text, functionCall, functionResponse, ... (found {})",
@@ -248,7 +253,7 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
         if !model {
             push(
                 out,
-                Rule::ThoughtSignatureOnCall,
+                ProviderRule::ThoughtSignatureOnCall,
                 path,
                 "thoughtSignature on a user part",
             );
@@ -256,7 +261,7 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
         if signature.as_str().is_none_or(str::is_empty) {
             push(
                 out,
-                Rule::ThoughtSignatureOnCall,
+                ProviderRule::ThoughtSignatureOnCall,
                 path,
                 "thoughtSignature is not a non-empty string",
             );
@@ -266,41 +271,56 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
     if thought && !model {
         push(
             out,
-            Rule::ThinkingInAssistant,
+            ProviderRule::ThinkingInAssistant,
             path,
             "thought part in a user content",
         );
     }
     if let Some(text) = object.get("text") {
         match text.as_str() {
-            None => push(out, Rule::Shape, path, "text is not a string"),
+            None => push(out, ProviderRule::Shape, path, "text is not a string"),
             // A model part may be empty text carrying a signature, or a thought.
             Some(text) if is_blank(text) && !(model && (signature.is_some() || thought)) => {
-                push(out, Rule::NonEmptyText, path, "blank text part");
+                push(out, ProviderRule::NonEmptyText, path, "blank text part");
             }
             Some(_) => {}
         }
     }
     if let Some(call) = object.get("functionCall") {
         if !model {
-            push(out, Rule::Shape, path, "functionCall in a user content");
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionCall in a user content",
+            );
         }
         if call
             .get("name")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {
-            push(out, Rule::Shape, path, "functionCall without a name");
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionCall without a name",
+            );
         }
         if call.get("args").is_some_and(|a| !a.is_object()) {
-            push(out, Rule::Shape, path, "functionCall args is not an object");
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionCall args is not an object",
+            );
         }
     }
     if let Some(response) = object.get("functionResponse") {
         if model {
             push(
                 out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 path,
                 "functionResponse in a model content",
             );
@@ -310,12 +330,17 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<Violation>) {
             .and_then(Value::as_str)
             .is_none_or(str::is_empty)
         {
-            push(out, Rule::Shape, path, "functionResponse without a name");
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionResponse without a name",
+            );
         }
         if !response.get("response").is_some_and(Value::is_object) {
             push(
                 out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 path,
                 "functionResponse response is not an object",
             );
@@ -329,7 +354,7 @@ mod tests {
 
     use super::*;
 
-    fn rules(body: Value) -> Vec<Rule> {
+    fn rules(body: Value) -> Vec<ProviderRule> {
         check_gemini(&body).iter().map(|v| v.rule).collect()
     }
 
@@ -364,7 +389,7 @@ mod tests {
     fn contents_alternate() {
         assert_eq!(
             rules(json!({"contents": [user("a"), user("b")]})),
-            [Rule::ContentsAlternate]
+            [ProviderRule::ContentsAlternate]
         );
     }
 
@@ -375,7 +400,7 @@ mod tests {
             {"role": "model", "parts": [call("a", Some("S")), call("b", None)]},
             {"role": "user", "parts": [response("a")]},
         ]});
-        assert_eq!(rules(body), [Rule::FunctionCallAnswered]);
+        assert_eq!(rules(body), [ProviderRule::FunctionCallAnswered]);
     }
 
     #[test]
@@ -388,8 +413,8 @@ mod tests {
         assert_eq!(
             rules(body),
             [
-                Rule::FunctionOutputAnswersCall,
-                Rule::FunctionOutputAnswersCall
+                ProviderRule::FunctionOutputAnswersCall,
+                ProviderRule::FunctionOutputAnswersCall
             ]
         );
     }
@@ -403,8 +428,8 @@ mod tests {
                 {"role": "user", "parts": [response("a")]},
             ]})
         };
-        assert_eq!(rules(body(None)), [Rule::ThoughtSignatureOnCall]);
-        assert!(rules(body(Some(""))).contains(&Rule::ThoughtSignatureOnCall));
+        assert_eq!(rules(body(None)), [ProviderRule::ThoughtSignatureOnCall]);
+        assert!(rules(body(Some(""))).contains(&ProviderRule::ThoughtSignatureOnCall));
         assert_eq!(rules(body(Some("S"))), []);
         // An earlier turn's unsigned call is not validated.
         let earlier = json!({"contents": [
@@ -425,10 +450,10 @@ mod tests {
             {"role": "user", "parts": []},
         ]}));
         for rule in [
-            Rule::FirstMessageUser,
-            Rule::Roles,
-            Rule::NonEmptyText,
-            Rule::Shape,
+            ProviderRule::FirstMessageUser,
+            ProviderRule::Roles,
+            ProviderRule::NonEmptyText,
+            ProviderRule::Shape,
         ] {
             assert!(found.contains(&rule), "{rule} not in {found:?}");
         }

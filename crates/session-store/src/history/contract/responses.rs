@@ -5,28 +5,38 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{push, Rule, Violation};
+use super::{push, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
 /// Every violation of the OpenAI Responses rules (14) in `body`.
-pub fn check_responses(body: &Value) -> Vec<Violation> {
+pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
     if !body.is_object() {
-        push(&mut out, Rule::Shape, "", "body is not a JSON object");
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "",
+            "body is not a JSON object",
+        );
         return out;
     }
     if let Some(instructions) = body.get("instructions") {
         if !instructions.is_string() {
             push(
                 &mut out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 "/instructions",
                 "instructions is not a string",
             );
         }
     }
     let Some(items) = body.get("input").and_then(Value::as_array) else {
-        push(&mut out, Rule::Shape, "/input", "body has no input array");
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "/input",
+            "body has no input array",
+        );
         return out;
     };
     // Each call by id: (its path, answered).
@@ -35,14 +45,24 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
     for (index, item) in items.iter().enumerate() {
         let path = format!("/input/{index}");
         let Some(object) = item.as_object() else {
-            push(&mut out, Rule::Shape, &path, "input item is not an object");
+            push(
+                &mut out,
+                ProviderRule::Shape,
+                &path,
+                "input item is not an object",
+            );
             continue;
         };
         let kind = match object.get("type").and_then(Value::as_str) {
             Some(kind) => kind,
             None if object.contains_key("role") => "message",
             None => {
-                push(&mut out, Rule::Shape, &path, "input item without a type");
+                push(
+                    &mut out,
+                    ProviderRule::Shape,
+                    &path,
+                    "input item without a type",
+                );
                 continue;
             }
         };
@@ -54,7 +74,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                         if let Some((first, _)) = calls.get(id) {
                             push(
                                 &mut out,
-                                Rule::UniqueToolUseIds,
+                                ProviderRule::UniqueToolUseIds,
                                 &path,
                                 format!("call_id {id:?} already used at {first}"),
                             );
@@ -65,7 +85,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                     }
                     _ => push(
                         &mut out,
-                        Rule::Shape,
+                        ProviderRule::Shape,
                         &path,
                         "function_call without a call_id",
                     ),
@@ -75,20 +95,25 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
                 {
-                    push(&mut out, Rule::Shape, &path, "function_call without a name");
+                    push(
+                        &mut out,
+                        ProviderRule::Shape,
+                        &path,
+                        "function_call without a name",
+                    );
                 }
                 let arguments = format!("{path}/arguments");
                 match item.get("arguments") {
                     Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}
                     Some(Value::String(_)) => push(
                         &mut out,
-                        Rule::ArgumentsJsonString,
+                        ProviderRule::ArgumentsJsonString,
                         &arguments,
                         "arguments are not valid JSON",
                     ),
                     _ => push(
                         &mut out,
-                        Rule::ArgumentsJsonString,
+                        ProviderRule::ArgumentsJsonString,
                         &arguments,
                         "arguments are not a string",
                     ),
@@ -103,13 +128,13 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                     Some((_, answered)) if !*answered => *answered = true,
                     Some(_) => push(
                         &mut out,
-                        Rule::FunctionOutputAnswersCall,
+                        ProviderRule::FunctionOutputAnswersCall,
                         &path,
                         format!("function_call {id:?} is answered twice"),
                     ),
                     None => push(
                         &mut out,
-                        Rule::FunctionOutputAnswersCall,
+                        ProviderRule::FunctionOutputAnswersCall,
                         &path,
                         format!("no function_call with call_id {id:?} before this output"),
                     ),
@@ -120,7 +145,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 {
                     push(
                         &mut out,
-                        Rule::Shape,
+                        ProviderRule::Shape,
                         &format!("{path}/output"),
                         "function_call_output without an output",
                     );
@@ -134,7 +159,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 {
                     push(
                         &mut out,
-                        Rule::ReasoningEncrypted,
+                        ProviderRule::ReasoningEncrypted,
                         &path,
                         "reasoning item without encrypted_content",
                     );
@@ -142,7 +167,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 if !item.get("summary").is_some_and(Value::is_array) {
                     push(
                         &mut out,
-                        Rule::Shape,
+                        ProviderRule::Shape,
                         &format!("{path}/summary"),
                         "reasoning item without a summary list",
                     );
@@ -161,7 +186,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
                 if !followed {
                     push(
                         &mut out,
-                        Rule::ReasoningFollowed,
+                        ProviderRule::ReasoningFollowed,
                         &path,
                         "reasoning item not followed by the assistant item it preceded",
                     );
@@ -174,7 +199,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
         if let Some((path, false)) = calls.get(id) {
             push(
                 &mut out,
-                Rule::FunctionCallAnswered,
+                ProviderRule::FunctionCallAnswered,
                 path,
                 format!("no function_call_output for call_id {id:?}"),
             );
@@ -183,7 +208,7 @@ pub fn check_responses(body: &Value) -> Vec<Violation> {
     out
 }
 
-fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
+fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
     let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
     let allowed: &[&str] = match role {
         "user" | "system" | "developer" => {
@@ -193,7 +218,7 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
         other => {
             push(
                 out,
-                Rule::Roles,
+                ProviderRule::Roles,
                 &format!("{path}/role"),
                 format!("role {other:?}: expected user, assistant, system or developer"),
             );
@@ -206,7 +231,7 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
             if is_blank(text) {
                 push(
                     out,
-                    Rule::NonEmptyText,
+                    ProviderRule::NonEmptyText,
                     &content_path,
                     "blank message content",
                 );
@@ -214,7 +239,12 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
         }
         Some(Value::Array(parts)) => {
             if parts.is_empty() {
-                push(out, Rule::Shape, &content_path, "empty message content");
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &content_path,
+                    "empty message content",
+                );
             }
             for (index, part) in parts.iter().enumerate() {
                 let part_path = format!("{content_path}/{index}");
@@ -222,7 +252,7 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
                 if !allowed.contains(&kind) {
                     push(
                         out,
-                        Rule::Shape,
+                        ProviderRule::Shape,
                         &part_path,
                         format!("content part {kind:?} in a {role} message"),
                     );
@@ -232,17 +262,27 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<Violation>) {
                 if kind.ends_with("text") || kind == "refusal" {
                     match part.get(field).and_then(Value::as_str) {
                         Some(text) if is_blank(text) => {
-                            push(out, Rule::NonEmptyText, &part_path, "blank text part");
+                            push(
+                                out,
+                                ProviderRule::NonEmptyText,
+                                &part_path,
+                                "blank text part",
+                            );
                         }
                         Some(_) => {}
-                        None => push(out, Rule::Shape, &part_path, "text part without text"),
+                        None => push(
+                            out,
+                            ProviderRule::Shape,
+                            &part_path,
+                            "text part without text",
+                        ),
                     }
                 }
             }
         }
         _ => push(
             out,
-            Rule::Shape,
+            ProviderRule::Shape,
             &content_path,
             "content is neither a string nor parts",
         ),
@@ -255,7 +295,7 @@ mod tests {
 
     use super::*;
 
-    fn rules(body: Value) -> Vec<Rule> {
+    fn rules(body: Value) -> Vec<ProviderRule> {
         check_responses(&body).iter().map(|v| v.rule).collect()
     }
 
@@ -288,7 +328,7 @@ mod tests {
     fn function_call_answered() {
         assert_eq!(
             rules(json!({"input": [user("q"), call("a")]})),
-            [Rule::FunctionCallAnswered]
+            [ProviderRule::FunctionCallAnswered]
         );
     }
 
@@ -297,8 +337,8 @@ mod tests {
         assert_eq!(
             rules(json!({"input": [user("q"), output("a"), call("a"), output("a"), output("a")]})),
             [
-                Rule::FunctionOutputAnswersCall,
-                Rule::FunctionOutputAnswersCall
+                ProviderRule::FunctionOutputAnswersCall,
+                ProviderRule::FunctionOutputAnswersCall
             ]
         );
     }
@@ -307,11 +347,11 @@ mod tests {
     fn reasoning_followed() {
         assert_eq!(
             rules(json!({"input": [user("q"), reasoning()]})),
-            [Rule::ReasoningFollowed]
+            [ProviderRule::ReasoningFollowed]
         );
         assert_eq!(
             rules(json!({"input": [user("q"), reasoning(), user("r")]})),
-            [Rule::ReasoningFollowed]
+            [ProviderRule::ReasoningFollowed]
         );
         assert_eq!(
             rules(json!({"input": [user("q"), reasoning(), reasoning(), call("a"), output("a")]})),
@@ -322,7 +362,7 @@ mod tests {
     #[test]
     fn reasoning_encrypted() {
         let body = json!({"input": [user("q"), {"type": "reasoning", "summary": []}, call("a"), output("a")]});
-        assert_eq!(rules(body), [Rule::ReasoningEncrypted]);
+        assert_eq!(rules(body), [ProviderRule::ReasoningEncrypted]);
     }
 
     #[test]
@@ -335,14 +375,14 @@ mod tests {
             output("b"),
         ]}));
         for rule in [
-            Rule::Roles,
-            Rule::NonEmptyText,
-            Rule::UniqueToolUseIds,
-            Rule::ArgumentsJsonString,
+            ProviderRule::Roles,
+            ProviderRule::NonEmptyText,
+            ProviderRule::UniqueToolUseIds,
+            ProviderRule::ArgumentsJsonString,
         ] {
             assert!(found.contains(&rule), "{rule} not in {found:?}");
         }
-        assert_eq!(rules(json!({"messages": []})), [Rule::Shape]);
+        assert_eq!(rules(json!({"messages": []})), [ProviderRule::Shape]);
     }
 
     mod rendered {

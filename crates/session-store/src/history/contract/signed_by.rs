@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{Rule, Violation};
+use super::{ProviderRule, ProviderViolation};
 use crate::history::models::{encrypted_content, gemini_signature, FOREIGN_THOUGHT_SIGNATURE};
 use crate::history::signed::signature;
 use crate::model::{Message, Part, Role};
@@ -20,12 +20,12 @@ use crate::model::{Message, Part, Role};
 const SIGNATURE_KEYS: &[&str] = &["signature", "data", "encrypted_content", "thoughtSignature"];
 
 /// Every signature of `body` made by another model than `target`, as a
-/// [`Rule::SignedByTargetModel`] violation. Nothing without a target.
+/// [`ProviderRule::SignedByTargetModel`] violation. Nothing without a target.
 pub fn check_signed_by_target(
     messages: &[Message],
     target: Option<&str>,
     body: &Value,
-) -> Vec<Violation> {
+) -> Vec<ProviderViolation> {
     let Some(target) = target else {
         return Vec::new();
     };
@@ -67,7 +67,7 @@ fn walk(
     path: String,
     foreign: &HashSet<&str>,
     target: &str,
-    out: &mut Vec<Violation>,
+    out: &mut Vec<ProviderViolation>,
 ) {
     match value {
         Value::Object(object) => {
@@ -75,8 +75,8 @@ fn walk(
                 let inner_path = format!("{path}/{key}");
                 if let Some(text) = inner.as_str() {
                     if SIGNATURE_KEYS.contains(&key.as_str()) && foreign.contains(text) {
-                        out.push(Violation {
-                            rule: Rule::SignedByTargetModel,
+                        out.push(ProviderViolation {
+                            rule: ProviderRule::SignedByTargetModel,
                             path: inner_path.clone(),
                             detail: format!("a signature another model than {target} made"),
                         });
@@ -120,7 +120,7 @@ mod tests {
         ]});
         let found = check_signed_by_target(&messages, Some("anthropic/claude-sonnet-4-5"), &body);
         assert_eq!(found.len(), 1);
-        assert_eq!(found[0].rule, Rule::SignedByTargetModel);
+        assert_eq!(found[0].rule, ProviderRule::SignedByTargetModel);
         assert_eq!(found[0].path, "/messages/1/content/0/signature");
         assert_eq!(
             check_signed_by_target(&messages, Some("anthropic/claude-opus-4-6"), &body),

@@ -31,6 +31,7 @@ pub const REASONING_CONTENT: &str = "reasoning_content";
 
 /// Renders `view` as an OpenAI Chat Completions request body, for the model that wrote the
 /// latest assistant message.
+#[cfg(test)]
 pub fn render(view: &View) -> Value {
     render_for(view, None)
 }
