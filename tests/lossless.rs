@@ -721,3 +721,28 @@ fn v7_after_v8_keeps_the_full_text_index_current() {
         );
     }
 }
+
+#[test]
+fn the_cli_imports_a_log_cut_off_mid_line_and_says_so_on_stderr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("cut.jsonl");
+    let whole = fixture("spotter/short.jsonl");
+    let cut = &whole[..whole.trim_end().len() - 10];
+    std::fs::write(&log, cut).expect("write");
+    let db = dir.path().join("s.db");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .args(["--db"])
+        .arg(&db)
+        .args(["import", "--format", "claude-code"])
+        .arg(&log)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("cut off before its end"), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim().len(),
+        36,
+        "a session id"
+    );
+}
