@@ -676,3 +676,74 @@ fn a_foreign_database_with_a_kind_outside_the_contract_still_opens_and_keeps_the
         .is_err());
     drop(store);
 }
+
+#[test]
+fn v7_after_v8_keeps_the_full_text_index_current() {
+    // A database a build migrated to V8 before V7 existed: the rebuild of `parts` runs on a
+    // file that already has V8's triggers on it.
+    let (_dir, store, path) = temp_store();
+    let session = store.create_session().expect("session");
+    store
+        .append(
+            &session,
+            session_store::NewMessage::user("before the rebuild"),
+        )
+        .expect("append");
+    let v7 = include_str!("../migrations/V7__part_kinds_model_title.sql");
+    let rebuild: String = v7
+        .lines()
+        .filter(|line| !line.starts_with("ALTER TABLE") || line.contains("RENAME"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    conn.execute_batch(&format!("BEGIN; {rebuild} COMMIT;"))
+        .expect("V7's rebuild on a V8 file");
+    let triggers: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'parts'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(triggers, 3);
+    drop(conn);
+    store
+        .append(
+            &session,
+            session_store::NewMessage::user("after the rebuild"),
+        )
+        .expect("append");
+    let options = session_store::SearchOptions::default();
+    for word in ["before", "after"] {
+        assert_eq!(
+            store.search(word, &options).expect("search").len(),
+            1,
+            "{word}"
+        );
+    }
+}
+
+#[test]
+fn the_cli_imports_a_log_cut_off_mid_line_and_says_so_on_stderr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("cut.jsonl");
+    let whole = fixture("spotter/short.jsonl");
+    let cut = &whole[..whole.trim_end().len() - 10];
+    std::fs::write(&log, cut).expect("write");
+    let db = dir.path().join("s.db");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .args(["--db"])
+        .arg(&db)
+        .args(["import", "--format", "claude-code"])
+        .arg(&log)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("cut off before its end"), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim().len(),
+        36,
+        "a session id"
+    );
+}

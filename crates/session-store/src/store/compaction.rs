@@ -69,7 +69,9 @@ const ALL_SUMMARIES: &str = "
 
 impl Store {
     /// Replaces the head of the session with `summary` in what the provider sees, keeping at
-    /// least `min_keep_tail` messages (and always the last turn) visible.
+    /// least `min_keep_tail` messages (and always the last turn) visible. System messages of
+    /// the head are instructions, not history: they stay in what the provider sees, before
+    /// the summary.
     ///
     /// The cut is planned by [`plan_compaction`]: it walks left from `len - min_keep_tail` to
     /// the start of that turn, so no turn is ever split and the tail may be longer than asked,

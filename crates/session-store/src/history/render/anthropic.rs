@@ -249,3 +249,70 @@ fn bare_block(part: &Part) -> Option<Value> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::contract::{check_anthropic, ProviderRule};
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::history;
+
+    fn signed(text: &str) -> Part {
+        Part::reasoning(text, Some(json!({"anthropic": {"signature": "S"}})))
+    }
+
+    #[test]
+    fn a_final_assistant_message_never_ends_with_whitespace() {
+        for parts in [
+            vec![Part::text("Done.  \n")],
+            vec![signed("a"), Part::text(" ")],
+            vec![signed("a"), Part::text("x"), Part::text(" \t")],
+        ] {
+            let messages = history(vec![
+                (Role::User, vec![Part::text("go")]),
+                (Role::Assistant, parts.clone()),
+            ]);
+            let body = render(&sanitize(&messages));
+            assert_eq!(check_anthropic(&body), vec![], "{parts:?}: {body:#}");
+        }
+        // The check names it in a body that does end so.
+        let raw = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Done. "}]},
+        ]});
+        let rules: Vec<ProviderRule> = check_anthropic(&raw).into_iter().map(|v| v.rule).collect();
+        assert_eq!(rules, [ProviderRule::FinalAssistantTrailingWhitespace]);
+    }
+
+    #[test]
+    fn a_paused_turn_keeps_its_unanswered_server_call_and_a_later_turn_describes_it() {
+        let paused = vec![
+            (Role::User, vec![Part::text("search")]),
+            (
+                Role::Assistant,
+                vec![
+                    Part::server_tool_use("srvtoolu_1", "web_search", json!({"query": "q"})),
+                    Part::server_tool_result(
+                        "srvtoolu_1",
+                        json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
+                    ),
+                    Part::server_tool_use("srvtoolu_2", "web_search", json!({"query": "r"})),
+                ],
+            ),
+        ];
+        let body = render(&sanitize(&history(paused.clone())));
+        assert_eq!(body["messages"][1]["content"][2]["type"], "server_tool_use");
+        assert_eq!(check_anthropic(&body), vec![]);
+        let mut moved_on = paused;
+        moved_on.push((Role::User, vec![Part::text("never mind")]));
+        let body = render(&sanitize(&history(moved_on)));
+        assert_eq!(
+            body["messages"][1]["content"][1]["type"],
+            "web_search_tool_result"
+        );
+        assert_eq!(body["messages"][1]["content"][2]["type"], "text");
+        assert_eq!(check_anthropic(&body), vec![]);
+    }
+}
