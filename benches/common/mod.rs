@@ -320,6 +320,7 @@ fn insert_part(conn: &Connection, message_id: i64, ordinal: i64, part: &Part) {
             None,
             *is_error,
         ),
+        other => unreachable!("the benches write no {} parts", other.kind()),
     };
     conn.prepare_cached(INSERT_PART)
         .unwrap()
@@ -471,6 +472,7 @@ pub fn raw_query(conn: &Connection, sql: &str, params: impl rusqlite::Params) ->
                 created_at: DateTime::parse_from_rfc3339(&created)
                     .unwrap()
                     .with_timezone(&Utc),
+                model: None,
                 parts: Vec::new(),
             });
         }
@@ -516,8 +518,10 @@ fn raw_part(row: &Row<'_>) -> Option<Part> {
             tool_use_id: tool_use_id.unwrap_or_default(),
             content: text.unwrap_or_default(),
             is_error: row.get::<_, i64>(12).unwrap() != 0,
+            blocks: None,
             provider_metadata: metadata,
         },
+        other => unreachable!("the benches write no {other} parts"),
     })
 }
 
@@ -530,6 +534,7 @@ pub fn as_stored(message: &NewMessage, id: i64, seq: i64, turn_index: i64) -> Me
         role: message.role,
         compacted: false,
         created_at: Utc::now(),
+        model: message.model.clone(),
         parts: message.parts.clone(),
     }
 }

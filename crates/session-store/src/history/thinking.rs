@@ -159,7 +159,13 @@ pub fn has_reasoning(message: &Message) -> bool {
 fn is_sent(part: &Part) -> bool {
     match part {
         Part::Text { text, .. } => !is_blank(text),
-        Part::ToolUse { .. } | Part::ToolResult { .. } => true,
+        Part::ToolUse { .. }
+        | Part::ToolResult { .. }
+        | Part::Image { .. }
+        | Part::Document { .. }
+        | Part::ServerToolUse { .. }
+        | Part::ServerToolResult { .. }
+        | Part::Opaque { .. } => true,
         Part::Reasoning { .. } | Part::RedactedReasoning { .. } => is_position_validated(part),
     }
 }

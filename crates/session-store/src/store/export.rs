@@ -29,6 +29,10 @@ pub struct ExportOptions {
     /// Write the latch to the session row when it turns on (default). Turn off to export
     /// from a read-only store; the latch then only applies to this export.
     pub persist_latch: bool,
+    /// The model the request is for, `provider/model` (PROVIDER_RULES 10c): reasoning
+    /// signed by another model is not sent, a message's thinking all at once. `None`: the
+    /// model of the session's latest assistant message that has one.
+    pub model: Option<String>,
 }
 
 impl Default for ExportOptions {
@@ -36,6 +40,7 @@ impl Default for ExportOptions {
         Self {
             thinking: ThinkingConfig::default(),
             persist_latch: true,
+            model: None,
         }
     }
 }
@@ -119,6 +124,7 @@ impl Store {
             now,
             &options.thinking,
             provider,
+            options.model.as_deref(),
         );
         let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
         if fired && options.persist_latch {
@@ -376,7 +382,7 @@ mod tests {
         // Older code compacted the turn's first two messages only: the result is an orphan.
         let conn = rusqlite::Connection::open(&path)?;
         conn.execute("UPDATE messages SET compacted = 1 WHERE seq <= 2", [])?;
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = store.export(&session, provider, t0(), &ExportOptions::default())?;
             assert_eq!(check(provider, &body), vec![], "{provider}: {body:#}");
             assert!(!body.to_string().contains("\"old\""));

@@ -37,6 +37,7 @@ mod write;
 
 pub use compaction::CompactionOutcome;
 pub use fork::{Forked, Lineage};
+pub use import::ImportedSessions;
 pub use overview::SessionOverview;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
