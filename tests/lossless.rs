@@ -747,3 +747,56 @@ fn the_cli_imports_a_log_cut_off_mid_line_and_says_so_on_stderr() {
         "a session id"
     );
 }
+
+#[test]
+fn an_assistant_message_of_server_blocks_comes_back_to_anthropic_exactly() {
+    // The shapes of a remote MCP call and a web fetch as the Messages API returns them.
+    let content = json!([
+        {"type": "thinking", "thinking": "search it", "signature": "EvECCkYICBgC"},
+        {"type": "mcp_tool_use", "id": "mcptoolu_01", "name": "search_repositories",
+         "server_name": "test-server", "input": {"query": "pydantic-ai in:name"}},
+        {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_01", "is_error": false,
+         "content": [{"type": "text", "text": "{\"total_count\":461}"}]},
+        {"type": "server_tool_use", "id": "srvtoolu_02", "name": "web_fetch",
+         "input": {"url": "https://ai.pydantic.dev"}},
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_02", "content": {
+            "type": "web_fetch_result", "url": "https://ai.pydantic.dev", "retrieved_at": "2025-11-19T00:00:00Z",
+            "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Pydantic AI"},
+                        "title": "Pydantic AI", "citations": {"enabled": true}}}},
+        {"type": "text", "text": "It is an agent framework.", "citations": [
+            {"type": "char_location", "cited_text": "Pydantic AI", "document_index": 0,
+             "document_title": "Pydantic AI", "start_char_index": 0, "end_char_index": 11}]},
+    ]);
+    let body = json!({"messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Tell me about pydantic-ai"}]},
+        {"role": "assistant", "content": content},
+        {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
+    ]});
+    let options = ExportOptions {
+        persist_latch: false,
+        thinking: session_store::ThinkingConfig {
+            keep_recent: usize::MAX,
+            ..session_store::ThinkingConfig::default()
+        },
+    };
+    let (_dir, store, _path) = temp_store();
+    let imported = import_transcript(Format::Anthropic, &body.to_string()).expect("imports");
+    let id = store.import(&imported).expect("stores").session;
+    let out = store
+        .export_now(&id, Provider::Anthropic, &options)
+        .expect("exports");
+    assert_eq!(out["messages"][1]["content"], content, "{out:#}");
+    assert_eq!(check_anthropic(&out), vec![]);
+    let openai = store
+        .export_now(&id, Provider::OpenAi, &options)
+        .expect("exports");
+    assert_eq!(check_openai(&openai), vec![]);
+    let said = openai["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        said.contains("[server tool call \"mcptoolu_01\"")
+            && said.contains("It is an agent framework."),
+        "{said}"
+    );
+}

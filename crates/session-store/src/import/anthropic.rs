@@ -99,7 +99,13 @@ fn system_message(system: &Value, at: &Location) -> Result<Option<NewMessage>, I
                         format!("system blocks must be text, found {kind:?}"),
                     ));
                 }
-                parts.push(Part::text(string_field(object, "text", &at)?));
+                // Through the block converter, so its attributes (cache_control, ...) stay.
+                match super::blocks::convert(block, &at)? {
+                    super::blocks::Block::Part(part) => parts.push(part),
+                    super::blocks::Block::Result(_) => {
+                        return Err(ImportError::malformed(&at, "a system block must be text"))
+                    }
+                }
             }
             parts
         }
@@ -183,6 +189,25 @@ mod tests {
             blocks.is_some(),
             "the block list is kept when it is not one text block"
         );
+    }
+
+    #[test]
+    fn a_system_prompt_keeps_its_cache_control_and_sends_it_back() {
+        let body = json!({"system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "hi"}]});
+        let imported = import_json(body.clone()).expect("imports");
+        let messages = crate::history::testing::history(
+            imported
+                .into_messages()
+                .into_iter()
+                .map(|m| (m.role, m.parts))
+                .collect(),
+        );
+        let out = crate::history::render::render(
+            &crate::history::sanitize::sanitize(&messages),
+            crate::history::render::Provider::Anthropic,
+        );
+        assert_eq!(out["system"], body["system"]);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The Anthropic Messages API body: `{"system": ..., "messages": [...]}`.
 //!
 //! - `system` is top level: the text of every system message, joined with a blank line, in
-//!   order; the key is left out when there is none.
+//!   order; the key is left out when there is none. When a system text block came with
+//!   attributes (a `cache_control` mark), `system` is the list of blocks instead, so they
+//!   come back.
 //! - A `tool` message becomes a `user` message of `tool_result` blocks; results come first,
 //!   then the text of a following user message, joined into one message (rule 4).
 //! - Consecutive messages of one role are joined into one (rule 5), so roles alternate.
@@ -23,6 +25,7 @@ use crate::model::{Part, Role};
 /// Renders `view` as an Anthropic Messages request body.
 pub fn render(view: &View) -> Value {
     let mut system = Vec::new();
+    let mut system_blocks = Vec::new();
     let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in &view.messages {
         let (role, blocks) = match message.role {
@@ -31,6 +34,7 @@ pub fn render(view: &View) -> Value {
                 if !is_blank(&text) {
                     system.push(text);
                 }
+                system_blocks.extend(message.parts.iter().filter_map(system_block));
                 continue;
             }
             Role::Assistant => ("assistant", assistant_blocks(&message.parts)),
@@ -64,7 +68,17 @@ pub fn render(view: &View) -> Value {
     }
     trim_final_assistant(&mut messages);
     let mut body = Map::new();
-    if !system.is_empty() {
+    // A system prompt whose blocks carry attributes (a cache_control mark) goes as blocks,
+    // so they come back; otherwise as one string.
+    let attributed = view
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .flat_map(|m| &m.parts)
+        .any(|p| matches!(p, Part::Text { .. }) && attributes(p.provider_metadata()).is_some());
+    if attributed && !system_blocks.is_empty() {
+        body.insert("system".to_owned(), Value::Array(system_blocks));
+    } else if !system.is_empty() {
         body.insert("system".to_owned(), Value::String(system.join("\n\n")));
     }
     let messages = messages
@@ -138,6 +152,19 @@ pub(crate) fn join_text(parts: &[Part]) -> String {
 
 fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
+}
+
+/// A system part as a system block: text with its attributes, what `system` cannot hold
+/// described; `None` for what is left out (blank text, reasoning, opaque).
+fn system_block(part: &Part) -> Option<Value> {
+    match part {
+        Part::Text { text, .. } if !is_blank(text) => block(part),
+        Part::Image { .. }
+        | Part::Document { .. }
+        | Part::ServerToolUse { .. }
+        | Part::ServerToolResult { .. } => Some(text_block(&crate::history::texts::describe(part))),
+        _ => None,
+    }
 }
 
 /// An assistant message's blocks: Anthropic takes no image or document from the model, so
