@@ -778,6 +778,7 @@ fn an_assistant_message_of_server_blocks_comes_back_to_anthropic_exactly() {
             keep_recent: usize::MAX,
             ..session_store::ThinkingConfig::default()
         },
+        ..ExportOptions::default()
     };
     let (_dir, store, _path) = temp_store();
     let imported = import_transcript(Format::Anthropic, &body.to_string()).expect("imports");
