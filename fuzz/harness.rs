@@ -27,7 +27,7 @@ use session_store::{
 };
 
 /// The providers every export is rendered for.
-const PROVIDERS: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
+const PROVIDERS: [Provider; 4] = Provider::ALL;
 
 /// Reads fuzz bytes as small choices; past the end every choice is 0.
 pub struct Bytes<'a> {

@@ -35,7 +35,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
 /// A target's corpus folder and its body.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 5] = [
+const TARGETS: [Target; 8] = [
     ("import_anthropic", |d| {
         harness::import(Format::Anthropic, d)
     }),
@@ -43,6 +43,11 @@ const TARGETS: [Target; 5] = [
     ("import_claude_code", |d| {
         harness::import(Format::ClaudeCode, d)
     }),
+    ("import_responses", |d| {
+        harness::import(Format::Responses, d)
+    }),
+    ("import_gemini", |d| harness::import(Format::Gemini, d)),
+    ("import_codex", |d| harness::import(Format::Codex, d)),
     ("loader", harness::loader),
     ("repair", harness::repair),
 ];
@@ -99,6 +104,21 @@ proptest! {
     #[test]
     fn import_claude_code_never_panics_and_stores_only_healthy(data in mutated("import_claude_code")) {
         harness::import(Format::ClaudeCode, &data);
+    }
+
+    #[test]
+    fn import_responses_never_panics_and_stores_only_healthy(data in mutated("import_responses")) {
+        harness::import(Format::Responses, &data);
+    }
+
+    #[test]
+    fn import_gemini_never_panics_and_stores_only_healthy(data in mutated("import_gemini")) {
+        harness::import(Format::Gemini, &data);
+    }
+
+    #[test]
+    fn import_codex_never_panics_and_stores_only_healthy(data in mutated("import_codex")) {
+        harness::import(Format::Codex, &data);
     }
 }
 

@@ -76,6 +76,17 @@ pub enum Error {
         #[source]
         reason: Refusal,
     },
+    /// An append's idempotency key is already stored in the session for a different message,
+    /// or a batch mixes replayed and new messages out of order; nothing was written.
+    #[error("idempotency key {key:?} of session {session}: {detail}")]
+    IdempotencyConflict {
+        /// The session appended to.
+        session: SessionId,
+        /// The key at fault.
+        key: String,
+        /// What does not match.
+        detail: String,
+    },
     /// A stored row that no valid writer produces and the reader cannot interpret.
     #[error("corrupt row in {table} (id {row_id}): {detail}")]
     CorruptRow {

@@ -28,6 +28,9 @@ pub fn run(
             let format = match named {
                 ImportFormat::Anthropic => Format::Anthropic,
                 ImportFormat::Openai => Format::OpenAi,
+                ImportFormat::Responses => Format::Responses,
+                ImportFormat::Gemini => Format::Gemini,
+                ImportFormat::Codex => Format::Codex,
                 ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
             };
             confirm_format_of(format, &sample)
@@ -42,12 +45,18 @@ pub fn run(
         .with_context(|| format!("{} refused as {format}", file.display()))?;
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;
+    let warnings = imported.warnings.clone();
     let store = open::or_create(db)?;
-    let messages = imported.into_messages();
-    tracing::debug!(messages = messages.len(), "parsed");
-    let session = store
-        .import_session(messages)
+    tracing::debug!(messages = imported.messages.len(), "parsed");
+    let stored = store
+        .import(&imported)
         .with_context(|| format!("cannot import {}", file.display()))?;
+    let session = stored.session;
+    for child in &stored.children {
+        eprintln!(
+            "session-store: a sub-agent's conversation was imported as child session {child}"
+        );
+    }
     if tombstoned > 0 {
         eprintln!(
             "session-store: {tombstoned} tool call(s) had no result before the conversation moved on; answered with tombstones"
@@ -55,6 +64,9 @@ pub fn run(
     }
     if orphans > 0 {
         eprintln!("session-store: {orphans} tool result(s) answered no call and were kept as text");
+    }
+    for warning in warnings {
+        eprintln!("session-store: {}", crate::terminal::escape_line(&warning));
     }
     writeln!(out, "{session}")?;
     Ok(())

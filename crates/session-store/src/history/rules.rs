@@ -449,6 +449,7 @@ pub(crate) mod tests {
                 role,
                 compacted: false,
                 created_at: t0(),
+                model: None,
                 parts,
             })
             .collect()

@@ -20,6 +20,7 @@ mod apply;
 mod compaction;
 pub mod file;
 mod fork;
+mod idempotency;
 mod import;
 mod overview;
 mod read;
@@ -36,6 +37,7 @@ mod write;
 
 pub use compaction::CompactionOutcome;
 pub use fork::{Forked, Lineage};
+pub use import::ImportedSessions;
 pub use overview::SessionOverview;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
@@ -142,6 +144,9 @@ impl Store {
             // No idle connection kept warm: a background top-up still opening when the process
             // exits would keep SQLite from checkpointing and removing the WAL on the last close.
             .min_idle(Some(0))
+            // A pooled SQLite connection does not go stale like a network one; checking it
+            // on every checkout ran an empty batch per call (~3% of an append, issue 16).
+            .test_on_check_out(false)
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
         Ok(Self { pool, path })
@@ -244,8 +249,20 @@ fn configure(
     }
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Every statement the store runs stays prepared on every pooled connection: an append
+    // alone runs a dozen, and rusqlite's default cache of 16 evicted them when reads ran
+    // on the same connection (issue 16, BENCHMARKS.md).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Reads map the file instead of copying each page into SQLite's cache (issue 16).
+    conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
     Ok(())
 }
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+/// Bytes of the database file each connection reads through a memory map.
+const MMAP_SIZE: i64 = 256 * 1024 * 1024;
 
 /// The store's clock, for tools that need `now` (export at this moment, backup names) but
 /// may not read the clock themselves (`clippy.toml`).

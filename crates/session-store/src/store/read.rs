@@ -8,9 +8,9 @@ use super::{parse_time, Store};
 use crate::error::{Error, Result};
 use crate::model::{Message, SessionId, SessionInfo};
 
+/// `message_count` is kept by triggers (migration V9): one row per session, no message read.
 const LIST_SESSIONS: &str = "
-    SELECT s.id, s.created_at, s.updated_at,
-           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+    SELECT s.id, s.created_at, s.updated_at, s.message_count
     FROM sessions s WHERE ?1 IS NULL OR s.id = ?1 ORDER BY s.created_at, s.id";
 
 impl Store {

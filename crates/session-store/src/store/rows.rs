@@ -40,7 +40,7 @@ pub(crate) enum Range {
 macro_rules! message_columns {
     () => {
         "m.id AS message_id, m.seq AS seq, m.turn_index AS turn_index, m.role AS role,
-         m.compacted AS compacted, m.created_at AS created_at,
+         m.compacted AS compacted, m.created_at AS created_at, m.model AS model,
          p.id AS part_id, p.kind AS kind, p.text AS text, p.tool_use_id AS tool_use_id,
          p.tool_name AS tool_name, p.is_error AS is_error"
     };
@@ -55,13 +55,16 @@ const SELECT_MESSAGES: &str = concat!(
     ORDER BY m.seq, p.ordinal"
 );
 
+/// `m.id` in the `ORDER BY` is the index's own last column: with it SQLite sees that the
+/// `(session_id, turn_index, seq)` walk yields each message once and keeps the join in index
+/// order; without it the rows went through a temporary B-tree to be sorted by ordinal.
 const SELECT_MESSAGES_BY_TURN: &str = concat!(
     "SELECT ",
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.turn_index BETWEEN ?2 AND ?3
-    ORDER BY m.turn_index, m.seq, p.ordinal"
+    ORDER BY m.turn_index, m.seq, m.id, p.ordinal"
 );
 
 const SELECT_VISIBLE_MESSAGES: &str = concat!(
@@ -69,7 +72,7 @@ const SELECT_VISIBLE_MESSAGES: &str = concat!(
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1 AND m.compacted = 0 AND ?2 <= ?3
+    WHERE m.session_id = ?1 AND (m.compacted = 0 OR m.role = 'system') AND ?2 <= ?3
     ORDER BY m.seq, p.ordinal"
 );
 
@@ -153,6 +156,7 @@ struct Columns {
     role: usize,
     compacted: usize,
     created_at: usize,
+    model: usize,
     part_id: usize,
     kind: usize,
     text: usize,
@@ -177,6 +181,7 @@ impl Columns {
             role: at("role")?,
             compacted: at("compacted")?,
             created_at: at("created_at")?,
+            model: at("model")?,
             part_id: at("part_id")?,
             kind: at("kind")?,
             text: at("text")?,
@@ -306,6 +311,7 @@ fn decode_message(
         role: role.parse::<Role>().map_err(|e| e.to_string())?,
         compacted: flag(row, columns.compacted)?,
         created_at: time_of(row, columns.created_at, "created_at")?,
+        model: text(row, columns.model)?,
         parts: Vec::new(),
     })
 }
@@ -331,6 +337,11 @@ fn decode_part(
             None => Ok(None),
             Some(at) => Ok(text(row, at).map_err(fail)?.map(|raw| json_or_string(&raw))),
         }
+    };
+    // The `input` column of a media, server-tool or opaque block: its JSON, `{}` when NULL.
+    let block = || -> std::result::Result<Value, (i64, String)> {
+        Ok(json_at(columns.input.or(columns.raw_input))?
+            .unwrap_or_else(|| Value::Object(Default::default())))
     };
     let text_value = text_at(columns.text)?;
     let tool_use_id = text_at(columns.tool_use_id)?;
@@ -367,6 +378,39 @@ fn decode_part(
             tool_use_id,
             content: text_value,
             is_error: flag(row, columns.is_error).map_err(fail)?,
+            blocks: json_at(columns.input.or(columns.raw_input))?,
+            provider_metadata,
+        },
+        PartKind::Image | PartKind::Document => {
+            let source = block()?;
+            let title = text(row, columns.text).map_err(fail)?;
+            if kind == PartKind::Image {
+                Part::Image {
+                    source,
+                    title,
+                    provider_metadata,
+                }
+            } else {
+                Part::Document {
+                    source,
+                    title,
+                    provider_metadata,
+                }
+            }
+        }
+        PartKind::ServerToolUse => Part::ServerToolUse {
+            id: tool_use_id,
+            name: text_at(columns.tool_name)?,
+            input: block()?,
+            provider_metadata,
+        },
+        PartKind::ServerToolResult => Part::ServerToolResult {
+            tool_use_id,
+            block: block()?,
+            provider_metadata,
+        },
+        PartKind::Opaque => Part::Opaque {
+            block: block()?,
             provider_metadata,
         },
     };
@@ -446,8 +490,8 @@ fn json_or_string(raw: &str) -> Value {
 }
 
 const INSERT_MESSAGE: &str = "
-    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
-    VALUES (?1, ?2, ?3, ?4, 0, ?5)";
+    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
+    VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)";
 
 const INSERT_PART: &str = "
     INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
@@ -467,7 +511,8 @@ pub(crate) fn insert_message(
         seq,
         turn_index,
         message.role.as_str(),
-        created_at
+        created_at,
+        message.model
     ])?;
     let message_id = conn.last_insert_rowid();
     for (ordinal, part) in message.parts.iter().enumerate() {
@@ -511,8 +556,43 @@ pub(crate) fn insert_part(
             tool_use_id,
             content,
             is_error,
+            blocks,
             ..
-        } => (Some(content), Some(tool_use_id), None, None, *is_error),
+        } => (
+            Some(content),
+            Some(tool_use_id),
+            None,
+            blocks.as_ref().map(serde_json::to_string).transpose()?,
+            *is_error,
+        ),
+        Part::Image { source, title, .. } | Part::Document { source, title, .. } => (
+            title.as_deref(),
+            None,
+            None,
+            Some(serde_json::to_string(source)?),
+            false,
+        ),
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => (
+            None,
+            Some(id),
+            Some(name),
+            Some(serde_json::to_string(input)?),
+            false,
+        ),
+        Part::ServerToolResult {
+            tool_use_id, block, ..
+        } => (
+            None,
+            Some(tool_use_id),
+            None,
+            Some(serde_json::to_string(block)?),
+            false,
+        ),
+        Part::Opaque { block, .. } => {
+            (None, None, None, Some(serde_json::to_string(block)?), false)
+        }
     };
     conn.prepare_cached(INSERT_PART)?.execute(params![
         message_id,
