@@ -13,6 +13,7 @@ mod fault_support;
 mod forensics;
 mod idempotency;
 mod import_fixtures;
+mod last_turns;
 mod migration_kill;
 mod pages;
 mod prompt_cache;
