@@ -219,6 +219,7 @@ fn paired_ratios() {
     );
     let message = NewMessage::user("run the tests again, please");
     let one = std::slice::from_ref(&message);
+    let key = Cell::new(0u64);
     rounds_of(
         "append_single (1 commit)",
         2_000,
@@ -226,6 +227,13 @@ fn paired_ratios() {
         &mut [
             ("store", &mut || {
                 store.append(&session, message.clone()).unwrap();
+            }),
+            ("store with an idempotency key", &mut || {
+                key.set(key.get() + 1);
+                let keyed = message
+                    .clone()
+                    .with_idempotency_key(format!("request-{}", key.get()));
+                store.append(&session, keyed).unwrap();
             }),
             ("raw on the store's schema", &mut || {
                 raw.borrow_mut().append(one)

@@ -18,6 +18,7 @@ mod fuzz_targets;
 mod hostile;
 mod idempotency;
 mod import_fixtures;
+mod last_turns;
 mod lossless;
 mod manage_cli;
 mod migration_kill;

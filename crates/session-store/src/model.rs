@@ -455,6 +455,42 @@ impl Part {
         }
     }
 
+    /// The provider metadata, whatever the kind, to change it.
+    pub fn provider_metadata_mut(&mut self) -> &mut Option<Value> {
+        match self {
+            Part::Text {
+                provider_metadata, ..
+            }
+            | Part::Reasoning {
+                provider_metadata, ..
+            }
+            | Part::RedactedReasoning {
+                provider_metadata, ..
+            }
+            | Part::ToolUse {
+                provider_metadata, ..
+            }
+            | Part::ToolResult {
+                provider_metadata, ..
+            }
+            | Part::Image {
+                provider_metadata, ..
+            }
+            | Part::Document {
+                provider_metadata, ..
+            }
+            | Part::ServerToolUse {
+                provider_metadata, ..
+            }
+            | Part::ServerToolResult {
+                provider_metadata, ..
+            }
+            | Part::Opaque {
+                provider_metadata, ..
+            } => provider_metadata,
+        }
+    }
+
     /// The `tool_use_id` column: a tool_use's own id, or the id a tool_result answers (and
     /// the same for server tool calls and results).
     pub fn tool_use_id(&self) -> Option<&str> {

@@ -658,38 +658,7 @@ pub(crate) fn merge_into(base: &mut Value, extra: Value) {
 
 /// Merges `extra` into a part's provider metadata.
 pub(crate) fn tag(part: &mut Part, extra: Value) {
-    let slot = match part {
-        Part::Text {
-            provider_metadata, ..
-        }
-        | Part::Reasoning {
-            provider_metadata, ..
-        }
-        | Part::RedactedReasoning {
-            provider_metadata, ..
-        }
-        | Part::ToolUse {
-            provider_metadata, ..
-        }
-        | Part::ToolResult {
-            provider_metadata, ..
-        }
-        | Part::Image {
-            provider_metadata, ..
-        }
-        | Part::Document {
-            provider_metadata, ..
-        }
-        | Part::ServerToolUse {
-            provider_metadata, ..
-        }
-        | Part::ServerToolResult {
-            provider_metadata, ..
-        }
-        | Part::Opaque {
-            provider_metadata, ..
-        } => provider_metadata,
-    };
+    let slot = part.provider_metadata_mut();
     match slot {
         Some(existing) => merge_into(existing, extra),
         None => *slot = Some(extra),

@@ -422,9 +422,12 @@ fn decode_part(
 fn text(row: &Row<'_>, at: usize) -> std::result::Result<Option<String>, String> {
     Ok(match row.get_ref(at).map_err(|e| e.to_string())? {
         ValueRef::Null => None,
-        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
-            Some(String::from_utf8_lossy(bytes).into_owned())
-        }
+        // `str::from_utf8` first: its validation is several times faster than the lossy
+        // decoder's, which took a quarter of a load's instructions (issue 16, callgrind).
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => Some(match std::str::from_utf8(bytes) {
+            Ok(text) => text.to_owned(),
+            Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+        }),
         ValueRef::Integer(n) => Some(n.to_string()),
         ValueRef::Real(x) => Some(x.to_string()),
     })

@@ -142,11 +142,11 @@ impl Store {
             };
             let first = last.saturating_sub(k - 1);
             let messages = load_messages(conn, session, Range::Turns(first, i64::MAX))?;
-            if distinct_turns(&messages) == k || first <= 0 {
+            if distinct_turns(&messages) == k {
                 return Ok(messages);
             }
-            // Fewer turns than asked for: gaps in the turn indexes (rows another writer left
-            // broken), or a short session. Walk the distinct turns instead.
+            // Fewer turns than asked for: a session with fewer than k turns, or gaps in the
+            // turn indexes (rows another writer left broken). Walk the distinct turns instead.
             let first: Option<i64> = conn
                 .prepare_cached(LAST_TURNS_START)?
                 .query_row(params![session.as_str(), k], |row| row.get(0))?;
