@@ -123,6 +123,17 @@ pub enum Error {
     /// SQLite reported an error.
     #[error("sqlite")]
     Sqlite(#[from] rusqlite::Error),
+    /// A PostgreSQL error (connection, constraint, query) from a `postgres://` store.
+    #[error("postgres")]
+    Postgres(#[from] postgres::Error),
+    /// An operation this backend does not have (e.g. a file backup of a PostgreSQL store).
+    #[error("{operation} is not supported on a {backend} store")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+    },
     /// The connection pool could not hand out a connection.
     #[error("connection pool")]
     Pool(#[from] r2d2::Error),

@@ -46,6 +46,10 @@ const SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = ?
 const RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = ?2 WHERE id = ?1";
 const CLEAR_THINKING: &str =
     "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = ?1";
+const PG_SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = $1";
+const PG_RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = $2 WHERE id = $1";
+const PG_CLEAR_THINKING: &str =
+    "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = $1";
 
 impl Store {
     /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
@@ -83,11 +87,14 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Request> {
-        let ((summary, messages), state) = self.read(|conn| {
-            require_session(conn, session)?;
-            let history = provider_messages(conn, session)?;
-            Ok((history, thinking_state(conn, session)?))
-        })?;
+        let ((summary, messages), state) = match self.postgres() {
+            Some(pg) => pg.export_inputs(session)?,
+            None => self.read(|conn| {
+                require_session(conn, session)?;
+                let history = provider_messages(conn, session)?;
+                Ok((history, thinking_state(conn, session)?))
+            })?,
+        };
         let request = build_request(
             summary.as_deref(),
             &messages,
@@ -97,11 +104,15 @@ impl Store {
             provider,
         );
         if request.retention.newly_latched && options.persist_latch {
+            if let Some(pg) = self.postgres() {
+                pg.update_session(session, PG_SET_LATCHED, None)?;
+            } else {
             self.write(|tx| {
                 tx.prepare_cached(SET_LATCHED)?
                     .execute([session.as_str()])?;
                 Ok(())
             })?;
+            }
         }
         if !request.violations.is_empty() {
             tracing::warn!(
@@ -116,11 +127,17 @@ impl Store {
 
     /// The session's thinking retention state (latch and last completion).
     pub fn thinking_state(&self, session: &SessionId) -> Result<ThinkingState> {
+        if let Some(pg) = self.postgres() {
+            return pg.thinking_state(session);
+        }
         self.read(|conn| thinking_state(conn, session))
     }
 
     /// Records that an assistant response was completed at `at` (the idle clock starts here).
     pub fn record_completion(&self, session: &SessionId, at: DateTime<Utc>) -> Result<()> {
+        if let Some(pg) = self.postgres() {
+            return pg.update_session(session, PG_RECORD_COMPLETION, Some(&format_time(at)));
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             tx.prepare_cached(RECORD_COMPLETION)?
@@ -132,6 +149,9 @@ impl Store {
     /// Resets the session's thinking state: latch off, no completion recorded. Call it when
     /// the session is cleared.
     pub fn clear_thinking_state(&self, session: &SessionId) -> Result<()> {
+        if let Some(pg) = self.postgres() {
+            return pg.update_session(session, PG_CLEAR_THINKING, None);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             tx.prepare_cached(CLEAR_THINKING)?

@@ -18,6 +18,9 @@ impl Store {
     /// Pairs with the importers in [`crate::import`], whose output it accepts as is:
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
+        if let Some(pg) = self.postgres() {
+            return pg.import_session(&messages);
+        }
         let id = SessionId::random();
         self.write(|tx| {
             tx.prepare_cached(INSERT_SESSION)?

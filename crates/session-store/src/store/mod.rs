@@ -19,6 +19,7 @@ mod apply;
 mod compaction;
 mod import;
 mod overview;
+mod pg;
 mod read;
 pub mod repair;
 mod revert;
@@ -76,26 +77,44 @@ pub struct ConnectionSettings {
     pub busy_timeout_ms: u64,
 }
 
-/// A session database: one SQLite file, migrated to the current schema, behind a pool.
+/// A session database: one SQLite file, or a PostgreSQL database named by a `postgres://`
+/// URL, migrated to the current schema, behind a pool.
 ///
 /// `Store` is `Send + Sync` and cheap to clone; clones share the pool.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: Pool<SqliteConnectionManager>,
-    path: PathBuf,
+    backend: Backend,
+}
+
+/// Which database a [`Store`] speaks to. Each public operation asks [`Store::postgres`]
+/// first and runs `store/pg/` there; everything else in `store/` is the SQLite half.
+#[derive(Clone, Debug)]
+enum Backend {
+    Sqlite {
+        pool: Pool<SqliteConnectionManager>,
+        path: PathBuf,
+    },
+    Postgres(pg::PgStore),
 }
 
 impl Store {
     /// Opens (or creates) the database at `path` and brings it to the current schema.
     ///
     /// A path that exists but is not SQLite, or a database whose migration history is not a
-    /// prefix of ours, is refused before anything is written to it.
+    /// prefix of ours, is refused before anything is written to it. A `postgres://` or
+    /// `postgresql://` URL opens that PostgreSQL database instead (the same tables, migrated
+    /// with the PostgreSQL dialect of the same history).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, &StoreOptions::default())
     }
 
     /// [`Store::open`] with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
+        if let Some(url) = path.as_ref().to_str().filter(|p| pg::is_url(p)) {
+            return Ok(Self {
+                backend: Backend::Postgres(pg::PgStore::open(url, options)?),
+            });
+        }
         let path = path.as_ref().to_path_buf();
         schema::check_file(&path, options.read_only)?;
         if path.exists() {
@@ -116,24 +135,53 @@ impl Store {
             .min_idle(Some(0))
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
-        let store = Self { pool, path };
+        let store = Self {
+            backend: Backend::Sqlite { pool, path },
+        };
         if options.read_only {
             store.read(schema::require_current)?;
         } else {
-            let mut conn = store.pool.get()?;
+            let mut conn = store.sqlite_pool()?.get()?;
             schema::migrate(&mut conn)?;
         }
         Ok(store)
     }
 
-    /// The database file.
+    /// The database file; for a PostgreSQL store, its URL without the password.
     pub fn path(&self) -> &Path {
-        &self.path
+        match &self.backend {
+            Backend::Sqlite { path, .. } => path,
+            Backend::Postgres(pg) => Path::new(pg.shown()),
+        }
+    }
+
+    /// True when this store is a PostgreSQL database (opened on a `postgres://` URL).
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// The PostgreSQL half, when this store is one: each public operation asks first.
+    fn postgres(&self) -> Option<&pg::PgStore> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
+    /// The SQLite pool; a PostgreSQL store has none ([`Error::Unsupported`]).
+    fn sqlite_pool(&self) -> Result<&Pool<SqliteConnectionManager>> {
+        match &self.backend {
+            Backend::Sqlite { pool, .. } => Ok(pool),
+            Backend::Postgres(_) => Err(Error::Unsupported {
+                operation: "an SQLite connection",
+                backend: "postgres",
+            }),
+        }
     }
 
     /// The settings a pooled connection runs with, read back from SQLite.
     pub fn connection_settings(&self) -> Result<ConnectionSettings> {
-        let conn = self.pool.get()?;
+        let conn = self.sqlite_pool()?.get()?;
         let pragma = |name: &str| -> Result<String> {
             Ok(
                 conn.query_row(&format!("SELECT * FROM pragma_{name}"), [], |row| {
@@ -158,7 +206,7 @@ impl Store {
     /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
     /// leaves no trace.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.pool.get()?;
+        let mut conn = self.sqlite_pool()?.get()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = f(&tx)?;
         tx.commit()?;
@@ -167,7 +215,7 @@ impl Store {
 
     /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let mut conn = self.pool.get()?;
+        let mut conn = self.sqlite_pool()?.get()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         let value = f(&tx)?;
         tx.finish()?;

@@ -197,6 +197,9 @@ fn session_ids(conn: &Connection) -> Result<Vec<SessionId>> {
 impl Store {
     /// The id of every session, in id order.
     pub fn session_ids(&self) -> Result<Vec<SessionId>> {
+        if let Some(pg) = self.postgres() {
+            return pg.session_ids();
+        }
         self.read(session_ids)
     }
 
@@ -204,6 +207,9 @@ impl Store {
     /// when `sessions` is empty, else those named ([`Error::UnknownSession`] for one that
     /// does not exist). All sessions are read from one snapshot.
     pub fn check(&self, sessions: &[SessionId], options: &RepairOptions) -> Result<CheckReport> {
+        if let Some(pg) = self.postgres() {
+            return pg.check(sessions, options);
+        }
         let check_options = options.at(now());
         self.read(|conn| {
             let ids = if sessions.is_empty() {
@@ -236,6 +242,9 @@ impl Store {
         session: &SessionId,
         options: &RepairOptions,
     ) -> Result<SessionRepair> {
+        if let Some(pg) = self.postgres() {
+            return pg.repair_session(session, options);
+        }
         let now = now();
         let check_options = options.at(now);
         self.write(|tx| {
@@ -267,6 +276,12 @@ impl Store {
 
     /// A consistent copy of the whole database at `dest` (see [`backup_database`]).
     pub fn backup_to(&self, dest: &Path) -> Result<()> {
+        if self.is_postgres() {
+            return Err(Error::Unsupported {
+                operation: "a file backup",
+                backend: "postgres",
+            });
+        }
         backup_database(self.path(), dest)
     }
 }

@@ -1,0 +1,165 @@
+//! The PostgreSQL backend: the same operations as the SQLite half of `store/`, over the same
+//! tables (migrations in `migrations-postgres/`), calling the same pure history functions.
+//!
+//! A [`PgStore`] owns an r2d2 pool of `postgres` clients. Every write is one transaction that
+//! first takes the session's row lock (`SELECT ... FROM sessions WHERE id = $1 FOR UPDATE`),
+//! so writers of one session queue on that lock and `seq` never collides, while writers of
+//! different sessions run side by side; the pairing check runs inside that transaction,
+//! after the lock, against what is committed. Every read is one `REPEATABLE READ READ ONLY`
+//! transaction: all its queries see one snapshot, as a SQLite read transaction does.
+//!
+//! `Store` dispatches here when it was opened on a `postgres://` (or `postgresql://`) URL.
+
+use std::time::Duration;
+
+use postgres::{IsolationLevel, NoTls, Transaction};
+use r2d2::Pool;
+use r2d2_postgres::PostgresConnectionManager;
+
+use super::StoreOptions;
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+
+mod apply;
+mod ops;
+mod read;
+mod repair;
+mod rows;
+pub(crate) mod schema;
+mod write;
+
+/// True when `location` names a PostgreSQL database rather than a file.
+pub(crate) fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// A pooled PostgreSQL store.
+#[derive(Clone)]
+pub(crate) struct PgStore {
+    pool: Pool<PostgresConnectionManager<NoTls>>,
+    /// The URL without its password, for messages.
+    shown: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("url", &self.shown).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` and migrates (unless `read_only`, which requires the current schema).
+    pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<Self> {
+        let mut config: postgres::Config = url.parse()?;
+        config.connect_timeout(options.busy_timeout.min(Duration::from_secs(30)));
+        if config.get_application_name().is_none() {
+            config.application_name("session-store");
+        }
+        let manager = PostgresConnectionManager::new(config, NoTls);
+        let pool = Pool::builder()
+            .max_size(options.max_connections.max(1))
+            .min_idle(Some(0))
+            .connection_timeout(options.busy_timeout + Duration::from_secs(5))
+            .build(manager)?;
+        let store = Self {
+            pool,
+            shown: redact(url),
+        };
+        {
+            let mut client = store.pool.get()?;
+            if options.read_only {
+                schema::require_current(&mut client)?;
+            } else {
+                schema::migrate(&mut client)?;
+            }
+        }
+        Ok(store)
+    }
+
+    /// The URL without its password.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Runs `f` in one read-write transaction and commits if it returns `Ok`. Callers that
+    /// touch a session take its row lock first ([`lock_session`]).
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut client = self.pool.get()?;
+        let mut tx = client.transaction()?;
+        let value = f(&mut tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Runs `f` in one `REPEATABLE READ READ ONLY` transaction: one snapshot for all its
+    /// queries.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut client = self.pool.get()?;
+        let mut tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let value = f(&mut tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+}
+
+/// Takes the session's row lock for the rest of the transaction; [`Error::UnknownSession`]
+/// when there is no such session. Every write to a session's rows starts here, so writers of
+/// one session run one after another and each sees what the previous one committed.
+pub(crate) fn lock_session(tx: &mut Transaction<'_>, session: &SessionId) -> Result<()> {
+    tx.query_opt(
+        "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+        &[&session.as_str()],
+    )?
+    .map(|_| ())
+    .ok_or_else(|| Error::UnknownSession(session.clone()))
+}
+
+/// Fails with [`Error::UnknownSession`] unless the session exists (reads).
+pub(crate) fn require_session(tx: &mut Transaction<'_>, session: &SessionId) -> Result<()> {
+    tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
+        .map(|_| ())
+        .ok_or_else(|| Error::UnknownSession(session.clone()))
+}
+
+/// A flag as the schema stores it (BIGINT 0/1, as in SQLite).
+pub(crate) fn flag(value: bool) -> i64 {
+    i64::from(value)
+}
+
+/// `postgres://user:secret@host/db` shown as `postgres://user@host/db`.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("postgres://u:secret@127.0.0.1:5432/db?options=x"),
+            "postgres://u@127.0.0.1:5432/db?options=x"
+        );
+        assert_eq!(redact("postgres://127.0.0.1/db"), "postgres://127.0.0.1/db");
+        assert!(is_url("postgresql://x/y"));
+        assert!(!is_url("/tmp/postgres://x"));
+    }
+}

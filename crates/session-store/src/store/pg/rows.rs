@@ -1,0 +1,241 @@
+//! Rows to values and back for PostgreSQL: the same mapping of a [`Part`] onto `parts` columns
+//! as `store/rows.rs`, with PostgreSQL's placeholders and typed columns.
+
+use postgres::{Row, Transaction};
+use serde_json::Value;
+
+use super::flag;
+use crate::error::{Error, Result};
+use crate::model::{Message, NewMessage, Part, PartKind, Role, SessionId};
+use crate::store::parse_time;
+
+/// Which messages of a session to load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Range {
+    /// The whole session.
+    All,
+    /// Messages whose `turn_index` lies in `[first, last]`.
+    Turns(i64, i64),
+    /// Messages the provider sees: `compacted = 0`.
+    Visible,
+}
+
+const COLUMNS: &str = "
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+           p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM messages m LEFT JOIN parts p ON p.message_id = m.id";
+
+/// Loads messages with their parts, in `seq` order, in one query.
+pub(crate) fn load_messages(
+    tx: &mut Transaction<'_>,
+    session: &SessionId,
+    range: Range,
+) -> Result<Vec<Message>> {
+    let rows = match range {
+        Range::All => tx.query(
+            &format!("{COLUMNS} WHERE m.session_id = $1 ORDER BY m.seq, p.ordinal"),
+            &[&session.as_str()],
+        )?,
+        Range::Turns(first, last) => tx.query(
+            &format!(
+                "{COLUMNS} WHERE m.session_id = $1 AND m.turn_index BETWEEN $2 AND $3 ORDER BY m.turn_index, m.seq, p.ordinal"
+            ),
+            &[&session.as_str(), &first, &last],
+        )?,
+        Range::Visible => tx.query(
+            &format!(
+                "{COLUMNS} WHERE m.session_id = $1 AND m.compacted = 0 ORDER BY m.seq, p.ordinal"
+            ),
+            &[&session.as_str()],
+        )?,
+    };
+    let mut messages: Vec<Message> = Vec::new();
+    for row in &rows {
+        let id: i64 = row.try_get(0)?;
+        if messages.last().is_none_or(|m| m.id != id) {
+            messages.push(message_from_row(row)?);
+        }
+        if let Some(part) = part_from_row(row, 6)? {
+            if let Some(message) = messages.last_mut() {
+                message.parts.push(part);
+            }
+        }
+    }
+    Ok(messages)
+}
+
+/// Decodes the message columns 0..=5 (id, seq, turn_index, role, compacted, created_at).
+pub(crate) fn message_from_row(row: &Row) -> Result<Message> {
+    let id: i64 = row.try_get(0)?;
+    let role: String = row.try_get(3)?;
+    let created_at: String = row.try_get(5)?;
+    let corrupt = |detail: String| Error::CorruptRow {
+        table: "messages",
+        row_id: id,
+        detail,
+    };
+    Ok(Message {
+        id,
+        seq: row.try_get(1)?,
+        turn_index: row.try_get(2)?,
+        role: role.parse::<Role>().map_err(|e| corrupt(e.to_string()))?,
+        compacted: row.try_get::<_, i64>(4)? != 0,
+        created_at: parse_time(&created_at)
+            .ok_or_else(|| corrupt(format!("created_at {created_at:?} is not RFC 3339")))?,
+        parts: Vec::new(),
+    })
+}
+
+/// Decodes the part columns from `at` (id, kind, text, tool_use_id, tool_name, input,
+/// is_error, provider_metadata); `None` for a message without parts (LEFT JOIN).
+pub(crate) fn part_from_row(row: &Row, at: usize) -> Result<Option<Part>> {
+    let Some(part_id) = row.try_get::<_, Option<i64>>(at)? else {
+        return Ok(None);
+    };
+    let kind: String = row.try_get(at + 1)?;
+    let kind = kind.parse::<PartKind>().map_err(|e| Error::CorruptRow {
+        table: "parts",
+        row_id: part_id,
+        detail: e.to_string(),
+    })?;
+    let text_at = |i: usize| row.try_get::<_, Option<String>>(at + i);
+    let text = text_at(2)?.unwrap_or_default();
+    let tool_use_id = text_at(3)?.unwrap_or_default();
+    let provider_metadata = text_at(7)?.map(|raw| json_or_string(&raw));
+    Ok(Some(match kind {
+        PartKind::Text => Part::Text {
+            text,
+            provider_metadata,
+        },
+        PartKind::Reasoning => Part::Reasoning {
+            text,
+            provider_metadata,
+        },
+        PartKind::RedactedReasoning => Part::RedactedReasoning {
+            data: text,
+            provider_metadata,
+        },
+        PartKind::ToolUse => Part::ToolUse {
+            id: tool_use_id,
+            name: text_at(4)?.unwrap_or_default(),
+            input: text_at(5)?.map_or_else(
+                || Value::Object(Default::default()),
+                |raw| json_or_string(&raw),
+            ),
+            provider_metadata,
+        },
+        PartKind::ToolResult => Part::ToolResult {
+            tool_use_id,
+            content: text,
+            is_error: row.try_get::<_, Option<i64>>(at + 6)?.unwrap_or(0) != 0,
+            provider_metadata,
+        },
+    }))
+}
+
+/// Stored JSON, or the raw text as a JSON string when another writer stored something else.
+fn json_or_string(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
+}
+
+/// Inserts one message and its parts; returns the new `messages.id`.
+pub(crate) fn insert_message(
+    tx: &mut Transaction<'_>,
+    session: &SessionId,
+    seq: i64,
+    turn_index: i64,
+    message: &NewMessage,
+    created_at: &str,
+) -> Result<i64> {
+    let id: i64 = tx
+        .query_one(
+            "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+             VALUES ($1, $2, $3, $4, 0, $5) RETURNING id",
+            &[
+                &session.as_str(),
+                &seq,
+                &turn_index,
+                &message.role.as_str(),
+                &created_at,
+            ],
+        )?
+        .try_get(0)?;
+    for (ordinal, part) in message.parts.iter().enumerate() {
+        insert_part(tx, id, ordinal as i64, part)?;
+    }
+    Ok(id)
+}
+
+/// The columns a part is stored as: text, tool_use_id, tool_name, input, is_error, metadata.
+pub(crate) type PartColumns<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<String>,
+    bool,
+    Option<String>,
+);
+
+/// A part's column values.
+pub(crate) fn part_columns(part: &Part) -> Result<PartColumns<'_>> {
+    let metadata = part
+        .provider_metadata()
+        .map(serde_json::to_string)
+        .transpose()?;
+    Ok(match part {
+        Part::Text { text, .. } | Part::Reasoning { text, .. } => {
+            (Some(text), None, None, None, false, metadata)
+        }
+        Part::RedactedReasoning { data, .. } => (Some(data), None, None, None, false, metadata),
+        Part::ToolUse {
+            id, name, input, ..
+        } => (
+            None,
+            Some(id),
+            Some(name),
+            Some(serde_json::to_string(input)?),
+            false,
+            metadata,
+        ),
+        Part::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            ..
+        } => (
+            Some(content),
+            Some(tool_use_id),
+            None,
+            None,
+            *is_error,
+            metadata,
+        ),
+    })
+}
+
+/// Inserts one part at `ordinal` of message `message_id`; returns its id.
+pub(crate) fn insert_part(
+    tx: &mut Transaction<'_>,
+    message_id: i64,
+    ordinal: i64,
+    part: &Part,
+) -> Result<i64> {
+    let (text, tool_use_id, tool_name, input, is_error, metadata) = part_columns(part)?;
+    Ok(tx
+        .query_one(
+            "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            &[
+                &message_id,
+                &ordinal,
+                &part.kind().as_str(),
+                &text,
+                &tool_use_id,
+                &tool_name,
+                &input,
+                &flag(is_error),
+                &metadata,
+            ],
+        )?
+        .try_get(0)?)
+}

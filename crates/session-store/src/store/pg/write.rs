@@ -1,0 +1,259 @@
+//! The PostgreSQL write path: sessions and appends, checked by the same grammar walk as
+//! `store/write.rs` inside the transaction that writes, after the session's row lock.
+
+use std::collections::HashSet;
+
+use postgres::Transaction;
+
+use super::rows::insert_message;
+use super::{lock_session, require_session, PgStore};
+use crate::error::{Error, Result};
+use crate::history::grammar::{Resume, Walk};
+use crate::history::pairing;
+use crate::history::turns::next_turn_index;
+use crate::model::{Appended, NewMessage, Part, Role, SessionId};
+use crate::store::{format_time, now};
+
+impl PgStore {
+    pub(crate) fn create_session_with_id(&self, id: &SessionId) -> Result<()> {
+        self.write(|tx| {
+            let now = format_time(now());
+            let inserted = tx.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO NOTHING",
+                &[&id.as_str(), &now],
+            )?;
+            if inserted == 0 {
+                return Err(Error::SessionExists(id.clone()));
+            }
+            Ok(())
+        })
+    }
+
+    pub(crate) fn append_batch(
+        &self,
+        session: &SessionId,
+        messages: &[NewMessage],
+    ) -> Result<Vec<Appended>> {
+        self.write(|tx| {
+            lock_session(tx, session)?;
+            append_in(tx, session, messages)
+        })
+    }
+
+    pub(crate) fn cancel_pending(&self, session: &SessionId, reason: &str) -> Result<Vec<String>> {
+        self.write(|tx| {
+            lock_session(tx, session)?;
+            let position = tail_of(tx, session)?;
+            let walk = Walk::resume(position.resume);
+            let Some(message) = pairing::tombstones(&walk, reason) else {
+                return Ok(Vec::new());
+            };
+            let ids = message
+                .parts
+                .iter()
+                .filter_map(Part::answers)
+                .map(str::to_owned)
+                .collect();
+            append_in(tx, session, &[message])?;
+            Ok(ids)
+        })
+    }
+
+    pub(crate) fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
+        self.read(|tx| {
+            require_session(tx, session)?;
+            Ok(Walk::resume(tail_of(tx, session)?.resume).pending())
+        })
+    }
+
+    pub(crate) fn import_session(&self, messages: &[NewMessage]) -> Result<SessionId> {
+        let id = SessionId::random();
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES ($1, $2, $2)",
+                &[&id.as_str(), &format_time(now())],
+            )?;
+            lock_session(tx, &id)?;
+            append_in(tx, &id, messages)
+        })?;
+        Ok(id)
+    }
+}
+
+/// Validates `messages` against the session's tail, then inserts them. The caller holds the
+/// session's row lock in its transaction.
+pub(crate) fn append_in(
+    tx: &mut Transaction<'_>,
+    session: &SessionId,
+    messages: &[NewMessage],
+) -> Result<Vec<Appended>> {
+    let mut position = tail_of(tx, session)?;
+    let refused = |index, reason| Error::Refused {
+        session: session.clone(),
+        index,
+        reason,
+    };
+    if messages.is_empty() {
+        return Err(refused(0, pairing::Refusal::EmptyMessage));
+    }
+    let mut resume = std::mem::take(&mut position.resume);
+    resume.taken = used_tool_use_ids(tx, session, messages)?;
+    let mut walk = Walk::resume(resume);
+    for (index, message) in messages.iter().enumerate() {
+        pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
+    }
+    // An append ends the chance to undo earlier reverts of the session.
+    forget_reverts(tx, session)?;
+    let now = now();
+    let mut appended = Vec::with_capacity(messages.len());
+    for message in messages {
+        position.last_seq += 1;
+        let turn_index = next_turn_index(position.last_user_turn, message.role);
+        if message.role == Role::User {
+            position.last_user_turn = Some(turn_index);
+        }
+        let created_at = format_time(message.created_at.unwrap_or(now));
+        let id = insert_message(
+            tx,
+            session,
+            position.last_seq,
+            turn_index,
+            message,
+            &created_at,
+        )?;
+        appended.push(Appended {
+            id,
+            seq: position.last_seq,
+            turn_index,
+        });
+    }
+    tx.execute(
+        "UPDATE sessions SET updated_at = $2 WHERE id = $1",
+        &[&session.as_str(), &format_time(now)],
+    )?;
+    Ok(appended)
+}
+
+/// Deletes the session's reverts (and, by cascade, the rows they hold).
+pub(crate) fn forget_reverts(tx: &mut Transaction<'_>, session: &SessionId) -> Result<()> {
+    tx.execute(
+        "DELETE FROM reverts WHERE session_id = $1",
+        &[&session.as_str()],
+    )?;
+    Ok(())
+}
+
+/// Where the next message of a session goes, and what it may be.
+#[derive(Debug)]
+pub(crate) struct Position {
+    pub(crate) resume: Resume,
+    pub(crate) last_seq: i64,
+    pub(crate) last_user_turn: Option<i64>,
+}
+
+/// Reads the end of a session: the last seq, the last user turn and the open tool block.
+pub(crate) fn tail_of(tx: &mut Transaction<'_>, session: &SessionId) -> Result<Position> {
+    let last_seq: i64 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM messages WHERE session_id = $1",
+            &[&session.as_str()],
+        )?
+        .try_get(0)?;
+    let last_user_turn: Option<i64> = tx
+        .query_opt(
+            "SELECT turn_index FROM messages WHERE session_id = $1 AND role = 'user' ORDER BY seq DESC LIMIT 1",
+            &[&session.as_str()],
+        )?
+        .map(|row| row.try_get(0))
+        .transpose()?;
+    let speaker = tx.query_opt(
+        "SELECT id, seq, role FROM messages
+         WHERE session_id = $1 AND role IN ('user', 'assistant')
+         ORDER BY seq DESC LIMIT 1",
+        &[&session.as_str()],
+    )?;
+    let speaker: Option<(i64, i64, String)> = match speaker {
+        Some(row) => Some((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)),
+        None => None,
+    };
+    let resume = match speaker {
+        None => Resume::default(),
+        Some((_, _, role)) if role == "user" => Resume {
+            speaker: Some(Role::User),
+            ..Resume::default()
+        },
+        Some((message_id, seq, _)) => {
+            let calls: Vec<String> = tx
+                .query(
+                    "SELECT tool_use_id FROM parts WHERE message_id = $1 AND kind = 'tool_use' ORDER BY ordinal",
+                    &[&message_id],
+                )?
+                .iter()
+                .map(|row| row.try_get::<_, Option<String>>(0))
+                .filter_map(|id| id.transpose())
+                .collect::<Result<_, _>>()?;
+            let answered: HashSet<String> = if calls.is_empty() {
+                HashSet::new()
+            } else {
+                tx.query(
+                    "SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
+                     WHERE m.session_id = $1 AND m.seq > $2 AND m.role = 'tool' AND p.kind = 'tool_result'",
+                    &[&session.as_str(), &seq],
+                )?
+                .iter()
+                .map(|row| row.try_get::<_, Option<String>>(0))
+                .filter_map(|id| id.transpose())
+                .collect::<Result<_, _>>()?
+            };
+            Resume {
+                speaker: Some(Role::Assistant),
+                calls: calls
+                    .into_iter()
+                    .map(|id| {
+                        let done = answered.contains(&id);
+                        (id, done)
+                    })
+                    .collect(),
+                ..Resume::default()
+            }
+        }
+    };
+    let resume = Resume {
+        messages: usize::try_from(last_seq).unwrap_or_default(),
+        ..resume
+    };
+    Ok(Position {
+        resume,
+        last_seq,
+        last_user_turn,
+    })
+}
+
+/// The tool_use ids of `messages` that the session already uses.
+fn used_tool_use_ids(
+    tx: &mut Transaction<'_>,
+    session: &SessionId,
+    messages: &[NewMessage],
+) -> Result<Vec<String>> {
+    let ids: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
+        .collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let taken: HashSet<String> = tx
+        .query(
+            "SELECT DISTINCT p.tool_use_id FROM parts p JOIN messages m ON m.id = p.message_id
+             WHERE p.tool_use_id = ANY($1) AND p.kind = 'tool_use' AND m.session_id = $2",
+            &[&ids, &session.as_str()],
+        )?
+        .iter()
+        .map(|row| row.try_get::<_, String>(0))
+        .collect::<Result<_, _>>()?;
+    Ok(ids
+        .into_iter()
+        .filter(|id| taken.contains(*id))
+        .map(str::to_owned)
+        .collect())
+}
