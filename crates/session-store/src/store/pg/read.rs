@@ -1,5 +1,5 @@
 //! PostgreSQL reads: whole sessions, the session list, overviews and id prefixes. Text
-//! keys sort with `COLLATE "C"` (bytes), as SQLite sorts them, whatever the database's
+//! keys sort with `COLLATE \"C\"` (bytes), as SQLite sorts them, whatever the database's
 //! collation.
 
 use crate::error::{Error, Result};
@@ -25,7 +25,7 @@ impl PgStore {
             let rows = tx.query(
                 "SELECT s.id, s.created_at, s.updated_at,
                         (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
-                 FROM sessions s WHERE $1::TEXT IS NULL OR s.id = $1 ORDER BY s.created_at COLLATE "C", s.id COLLATE "C"",
+                 FROM sessions s WHERE $1::TEXT IS NULL OR s.id = $1 ORDER BY s.created_at COLLATE \"C\", s.id COLLATE \"C\"",
                 &[&only.map(SessionId::as_str)],
             )?;
             let mut sessions = Vec::with_capacity(rows.len());
@@ -72,7 +72,7 @@ impl PgStore {
                  FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
                  WHERE $1::TEXT IS NULL OR s.id = $1
                  GROUP BY s.id
-                 ORDER BY s.created_at COLLATE "C", s.id COLLATE "C"",
+                 ORDER BY s.created_at COLLATE \"C\", s.id COLLATE \"C\"",
                 &[&only.map(SessionId::as_str)],
             )?;
             let mut found = Vec::with_capacity(rows.len());
@@ -107,7 +107,7 @@ impl PgStore {
         self.read(|tx| {
             // `starts_with` compares characters, whatever the database's collation.
             tx.query(
-                "SELECT id FROM sessions WHERE starts_with(id, $1) ORDER BY id COLLATE "C" LIMIT $2",
+                "SELECT id FROM sessions WHERE starts_with(id, $1) ORDER BY id COLLATE \"C\" LIMIT $2",
                 &[&prefix, &limit],
             )?
             .iter()
