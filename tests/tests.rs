@@ -1,10 +1,12 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod backends;
 mod broken_db;
 mod cli;
 mod compaction;
 mod compaction_kill;
+mod conformance;
 mod contention;
 mod corrupt_file;
 mod crash;

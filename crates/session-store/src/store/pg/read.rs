@@ -1,5 +1,5 @@
 //! PostgreSQL reads: whole sessions, the session list, overviews and id prefixes. Text
-//! keys sort with `COLLATE \"C\"` (bytes), as SQLite sorts them, whatever the database's
+//! keys sort with `COLLATE "C"` (bytes), as SQLite sorts them, whatever the database's
 //! collation.
 
 use crate::error::{Error, Result};
