@@ -164,6 +164,8 @@ impl Error {
     /// True when the database cannot be written (read-only file or connection).
     pub fn is_read_only(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
+            || matches!(self, Error::Postgres(e)
+                if e.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION))
     }
 
     /// The refusal, when the error is a refused append.

@@ -34,6 +34,7 @@ pub use revert::Reverted;
 mod export;
 pub use export::ExportOptions;
 
+pub use pg::{is_url as is_database_url, redact as redact_database_url};
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.

@@ -243,7 +243,7 @@ impl Store {
         options: &RepairOptions,
     ) -> Result<SessionRepair> {
         if let Some(pg) = self.postgres() {
-            return pg.repair_session(session, options);
+            return pg.repair_session(session, options, false);
         }
         let now = now();
         let check_options = options.at(now);
@@ -274,7 +274,25 @@ impl Store {
         })
     }
 
-    /// A consistent copy of the whole database at `dest` (see [`backup_database`]).
+    /// [`Store::repair_session`] rolled back at the end: what the mend would change, with
+    /// nothing written (`store-repair --dry-run` on a PostgreSQL URL). PostgreSQL only: a
+    /// SQLite dry run mends a private copy of the file instead ([`Error::Unsupported`]).
+    pub fn repair_session_rolled_back(
+        &self,
+        session: &SessionId,
+        options: &RepairOptions,
+    ) -> Result<SessionRepair> {
+        match self.postgres() {
+            Some(pg) => pg.repair_session(session, options, true),
+            None => Err(Error::Unsupported {
+                operation: "a rolled-back mend (mend a copy instead)",
+                backend: "sqlite",
+            }),
+        }
+    }
+
+    /// Takes a consistent copy of the database file at `dest` (see [`backup_database`]);
+    /// [`Error::Unsupported`] on a PostgreSQL store, which has no file (use `pg_dump`).
     pub fn backup_to(&self, dest: &Path) -> Result<()> {
         if self.is_postgres() {
             return Err(Error::Unsupported {
@@ -293,6 +311,15 @@ pub struct DatabaseFile {
     pub empty: bool,
     /// How many embedded migrations it still needs.
     pub pending_migrations: usize,
+}
+
+/// [`inspect_database_file`] for a PostgreSQL URL: connects, and refuses a migration history
+/// from a newer build or a foreign one without writing anything.
+pub fn inspect_database_url(url: &str) -> Result<DatabaseFile> {
+    Ok(DatabaseFile {
+        empty: false,
+        pending_migrations: super::pg::schema::pending_at(url)?,
+    })
 }
 
 /// Refuses, without creating or writing anything, a path `store-repair` must not touch: a

@@ -28,8 +28,9 @@ mod rows;
 pub(crate) mod schema;
 mod write;
 
-/// True when `location` names a PostgreSQL database rather than a file.
-pub(crate) fn is_url(location: &str) -> bool {
+/// True when `location` names a PostgreSQL database (`postgres://` or `postgresql://`)
+/// rather than a file: what [`crate::Store::open`] and the tools' `--db` dispatch on.
+pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
@@ -39,6 +40,8 @@ pub(crate) struct PgStore {
     pool: Pool<PostgresConnectionManager<NoTls>>,
     /// The URL without its password, for messages.
     shown: String,
+    /// Every transaction starts `READ ONLY`: a write fails (`Error::is_read_only`).
+    read_only: bool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -64,6 +67,7 @@ impl PgStore {
         let store = Self {
             pool,
             shown: redact(url),
+            read_only: options.read_only,
         };
         {
             let mut client = store.pool.get()?;
@@ -84,10 +88,26 @@ impl PgStore {
     /// Runs `f` in one read-write transaction and commits if it returns `Ok`. Callers that
     /// touch a session take its row lock first ([`lock_session`]).
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        self.transaction(false, f)
+    }
+
+    /// [`PgStore::write`], or with `rollback` the same work rolled back at the end.
+    pub(crate) fn transaction<T>(
+        &self,
+        rollback: bool,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T>,
+    ) -> Result<T> {
         let mut client = self.pool.get()?;
-        let mut tx = client.transaction()?;
+        let mut tx = client
+            .build_transaction()
+            .read_only(self.read_only)
+            .start()?;
         let value = f(&mut tx)?;
-        tx.commit()?;
+        if rollback {
+            tx.rollback()?;
+        } else {
+            tx.commit()?;
+        }
         Ok(value)
     }
 
@@ -130,8 +150,9 @@ pub(crate) fn flag(value: bool) -> i64 {
     i64::from(value)
 }
 
-/// `postgres://user:secret@host/db` shown as `postgres://user@host/db`.
-pub(crate) fn redact(url: &str) -> String {
+/// A database URL fit to print: `postgres://user:secret@host/db` shown as
+/// `postgres://user@host/db`.
+pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };

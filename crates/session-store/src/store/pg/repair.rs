@@ -127,14 +127,17 @@ impl PgStore {
         })
     }
 
+    /// Mends one session in its own transaction; with `rollback`, does all of it (the same
+    /// statements, the same final check) and rolls back: a dry run that writes nothing.
     pub(crate) fn repair_session(
         &self,
         session: &SessionId,
         options: &RepairOptions,
+        rollback: bool,
     ) -> Result<SessionRepair> {
         let now = now();
         let options = check_options(options, now);
-        self.write(|tx| {
+        self.transaction(rollback, |tx| {
             lock_session(tx, session)?;
             let loaded = load_session(tx, session, now)?;
             let found = check_session(session, &loaded.messages, &options);

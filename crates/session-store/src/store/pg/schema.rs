@@ -130,3 +130,16 @@ pub(crate) fn migrate(client: &mut Client) -> Result<()> {
         );
     }
 }
+
+/// How many of our migrations the database at `url` still needs, refusing (before anything
+/// is written) a history from a newer build or a foreign one. Reads only.
+pub(crate) fn pending_at(url: &str) -> Result<usize> {
+    let mut client = Client::connect(url, postgres::NoTls)?;
+    let mut tx = client
+        .build_transaction()
+        .read_only(true)
+        .start()?;
+    let pending = pending(&mut tx)?.len();
+    tx.commit()?;
+    Ok(pending)
+}
