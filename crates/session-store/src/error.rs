@@ -123,6 +123,14 @@ pub enum Error {
     /// SQLite reported an error.
     #[error("sqlite")]
     Sqlite(#[from] rusqlite::Error),
+    /// A copied session did not read back from the destination as it was in the source.
+    #[error("copy of session {session} does not read back the same: {detail}")]
+    CopyMismatch {
+        /// The session.
+        session: SessionId,
+        /// What differs.
+        detail: String,
+    },
     /// A PostgreSQL error (connection, constraint, query) from a `postgres://` store.
     #[error("postgres")]
     Postgres(#[from] postgres::Error),

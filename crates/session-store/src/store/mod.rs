@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 
 mod apply;
 mod compaction;
+mod copy;
 mod import;
 mod overview;
 mod pg;
@@ -29,6 +30,7 @@ mod turns;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use copy::CopyReport;
 pub use overview::SessionOverview;
 pub use revert::Reverted;
 mod export;

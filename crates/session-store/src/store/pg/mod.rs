@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::model::SessionId;
 
 mod apply;
+mod copy;
 mod ops;
 mod read;
 mod repair;
