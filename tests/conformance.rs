@@ -318,7 +318,7 @@ fn export_is_the_same_body_on_every_backend() -> Result<()> {
 
 /// A broken session as other code would write it, in plain SQL that both dialects accept:
 /// a call the next user message leaves unanswered, an answer to nothing, a repeated id.
-const BROKEN: &str = "
+pub const BROKEN: &str = "
     INSERT INTO sessions (id, created_at, updated_at)
         VALUES ('broken', '2026-01-02T03:00:00Z', '2026-01-02T03:00:00Z');
     INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at) VALUES
@@ -442,4 +442,54 @@ fn listings_count_the_same_on_every_backend() -> Result<()> {
     })?;
     all_equal(&results);
     Ok(())
+}
+
+#[test]
+fn a_copy_between_any_two_backends_reads_back_the_same() -> Result<()> {
+    let sources = backends();
+    for source in &sources {
+        let store = &source.store;
+        // Everything a session can hold: compaction, a pending revert, a mended session's log.
+        let session = session_of(source, &[1, 2, 0, 1])?;
+        store.compact(&session, 4, "summary")?;
+        store.revert_to_turn(&session, 3)?;
+        source.exec(BROKEN);
+        store.repair_session(&SessionId::new("broken"), &RepairOptions::default())?;
+        store.record_completion(&session, t(9))?;
+        for dest in backends() {
+            let context = format!("{} to {}", source.name, dest.name);
+            let report = store.copy_to(&dest.store, &[]).context(context.clone())?;
+            ensure!(report.sessions == 2, "{context}: {report:?}");
+            for id in [&session, &SessionId::new("broken")] {
+                ensure!(
+                    shape(&store.messages(id)?) == shape(&dest.store.messages(id)?),
+                    "{context}"
+                );
+                ensure!(
+                    store.thinking_state(id)? == dest.store.thinking_state(id)?,
+                    "{context}"
+                );
+                let body = |s: &session_store::Store| {
+                    s.export(id, Provider::Anthropic, t(59), &ExportOptions::default())
+                };
+                ensure!(body(store)? == body(&dest.store)?, "{context}");
+            }
+            for table in crate::backends::TABLES {
+                let sql = format!("SELECT COUNT(*) FROM {table}");
+                ensure!(source.count(&sql) == dest.count(&sql), "{context}: {table}");
+            }
+            // The revert moved with its rows: undo works on the copy.
+            let undone = dest.store.undo_revert(&session)?;
+            ensure!(undone.map(|u| u.messages) == Some(4), "{context}");
+            // Copying again is refused: the destination has the sessions.
+            let again = store.copy_to(&dest.store, &[session.clone()]);
+            ensure!(matches!(again, Err(Error::SessionExists(_))), "{context}");
+        }
+    }
+    Ok(())
+}
+
+/// One turn with `n % 3` tool calls at a fixed time, for other test modules.
+pub fn turn_for_tests(n: u32) -> Vec<NewMessage> {
+    turn(&format!("cli{n}"), (n % 3) as usize, n)
 }

@@ -16,6 +16,7 @@ mod forensics;
 mod import_fixtures;
 mod migration_kill;
 mod pages;
+mod postgres_cli;
 mod provider_transcripts;
 mod read_only;
 mod regression;

@@ -59,26 +59,27 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("session-store");
         }
+        // One direct connection first: a refused connection (wrong password, no server) fails
+        // here at once with its cause, where the pool would retry until its timeout. It
+        // runs the migrations, then closes.
+        let mut first = config.connect(NoTls)?;
+        if options.read_only {
+            schema::require_current(&mut first)?;
+        } else {
+            schema::migrate(&mut first)?;
+        }
+        drop(first);
         let manager = PostgresConnectionManager::new(config, NoTls);
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
             .min_idle(Some(0))
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
-        let store = Self {
+        Ok(Self {
             pool,
             shown: redact(url),
             read_only: options.read_only,
-        };
-        {
-            let mut client = store.pool.get()?;
-            if options.read_only {
-                schema::require_current(&mut client)?;
-            } else {
-                schema::migrate(&mut client)?;
-            }
-        }
-        Ok(store)
+        })
     }
 
     /// The URL without its password.
