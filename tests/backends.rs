@@ -49,10 +49,7 @@ impl PgSchema {
     /// it sees only this schema's tables.
     pub fn url(&self) -> String {
         let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!(
-            "{}{sep}options=-c%20search_path%3D{}",
-            self.base, self.name
-        )
+        format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.name)
     }
 
     /// A plain client on this schema, for raw SQL (fixtures, dumps).

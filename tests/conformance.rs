@@ -110,7 +110,10 @@ fn a_message_that_breaks_a_pair_is_refused_and_nothing_is_written() -> Result<()
         let err = store.append_batch(&session, batch).expect_err("refused");
         ensure!(matches!(err, Error::Refused { index: 1, .. }), "{err:?}");
         ensure!(b.dump() == before, "a refused batch wrote something");
-        let appended = store.append(&session, NewMessage::tool(vec![Part::tool_result("a", "ok")]))?;
+        let appended = store.append(
+            &session,
+            NewMessage::tool(vec![Part::tool_result("a", "ok")]),
+        )?;
         ensure!((appended.seq, appended.turn_index) == (3, 0));
         Ok(refusals)
     })?;
@@ -262,10 +265,16 @@ fn revert_and_undo_restore_the_same_history_until_the_next_append() -> Result<()
         ensure!(b.count("SELECT COUNT(*) FROM reverted_parts") == 10);
         let undone = store.undo_revert(&session)?;
         ensure!(undone.map(|u| u.messages) == Some(8));
-        ensure!(store.messages(&session)? == before, "undo changed the history");
+        ensure!(
+            store.messages(&session)? == before,
+            "undo changed the history"
+        );
         store.revert_to_turn(&session, 3)?;
         store.append_batch(&session, turn("new", 1, 30))?;
-        ensure!(store.undo_revert(&session)?.is_none(), "undo after an append");
+        ensure!(
+            store.undo_revert(&session)?.is_none(),
+            "undo after an append"
+        );
         ensure!(b.count("SELECT COUNT(*) FROM reverted_messages") == 0);
         // A revert into a compacted head without its summary is refused, nothing moved.
         store.compact(&session, 2, "summary")?;
@@ -286,10 +295,7 @@ fn export_is_the_same_body_on_every_backend() -> Result<()> {
     let results = on_each(|b| {
         let store = &b.store;
         let session = session_of(b, &[1, 2])?;
-        store.append(
-            &session,
-            NewMessage::user("think").at(t(40)),
-        )?;
+        store.append(&session, NewMessage::user("think").at(t(40)))?;
         store.append(
             &session,
             NewMessage::assistant(vec![
@@ -346,7 +352,7 @@ fn a_broken_session_from_other_code_is_found_and_mended_in_one_transaction() -> 
         let broken = SessionId::new("broken");
         let options = RepairOptions::default();
         let report = store.check(&[], &options)?;
-        ensure!(report.broken_sessions() == [broken.clone()]);
+        ensure!(report.broken_sessions() == std::slice::from_ref(&broken));
         let mut rules: Vec<String> = report
             .violations
             .iter()
@@ -354,13 +360,21 @@ fn a_broken_session_from_other_code_is_found_and_mended_in_one_transaction() -> 
             .collect();
         rules.sort();
         // Export is valid even before the mend.
-        let body = store.export(&broken, Provider::Anthropic, t(50), &ExportOptions::default())?;
+        let body = store.export(
+            &broken,
+            Provider::Anthropic,
+            t(50),
+            &ExportOptions::default(),
+        )?;
         ensure!(check_anthropic(&body).is_empty());
         let healthy_before = store.messages(&healthy)?;
         let repair = store.repair_session(&broken, &options)?;
         ensure!(!repair.changes.is_empty());
         ensure!(store.check(&[], &options)?.violations.is_empty());
-        ensure!(store.messages(&healthy)? == healthy_before, "a healthy session changed");
+        ensure!(
+            store.messages(&healthy)? == healthy_before,
+            "a healthy session changed"
+        );
         let logged = b.count("SELECT COUNT(*) FROM repair_log");
         ensure!(logged == repair.changes.len() as i64);
         // Mending again finds nothing and writes nothing.
@@ -394,7 +408,9 @@ fn many_writers_of_one_session_never_collide_on_seq() -> Result<()> {
                 })
                 .collect();
             for handle in handles {
-                handle.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
+                handle
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("writer panicked"))??;
             }
             Ok(())
         })?;
@@ -402,7 +418,11 @@ fn many_writers_of_one_session_never_collide_on_seq() -> Result<()> {
         let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
         ensure!(seqs == (1..=(writers * turns * 4) as i64).collect::<Vec<_>>());
         assert_pairs_intact(&messages);
-        ensure!(b.store.check(&[], &RepairOptions::default())?.violations.is_empty());
+        ensure!(b
+            .store
+            .check(&[], &RepairOptions::default())?
+            .violations
+            .is_empty());
         Ok(())
     })?;
     Ok(())
@@ -412,7 +432,11 @@ fn many_writers_of_one_session_never_collide_on_seq() -> Result<()> {
 fn listings_count_the_same_on_every_backend() -> Result<()> {
     let results = on_each(|b| {
         let store = &b.store;
-        for (id, tools) in [("alpha-1", &[1, 0][..]), ("alpha-2", &[2][..]), ("beta", &[][..])] {
+        for (id, tools) in [
+            ("alpha-1", &[1, 0][..]),
+            ("alpha-2", &[2][..]),
+            ("beta", &[][..]),
+        ] {
             let session = SessionId::new(id);
             store.create_session_with_id(&session)?;
             for (i, &n) in tools.iter().enumerate() {
@@ -482,7 +506,7 @@ fn a_copy_between_any_two_backends_reads_back_the_same() -> Result<()> {
             let undone = dest.store.undo_revert(&session)?;
             ensure!(undone.map(|u| u.messages) == Some(4), "{context}");
             // Copying again is refused: the destination has the sessions.
-            let again = store.copy_to(&dest.store, &[session.clone()]);
+            let again = store.copy_to(&dest.store, std::slice::from_ref(&session));
             ensure!(matches!(again, Err(Error::SessionExists(_))), "{context}");
         }
     }

@@ -6,7 +6,7 @@
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use session_store::{Provider, SessionId, Store};
+use session_store::{SessionId, Store};
 
 use crate::backends::{postgres, sqlite};
 use crate::conformance::BROKEN;
@@ -38,17 +38,26 @@ fn store_repair_on_a_url_refuses_a_backup_dry_runs_without_writing_and_mends() {
     let url = pg.location();
     let before = pg.dump();
 
-    let refused = run(REPAIR, &["--db", &url, "--backup", "/nonexistent/backup.db"]);
+    let refused = run(
+        REPAIR,
+        &["--db", &url, "--backup", "/nonexistent/backup.db"],
+    );
     assert_eq!(code(&refused), 2, "{refused:?}");
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("pg_dump"), "{stderr}");
-    assert!(!stderr.contains(":session_store@"), "password printed: {stderr}");
+    assert!(
+        !stderr.contains(":session_store@"),
+        "password printed: {stderr}"
+    );
     assert_eq!(pg.dump(), before, "a refused run wrote");
 
     let dry = run(REPAIR, &["--db", &url, "--dry-run", "--json"]);
     assert_eq!(code(&dry), 1, "{dry:?}");
     let report: Value = serde_json::from_slice(&dry.stdout).expect("json");
-    assert_eq!(report["broken_sessions"][0]["session_id"], "broken", "{report}");
+    assert_eq!(
+        report["broken_sessions"][0]["session_id"], "broken",
+        "{report}"
+    );
     assert_eq!(report["would_repair"], 3, "{report}");
     assert!(report["would_change"].as_u64().unwrap_or(0) > 0, "{report}");
     assert_eq!(pg.dump(), before, "a dry run wrote");
@@ -71,7 +80,9 @@ fn store_repair_on_a_url_refuses_a_backup_dry_runs_without_writing_and_mends() {
 #[test]
 fn a_wrong_password_is_refused_without_printing_it() {
     let Some(pg) = postgres() else { return };
-    let url = pg.location().replacen(":session_store@", ":not-the-password@", 1);
+    let url = pg
+        .location()
+        .replacen(":session_store@", ":not-the-password@", 1);
     for (bin, args) in [
         (REPAIR, vec!["--db", url.as_str()]),
         (TOOL, vec!["--db", url.as_str(), "sessions"]),
@@ -96,40 +107,66 @@ fn copy_from_a_file_to_a_url_and_back_exports_the_same_bodies() {
     }
     source.compact(&session, 2, "the start").expect("compact");
 
-    let to_pg = run(TOOL, &["copy", "--from", &file.location(), "--to", &pg.location()]);
+    let to_pg = run(
+        TOOL,
+        &["copy", "--from", &file.location(), "--to", &pg.location()],
+    );
     assert_eq!(code(&to_pg), 0, "{to_pg:?}");
     let stdout = String::from_utf8_lossy(&to_pg.stdout);
-    assert!(stdout.contains("copied 1 session") && stdout.contains("verified"), "{stdout}");
+    assert!(
+        stdout.contains("copied 1 session") && stdout.contains("verified"),
+        "{stdout}"
+    );
 
     let back_dir = tempfile::tempdir().expect("tempdir");
     let back = back_dir.path().join("back.db");
     let to_file = run(
         TOOL,
-        &["copy", "--from", &pg.location(), "--to", &back.display().to_string()],
+        &[
+            "copy",
+            "--from",
+            &pg.location(),
+            "--to",
+            &back.display().to_string(),
+        ],
     );
     assert_eq!(code(&to_file), 0, "{to_file:?}");
 
     let export = |db: &str| {
-        let output = run(TOOL, &["--db", db, "export", "--format", "openai", session.as_str()]);
+        let output = run(
+            TOOL,
+            &["--db", db, "export", "--format", "openai", session.as_str()],
+        );
         assert_eq!(code(&output), 0, "{output:?}");
         output.stdout
     };
     let original = export(&file.location());
     assert_eq!(export(&pg.location()), original);
     assert_eq!(export(&back.display().to_string()), original);
+    // The copy is a store like any other: it takes the next turn.
     let reopened = Store::open(&back).expect("open the copy");
+    reopened
+        .append(
+            &SessionId::new(session.as_str()),
+            session_store::NewMessage::user("more"),
+        )
+        .expect("append to the copy");
     assert_eq!(
         reopened
-            .export(
-                &SessionId::new(session.as_str()),
-                Provider::Anthropic,
-                session_store::store::clock(),
-                &Default::default()
-            )
-            .is_ok(),
-        true
+            .messages(&session)
+            .expect("messages")
+            .last()
+            .map(|m| m.turn_index),
+        Some(3)
     );
 
-    let again = run(TOOL, &["copy", "--from", &file.location(), "--to", &pg.location()]);
-    assert_eq!(code(&again), 2, "copying onto an existing session: {again:?}");
+    let again = run(
+        TOOL,
+        &["copy", "--from", &file.location(), "--to", &pg.location()],
+    );
+    assert_eq!(
+        code(&again),
+        2,
+        "copying onto an existing session: {again:?}"
+    );
 }

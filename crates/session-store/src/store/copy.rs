@@ -308,7 +308,10 @@ fn sqlite_cell(value: ValueRef<'_>, kind: Kind, table: &'static str, column: &st
                 return Err(Error::CorruptRow {
                     table,
                     row_id: 0,
-                    detail: format!("{column} holds {:?}, not an integer", String::from_utf8_lossy(t)),
+                    detail: format!(
+                        "{column} holds {:?}, not an integer",
+                        String::from_utf8_lossy(t)
+                    ),
                 })
             }
         },

@@ -107,11 +107,11 @@ impl Store {
             if let Some(pg) = self.postgres() {
                 pg.update_session(session, PG_SET_LATCHED, None)?;
             } else {
-            self.write(|tx| {
-                tx.prepare_cached(SET_LATCHED)?
-                    .execute([session.as_str()])?;
-                Ok(())
-            })?;
+                self.write(|tx| {
+                    tx.prepare_cached(SET_LATCHED)?
+                        .execute([session.as_str()])?;
+                    Ok(())
+                })?;
             }
         }
         if !request.violations.is_empty() {

@@ -15,12 +15,12 @@ use postgres::Transaction;
 
 use super::flag;
 use super::rows::insert_part;
-use crate::store::format_time;
-use crate::store::repair::{Loaded, LoggedChange};
 use crate::error::Result;
 use crate::history::mend::{Action, MendPlan, MessageRef, PartRef};
 use crate::history::rules::Rule;
 use crate::model::{Message, Part, SessionId};
+use crate::store::format_time;
+use crate::store::repair::{Loaded, LoggedChange};
 
 /// Temporary `seq` / `ordinal` values while rows are renumbered: `UNIQUE(session_id, seq)`
 /// and `UNIQUE(message_id, ordinal)` hold after every statement, so rows move in two steps.
@@ -125,7 +125,16 @@ fn apply_messages(
                     || before.role != planned.role
                     || before.compacted != planned.compacted
                 {
-                    tx.execute(UPDATE_MESSAGE, &[&id, &planned.seq, &planned.turn_index, &planned.role.as_str(), &flag(planned.compacted)])?;
+                    tx.execute(
+                        UPDATE_MESSAGE,
+                        &[
+                            &id,
+                            &planned.seq,
+                            &planned.turn_index,
+                            &planned.role.as_str(),
+                            &flag(planned.compacted),
+                        ],
+                    )?;
                 }
             }
         }
@@ -224,7 +233,19 @@ fn apply_changes(
             .as_ref()
             .map(serde_json::to_string)
             .transpose()?;
-        tx.execute(INSERT_LOG, &[&session.as_str(), &change.rule.as_str(), &change.action.as_str(), &message_id, &part_id, &before, &serde_json::to_string(&change.after)?, &stamp])?;
+        tx.execute(
+            INSERT_LOG,
+            &[
+                &session.as_str(),
+                &change.rule.as_str(),
+                &change.action.as_str(),
+                &message_id,
+                &part_id,
+                &before,
+                &serde_json::to_string(&change.after)?,
+                &stamp,
+            ],
+        )?;
         logged.push(LoggedChange {
             rule: change.rule,
             action: change.action.as_str(),
@@ -311,7 +332,19 @@ fn follow_summaries(
         let after =
             serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
         let rule = rule.unwrap_or(Rule::TurnIndexMismatch);
-        tx.execute(INSERT_LOG, &[&session.as_str(), &rule.as_str(), &"follow_summary", &message_id, &None::<i64>, &serde_json::to_string(&before)?, &serde_json::to_string(&after)?, &stamp])?;
+        tx.execute(
+            INSERT_LOG,
+            &[
+                &session.as_str(),
+                &rule.as_str(),
+                &"follow_summary",
+                &message_id,
+                &None::<i64>,
+                &serde_json::to_string(&before)?,
+                &serde_json::to_string(&after)?,
+                &stamp,
+            ],
+        )?;
         logged.push(LoggedChange {
             rule,
             action: "follow_summary",

@@ -13,6 +13,9 @@ use crate::history::thinking::ThinkingState;
 use crate::model::{Message, Role, SessionId};
 use crate::store::{format_time, now, parse_time, CompactionOutcome, Reverted};
 
+/// The latest summary's text with the visible messages, and the thinking state.
+pub(crate) type ExportInputs = ((Option<String>, Vec<Message>), ThinkingState);
+
 const SUMMARY_COLUMNS: &str =
     "SELECT id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at FROM summaries";
 
@@ -140,7 +143,9 @@ impl PgStore {
         self.read(|tx| {
             require_session(tx, session)?;
             tx.query(
-                &format!("{SUMMARY_COLUMNS} WHERE session_id = $1 AND reverted_by IS NULL ORDER BY id"),
+                &format!(
+                    "{SUMMARY_COLUMNS} WHERE session_id = $1 AND reverted_by IS NULL ORDER BY id"
+                ),
                 &[&session.as_str()],
             )?
             .iter()
@@ -348,18 +353,12 @@ impl PgStore {
 
     /// What an export reads, in one snapshot: the latest summary's text, the visible
     /// messages, and the thinking state.
-    pub(crate) fn export_inputs(
-        &self,
-        session: &SessionId,
-    ) -> Result<((Option<String>, Vec<Message>), ThinkingState)> {
+    pub(crate) fn export_inputs(&self, session: &SessionId) -> Result<ExportInputs> {
         self.read(|tx| {
             require_session(tx, session)?;
             let history = provider_history_in(tx, session)?;
             let state = thinking_state_in(tx, session)?;
-            Ok((
-                (history.summary.map(|s| s.text), history.messages),
-                state,
-            ))
+            Ok(((history.summary.map(|s| s.text), history.messages), state))
         })
     }
 

@@ -59,7 +59,7 @@ impl PgStore {
     }
 
     pub(crate) fn session_ids(&self) -> Result<Vec<SessionId>> {
-        self.read(|tx| session_ids(tx))
+        self.read(session_ids)
     }
 
     pub(crate) fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
@@ -102,7 +102,11 @@ impl PgStore {
         })
     }
 
-    pub(crate) fn sessions_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<SessionId>> {
+    pub(crate) fn sessions_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|tx| {
             // `starts_with` compares characters, whatever the database's collation.

@@ -28,7 +28,11 @@ fn check_options(options: &RepairOptions, now: DateTime<Utc>) -> CheckOptions {
 }
 
 /// The session as the rules see it, with each part's row id (as `store/repair.rs` loads it).
-fn load_session(tx: &mut Transaction<'_>, session: &SessionId, now: DateTime<Utc>) -> Result<Loaded> {
+fn load_session(
+    tx: &mut Transaction<'_>,
+    session: &SessionId,
+    now: DateTime<Utc>,
+) -> Result<Loaded> {
     let rows = tx.query(
         "SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
                 p.id, p.kind, p.text, p.tool_use_id, p.is_error, p.tool_name, p.input
@@ -104,7 +108,11 @@ fn load_session(tx: &mut Transaction<'_>, session: &SessionId, now: DateTime<Utc
 }
 
 impl PgStore {
-    pub(crate) fn check(&self, sessions: &[SessionId], options: &RepairOptions) -> Result<CheckReport> {
+    pub(crate) fn check(
+        &self,
+        sessions: &[SessionId],
+        options: &RepairOptions,
+    ) -> Result<CheckReport> {
         let options = check_options(options, now());
         self.read(|tx| {
             let ids = if sessions.is_empty() {

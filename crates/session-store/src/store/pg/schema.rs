@@ -25,10 +25,7 @@ fn ours() -> Vec<Migration> {
 
 fn applied(client: &mut impl GenericClient) -> Result<Vec<(i64, String, String)>> {
     let exists: bool = client
-        .query_one(
-            "SELECT to_regclass($1) IS NOT NULL",
-            &[&HISTORY_TABLE],
-        )?
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&HISTORY_TABLE])?
         .try_get(0)?;
     if !exists {
         return Ok(Vec::new());
@@ -135,10 +132,7 @@ pub(crate) fn migrate(client: &mut Client) -> Result<()> {
 /// is written) a history from a newer build or a foreign one. Reads only.
 pub(crate) fn pending_at(url: &str) -> Result<usize> {
     let mut client = Client::connect(url, postgres::NoTls)?;
-    let mut tx = client
-        .build_transaction()
-        .read_only(true)
-        .start()?;
+    let mut tx = client.build_transaction().read_only(true).start()?;
     let pending = pending(&mut tx)?.len();
     tx.commit()?;
     Ok(pending)
