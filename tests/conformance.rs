@@ -517,3 +517,62 @@ fn a_copy_between_any_two_backends_reads_back_the_same() -> Result<()> {
 pub fn turn_for_tests(n: u32) -> Vec<NewMessage> {
     turn(&format!("cli{n}"), (n % 3) as usize, n)
 }
+
+/// The forensic views' rows for `sql`'s rule list, as `rule seq part` lines, sorted.
+fn view_rows(b: &Backend) -> Vec<String> {
+    let sql = "SELECT rule || ' ' || seq || ' ' || COALESCE(CAST(part AS TEXT), '-') FROM problems";
+    let mut rows: Vec<String> = match &b.place {
+        crate::backends::Place::Sqlite { path, .. } => {
+            let conn = rusqlite::Connection::open(path).expect("open");
+            let mut stmt = conn.prepare(sql).expect("prepare");
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))
+                .expect("query")
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .expect("rows");
+            rows
+        }
+        crate::backends::Place::Postgres(schema) => schema
+            .client()
+            .query(sql, &[])
+            .expect("query")
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect(),
+    };
+    rows.sort();
+    rows
+}
+
+#[test]
+fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        session_of(b, &[1, 2])?;
+        b.exec(BROKEN);
+        let mut checked: Vec<String> = b
+            .store
+            .check(&[], &RepairOptions::default())?
+            .violations
+            .iter()
+            .map(|v| {
+                let part = v.part.map_or("-".to_owned(), |p| p.to_string());
+                format!("{} {} {part}", v.rule.as_str(), v.seq)
+            })
+            .collect();
+        checked.sort();
+        let viewed = view_rows(b);
+        ensure!(viewed == checked, "views {viewed:?}, check {checked:?}");
+        b.store
+            .repair_session(&SessionId::new("broken"), &RepairOptions::default())?;
+        ensure!(
+            view_rows(b).is_empty(),
+            "views after the mend: {:?}",
+            view_rows(b)
+        );
+        let tombstones = b.count("SELECT COUNT(*) FROM tombstones");
+        let turns = b.count("SELECT COUNT(*) FROM session_turns");
+        Ok((viewed, tombstones, turns))
+    })?;
+    all_equal(&results);
+    Ok(())
+}

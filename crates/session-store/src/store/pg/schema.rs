@@ -87,9 +87,53 @@ pub(crate) fn require_current(client: &mut Client) -> Result<()> {
     }
 }
 
+/// The forensic views (`views.sql`), recreated at open when their text changed.
+const VIEWS: &str = include_str!("views.sql");
+
+/// A checksum of [`VIEWS`] (FNV-1a 64), kept as the comment on the view `problems`.
+fn views_checksum() -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in VIEWS.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("session-store views {hash:016x}")
+}
+
+fn views_comment(client: &mut impl GenericClient) -> Result<Option<String>> {
+    Ok(client
+        .query_one(
+            "SELECT obj_description(to_regclass('problems'), 'pg_class')",
+            &[],
+        )?
+        .try_get(0)?)
+}
+
+/// (Re)creates the forensic views unless they are this build's already, under the lock.
+fn ensure_views(client: &mut Client) -> Result<()> {
+    let checksum = views_checksum();
+    if views_comment(client)?.as_deref() == Some(checksum.as_str()) {
+        return Ok(());
+    }
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    if views_comment(&mut tx)?.as_deref() != Some(checksum.as_str()) {
+        tx.batch_execute(VIEWS)?;
+        tx.batch_execute(&format!("COMMENT ON VIEW problems IS '{checksum}'"))?;
+        tracing::info!("created the PostgreSQL forensic views");
+    }
+    tx.commit()?;
+    Ok(())
+}
+
 /// Applies every pending migration, each with its history row in one transaction under the
-/// migration lock.
+/// migration lock, then brings the forensic views up to date.
 pub(crate) fn migrate(client: &mut Client) -> Result<()> {
+    apply_pending(client)?;
+    ensure_views(client)
+}
+
+fn apply_pending(client: &mut Client) -> Result<()> {
     if pending(client)?.is_empty() {
         return Ok(());
     }
