@@ -18,7 +18,7 @@ use serde_json::json;
 use session_store::store::repair::RepairOptions;
 use session_store::{NewMessage, Part, SessionId, Store};
 
-const TURNS: usize = 40;
+const TURNS: usize = 100;
 const MESSAGES_PER_TURN: usize = 4;
 
 fn turn(writer: usize, i: usize) -> Vec<NewMessage> {
@@ -63,7 +63,9 @@ fn run(backend: &'static str, location: &str, writers: usize, shared: bool) -> R
     let sessions: Vec<SessionId> = if shared {
         vec![store.create_session().unwrap(); writers]
     } else {
-        (0..writers).map(|_| store.create_session().unwrap()).collect()
+        (0..writers)
+            .map(|_| store.create_session().unwrap())
+            .collect()
     };
     let exe = std::env::current_exe().unwrap();
     let started = Instant::now();
@@ -94,8 +96,17 @@ fn run(backend: &'static str, location: &str, writers: usize, shared: bool) -> R
     let report = store.check(&distinct, &RepairOptions::default()).unwrap();
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     for session in &distinct {
-        let seqs: Vec<i64> = store.messages(session).unwrap().iter().map(|m| m.seq).collect();
-        assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "seq gap or collision");
+        let seqs: Vec<i64> = store
+            .messages(session)
+            .unwrap()
+            .iter()
+            .map(|m| m.seq)
+            .collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as i64).collect::<Vec<_>>(),
+            "seq gap or collision"
+        );
     }
     Run {
         backend,
@@ -112,10 +123,15 @@ fn pg_schema(base: &str) -> (String, String) {
     let name = format!("bench_scale_{}", std::process::id());
     let mut client = postgres::Client::connect(base, postgres::NoTls).unwrap();
     client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"))
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE; CREATE SCHEMA {name}"
+        ))
         .unwrap();
     let sep = if base.contains('?') { '&' } else { '?' };
-    (name.clone(), format!("{base}{sep}options=-c%20search_path%3D{name}"))
+    (
+        name.clone(),
+        format!("{base}{sep}options=-c%20search_path%3D{name}"),
+    )
 }
 
 fn main() {

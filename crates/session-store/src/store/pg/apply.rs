@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
+use super::Tx;
 use chrono::{DateTime, Utc};
-use postgres::Transaction;
 
 use super::flag;
 use super::rows::insert_part;
@@ -45,7 +45,7 @@ const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = $2 WHERE id = $1";
 
 /// Writes the plan over the loaded session; the caller owns the transaction.
 pub(crate) fn apply(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     loaded: &Loaded,
     plan: &MendPlan,
@@ -84,7 +84,7 @@ pub(crate) fn apply(
 /// Messages: parks those whose seq changes, inserts the new ones, then sets the final values.
 /// Returns the row id of every planned message.
 fn apply_messages(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     original: &HashMap<i64, &Message>,
     plan: &MendPlan,
@@ -147,7 +147,7 @@ fn apply_messages(
 /// part is parked before any is placed, since a part may leave the message another part
 /// moves into. Returns the final content of every planned part.
 fn apply_parts<'p>(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     original: &HashMap<i64, &Message>,
     plan: &'p MendPlan,
     message_rows: &HashMap<MessageRef, i64>,
@@ -202,7 +202,7 @@ fn apply_parts<'p>(
 
 /// Part contents, and one log row per change.
 fn apply_changes(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     plan: &MendPlan,
     message_rows: &HashMap<MessageRef, i64>,
@@ -268,7 +268,7 @@ const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = $2, through_seq = $
 /// the summary ends where the compacted prefix now ends. `last_turn` follows the recomputed
 /// turn indexes. One log row per summary moved.
 fn follow_summaries(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     loaded: &Loaded,
     plan: &MendPlan,

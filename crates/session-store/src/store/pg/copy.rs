@@ -58,7 +58,6 @@ impl PgStore {
                 if !table.keeps_id {
                     sql.push_str(" RETURNING id");
                 }
-                let statement = tx.prepare(&sql)?;
                 for row in table_rows {
                     let values: Vec<Box<dyn ToSql + Sync>> = ids
                         .values(table, row)
@@ -68,9 +67,9 @@ impl PgStore {
                         .collect();
                     let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v).collect();
                     if table.keeps_id {
-                        tx.execute(&statement, &refs)?;
+                        tx.execute(&sql, &refs)?;
                     } else {
-                        let id: i64 = tx.query_one(&statement, &refs)?.try_get(0)?;
+                        let id: i64 = tx.query_one(&sql, &refs)?.try_get(0)?;
                         ids.record(table, row, id);
                     }
                 }

@@ -12,7 +12,10 @@
 
 use std::time::Duration;
 
-use postgres::{IsolationLevel, NoTls, Transaction};
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
 use r2d2::Pool;
 use r2d2_postgres::PostgresConnectionManager;
 
@@ -35,10 +38,85 @@ pub fn is_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
+/// A pooled connection with the statements it has prepared, by SQL text: each statement is
+/// parsed once per connection instead of once per call (a round trip saved on every query).
+pub(crate) struct Connection {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+/// r2d2_postgres's manager, with a statement cache beside each client.
+#[derive(Debug)]
+pub(crate) struct Manager(PostgresConnectionManager<NoTls>);
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Connection, postgres::Error> {
+        Ok(Connection {
+            client: self.0.connect()?,
+            statements: HashMap::new(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut Connection) -> Result<(), postgres::Error> {
+        self.0.is_valid(&mut conn.client)
+    }
+
+    fn has_broken(&self, conn: &mut Connection) -> bool {
+        self.0.has_broken(&mut conn.client)
+    }
+}
+
+/// A transaction and its connection's statement cache: the same query methods as
+/// `postgres::Transaction`, taking SQL text.
+pub(crate) struct Tx<'a> {
+    tx: Transaction<'a>,
+    statements: &'a mut HashMap<String, Statement>,
+}
+
+type Params<'p> = [&'p (dyn ToSql + Sync)];
+
+impl Tx<'_> {
+    fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.tx.prepare(sql)?;
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Every row `sql` returns.
+    pub(crate) fn query(&mut self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query(&statement, params)?)
+    }
+
+    /// The one row `sql` returns.
+    pub(crate) fn query_one(&mut self, sql: &str, params: &Params<'_>) -> Result<Row> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query_one(&statement, params)?)
+    }
+
+    /// The row `sql` returns, if any.
+    pub(crate) fn query_opt(&mut self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query_opt(&statement, params)?)
+    }
+
+    /// Runs `sql`; how many rows it changed.
+    pub(crate) fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.execute(&statement, params)?)
+    }
+}
+
 /// A pooled PostgreSQL store.
 #[derive(Clone)]
 pub(crate) struct PgStore {
-    pool: Pool<PostgresConnectionManager<NoTls>>,
+    pool: Pool<Manager>,
     /// The URL without its password, for messages.
     shown: String,
     /// Every transaction starts `READ ONLY`: a write fails (`Error::is_read_only`).
@@ -69,7 +147,7 @@ impl PgStore {
             schema::migrate(&mut first)?;
         }
         drop(first);
-        let manager = PostgresConnectionManager::new(config, NoTls);
+        let manager = Manager(PostgresConnectionManager::new(config, NoTls));
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
             .min_idle(Some(0))
@@ -89,7 +167,7 @@ impl PgStore {
 
     /// Runs `f` in one read-write transaction and commits if it returns `Ok`. Callers that
     /// touch a session take its row lock first ([`lock_session`]).
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         self.transaction(false, f)
     }
 
@@ -97,33 +175,37 @@ impl PgStore {
     pub(crate) fn transaction<T>(
         &self,
         rollback: bool,
-        f: impl FnOnce(&mut Transaction<'_>) -> Result<T>,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T>,
     ) -> Result<T> {
-        let mut client = self.pool.get()?;
-        let mut tx = client
+        let mut conn = self.pool.get()?;
+        let Connection { client, statements } = &mut *conn;
+        let tx = client
             .build_transaction()
             .read_only(self.read_only)
             .start()?;
+        let mut tx = Tx { tx, statements };
         let value = f(&mut tx)?;
         if rollback {
-            tx.rollback()?;
+            tx.tx.rollback()?;
         } else {
-            tx.commit()?;
+            tx.tx.commit()?;
         }
         Ok(value)
     }
 
     /// Runs `f` in one `REPEATABLE READ READ ONLY` transaction: one snapshot for all its
     /// queries.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut client = self.pool.get()?;
-        let mut tx = client
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let Connection { client, statements } = &mut *conn;
+        let tx = client
             .build_transaction()
             .isolation_level(IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()?;
+        let mut tx = Tx { tx, statements };
         let value = f(&mut tx)?;
-        tx.commit()?;
+        tx.tx.commit()?;
         Ok(value)
     }
 }
@@ -131,7 +213,7 @@ impl PgStore {
 /// Takes the session's row lock for the rest of the transaction; [`Error::UnknownSession`]
 /// when there is no such session. Every write to a session's rows starts here, so writers of
 /// one session run one after another and each sees what the previous one committed.
-pub(crate) fn lock_session(tx: &mut Transaction<'_>, session: &SessionId) -> Result<()> {
+pub(crate) fn lock_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
     tx.query_opt(
         "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
         &[&session.as_str()],
@@ -141,7 +223,7 @@ pub(crate) fn lock_session(tx: &mut Transaction<'_>, session: &SessionId) -> Res
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists (reads).
-pub(crate) fn require_session(tx: &mut Transaction<'_>, session: &SessionId) -> Result<()> {
+pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
     tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
         .map(|_| ())
         .ok_or_else(|| Error::UnknownSession(session.clone()))

@@ -2,7 +2,9 @@
 //! `store/compaction.rs`, `store/revert.rs`, `store/turns.rs` and `store/export.rs` in
 //! PostgreSQL's dialect, planned by the same pure functions.
 
-use postgres::{Row, Transaction};
+use postgres::Row;
+
+use super::Tx;
 
 use super::rows::{load_messages, Range};
 use super::{lock_session, require_session, PgStore};
@@ -41,7 +43,7 @@ fn summary_from_row(row: &Row) -> Result<Summary> {
 }
 
 /// The latest live summary and every message not compacted.
-fn provider_history_in(tx: &mut Transaction<'_>, session: &SessionId) -> Result<ProviderHistory> {
+fn provider_history_in(tx: &mut Tx<'_>, session: &SessionId) -> Result<ProviderHistory> {
     let summary = tx
         .query_opt(
             &format!("{SUMMARY_COLUMNS} WHERE session_id = $1 AND reverted_by IS NULL ORDER BY id DESC LIMIT 1"),
@@ -55,7 +57,7 @@ fn provider_history_in(tx: &mut Transaction<'_>, session: &SessionId) -> Result<
     })
 }
 
-fn touch(tx: &mut Transaction<'_>, session: &SessionId, at: &str) -> Result<()> {
+fn touch(tx: &mut Tx<'_>, session: &SessionId, at: &str) -> Result<()> {
     tx.execute(
         "UPDATE sessions SET updated_at = $2 WHERE id = $1",
         &[&session.as_str(), &at],
@@ -384,7 +386,7 @@ impl PgStore {
     }
 }
 
-fn thinking_state_in(tx: &mut Transaction<'_>, session: &SessionId) -> Result<ThinkingState> {
+fn thinking_state_in(tx: &mut Tx<'_>, session: &SessionId) -> Result<ThinkingState> {
     let row = tx
         .query_opt(
             "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = $1",

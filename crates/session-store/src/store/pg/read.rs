@@ -10,7 +10,7 @@ use crate::store::parse_time;
 
 use super::rows::{load_messages, Range};
 use super::write::tail_of;
-use super::{require_session, PgStore};
+use super::{require_session, PgStore, Tx};
 
 impl PgStore {
     pub(crate) fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
@@ -122,7 +122,7 @@ impl PgStore {
 }
 
 /// Every session id, in id order.
-pub(crate) fn session_ids(tx: &mut postgres::Transaction<'_>) -> Result<Vec<SessionId>> {
+pub(crate) fn session_ids(tx: &mut Tx<'_>) -> Result<Vec<SessionId>> {
     tx.query("SELECT id FROM sessions ORDER BY id COLLATE \"C\"", &[])?
         .iter()
         .map(|row| Ok(SessionId::new(row.try_get::<_, String>(0)?)))

@@ -4,8 +4,8 @@
 //! before the commit. There is no file to back up: `store-repair` refuses `--backup` for a
 //! URL (use `pg_dump`).
 
+use super::Tx;
 use chrono::{DateTime, TimeDelta, Utc};
-use postgres::Transaction;
 use serde_json::Value;
 
 use super::apply::apply;
@@ -28,11 +28,7 @@ fn check_options(options: &RepairOptions, now: DateTime<Utc>) -> CheckOptions {
 }
 
 /// The session as the rules see it, with each part's row id (as `store/repair.rs` loads it).
-fn load_session(
-    tx: &mut Transaction<'_>,
-    session: &SessionId,
-    now: DateTime<Utc>,
-) -> Result<Loaded> {
+fn load_session(tx: &mut Tx<'_>, session: &SessionId, now: DateTime<Utc>) -> Result<Loaded> {
     let rows = tx.query(
         "SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
                 p.id, p.kind, p.text, p.tool_use_id, p.is_error, p.tool_name, p.input

@@ -1,7 +1,9 @@
 //! Rows to values and back for PostgreSQL: the same mapping of a [`Part`] onto `parts` columns
 //! as `store/rows.rs`, with PostgreSQL's placeholders and typed columns.
 
-use postgres::{Row, Transaction};
+use postgres::Row;
+
+use super::Tx;
 use serde_json::Value;
 
 use super::flag;
@@ -27,7 +29,7 @@ const COLUMNS: &str = "
 
 /// Loads messages with their parts, in `seq` order, in one query.
 pub(crate) fn load_messages(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     range: Range,
 ) -> Result<Vec<Message>> {
@@ -140,7 +142,7 @@ fn json_or_string(raw: &str) -> Value {
 
 /// Inserts one message and its parts; returns the new `messages.id`.
 pub(crate) fn insert_message(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     seq: i64,
     turn_index: i64,
@@ -215,7 +217,7 @@ pub(crate) fn part_columns(part: &Part) -> Result<PartColumns<'_>> {
 
 /// Inserts one part at `ordinal` of message `message_id`; returns its id.
 pub(crate) fn insert_part(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     message_id: i64,
     ordinal: i64,
     part: &Part,

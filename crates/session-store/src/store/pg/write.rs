@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use postgres::Transaction;
+use super::Tx;
 
 use super::rows::insert_message;
 use super::{lock_session, require_session, PgStore};
@@ -83,7 +83,7 @@ impl PgStore {
 /// Validates `messages` against the session's tail, then inserts them. The caller holds the
 /// session's row lock in its transaction.
 pub(crate) fn append_in(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
@@ -135,7 +135,7 @@ pub(crate) fn append_in(
 }
 
 /// Deletes the session's reverts (and, by cascade, the rows they hold).
-pub(crate) fn forget_reverts(tx: &mut Transaction<'_>, session: &SessionId) -> Result<()> {
+pub(crate) fn forget_reverts(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
     tx.execute(
         "DELETE FROM reverts WHERE session_id = $1",
         &[&session.as_str()],
@@ -152,7 +152,7 @@ pub(crate) struct Position {
 }
 
 /// Reads the end of a session: the last seq, the last user turn and the open tool block.
-pub(crate) fn tail_of(tx: &mut Transaction<'_>, session: &SessionId) -> Result<Position> {
+pub(crate) fn tail_of(tx: &mut Tx<'_>, session: &SessionId) -> Result<Position> {
     let last_seq: i64 = tx
         .query_one(
             "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM messages WHERE session_id = $1",
@@ -231,7 +231,7 @@ pub(crate) fn tail_of(tx: &mut Transaction<'_>, session: &SessionId) -> Result<P
 
 /// The tool_use ids of `messages` that the session already uses.
 fn used_tool_use_ids(
-    tx: &mut Transaction<'_>,
+    tx: &mut Tx<'_>,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<String>> {
