@@ -576,3 +576,45 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
     all_equal(&results);
     Ok(())
 }
+
+#[test]
+fn a_writer_that_waits_past_the_busy_timeout_gets_a_typed_busy_error() -> Result<()> {
+    on_each(|b| {
+        let session = session_of(b, &[1])?;
+        let options = session_store::StoreOptions {
+            busy_timeout: std::time::Duration::from_millis(200),
+            ..Default::default()
+        };
+        let impatient = session_store::Store::open_with(b.location(), &options)?;
+        let before = b.dump();
+        // Another process holds the session's write lock (SQLite: the file's; PostgreSQL:
+        // the session row's).
+        let result = match &b.place {
+            crate::backends::Place::Sqlite { path, .. } => {
+                let mut conn = rusqlite::Connection::open(path)?;
+                let tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let result = impatient.append(&session, NewMessage::user("late"));
+                tx.rollback()?;
+                result
+            }
+            crate::backends::Place::Postgres(schema) => {
+                let mut client = schema.client();
+                let mut tx = client.transaction()?;
+                tx.execute(
+                    "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+                    &[&session.as_str()],
+                )?;
+                let result = impatient.append(&session, NewMessage::user("late"));
+                tx.rollback()?;
+                result
+            }
+        };
+        let err = result.expect_err("a held lock past the timeout fails the write");
+        ensure!(err.is_busy(), "{err:?}");
+        ensure!(b.dump() == before, "a busy write wrote something");
+        impatient.append(&session, NewMessage::user("in time"))?;
+        Ok(())
+    })?;
+    Ok(())
+}

@@ -161,7 +161,8 @@ impl Error {
                 code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             )
-        })
+        }) || matches!(self, Error::Postgres(e)
+            if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE))
     }
 
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.

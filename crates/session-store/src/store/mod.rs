@@ -42,7 +42,8 @@ pub use schema::{latest_schema_version, schema_version};
 /// How a [`Store`] opens its file.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// How long a connection waits for another's write lock before `SQLITE_BUSY`.
+    /// How long a connection waits for another's write lock before `SQLITE_BUSY` (on
+    /// PostgreSQL: for a session's row lock, as `lock_timeout`, and for a connection).
     pub busy_timeout: Duration,
     /// The most connections the pool opens at once.
     pub max_connections: u32,
@@ -53,6 +54,7 @@ pub struct StoreOptions {
     /// of the pool: a write that needs more fails with a typed error (`Error::is_full`) and
     /// leaves nothing behind, as on a full disk. `None` keeps SQLite's own limit. A quota,
     /// and the way the disk-full tests reach the store's connections.
+    /// Ignored on PostgreSQL (quotas are the server's).
     pub max_page_count: Option<u64>,
 }
 

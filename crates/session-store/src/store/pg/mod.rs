@@ -45,27 +45,34 @@ pub(crate) struct Connection {
     statements: HashMap<String, Statement>,
 }
 
-/// r2d2_postgres's manager, with a statement cache beside each client.
+/// r2d2_postgres's manager, with a statement cache beside each client and the store's busy
+/// timeout as the connection's `lock_timeout` (a writer waits that long for a session's row
+/// lock, as a SQLite writer waits for the file's, then fails with `Error::is_busy`).
 #[derive(Debug)]
-pub(crate) struct Manager(PostgresConnectionManager<NoTls>);
+pub(crate) struct Manager {
+    inner: PostgresConnectionManager<NoTls>,
+    lock_timeout_ms: u128,
+}
 
 impl r2d2::ManageConnection for Manager {
     type Connection = Connection;
     type Error = postgres::Error;
 
     fn connect(&self) -> Result<Connection, postgres::Error> {
+        let mut client = self.inner.connect()?;
+        client.batch_execute(&format!("SET lock_timeout = {}", self.lock_timeout_ms))?;
         Ok(Connection {
-            client: self.0.connect()?,
+            client,
             statements: HashMap::new(),
         })
     }
 
     fn is_valid(&self, conn: &mut Connection) -> Result<(), postgres::Error> {
-        self.0.is_valid(&mut conn.client)
+        self.inner.is_valid(&mut conn.client)
     }
 
     fn has_broken(&self, conn: &mut Connection) -> bool {
-        self.0.has_broken(&mut conn.client)
+        self.inner.has_broken(&mut conn.client)
     }
 }
 
@@ -147,7 +154,10 @@ impl PgStore {
             schema::migrate(&mut first)?;
         }
         drop(first);
-        let manager = Manager(PostgresConnectionManager::new(config, NoTls));
+        let manager = Manager {
+            inner: PostgresConnectionManager::new(config, NoTls),
+            lock_timeout_ms: options.busy_timeout.as_millis().max(1),
+        };
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
             .min_idle(Some(0))
