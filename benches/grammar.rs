@@ -12,8 +12,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use rusqlite::{params, Connection};
 use serde_json::json;
-use session_store::import::{self, Format};
-use session_store::store::repair::RepairOptions;
+use session_store::RepairOptions;
+use session_store::{import_transcript, Format};
 use session_store::{ExportOptions, NewMessage, Part, Provider, SessionId, Store};
 
 const SIZES: [usize; 2] = [2_500, 20_000];
@@ -113,7 +113,7 @@ fn bench(c: &mut Criterion) {
         });
         let body = anthropic_body(n);
         group.bench_with_input(BenchmarkId::new("import", n), &n, |b, _| {
-            b.iter(|| import::import(Format::Anthropic, &body).expect("import"));
+            b.iter(|| import_transcript(Format::Anthropic, &body).expect("import"));
         });
         for (case, id) in [("same_id", Some("same")), ("no_id", None)] {
             let template = broken_db(dir.path(), n, id);

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use rusqlite::{params, Connection, TransactionBehavior};
-use session_store::store::repair::RepairOptions;
+use session_store::RepairOptions;
 use session_store::Store;
 
 const SESSIONS: usize = 10_000;

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::json;
-use session_store::store::repair::RepairOptions;
+use session_store::RepairOptions;
 use session_store::{NewMessage, Part, SessionId, Store};
 
 const TURNS: usize = 100;

@@ -8,7 +8,7 @@
 use anyhow::{ensure, Context, Result};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
-use session_store::store::repair::RepairOptions;
+use session_store::RepairOptions;
 use session_store::{
     check_anthropic, check_openai, CompactionOutcome, Error, ExportOptions, NewMessage, Part,
     Provider, Reverted, Role, SessionId,

@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use session_store::import::{self, Format, Imported};
 use session_store::{
     check_anthropic, check_openai, ExportOptions, Message, NewMessage, Part, Provider, Refusal,
     Role, Store, ThinkingConfig,
 };
+use session_store::{import_transcript, Format, Imported};
 
 fn fixtures() -> PathBuf {
     crate::util::transcripts()
@@ -365,7 +365,7 @@ fn exported_inventory(
 
 fn import_into(store: &Store, path: &Path, format: Format) -> (Imported, Vec<Message>) {
     let text = read(path);
-    let imported = import::import(format, &text)
+    let imported = import_transcript(format, &text)
         .unwrap_or_else(|e| panic!("{} refused: {e:#?}", path.display()));
     let session = store
         .import_session(imported.clone().into_messages())
@@ -470,7 +470,7 @@ fn trailing_unanswered_calls_are_imported_as_pending() {
         ("agentcmd/claude/full-session-askuserquestion.jsonl", 1),
     ] {
         let imported =
-            import::import(Format::ClaudeCode, &read(&fixtures().join(file))).expect("imports");
+            import_transcript(Format::ClaudeCode, &read(&fixtures().join(file))).expect("imports");
         let session = store
             .import_session(imported.into_messages())
             .expect("stored");
@@ -488,7 +488,7 @@ fn subagent_logs_import_their_own_conversation() {
         &fixtures()
             .join("spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl"),
     );
-    let imported = import::import(Format::ClaudeCode, &text).expect("imports");
+    let imported = import_transcript(Format::ClaudeCode, &text).expect("imports");
     let roles: HashSet<Role> = imported.messages.iter().map(|m| m.role).collect();
     assert!(roles.contains(&Role::Tool) && roles.contains(&Role::Assistant));
 }
@@ -520,7 +520,9 @@ fn a_refused_import_leaves_no_session_behind() {
 /// build does not read) are refused rather than guessed.
 #[test]
 fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
-    use session_store::import::detect::{confirm, detect, CANDIDATES};
+    use session_store::{
+        confirm_format as confirm, detect_format as detect, FORMATS as CANDIDATES,
+    };
     let transcripts = transcripts();
     assert!(transcripts.len() >= 15, "{transcripts:?}");
     for (path, format) in &transcripts {

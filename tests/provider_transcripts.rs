@@ -8,9 +8,9 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use session_store::history::contract::check;
-use session_store::history::render::{render, Provider};
-use session_store::history::sanitize::sanitize;
+use session_store::check_request as check;
+use session_store::sanitize;
+use session_store::{render, Provider};
 use session_store::{Message, Part, Role};
 
 fn derived_dir() -> PathBuf {
@@ -290,11 +290,7 @@ fn claude_code_logs_render_with_zero_violations() {
         let signatures: Vec<String> = messages
             .iter()
             .filter(|m| m.role == Role::Assistant)
-            .flat_map(|m| {
-                m.parts
-                    .iter()
-                    .filter_map(session_store::history::signed::signature)
-            })
+            .flat_map(|m| m.parts.iter().filter_map(session_store::signature))
             .map(str::to_owned)
             .collect();
         assert_eq!(collect(&anthropic, "signature"), signatures, "{file}");

@@ -263,5 +263,17 @@ fn reverted_tables_mirror_every_live_column() -> anyhow::Result<()> {
             "reverted_parts lacks {column}"
         );
     }
+    let side_usage = columns("reverted_usage")?;
+    for column in columns("usage")? {
+        let mirrored = if column == "message_id" {
+            "reverted_message_id".to_owned()
+        } else {
+            column.clone()
+        };
+        assert!(
+            side_usage.contains(&mirrored),
+            "reverted_usage lacks {column}"
+        );
+    }
     Ok(())
 }

@@ -8,8 +8,8 @@
 
 use proptest::prelude::*;
 use serde_json::json;
-use session_store::history::compaction::plan_compaction;
-use session_store::history::turns::turn_indexes;
+use session_store::plan_compaction;
+use session_store::turn_indexes;
 use session_store::{Message, NewMessage, Part, Role, SessionId, Store};
 
 use crate::pages::all_pages;

@@ -58,7 +58,8 @@ pub fn dump_in(conn: &Connection) -> String {
 
 /// The contract's invariants of a healthy session, one SQL query per rule, each returning
 /// a row per violation. Pending tool_uses (no user or assistant message after their
-/// assistant message) are legal.
+/// assistant message) are legal; a call has one answer (a second result for it in its tool
+/// block is an orphan). Written independently of the forensic views, as an oracle.
 pub const INVARIANTS: &[(&str, &str)] = &[
     (
         "turn_index_mismatch",
@@ -101,7 +102,21 @@ pub const INVARIANTS: &[(&str, &str)] = &[
                WHERE a.session_id = r.session_id AND a.role = 'assistant'
                  AND a.seq = (SELECT MAX(s.seq) FROM messages s WHERE s.session_id = r.session_id
                               AND s.seq < r.seq AND s.role IN ('user', 'assistant'))
-                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id))",
+                 AND p.kind = 'tool_use' AND p.tool_use_id = q.tool_use_id))
+         UNION ALL
+         -- A call has one answer: a later result for the same id in the same tool block
+         -- (no user or assistant message between the two) answers nothing. (Counted per id:
+         -- where one message calls an id twice, the rows differ from the check's, in a session
+         -- that breaks duplicate_tool_use_id anyway.)
+         SELECT r.session_id, q.tool_use_id FROM parts q JOIN messages r ON r.id = q.message_id
+         WHERE q.kind = 'tool_result' AND r.role = 'tool' AND COALESCE(q.tool_use_id, '') <> ''
+           AND EXISTS (
+               SELECT 1 FROM parts e JOIN messages em ON em.id = e.message_id
+               WHERE em.session_id = r.session_id AND em.role = 'tool' AND e.kind = 'tool_result'
+                 AND e.tool_use_id = q.tool_use_id
+                 AND (em.seq < r.seq OR (em.seq = r.seq AND e.ordinal < q.ordinal))
+                 AND NOT EXISTS (SELECT 1 FROM messages s WHERE s.session_id = r.session_id
+                                 AND s.seq > em.seq AND s.seq < r.seq AND s.role IN ('user', 'assistant')))",
     ),
     (
         "duplicate_tool_use_id",
@@ -172,4 +187,38 @@ fn invariant_queries_catch_every_broken_shape() {
             "{rule} not caught in {found:?}"
         );
     }
+}
+
+/// A call has one answer: the oracle calls a second result for it in the same tool block an
+/// orphan, and a result for the same id after the next assistant message is not a second
+/// answer to the first call (it is an orphan for its own reason, or an answer of a new call).
+#[test]
+fn invariant_queries_call_a_second_answer_an_orphan() {
+    let (_dir, store, path) = temp_store();
+    drop(store);
+    let conn = Connection::open(&path).expect("raw rw");
+    conn.execute_batch(
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES
+           ('twice', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+           ('once', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at) VALUES
+           (1, 'twice', 1, 0, 'user', 0, 't'), (2, 'twice', 2, 0, 'assistant', 0, 't'),
+           (3, 'twice', 3, 0, 'tool', 0, 't'), (4, 'twice', 4, 0, 'system', 0, 't'),
+           (5, 'twice', 5, 0, 'tool', 0, 't'),
+           (6, 'once', 1, 0, 'user', 0, 't'), (7, 'once', 2, 0, 'assistant', 0, 't'),
+           (8, 'once', 3, 0, 'tool', 0, 't');
+         INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id) VALUES
+           (1, 0, 'text', 'hi', NULL), (2, 0, 'tool_use', NULL, 'a'),
+           (3, 0, 'tool_result', 'first', 'a'), (4, 0, 'text', 'note', NULL),
+           (5, 0, 'tool_result', 'second', 'a'),
+           (6, 0, 'text', 'hi', NULL), (7, 0, 'tool_use', NULL, 'a'),
+           (8, 0, 'tool_result', 'only', 'a');",
+    )
+    .expect("rows");
+    drop(conn);
+    let found = violations(&path);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("orphan_tool_result: "), "{found:?}");
+    let twice = format!("{:?}", rusqlite::types::ValueRef::from("twice"));
+    assert!(found[0].contains(&twice), "{found:?}");
 }

@@ -47,7 +47,7 @@ pub enum Error {
     },
     /// Applying the embedded migrations failed.
     #[error("migration failed")]
-    Migration(#[from] refinery::Error),
+    Migration(#[source] StorageError),
     /// No session with this id.
     #[error("unknown session {0}")]
     UnknownSession(SessionId),
@@ -105,6 +105,17 @@ pub enum Error {
         /// The last turn the latest remaining summary covers, if any remains.
         summarised_through: Option<i64>,
     },
+    /// A fork (or another cut by turn) named a turn the session does not have; nothing was
+    /// written. A session with `turns` turns can be cut at `0..=turns` (`turns` copies all).
+    #[error("session {session} has no turn {turn} to cut at (it has {turns} turn(s): cut at 0..={turns})")]
+    NoSuchTurn {
+        /// The session.
+        session: SessionId,
+        /// The turn asked for.
+        turn: i64,
+        /// How many turns the session has.
+        turns: i64,
+    },
     /// A compaction summary must hold non-whitespace text: it is all the provider will see of
     /// the compacted turns.
     #[error("empty compaction summary for session {session}")]
@@ -120,9 +131,6 @@ pub enum Error {
         /// What SQLite's check reported first.
         detail: String,
     },
-    /// SQLite reported an error.
-    #[error("sqlite")]
-    Sqlite(#[from] rusqlite::Error),
     /// A copied session did not read back from the destination as it was in the source.
     #[error("copy of session {session} does not read back the same: {detail}")]
     CopyMismatch {
@@ -131,9 +139,6 @@ pub enum Error {
         /// What differs.
         detail: String,
     },
-    /// A PostgreSQL error (connection, constraint, query) from a `postgres://` store.
-    #[error("postgres")]
-    Postgres(#[from] postgres::Error),
     /// An operation this backend does not have (e.g. a file backup of a PostgreSQL store).
     #[error("{operation} is not supported on a {backend} store")]
     Unsupported {
@@ -142,9 +147,11 @@ pub enum Error {
         /// `sqlite` or `postgres`.
         backend: &'static str,
     },
-    /// The connection pool could not hand out a connection.
-    #[error("connection pool")]
-    Pool(#[from] r2d2::Error),
+    /// The storage engine underneath failed (SQLite, PostgreSQL, the connection pool, a
+    /// migration); ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what
+    /// kind.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
     /// A JSON value could not be encoded.
     #[error("json")]
     Json(#[from] serde_json::Error),
@@ -161,8 +168,7 @@ impl Error {
                 code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             )
-        }) || matches!(self, Error::Postgres(e)
-            if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE))
+        }) || self.postgres_code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE)
     }
 
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
@@ -173,8 +179,7 @@ impl Error {
     /// True when the database cannot be written (read-only file or connection).
     pub fn is_read_only(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
-            || matches!(self, Error::Postgres(e)
-                if e.code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION))
+            || self.postgres_code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
     }
 
     /// The refusal, when the error is a refused append.
@@ -186,10 +191,66 @@ impl Error {
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        self.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+    }
+
+    /// The SQLite error underneath, if that is what failed.
+    pub(crate) fn sqlite(&self) -> Option<&rusqlite::Error> {
         match self {
-            Error::Sqlite(e) => e.sqlite_error_code(),
+            Error::Storage(StorageError(Engine::Sqlite(e))) => Some(e),
             _ => None,
         }
+    }
+
+    /// PostgreSQL's SQLSTATE, when the error is PostgreSQL's.
+    fn postgres_code(&self) -> Option<&postgres::error::SqlState> {
+        match self {
+            Error::Storage(StorageError(Engine::Postgres(e))) => e.code(),
+            _ => None,
+        }
+    }
+}
+
+/// A failure of the storage engine underneath the store. Opaque on purpose, so that no
+/// third-party type is part of this crate's API: its message names the engine, and its
+/// source is the engine's own error.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StorageError(Engine);
+
+#[derive(Debug, thiserror::Error)]
+enum Engine {
+    #[error("sqlite")]
+    Sqlite(#[source] rusqlite::Error),
+    #[error("connection pool")]
+    Pool(#[source] r2d2::Error),
+    #[error("postgres")]
+    Postgres(#[source] postgres::Error),
+    #[error("migration")]
+    Migration(#[source] refinery::Error),
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(error: rusqlite::Error) -> Self {
+        Error::Storage(StorageError(Engine::Sqlite(error)))
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(error: postgres::Error) -> Self {
+        Error::Storage(StorageError(Engine::Postgres(error)))
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(error: r2d2::Error) -> Self {
+        Error::Storage(StorageError(Engine::Pool(error)))
+    }
+}
+
+impl From<refinery::Error> for Error {
+    fn from(error: refinery::Error) -> Self {
+        Error::Migration(StorageError(Engine::Migration(error)))
     }
 }
 

@@ -5,7 +5,7 @@
 //! tool_result right after it, a tool_result whose tool_use is gone, an empty text block, a
 //! signed thinking block that moved. Once such a history is stored, every retry rebuilds the
 //! same broken request. This crate refuses to store one: the write path checks every message
-//! against the pairing rules ([`history::pairing`]) inside the same `BEGIN IMMEDIATE`
+//! against the pairing rules (see [`Refusal`]) inside the same `BEGIN IMMEDIATE`
 //! transaction that writes it, and [`Store::cancel_pending`] answers interrupted calls with
 //! tombstones.
 //!
@@ -35,22 +35,61 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod error;
-pub mod history;
-pub mod import;
-pub mod model;
-pub mod store;
+// The modules are private: the API is the flat list below, so the insides can move freely.
+mod error;
+mod history;
+mod import;
+mod model;
+mod store;
 
-pub use error::{Error, Result};
-pub use history::compaction::{CompactionPlan, NothingToCompact, ProviderHistory, Summary};
-pub use history::paging::{Page, TurnCursor};
+// The vocabulary.
+pub use error::{Error, Result, StorageError};
+pub use model::{
+    Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo, UnknownPartKind,
+    UnknownRole,
+};
+
+// The store: opening, writing, reading, turns, compaction, revert, export.
+pub use history::compaction::{
+    plan_compaction, CompactionPlan, Cut, NothingToCompact, ProviderHistory, Summary, TurnItem,
+};
+pub use history::paging::{page_last_turn, Page, TurnCursor};
 pub use history::pairing::Refusal;
-pub use model::{Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo};
-pub use store::{CompactionOutcome, Reverted};
-pub use store::{ConnectionSettings, Store, StoreOptions};
+pub use history::turns::turn_indexes;
+pub use model::Usage;
+pub use store::{
+    clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
+    ExportOptions, Reverted, SessionOverview, Store, StoreOptions,
+};
+pub use store::{is_database_url, redact_database_url, CopyReport};
+pub use store::{
+    Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
+    SessionUsage, SizeReport, TokenTotals, TurnUsage,
+};
 
-pub use history::contract::{check_anthropic, check_openai, Rule, Violation};
-pub use history::render::Provider;
+// Health: the contract's rules over stored sessions, and store-repair's mend.
+pub use history::rules::{check_session, CheckOptions, HealthRule, Problem, UnknownRule};
+pub use store::repair::{
+    backup_database, default_backup_path, inspect_database_file, inspect_database_url, CheckReport,
+    DatabaseFile, LoggedChange, RepairOptions, SessionRepair,
+};
+
+// Provider requests: the defensive loader, renderers and the providers' contracts.
+pub use history::contract::{
+    check as check_request, check_anthropic, check_openai, ProviderRule, ProviderViolation,
+};
+pub use history::render::{digests, first_divergence, render, MessageDigest, Provider};
 pub use history::request::Request;
+pub use history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
+pub use history::signed::signature;
+pub use history::texts::is_tombstone;
 pub use history::thinking::{ThinkingConfig, ThinkingState};
-pub use store::ExportOptions;
+
+// Import: transcripts in, messages that pass the pairing rules out.
+pub use import::detect::{
+    confirm as confirm_format, confirm_sample as confirm_format_of, detect as detect_format,
+    detect_sample as detect_format_of, DetectError, Evidence, Sample, CANDIDATES as FORMATS,
+};
+pub use import::{
+    import as import_transcript, Format, ImportError, Imported, Location, UnknownFormat,
+};

@@ -325,6 +325,9 @@ pub struct NewMessage {
     /// When it was written; the store's clock when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// What the provider reported this message cost (a `usage` row), where it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 impl NewMessage {
@@ -334,6 +337,7 @@ impl NewMessage {
             role,
             parts,
             created_at: None,
+            usage: None,
         }
     }
 
@@ -361,6 +365,62 @@ impl NewMessage {
     pub fn at(mut self, created_at: DateTime<Utc>) -> Self {
         self.created_at = Some(created_at);
         self
+    }
+
+    /// Records what the provider reported this message cost (stored as a `usage` row).
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+}
+
+/// Tokens one message cost, as the provider reported them (one `usage` row). Every count is
+/// optional: a source that does not report cache tokens leaves them `None`, not 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// The model that answered, e.g. `anthropic/claude-sonnet-4-5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Input (prompt) tokens, not counting cache reads and writes where the provider splits them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output (completion) tokens, reasoning included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Input and output tokens, the two every provider reports.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self {
+            input_tokens: Some(input_tokens),
+            output_tokens: Some(output_tokens),
+            ..Self::default()
+        }
+    }
+
+    /// Names the model that answered.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Adds the prompt-cache counts.
+    pub fn cache(mut self, read_tokens: u64, write_tokens: u64) -> Self {
+        self.cache_read_tokens = Some(read_tokens);
+        self.cache_write_tokens = Some(write_tokens);
+        self
+    }
+
+    /// True when no count and no model is known.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
     }
 }
 

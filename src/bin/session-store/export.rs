@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::bail;
-use session_store::store::clock;
+use session_store::clock;
 use session_store::{ExportOptions, Provider, Store};
 
 use crate::open;

@@ -4,8 +4,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use session_store::import::detect::{self, Sample};
-use session_store::import::{self, Format};
+use session_store::{confirm_format_of, detect_format_of, Sample};
+use session_store::{import_transcript, Format};
 
 use crate::{open, ImportFormat};
 
@@ -21,7 +21,7 @@ pub fn run(
     let sample = Sample::of(&text);
     let format = match format {
         ImportFormat::Auto => {
-            detect::detect_sample(&sample).with_context(|| format!("{} refused", file.display()))?
+            detect_format_of(&sample).with_context(|| format!("{} refused", file.display()))?
         }
         named => {
             let format = match named {
@@ -29,7 +29,7 @@ pub fn run(
                 ImportFormat::Openai => Format::OpenAi,
                 ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
             };
-            detect::confirm_sample(format, &sample)
+            confirm_format_of(format, &sample)
                 .with_context(|| format!("{} refused as {format}", file.display()))?;
             format
         }
@@ -37,7 +37,7 @@ pub fn run(
     drop(sample);
     tracing::info!(file = %file.display(), %format, "importing");
     // Parse before opening the database, so refused input never creates a file.
-    let imported = import::import(format, &text)
+    let imported = import_transcript(format, &text)
         .with_context(|| format!("{} refused as {format}", file.display()))?;
     let tombstoned = imported.tombstoned.len();
     let orphans = imported.orphans_as_text;

@@ -15,12 +15,19 @@ use session_store::Provider;
 mod cancel;
 mod compact;
 mod copy;
+mod delete;
 mod export;
+mod fork;
 mod import;
 mod open;
+mod prune;
+mod search;
 mod sessions;
 mod show;
+mod size;
 mod terminal;
+mod tree;
+mod usage;
 
 /// The exit codes, as `--help` prints them.
 const EXIT_STATUS: &str = "\
@@ -60,6 +67,9 @@ enum Command {
         /// One JSON object per session, in a JSON array, instead of the table.
         #[arg(long)]
         json: bool,
+        /// Show the fork tree instead: each session under the one it was forked from.
+        #[arg(long, conflicts_with = "json")]
+        tree: bool,
     },
     /// A person's view of a session, turn by turn.
     ///
@@ -136,6 +146,69 @@ enum Command {
         #[arg(long = "session", value_name = "ID")]
         sessions: Vec<String>,
     },
+    /// A new session holding the turns of SESSION before turn N; prints its id.
+    Fork {
+        /// The session to fork.
+        session: String,
+        /// The first turn not copied: 0 copies nothing, the number of turns copies all.
+        #[arg(long, value_name = "N")]
+        at_turn: i64,
+    },
+    /// Remove a session and all its rows, and give the space back to the file system.
+    Delete {
+        /// The session id.
+        session: String,
+    },
+    /// Delete every session last changed longer ago than DURATION.
+    Prune {
+        /// How old a session must be: e.g. `30d`, `12h`, `1w2d` (s, m, h, d, w).
+        #[arg(long, value_name = "DURATION", value_parser = prune::parse_duration)]
+        older_than: chrono::TimeDelta,
+        /// List what would be deleted; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Full-text search over text, reasoning and tool content, best match first.
+    Search {
+        /// Words to find (all of them); a trailing `*` searches a prefix.
+        query: String,
+        /// Only this session.
+        #[arg(long, value_name = "SESSION")]
+        session: Option<String>,
+        /// At most this many hits.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+        /// A JSON list on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tokens per turn and in total, where the source recorded them.
+    Usage {
+        /// The session id.
+        session: String,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where the bytes are: file, tables, search index, the largest sessions, tool output.
+    Size {
+        /// How many of the largest sessions to list.
+        #[arg(long, value_name = "N", default_value_t = 10)]
+        top: usize,
+        /// First give free pages back to the file system (the first time: one VACUUM).
+        #[arg(long)]
+        reclaim: bool,
+        /// First rewrite the whole file (VACUUM): also gives back the room in half-empty
+        /// pages that deleting scattered rows leaves.
+        #[arg(long, conflicts_with = "reclaim")]
+        vacuum: bool,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The request shapes `export` writes.
@@ -187,7 +260,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Sessions { json } => sessions::run(&open::existing(&cli.db)?, json, &mut out)?,
+        Command::Sessions { json, tree: false } => {
+            sessions::run(&open::existing(&cli.db)?, json, &mut out)?
+        }
+        Command::Sessions { tree: true, .. } => tree::run(&open::existing(&cli.db)?, &mut out)?,
         Command::Show {
             session,
             turns,
@@ -215,6 +291,49 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cancel { session, reason } => {
             cancel::run(&open::existing(&cli.db)?, &session, &reason, &mut out)?
         }
+        Command::Fork { session, at_turn } => {
+            fork::run(&open::existing(&cli.db)?, &session, at_turn, &mut out)?
+        }
+        Command::Delete { session } => delete::run(&open::existing(&cli.db)?, &session, &mut out)?,
+        Command::Prune {
+            older_than,
+            dry_run,
+            json,
+        } => prune::run(
+            &open::existing(&cli.db)?,
+            older_than,
+            dry_run,
+            json,
+            &mut out,
+        )?,
+        Command::Search {
+            query,
+            session,
+            limit,
+            json,
+        } => search::run(
+            &open::existing(&cli.db)?,
+            &query,
+            session.as_deref(),
+            limit,
+            json,
+            &mut out,
+        )?,
+        Command::Usage { session, json } => {
+            usage::run(&open::existing(&cli.db)?, &session, json, &mut out)?
+        }
+        Command::Size {
+            top,
+            reclaim,
+            vacuum,
+            json,
+        } => size::run(
+            &open::existing(&cli.db)?,
+            top,
+            (reclaim, vacuum),
+            json,
+            &mut out,
+        )?,
         Command::Copy { from, to, sessions } => copy::run(&from, &to, &sessions, &mut out)?,
     }
     out.flush()?;
@@ -225,7 +344,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// pending calls says "call cancel_pending", which a person at a shell cannot: a refused
 /// write names the command that answers them, a refused import says what the body lacks.
 fn hint(error: &anyhow::Error) -> Option<String> {
-    use session_store::import::ImportError;
+    use session_store::ImportError;
     use session_store::{Error, Refusal};
     error.chain().find_map(|cause| {
         if let Some(Error::Refused {
@@ -290,8 +409,8 @@ mod tests {
             Some("hint: `session-store cancel s-1` answers the pending calls with tombstones")
         );
         assert_eq!(hint(&anyhow::anyhow!("unknown session x")), None);
-        let import = session_store::import::import(
-            session_store::import::Format::Anthropic,
+        let import = session_store::import_transcript(
+            session_store::Format::Anthropic,
             r#"{"messages": [{"role": "user", "content": "hi"},
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
                 {"role": "user", "content": "go on"}]}"#,

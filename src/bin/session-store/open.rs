@@ -25,7 +25,7 @@ pub fn path(db: &Option<PathBuf>) -> anyhow::Result<&Path> {
 pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
     let path = path(db)?;
     // A PostgreSQL URL names a database, not a file; the library connects to it.
-    if !session_store::store::is_database_url(&path.to_string_lossy()) && !path.exists() {
+    if !session_store::is_database_url(&path.to_string_lossy()) && !path.exists() {
         bail!("no database at {}", path.display());
     }
     tracing::info!(db = %shown(path), "opening");
@@ -40,7 +40,7 @@ pub fn or_create(path: &Path) -> anyhow::Result<Store> {
 
 /// The database as a person may see it: a file's path, or a URL without its password.
 pub fn shown(path: &Path) -> String {
-    session_store::store::redact_database_url(&path.to_string_lossy())
+    session_store::redact_database_url(&path.to_string_lossy())
 }
 
 /// The session with this id, or the one session whose id starts with it (8 characters or

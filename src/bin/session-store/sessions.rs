@@ -11,8 +11,8 @@ use std::io::Write;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
-use session_store::store::repair::RepairOptions;
-use session_store::store::SessionOverview;
+use session_store::RepairOptions;
+use session_store::SessionOverview;
 use session_store::{Error, Store};
 
 use crate::terminal::escape_line;

@@ -9,10 +9,10 @@ use std::io::Write;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::bail;
-use session_store::history::rules::Violation;
-use session_store::history::texts::is_tombstone;
-use session_store::store::repair::RepairOptions;
-use session_store::store::SessionOverview;
+use session_store::is_tombstone;
+use session_store::Problem;
+use session_store::RepairOptions;
+use session_store::SessionOverview;
 use session_store::{Message, Part, Store};
 
 use crate::open;
@@ -111,7 +111,7 @@ pub fn run(
     }
     let pending: BTreeSet<&str> = overview.pending.iter().map(String::as_str).collect();
     // Each violation under the message, or the part of it, at fault.
-    let mut marks: HashMap<(i64, Option<usize>), Vec<&Violation>> = HashMap::new();
+    let mut marks: HashMap<(i64, Option<usize>), Vec<&Problem>> = HashMap::new();
     for violation in &violations {
         marks
             .entry((violation.message_id, violation.part))
@@ -173,7 +173,7 @@ fn write_header(
     out: &mut impl Write,
     store: &Store,
     overview: &SessionOverview,
-    violations: &[Violation],
+    violations: &[Problem],
 ) -> std::io::Result<()> {
     match &overview.title {
         Some(title) => writeln!(
@@ -251,7 +251,7 @@ fn turn_header(turn: i64, messages: &[&Message]) -> String {
 /// Marks a broken rule where it is broken.
 const MARK: &str = "!!";
 
-fn write_violation(out: &mut impl Write, violation: &Violation) -> std::io::Result<()> {
+fn write_violation(out: &mut impl Write, violation: &Problem) -> std::io::Result<()> {
     writeln!(
         out,
         "  {MARK} {}: {}",

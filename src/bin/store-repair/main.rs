@@ -1,7 +1,7 @@
 //! `store-repair`: brings a session database to the current schema, checks every session
 //! against the contract's rules and mends what it finds (see the contract's `store-repair`).
 //!
-//! A thin shell over `session_store::store::repair`. Exit status: see `args::EXIT_STATUS`
+//! A thin shell over the library's check and repair (`Store::check`, `Store::repair_session`). Exit status: see `args::EXIT_STATUS`
 //! (printed by `--help`); the cause chain of an error is printed on stderr.
 
 use std::io::Write;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
-use session_store::history::rules::Violation;
-use session_store::store::repair::{inspect_database_url, RepairOptions};
+use session_store::Problem;
+use session_store::{inspect_database_url, RepairOptions};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
@@ -15,7 +15,7 @@ use crate::run::{check, progress, Outcome, Plan};
 
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let url = args.db.to_string_lossy().into_owned();
-    let shown = session_store::store::redact_database_url(&url);
+    let shown = session_store::redact_database_url(&url);
     if args.backup.is_some() {
         bail!(
             "--backup copies a database file, and {shown} is a PostgreSQL database: take a \
@@ -64,7 +64,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         return Ok(outcome);
     }
     let bar = progress("mending", broken.len());
-    let mut problems: BTreeMap<SessionId, Vec<Violation>> = BTreeMap::new();
+    let mut problems: BTreeMap<SessionId, Vec<Problem>> = BTreeMap::new();
     for violation in report.violations {
         problems
             .entry(violation.session_id.clone())

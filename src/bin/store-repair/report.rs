@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde_json::{json, Map, Value};
-use session_store::history::rules::Rule;
+use session_store::HealthRule;
 use session_store::SessionId;
 
 use crate::run::Outcome;
 use crate::terminal::escape_line;
 
-fn by_rule(outcome: &Outcome) -> BTreeMap<Rule, usize> {
+fn by_rule(outcome: &Outcome) -> BTreeMap<HealthRule, usize> {
     let mut counts = BTreeMap::new();
     for problem in &outcome.problems {
         *counts.entry(problem.rule).or_insert(0) += 1;
@@ -23,8 +23,8 @@ fn by_rule(outcome: &Outcome) -> BTreeMap<Rule, usize> {
 }
 
 /// Each broken session with the number of problems per rule, in the order found.
-fn by_session(outcome: &Outcome) -> Vec<(&SessionId, BTreeMap<Rule, usize>)> {
-    let mut sessions: Vec<(&SessionId, BTreeMap<Rule, usize>)> = Vec::new();
+fn by_session(outcome: &Outcome) -> Vec<(&SessionId, BTreeMap<HealthRule, usize>)> {
+    let mut sessions: Vec<(&SessionId, BTreeMap<HealthRule, usize>)> = Vec::new();
     for problem in &outcome.problems {
         match sessions.last_mut() {
             Some((id, rules)) if *id == &problem.session_id => {
@@ -36,7 +36,7 @@ fn by_session(outcome: &Outcome) -> Vec<(&SessionId, BTreeMap<Rule, usize>)> {
     sessions
 }
 
-fn counts(rules: &BTreeMap<Rule, usize>) -> Map<String, Value> {
+fn counts(rules: &BTreeMap<HealthRule, usize>) -> Map<String, Value> {
     rules
         .iter()
         .map(|(rule, n)| (rule.as_str().to_owned(), (*n).into()))
@@ -89,7 +89,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
     }
 }
 
-fn rules_line(rules: &BTreeMap<Rule, usize>) -> String {
+fn rules_line(rules: &BTreeMap<HealthRule, usize>) -> String {
     rules
         .iter()
         .map(|(rule, n)| format!("{} ×{n}", rule.as_str()))

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use session_store::history::rules::Violation;
-use session_store::store::repair::{
+use session_store::Problem;
+use session_store::{
     backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
 use session_store::{SessionId, Store};
@@ -28,7 +28,7 @@ pub struct Outcome {
     /// Sessions checked.
     pub sessions_checked: usize,
     /// What was found (for mended sessions: what was found under the write lock).
-    pub problems: Vec<Violation>,
+    pub problems: Vec<Problem>,
     /// Dry run: what a real run would do. `None` on a real run.
     pub would: Option<Plan>,
     /// Problems mended (0 on a dry run).
@@ -56,7 +56,7 @@ pub struct Plan {
 const PROGRESS_THRESHOLD: usize = 50;
 
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    if session_store::store::is_database_url(&args.db.to_string_lossy()) {
+    if session_store::is_database_url(&args.db.to_string_lossy()) {
         return crate::postgres::run(args);
     }
     let db = &args.db;
@@ -108,7 +108,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let dest = args
             .backup
             .clone()
-            .unwrap_or_else(|| default_backup_path(db, session_store::store::clock()));
+            .unwrap_or_else(|| default_backup_path(db, session_store::clock()));
         backup_database(db, &dest).with_context(|| {
             format!(
                 "backing up {} to {}; nothing was mended",
@@ -134,7 +134,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     outcome.backup = backup;
     let bar = progress("mending", broken.len());
     // Sessions are checked in id order; keep that order in the report.
-    let mut problems: BTreeMap<SessionId, Vec<Violation>> = BTreeMap::new();
+    let mut problems: BTreeMap<SessionId, Vec<Problem>> = BTreeMap::new();
     for violation in report.violations {
         problems
             .entry(violation.session_id.clone())

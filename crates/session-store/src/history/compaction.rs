@@ -134,7 +134,7 @@ impl Cut {
 /// counted from the roles as the contract defines them (see [`turn_indexes`]).
 ///
 /// ```
-/// use session_store::history::compaction::{plan_compaction, CompactionPlan};
+/// use session_store::{plan_compaction, CompactionPlan};
 /// use session_store::Role::*;
 /// // turn 0: user, assistant(tool_use), tool, assistant; turn 1: user, assistant.
 /// let history = [User, Assistant, Tool, Assistant, User, Assistant];

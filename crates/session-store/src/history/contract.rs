@@ -2,7 +2,7 @@
 //!
 //! These are library code, not test helpers: the exporter runs them on what it renders, the
 //! CLI reports them, and the proptests require zero violations for any history, broken or
-//! not. Each [`Violation`] names its [`Rule`] and the JSON pointer of the offending value.
+//! not. Each [`ProviderViolation`] names its [`ProviderRule`] and the JSON pointer of the offending value.
 //!
 //! Anthropic's server joins consecutive messages of one role before it checks (rule 5), so
 //! the Anthropic checks run on the joined messages; paths point at the original block.
@@ -21,7 +21,7 @@ use crate::model::{Message, Part, Role};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Rule {
+pub enum ProviderRule {
     /// The body has the provider's shape (object, `messages` array, content of known types).
     Shape,
     /// 1: roles are `user` and `assistant` only (Anthropic); a known role (OpenAI).
@@ -57,30 +57,30 @@ pub enum Rule {
     LatestThinkingUnchanged,
 }
 
-impl Rule {
+impl ProviderRule {
     /// The rule's stable snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Rule::Shape => "shape",
-            Rule::Roles => "roles",
-            Rule::FirstMessageUser => "first_message_user",
-            Rule::ToolUseAnswered => "tool_use_answered",
-            Rule::ToolResultAnswersPrevious => "tool_result_answers_previous",
-            Rule::ToolResultsFirst => "tool_results_first",
-            Rule::UniqueToolUseIds => "unique_tool_use_ids",
-            Rule::NonEmptyText => "non_empty_text",
-            Rule::ErrorResultContent => "error_result_content",
-            Rule::ThinkingInAssistant => "thinking_in_assistant",
-            Rule::ThinkingSigned => "thinking_signed",
-            Rule::ToolCallsAnswered => "tool_calls_answered",
-            Rule::ToolMessageAnswersCall => "tool_message_answers_call",
-            Rule::ArgumentsJsonString => "arguments_json_string",
-            Rule::LatestThinkingUnchanged => "latest_thinking_unchanged",
+            ProviderRule::Shape => "shape",
+            ProviderRule::Roles => "roles",
+            ProviderRule::FirstMessageUser => "first_message_user",
+            ProviderRule::ToolUseAnswered => "tool_use_answered",
+            ProviderRule::ToolResultAnswersPrevious => "tool_result_answers_previous",
+            ProviderRule::ToolResultsFirst => "tool_results_first",
+            ProviderRule::UniqueToolUseIds => "unique_tool_use_ids",
+            ProviderRule::NonEmptyText => "non_empty_text",
+            ProviderRule::ErrorResultContent => "error_result_content",
+            ProviderRule::ThinkingInAssistant => "thinking_in_assistant",
+            ProviderRule::ThinkingSigned => "thinking_signed",
+            ProviderRule::ToolCallsAnswered => "tool_calls_answered",
+            ProviderRule::ToolMessageAnswersCall => "tool_message_answers_call",
+            ProviderRule::ArgumentsJsonString => "arguments_json_string",
+            ProviderRule::LatestThinkingUnchanged => "latest_thinking_unchanged",
         }
     }
 }
 
-impl std::fmt::Display for Rule {
+impl std::fmt::Display for ProviderRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -88,16 +88,16 @@ impl std::fmt::Display for Rule {
 
 /// One broken rule in a rendered body.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
+pub struct ProviderViolation {
     /// The rule broken.
-    pub rule: Rule,
+    pub rule: ProviderRule,
     /// JSON pointer of the offending value, e.g. `/messages/3/content/0`.
     pub path: String,
     /// What is wrong, with the ids involved.
     pub detail: String,
 }
 
-impl std::fmt::Display for Violation {
+impl std::fmt::Display for ProviderViolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} at {}: {}", self.rule, self.path, self.detail)
     }
@@ -107,7 +107,7 @@ impl std::fmt::Display for Violation {
 ///
 /// Rule 9's "the latest assistant message's thinking comes back unchanged" needs the original
 /// response to check, so it is not checked here; the renderer passes thinking through as it is.
-pub fn check_anthropic(body: &Value) -> Vec<Violation> {
+pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
     let Some(messages) = messages_of(body, &mut out) else {
         return out;
@@ -122,7 +122,7 @@ pub fn check_anthropic(body: &Value) -> Vec<Violation> {
         let Some(role) = message.get("role").and_then(Value::as_str) else {
             push(
                 &mut out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 &path,
                 "message without a string role",
             );
@@ -131,7 +131,7 @@ pub fn check_anthropic(body: &Value) -> Vec<Violation> {
         if role != "user" && role != "assistant" {
             push(
                 &mut out,
-                Rule::Roles,
+                ProviderRule::Roles,
                 &format!("{path}/role"),
                 format!("role {role:?}: only user and assistant (system is top level)"),
             );
@@ -140,7 +140,7 @@ pub fn check_anthropic(body: &Value) -> Vec<Violation> {
         if index == 0 && role != "user" {
             push(
                 &mut out,
-                Rule::FirstMessageUser,
+                ProviderRule::FirstMessageUser,
                 &path,
                 format!("first message is {role}"),
             );
@@ -200,27 +200,37 @@ impl<'a> Block<'a> {
     }
 }
 
-fn push(out: &mut Vec<Violation>, rule: Rule, path: &str, detail: impl Into<String>) {
-    out.push(Violation {
+fn push(
+    out: &mut Vec<ProviderViolation>,
+    rule: ProviderRule,
+    path: &str,
+    detail: impl Into<String>,
+) {
+    out.push(ProviderViolation {
         rule,
         path: path.to_owned(),
         detail: detail.into(),
     });
 }
 
-fn messages_of<'a>(body: &'a Value, out: &mut Vec<Violation>) -> Option<&'a Vec<Value>> {
+fn messages_of<'a>(body: &'a Value, out: &mut Vec<ProviderViolation>) -> Option<&'a Vec<Value>> {
     if !body.is_object() {
-        push(out, Rule::Shape, "", "body is not a JSON object");
+        push(out, ProviderRule::Shape, "", "body is not a JSON object");
         return None;
     }
     let messages = body.get("messages").and_then(Value::as_array);
     if messages.is_none() {
-        push(out, Rule::Shape, "/messages", "body has no messages array");
+        push(
+            out,
+            ProviderRule::Shape,
+            "/messages",
+            "body has no messages array",
+        );
     }
     messages
 }
 
-fn check_system(system: &Value, out: &mut Vec<Violation>) {
+fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
     match system {
         Value::String(_) => {}
         Value::Array(blocks) => {
@@ -228,16 +238,21 @@ fn check_system(system: &Value, out: &mut Vec<Violation>) {
                 let path = format!("/system/{index}");
                 match block.get("text").and_then(Value::as_str) {
                     Some(text) if is_blank(text) => {
-                        push(out, Rule::NonEmptyText, &path, "blank system text block");
+                        push(
+                            out,
+                            ProviderRule::NonEmptyText,
+                            &path,
+                            "blank system text block",
+                        );
                     }
                     Some(_) => {}
-                    None => push(out, Rule::Shape, &path, "system block without text"),
+                    None => push(out, ProviderRule::Shape, &path, "system block without text"),
                 }
             }
         }
         _ => push(
             out,
-            Rule::Shape,
+            ProviderRule::Shape,
             "/system",
             "system is neither a string nor blocks",
         ),
@@ -247,14 +262,14 @@ fn check_system(system: &Value, out: &mut Vec<Violation>) {
 fn content_blocks<'a>(
     message: &'a Value,
     path: &str,
-    out: &mut Vec<Violation>,
+    out: &mut Vec<ProviderViolation>,
 ) -> Vec<(String, Block<'a>)> {
     let content_path = format!("{path}/content");
     match message.get("content") {
         Some(Value::String(text)) => vec![(content_path, Block::Text(text))],
         Some(Value::Array(blocks)) => {
             if blocks.is_empty() {
-                push(out, Rule::Shape, &content_path, "empty content");
+                push(out, ProviderRule::Shape, &content_path, "empty content");
             }
             blocks
                 .iter()
@@ -265,7 +280,7 @@ fn content_blocks<'a>(
         _ => {
             push(
                 out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 &content_path,
                 "content is neither a string nor blocks",
             );
@@ -278,7 +293,7 @@ fn content_blocks<'a>(
 fn check_joined_blocks<'a>(
     message: &Joined<'a>,
     seen_ids: &mut HashMap<&'a str, String>,
-    out: &mut Vec<Violation>,
+    out: &mut Vec<ProviderViolation>,
 ) {
     let assistant = message.role == "assistant";
     // Rule 7's exception: a single space between signed thinking blocks keeps them in place.
@@ -306,13 +321,18 @@ fn check_joined_blocks<'a>(
         }
         match kind {
             Some("text") => match block.str_field("text") {
-                None => push(out, Rule::Shape, path, "text block without text"),
+                None => push(out, ProviderRule::Shape, path, "text block without text"),
                 Some(" ") if between_signed(at) => {}
                 Some("") => {
-                    push(out, Rule::NonEmptyText, path, "empty text block");
+                    push(out, ProviderRule::NonEmptyText, path, "empty text block");
                 }
                 Some(text) if is_blank(text) => {
-                    push(out, Rule::NonEmptyText, path, "whitespace-only text block");
+                    push(
+                        out,
+                        ProviderRule::NonEmptyText,
+                        path,
+                        "whitespace-only text block",
+                    );
                 }
                 Some(_) => {}
             },
@@ -320,7 +340,7 @@ fn check_joined_blocks<'a>(
                 if !assistant {
                     push(
                         out,
-                        Rule::ThinkingInAssistant,
+                        ProviderRule::ThinkingInAssistant,
                         path,
                         format!("{} block in a user message", kind.unwrap_or_default()),
                     );
@@ -331,12 +351,12 @@ fn check_joined_blocks<'a>(
                     ("data", "redacted_thinking block without data")
                 };
                 if block.str_field(field).is_none_or(str::is_empty) {
-                    push(out, Rule::ThinkingSigned, path, name);
+                    push(out, ProviderRule::ThinkingSigned, path, name);
                 }
                 if kind == Some("thinking") && block.str_field("thinking").is_none() {
                     push(
                         out,
-                        Rule::Shape,
+                        ProviderRule::Shape,
                         path,
                         "thinking block without thinking text",
                     );
@@ -344,7 +364,12 @@ fn check_joined_blocks<'a>(
             }
             Some("tool_use") => {
                 if !assistant {
-                    push(out, Rule::Shape, path, "tool_use block in a user message");
+                    push(
+                        out,
+                        ProviderRule::Shape,
+                        path,
+                        "tool_use block in a user message",
+                    );
                 }
                 match block.str_field("id") {
                     Some(id) if !id.is_empty() => {
@@ -354,7 +379,7 @@ fn check_joined_blocks<'a>(
                         {
                             push(
                                 out,
-                                Rule::Shape,
+                                ProviderRule::Shape,
                                 path,
                                 format!("tool_use id {id:?} does not match ^[a-zA-Z0-9_-]+$"),
                             );
@@ -362,7 +387,7 @@ fn check_joined_blocks<'a>(
                         if let Some(first) = seen_ids.get(id) {
                             push(
                                 out,
-                                Rule::UniqueToolUseIds,
+                                ProviderRule::UniqueToolUseIds,
                                 path,
                                 format!("tool_use id {id:?} already used at {first}"),
                             );
@@ -370,44 +395,59 @@ fn check_joined_blocks<'a>(
                             seen_ids.insert(id, path.clone());
                         }
                     }
-                    _ => push(out, Rule::Shape, path, "tool_use without an id"),
+                    _ => push(out, ProviderRule::Shape, path, "tool_use without an id"),
                 }
                 if block.str_field("name").is_none_or(str::is_empty) {
-                    push(out, Rule::Shape, path, "tool_use without a name");
+                    push(out, ProviderRule::Shape, path, "tool_use without a name");
                 }
                 if !block.field("input").is_some_and(Value::is_object) {
-                    push(out, Rule::Shape, path, "tool_use input is not an object");
+                    push(
+                        out,
+                        ProviderRule::Shape,
+                        path,
+                        "tool_use input is not an object",
+                    );
                 }
             }
             Some("tool_result") => {
                 if assistant {
                     push(
                         out,
-                        Rule::ToolResultAnswersPrevious,
+                        ProviderRule::ToolResultAnswersPrevious,
                         path,
                         "tool_result block in an assistant message",
                     );
                 } else if other_seen {
                     push(
                         out,
-                        Rule::ToolResultsFirst,
+                        ProviderRule::ToolResultsFirst,
                         path,
                         "tool_result after another block of the (joined) user message",
                     );
                 }
                 if block.str_field("tool_use_id").is_none_or(str::is_empty) {
-                    push(out, Rule::Shape, path, "tool_result without tool_use_id");
+                    push(
+                        out,
+                        ProviderRule::Shape,
+                        path,
+                        "tool_result without tool_use_id",
+                    );
                 }
                 check_result_content(block, path, out);
             }
             Some(_) => {}
-            None => push(out, Rule::Shape, path, "content block without a type"),
+            None => push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "content block without a type",
+            ),
         }
     }
 }
 
 /// Rule 8, and rule 7 for text blocks nested in a result.
-fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>) {
+fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<ProviderViolation>) {
     let is_error = block.field("is_error").and_then(Value::as_bool) == Some(true);
     let has_content = match block.field("content") {
         None | Some(Value::Null) => false,
@@ -422,7 +462,7 @@ fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>)
                 {
                     push(
                         out,
-                        Rule::NonEmptyText,
+                        ProviderRule::NonEmptyText,
                         &format!("{path}/content/{index}"),
                         "blank text block in a tool_result",
                     );
@@ -433,7 +473,7 @@ fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>)
         Some(_) => {
             push(
                 out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 &format!("{path}/content"),
                 "tool_result content is neither a string nor blocks",
             );
@@ -443,7 +483,7 @@ fn check_result_content(block: &Block<'_>, path: &str, out: &mut Vec<Violation>)
     if is_error && !has_content {
         push(
             out,
-            Rule::ErrorResultContent,
+            ProviderRule::ErrorResultContent,
             path,
             "error tool_result without content",
         );
@@ -477,13 +517,17 @@ fn fields_of<'m, 'a>(
 }
 
 /// Rule 2: every tool_use of `message` is answered in the next message, a user message.
-fn check_answered_next(message: &Joined<'_>, next: Option<&Joined<'_>>, out: &mut Vec<Violation>) {
+fn check_answered_next(
+    message: &Joined<'_>,
+    next: Option<&Joined<'_>>,
+    out: &mut Vec<ProviderViolation>,
+) {
     let answers = ids_in(next, "user", "tool_result", "tool_use_id");
     for (path, id) in fields_of(message, "tool_use", "id") {
         if !answers.contains(id) {
             push(
                 out,
-                Rule::ToolUseAnswered,
+                ProviderRule::ToolUseAnswered,
                 path,
                 format!("tool_use {id:?} has no tool_result in the next message"),
             );
@@ -496,7 +540,7 @@ fn check_answered_next(message: &Joined<'_>, next: Option<&Joined<'_>>, out: &mu
 fn check_results_answer_previous(
     message: &Joined<'_>,
     previous: Option<&Joined<'_>>,
-    out: &mut Vec<Violation>,
+    out: &mut Vec<ProviderViolation>,
 ) {
     let calls = ids_in(previous, "assistant", "tool_use", "id");
     let mut answered = HashSet::new();
@@ -504,7 +548,7 @@ fn check_results_answer_previous(
         if !calls.contains(id) {
             push(
                 out,
-                Rule::ToolResultAnswersPrevious,
+                ProviderRule::ToolResultAnswersPrevious,
                 path,
                 format!(
                     "tool_result for {id:?} answers no tool_use of the previous assistant message"
@@ -513,7 +557,7 @@ fn check_results_answer_previous(
         } else if !answered.insert(id) {
             push(
                 out,
-                Rule::ToolResultAnswersPrevious,
+                ProviderRule::ToolResultAnswersPrevious,
                 path,
                 format!("tool_use {id:?} is answered twice"),
             );
@@ -522,7 +566,7 @@ fn check_results_answer_previous(
 }
 
 /// Every violation of the OpenAI Chat Completions rules (11-13) in `body`.
-pub fn check_openai(body: &Value) -> Vec<Violation> {
+pub fn check_openai(body: &Value) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
     let Some(messages) = messages_of(body, &mut out) else {
         return out;
@@ -535,7 +579,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
         let Some(role) = message.get("role").and_then(Value::as_str) else {
             push(
                 &mut out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 &path,
                 "message without a string role",
             );
@@ -554,7 +598,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
                 _ => false,
             };
             if !answered {
-                push(&mut out, Rule::ToolMessageAnswersCall, &path, format!("tool message for {:?} answers no pending call of the assistant message before its block", id.unwrap_or_default()));
+                push(&mut out, ProviderRule::ToolMessageAnswersCall, &path, format!("tool message for {:?} answers no pending call of the assistant message before its block", id.unwrap_or_default()));
             }
             if !message
                 .get("content")
@@ -562,7 +606,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
             {
                 push(
                     &mut out,
-                    Rule::Shape,
+                    ProviderRule::Shape,
                     &format!("{path}/content"),
                     "tool message without content",
                 );
@@ -574,7 +618,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
             if !pending.is_empty() {
                 push(
                     &mut out,
-                    Rule::ToolCallsAnswered,
+                    ProviderRule::ToolCallsAnswered,
                     &assistant,
                     format!("tool_calls {pending:?} are not answered before {path}"),
                 );
@@ -589,7 +633,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
                 if !has_content && calls.is_empty() {
                     push(
                         &mut out,
-                        Rule::Shape,
+                        ProviderRule::Shape,
                         &path,
                         "assistant message without content or tool_calls",
                     );
@@ -600,7 +644,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
             }
             other => push(
                 &mut out,
-                Rule::Roles,
+                ProviderRule::Roles,
                 &format!("{path}/role"),
                 format!("unknown role {other:?}"),
             ),
@@ -610,7 +654,7 @@ pub fn check_openai(body: &Value) -> Vec<Violation> {
         if !pending.is_empty() {
             push(
                 &mut out,
-                Rule::ToolCallsAnswered,
+                ProviderRule::ToolCallsAnswered,
                 &assistant,
                 format!("tool_calls {pending:?} are not answered before the end"),
             );
@@ -624,7 +668,7 @@ fn check_tool_calls<'a>(
     message: &'a Value,
     path: &str,
     seen_ids: &mut HashMap<&'a str, String>,
-    out: &mut Vec<Violation>,
+    out: &mut Vec<ProviderViolation>,
 ) -> Vec<&'a str> {
     let Some(calls) = message.get("tool_calls") else {
         return Vec::new();
@@ -632,7 +676,7 @@ fn check_tool_calls<'a>(
     let Some(calls) = calls.as_array() else {
         push(
             out,
-            Rule::Shape,
+            ProviderRule::Shape,
             &format!("{path}/tool_calls"),
             "tool_calls is not an array",
         );
@@ -646,7 +690,7 @@ fn check_tool_calls<'a>(
                 if let Some(first) = seen_ids.get(id) {
                     push(
                         out,
-                        Rule::UniqueToolUseIds,
+                        ProviderRule::UniqueToolUseIds,
                         &call_path,
                         format!("tool call id {id:?} already used at {first}"),
                     );
@@ -655,7 +699,12 @@ fn check_tool_calls<'a>(
                 }
                 ids.push(id);
             }
-            _ => push(out, Rule::Shape, &call_path, "tool call without an id"),
+            _ => push(
+                out,
+                ProviderRule::Shape,
+                &call_path,
+                "tool call without an id",
+            ),
         }
         if call
             .pointer("/function/name")
@@ -664,7 +713,7 @@ fn check_tool_calls<'a>(
         {
             push(
                 out,
-                Rule::Shape,
+                ProviderRule::Shape,
                 &format!("{call_path}/function/name"),
                 "tool call without a function name",
             );
@@ -675,7 +724,7 @@ fn check_tool_calls<'a>(
                 if serde_json::from_str::<Value>(raw).is_err() {
                     push(
                         out,
-                        Rule::ArgumentsJsonString,
+                        ProviderRule::ArgumentsJsonString,
                         &arguments_path,
                         "arguments are not valid JSON",
                     );
@@ -683,7 +732,7 @@ fn check_tool_calls<'a>(
             }
             _ => push(
                 out,
-                Rule::ArgumentsJsonString,
+                ProviderRule::ArgumentsJsonString,
                 &arguments_path,
                 "arguments are not a string",
             ),
@@ -695,7 +744,7 @@ fn check_tool_calls<'a>(
 /// Rule 9 against the stored history: the signed thinking and redacted thinking of the latest
 /// assistant message in `messages` (what the provider sent) end the thinking blocks of the
 /// last assistant message of the Anthropic `body`, byte for byte and in order.
-pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Violation> {
+pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<ProviderViolation> {
     let expected: Vec<(&str, &str, &str)> = messages
         .iter()
         .rev()
@@ -752,8 +801,8 @@ pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Violatio
     if actual.ends_with(&expected) {
         return Vec::new();
     }
-    vec![Violation {
-        rule: Rule::LatestThinkingUnchanged,
+    vec![ProviderViolation {
+        rule: ProviderRule::LatestThinkingUnchanged,
         path,
         detail: format!(
             "the latest assistant message's {} thinking blocks are not sent back as stored",
@@ -763,7 +812,7 @@ pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Violatio
 }
 
 /// [`check_anthropic`] or [`check_openai`], by provider.
-pub fn check(provider: Provider, body: &Value) -> Vec<Violation> {
+pub fn check(provider: Provider, body: &Value) -> Vec<ProviderViolation> {
     match provider {
         Provider::Anthropic => check_anthropic(body),
         Provider::OpenAi => check_openai(body),
@@ -782,7 +831,7 @@ mod tests {
     use crate::history::testing::{arb, history};
     use crate::model::{Part, Role};
 
-    fn rules(violations: &[Violation]) -> Vec<Rule> {
+    fn rules(violations: &[ProviderViolation]) -> Vec<ProviderRule> {
         violations.iter().map(|v| v.rule).collect()
     }
 
@@ -804,17 +853,17 @@ mod tests {
         ]});
         let found = rules(&check_anthropic(&body));
         for rule in [
-            Rule::FirstMessageUser,
-            Rule::Roles,
-            Rule::NonEmptyText,
-            Rule::ToolResultAnswersPrevious,
-            Rule::ErrorResultContent,
-            Rule::ToolResultsFirst,
-            Rule::ThinkingInAssistant,
-            Rule::ThinkingSigned,
-            Rule::UniqueToolUseIds,
-            Rule::Shape,
-            Rule::ToolUseAnswered,
+            ProviderRule::FirstMessageUser,
+            ProviderRule::Roles,
+            ProviderRule::NonEmptyText,
+            ProviderRule::ToolResultAnswersPrevious,
+            ProviderRule::ErrorResultContent,
+            ProviderRule::ToolResultsFirst,
+            ProviderRule::ThinkingInAssistant,
+            ProviderRule::ThinkingSigned,
+            ProviderRule::UniqueToolUseIds,
+            ProviderRule::Shape,
+            ProviderRule::ToolUseAnswered,
         ] {
             assert!(found.contains(&rule), "{rule} not found in {found:?}");
         }
@@ -830,7 +879,7 @@ mod tests {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]},
         ]});
         let violations = check_anthropic(&body);
-        assert_eq!(rules(&violations), vec![Rule::ToolResultsFirst]);
+        assert_eq!(rules(&violations), vec![ProviderRule::ToolResultsFirst]);
         assert_eq!(violations[0].path, "/messages/3/content/0");
     }
 
@@ -849,7 +898,10 @@ mod tests {
             {"role": "user", "content": "q"},
             {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}]},
         ]});
-        assert_eq!(rules(&check_anthropic(&unsigned)), vec![Rule::NonEmptyText]);
+        assert_eq!(
+            rules(&check_anthropic(&unsigned)),
+            vec![ProviderRule::NonEmptyText]
+        );
     }
 
     #[test]
@@ -864,7 +916,10 @@ mod tests {
                 {"role": "assistant", "content": content},
             ]});
             let found = rules(&check_anthropic(&body));
-            assert!(found.contains(&Rule::NonEmptyText), "{body}: {found:?}");
+            assert!(
+                found.contains(&ProviderRule::NonEmptyText),
+                "{body}: {found:?}"
+            );
         }
     }
 
@@ -886,12 +941,12 @@ mod tests {
         ]});
         let found = rules(&check_openai(&body));
         for rule in [
-            Rule::ArgumentsJsonString,
-            Rule::ToolCallsAnswered,
-            Rule::ToolMessageAnswersCall,
-            Rule::UniqueToolUseIds,
-            Rule::Roles,
-            Rule::Shape,
+            ProviderRule::ArgumentsJsonString,
+            ProviderRule::ToolCallsAnswered,
+            ProviderRule::ToolMessageAnswersCall,
+            ProviderRule::UniqueToolUseIds,
+            ProviderRule::Roles,
+            ProviderRule::Shape,
         ] {
             assert!(found.contains(&rule), "{rule} not found in {found:?}");
         }
@@ -921,7 +976,7 @@ mod tests {
         changed["messages"][1]["content"][0]["signature"] = json!("other");
         assert_eq!(
             rules(&check_latest_thinking(&messages, &changed)),
-            vec![Rule::LatestThinkingUnchanged]
+            vec![ProviderRule::LatestThinkingUnchanged]
         );
     }
 

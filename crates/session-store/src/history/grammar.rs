@@ -271,13 +271,8 @@ impl Walk {
     }
 
     /// How many messages were walked, counting those stored before a resumed walk.
-    pub fn len(&self) -> usize {
+    pub fn walked(&self) -> usize {
         self.base + self.classes.len()
-    }
-
-    /// True before any message.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Ids of the calls still waiting for a result, in part order.
@@ -299,7 +294,7 @@ impl Walk {
 
     /// Classifies the next message.
     pub fn feed(&mut self, role: Role, parts: &[Part]) -> Fed {
-        let index = self.len();
+        let index = self.walked();
         let mut class = MessageClass {
             parts: Vec::with_capacity(parts.len()),
             in_block_of: None,
@@ -363,35 +358,22 @@ impl Walk {
                     .collect();
                 fed.closed_unanswered = self.close();
                 self.speaker = Some((index, Role::Assistant));
-                let mut block = Block {
+                self.block = Some(Block {
                     assistant: index,
                     ..Block::default()
-                };
+                });
                 for (ordinal, (part, result)) in parts.iter().zip(results).enumerate() {
                     let at = At {
                         message: index,
                         part: ordinal,
                     };
                     let c = match part {
-                        Part::ToolUse { id, .. } => {
-                            let id_state = self.use_id(id, at);
-                            let state = if id.is_empty() {
-                                CallState::Unanswerable
-                            } else {
-                                block.add(ordinal, id.clone());
-                                CallState::Pending
-                            };
-                            PartClass::Call {
-                                id: id_state,
-                                state,
-                            }
-                        }
+                        Part::ToolUse { id, .. } => self.open_call(id, at),
                         Part::ToolResult { .. } => result,
                         _ => PartClass::Content,
                     };
                     class.parts.push(c);
                 }
-                self.block = Some(block);
             }
         }
         self.classes.push(class);
@@ -418,21 +400,7 @@ impl Walk {
                 part: start + offset,
             };
             let c = match part {
-                Part::ToolUse { id, .. } => {
-                    let id_state = self.use_id(id, at);
-                    let state = if id.is_empty() {
-                        CallState::Unanswerable
-                    } else {
-                        if let Some(block) = self.block.as_mut() {
-                            block.add(at.part, id.clone());
-                        }
-                        CallState::Pending
-                    };
-                    PartClass::Call {
-                        id: id_state,
-                        state,
-                    }
-                }
+                Part::ToolUse { id, .. } => self.open_call(id, at),
                 Part::ToolResult { tool_use_id, .. } => PartClass::Result(self.peek(tool_use_id)),
                 _ => PartClass::Content,
             };
@@ -444,6 +412,23 @@ impl Walk {
     /// The index of the assistant message whose tool block is open, if any.
     pub fn open_assistant(&self) -> Option<usize> {
         self.block.as_ref().map(|b| b.assistant)
+    }
+
+    /// A call of the assistant message whose block is open: pending until answered, unless
+    /// it has no id (then nothing can answer it).
+    fn open_call(&mut self, id: &str, at: At) -> PartClass {
+        let id_state = self.use_id(id, at);
+        let state = match self.block.as_mut() {
+            Some(block) if !id.is_empty() => {
+                block.add(at.part, id.to_owned());
+                CallState::Pending
+            }
+            _ => CallState::Unanswerable,
+        };
+        PartClass::Call {
+            id: id_state,
+            state,
+        }
     }
 
     fn plain(&mut self, role: Role, part: &Part, at: At) -> PartClass {

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use super::blank::is_blank;
 use super::grammar::{CallState, IdState, PartClass, ResultState, Walk};
-use super::rules::{turn_spans, CheckOptions, Rule};
+use super::rules::{turn_spans, CheckOptions, HealthRule};
 use super::texts::{self, Renamer};
 use super::turns::turn_indexes;
 use crate::model::{Message, Part, Role};
@@ -106,7 +106,7 @@ impl Action {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Change {
     /// The rule it mends.
-    pub rule: Rule,
+    pub rule: HealthRule,
     /// What it does.
     pub action: Action,
     /// The message changed (or added).
@@ -156,27 +156,20 @@ pub struct MendPlan {
     pub changes: Vec<Change>,
 }
 
-impl MendPlan {
-    /// True when the session needs no change.
-    pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
-    }
-}
-
 /// The working copy: messages with where each one and each of its parts came from.
 struct Work {
     messages: Vec<Message>,
     origins: Vec<MessageRef>,
     part_origins: Vec<Vec<PartRef>>,
     /// For each new message, the rule it was added for.
-    new_rules: Vec<Rule>,
+    new_rules: Vec<HealthRule>,
     changes: Vec<Change>,
 }
 
 impl Work {
     fn change(
         &mut self,
-        rule: Rule,
+        rule: HealthRule,
         action: Action,
         at: usize,
         part: Option<usize>,
@@ -195,7 +188,7 @@ impl Work {
     }
 
     /// Inserts a new message at `at`; its parts are new parts.
-    fn insert(&mut self, at: usize, message: Message, rule: Rule) -> MessageRef {
+    fn insert(&mut self, at: usize, message: Message, rule: HealthRule) -> MessageRef {
         let number = self.new_rules.len();
         self.new_rules.push(rule);
         let origin = MessageRef::New(number);
@@ -212,7 +205,7 @@ impl Work {
     }
 
     /// Turns the tool_result at (`at`, `part`) into a text part that says what it was.
-    fn result_to_text(&mut self, rule: Rule, at: usize, part: usize) {
+    fn result_to_text(&mut self, rule: HealthRule, at: usize, part: usize) {
         let old = self.messages[at].parts[part].clone();
         let Part::ToolResult {
             tool_use_id,
@@ -335,13 +328,13 @@ fn mend_pairing(work: &mut Work, options: &CheckOptions) {
                     }
                 }
                 PartClass::Result(ResultState::Orphan(_)) => {
-                    work.result_to_text(Rule::OrphanToolResult, at, part);
+                    work.result_to_text(HealthRule::OrphanToolResult, at, part);
                 }
                 PartClass::Result(ResultState::WouldAnswer { .. }) => {
-                    work.result_to_text(Rule::MisplacedToolResult, at, part);
+                    work.result_to_text(HealthRule::MisplacedToolResult, at, part);
                 }
                 PartClass::Result(ResultState::Answers { .. }) if role == Role::System => {
-                    work.result_to_text(Rule::MisplacedToolResult, at, part);
+                    work.result_to_text(HealthRule::MisplacedToolResult, at, part);
                 }
                 _ => {}
             }
@@ -387,7 +380,7 @@ fn rebuild(
             work.part_origins.push(part_origins.clone());
             let index = work.messages.len() - 1;
             work.change(
-                Rule::MisplacedToolResult,
+                HealthRule::MisplacedToolResult,
                 Action::ChangeRole,
                 index,
                 None,
@@ -427,10 +420,10 @@ fn rebuild(
                     .collect(),
             };
             let index = work.messages.len();
-            work.insert(index, tombstone, Rule::DanglingToolUse);
+            work.insert(index, tombstone, HealthRule::DanglingToolUse);
             for (part, id) in ids.iter().enumerate() {
                 work.change(
-                    Rule::DanglingToolUse,
+                    HealthRule::DanglingToolUse,
                     Action::Tombstone,
                     index,
                     Some(part),
@@ -443,14 +436,14 @@ fn rebuild(
             let from = work.origins[last];
             let count = split.parts.len();
             let index = work.messages.len();
-            work.insert(index, split, Rule::MisplacedToolResult);
+            work.insert(index, split, HealthRule::MisplacedToolResult);
             let source_id = match from {
                 MessageRef::Existing(id) => json!(id),
                 MessageRef::New(_) => Value::Null,
             };
             work.part_origins[index] = origins;
             work.change(
-                Rule::MisplacedToolResult,
+                HealthRule::MisplacedToolResult,
                 Action::SplitOff,
                 index,
                 None,
@@ -465,7 +458,7 @@ fn rebuild(
                     PartRef::New { .. } => Value::Null,
                 };
                 work.change(
-                    Rule::MisplacedToolResult,
+                    HealthRule::MisplacedToolResult,
                     Action::MovePart,
                     index,
                     Some(position),
@@ -484,7 +477,7 @@ fn rename(work: &mut Work, at: usize, index: usize, from: &str, to: &str) {
         _ => return,
     }
     work.change(
-        Rule::DuplicateToolUseId,
+        HealthRule::DuplicateToolUseId,
         Action::RenameToolUseId,
         at,
         Some(index),
@@ -492,9 +485,6 @@ fn rename(work: &mut Work, at: usize, index: usize, from: &str, to: &str) {
         json!({"tool_use_id": to}),
     );
 }
-
-/// The reason written into tombstones the repair adds.
-pub const REPAIR_TOMBSTONE_REASON: &str = texts::REPAIR_REASON;
 
 /// The tool_use at (`at`, `index`), outside an assistant message, becomes text.
 fn uses_to_text(work: &mut Work, at: usize, index: usize) {
@@ -514,7 +504,7 @@ fn uses_to_text(work: &mut Work, at: usize, index: usize) {
         provider_metadata: provider_metadata.clone(),
     };
     work.change(
-        Rule::DanglingToolUse,
+        HealthRule::DanglingToolUse,
         Action::UseToText,
         at,
         Some(index),
@@ -539,9 +529,9 @@ fn close_compaction(work: &mut Work) {
     };
     for span in spans.iter().filter(|s| s.end > start) {
         let rule = if span.is_split() {
-            Rule::SplitTurnCompaction
+            HealthRule::SplitTurnCompaction
         } else {
-            Rule::CompactionGap
+            HealthRule::CompactionGap
         };
         for at in span.start.max(start)..span.end {
             if !work.messages[at].compacted {
@@ -567,7 +557,7 @@ fn renumber(mut work: Work, original: &[Message]) -> MendPlan {
     let turns = turn_indexes(work.messages.iter().map(|m| m.role));
     let original_seq: HashMap<i64, i64> = original.iter().map(|m| (m.id, m.seq)).collect();
     let mut shift = 0;
-    let mut shift_rule = Rule::DanglingToolUse;
+    let mut shift_rule = HealthRule::DanglingToolUse;
     let mut previous: Option<i64> = None;
     let mut planned = Vec::with_capacity(work.messages.len());
     for (at, &turn_index) in turns.iter().enumerate() {
@@ -602,7 +592,7 @@ fn renumber(mut work: Work, original: &[Message]) -> MendPlan {
         {
             let before = work.messages[at].turn_index;
             work.change(
-                Rule::TurnIndexMismatch,
+                HealthRule::TurnIndexMismatch,
                 Action::SetTurnIndex,
                 at,
                 None,
@@ -674,14 +664,14 @@ mod tests {
         assert!(left.is_empty(), "still broken: {left:#?}\n{messages:#?}");
     }
 
-    fn actions(plan: &MendPlan) -> Vec<(Rule, Action)> {
+    fn actions(plan: &MendPlan) -> Vec<(HealthRule, Action)> {
         plan.changes.iter().map(|c| (c.rule, c.action)).collect()
     }
 
     #[test]
     fn a_healthy_session_needs_no_change() {
         let (plan, _) = mend(&three_tool_turn());
-        assert!(plan.is_empty());
+        assert!(plan.changes.is_empty());
     }
 
     #[test]
@@ -698,7 +688,7 @@ mod tests {
         assert!(flags[3..].iter().all(|c| !c));
         assert_eq!(
             actions(&plan),
-            vec![(Rule::SplitTurnCompaction, Action::Uncompact); 4]
+            vec![(HealthRule::SplitTurnCompaction, Action::Uncompact); 4]
         );
     }
 
@@ -793,7 +783,7 @@ mod tests {
         assert!(matches!(&after[3].parts[0], Part::Text { text, .. } if text.contains("\"gone\"")));
         assert_eq!(
             actions(&plan),
-            vec![(Rule::OrphanToolResult, Action::ResultToText)]
+            vec![(HealthRule::OrphanToolResult, Action::ResultToText)]
         );
     }
 
@@ -813,8 +803,8 @@ mod tests {
         assert_eq!(
             actions(&plan),
             vec![
-                (Rule::DanglingToolUse, Action::UseToText),
-                (Rule::DanglingToolUse, Action::UseToText)
+                (HealthRule::DanglingToolUse, Action::UseToText),
+                (HealthRule::DanglingToolUse, Action::UseToText)
             ]
         );
     }
@@ -881,7 +871,7 @@ mod tests {
             let want: Vec<i64> = messages.iter().map(|m| m.id).collect();
             prop_assert_eq!(ids, want);
             // A second mend changes nothing.
-            prop_assert!(mend(&after).0.is_empty());
+            prop_assert!(mend(&after).0.changes.is_empty());
         }
     }
 }

@@ -45,7 +45,7 @@ pub struct Page {
 /// `max_messages`; when even the first turn does not fit, it holds that turn alone.
 ///
 /// ```
-/// use session_store::history::paging::page_last_turn;
+/// use session_store::page_last_turn;
 /// // Turns 4, 4, 5, 5, 5, 6: a page of at most 3 messages holds turn 4 only.
 /// assert_eq!(page_last_turn(&[4, 4, 5, 5], 3), Some(4));
 /// // A page of 1 still holds all of turn 4.

@@ -105,7 +105,7 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
             role: message.role,
         });
     }
-    let index = walk.len();
+    let index = walk.walked();
     walk.feed(message.role, &message.parts);
     let Some(class) = walk.class(index) else {
         return Ok(());

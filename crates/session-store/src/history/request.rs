@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history::contract::{self, Violation};
+use crate::history::contract::{self, ProviderViolation};
 use crate::history::render::{self, MessageDigest, Provider};
 use crate::history::sanitize::{self, View};
 use crate::history::thinking::{self, Retention, ThinkingConfig, ThinkingState};
@@ -27,7 +27,7 @@ pub struct Request {
     /// One digest per rendered message, to compare with an earlier request.
     pub digests: Vec<MessageDigest>,
     /// What the provider would reject; empty unless the renderer has a bug.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<ProviderViolation>,
 }
 
 /// Builds `provider`'s request from `messages` (in `seq` order, without compacted ones) at

@@ -4,8 +4,8 @@
 //! produce. [`check_session`] finds every violation of the contract's rules, by name, with
 //! the turn, message and part at fault, so that `store-repair` (and an agent at start-up)
 //! can tell what is broken before it renders a request the provider will reject. The
-//! definitions follow the contract literally; the SQL views of migration V4 implement the
-//! same definitions for people with the `sqlite3` shell.
+//! definitions follow the contract literally; the forensic views (`store/views.sql`) implement
+//! the same definitions for people with the `sqlite3` shell.
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,7 +20,7 @@ use crate::model::{Message, Part, Role, SessionId};
 /// One of the contract's rules, by the name the contract gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Rule {
+pub enum HealthRule {
     /// A message's `turn_index` is not `max(u - 1, 0)`.
     TurnIndexMismatch,
     /// One turn holds both compacted and visible messages.
@@ -38,33 +38,33 @@ pub enum Rule {
     MisplacedToolResult,
 }
 
-impl Rule {
+impl HealthRule {
     /// Every rule, in the contract's order.
-    pub const ALL: [Rule; 7] = [
-        Rule::TurnIndexMismatch,
-        Rule::SplitTurnCompaction,
-        Rule::CompactionGap,
-        Rule::DanglingToolUse,
-        Rule::OrphanToolResult,
-        Rule::DuplicateToolUseId,
-        Rule::MisplacedToolResult,
+    pub const ALL: [HealthRule; 7] = [
+        HealthRule::TurnIndexMismatch,
+        HealthRule::SplitTurnCompaction,
+        HealthRule::CompactionGap,
+        HealthRule::DanglingToolUse,
+        HealthRule::OrphanToolResult,
+        HealthRule::DuplicateToolUseId,
+        HealthRule::MisplacedToolResult,
     ];
 
     /// The rule's name in the contract (also the `rule` column of the repair log).
     pub fn as_str(self) -> &'static str {
         match self {
-            Rule::TurnIndexMismatch => "turn_index_mismatch",
-            Rule::SplitTurnCompaction => "split_turn_compaction",
-            Rule::CompactionGap => "compaction_gap",
-            Rule::DanglingToolUse => "dangling_tool_use",
-            Rule::OrphanToolResult => "orphan_tool_result",
-            Rule::DuplicateToolUseId => "duplicate_tool_use_id",
-            Rule::MisplacedToolResult => "misplaced_tool_result",
+            HealthRule::TurnIndexMismatch => "turn_index_mismatch",
+            HealthRule::SplitTurnCompaction => "split_turn_compaction",
+            HealthRule::CompactionGap => "compaction_gap",
+            HealthRule::DanglingToolUse => "dangling_tool_use",
+            HealthRule::OrphanToolResult => "orphan_tool_result",
+            HealthRule::DuplicateToolUseId => "duplicate_tool_use_id",
+            HealthRule::MisplacedToolResult => "misplaced_tool_result",
         }
     }
 }
 
-impl fmt::Display for Rule {
+impl fmt::Display for HealthRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -75,11 +75,11 @@ impl fmt::Display for Rule {
 #[error("unknown rule {0:?}")]
 pub struct UnknownRule(pub String);
 
-impl FromStr for Rule {
+impl FromStr for HealthRule {
     type Err = UnknownRule;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Rule::ALL
+        HealthRule::ALL
             .into_iter()
             .find(|rule| rule.as_str() == s)
             .ok_or_else(|| UnknownRule(s.to_owned()))
@@ -114,11 +114,11 @@ impl CheckOptions {
 
 /// One broken invariant: which rule, and where.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Violation {
+pub struct Problem {
     /// The session.
     pub session_id: SessionId,
     /// The rule broken.
-    pub rule: Rule,
+    pub rule: HealthRule,
     /// The contract's turn of the message at fault (`max(u - 1, 0)`, not the stored value).
     pub turn: i64,
     /// `messages.id` of the message at fault.
@@ -159,16 +159,16 @@ pub fn check_session(
     session: &SessionId,
     messages: &[Message],
     options: &CheckOptions,
-) -> Vec<Violation> {
+) -> Vec<Problem> {
     let layout = Layout::of(messages);
     let mut found = Vec::new();
-    let mut report = |rule: Rule,
+    let mut report = |rule: HealthRule,
                       index: usize,
                       part: Option<usize>,
                       tool_use_id: Option<&str>,
                       detail: String| {
         let message = &messages[index];
-        found.push(Violation {
+        found.push(Problem {
             session_id: session.clone(),
             rule,
             turn: layout.turns[index],
@@ -184,7 +184,7 @@ pub fn check_session(
         let expected = layout.turns[index];
         if message.turn_index != expected {
             report(
-                Rule::TurnIndexMismatch,
+                HealthRule::TurnIndexMismatch,
                 index,
                 None,
                 None,
@@ -202,7 +202,7 @@ pub fn check_session(
     found
 }
 
-type Report<'a> = dyn FnMut(Rule, usize, Option<usize>, Option<&str>, String) + 'a;
+type Report<'a> = dyn FnMut(HealthRule, usize, Option<usize>, Option<&str>, String) + 'a;
 
 /// One turn's compaction state.
 #[derive(Clone, Copy, Debug)]
@@ -259,7 +259,7 @@ fn check_compaction(messages: &[Message], layout: &Layout, report: &mut Report<'
                 .find(|&i| !messages[i].compacted)
                 .unwrap_or(span.start);
             report(
-                Rule::SplitTurnCompaction,
+                HealthRule::SplitTurnCompaction,
                 cut,
                 None,
                 None,
@@ -279,7 +279,7 @@ fn check_compaction(messages: &[Message], layout: &Layout, report: &mut Report<'
                     .find(|&i| messages[i].compacted)
                     .unwrap_or(span.start);
                 report(
-                    Rule::CompactionGap,
+                    HealthRule::CompactionGap,
                     first,
                     None,
                     None,
@@ -314,7 +314,7 @@ fn check_pairing(messages: &[Message], options: &CheckOptions, report: &mut Repo
                             "tool_use id {id:?} at seq {seq} part {ordinal} is used earlier in the session"
                         );
                         report(
-                            Rule::DuplicateToolUseId,
+                            HealthRule::DuplicateToolUseId,
                             index,
                             Some(ordinal),
                             Some(id),
@@ -326,7 +326,7 @@ fn check_pairing(messages: &[Message], options: &CheckOptions, report: &mut Repo
                     };
                     let detail = format!("tool_use {id:?} at seq {seq} never got a result: {why}");
                     report(
-                        Rule::DanglingToolUse,
+                        HealthRule::DanglingToolUse,
                         index,
                         Some(ordinal),
                         Some(id),
@@ -340,7 +340,7 @@ fn check_pairing(messages: &[Message], options: &CheckOptions, report: &mut Repo
                             message.role
                         );
                         report(
-                            Rule::MisplacedToolResult,
+                            HealthRule::MisplacedToolResult,
                             index,
                             Some(ordinal),
                             Some(tool_use_id),
@@ -351,7 +351,7 @@ fn check_pairing(messages: &[Message], options: &CheckOptions, report: &mut Repo
                         let why = orphan_why(messages, why);
                         let detail = format!("tool_result for {tool_use_id:?} at seq {seq}: {why}");
                         report(
-                            Rule::OrphanToolResult,
+                            HealthRule::OrphanToolResult,
                             index,
                             Some(ordinal),
                             Some(tool_use_id),
@@ -457,7 +457,7 @@ pub(crate) mod tests {
         Part::tool_result(id, "ok")
     }
 
-    fn rules(messages: &[Message]) -> Vec<(Rule, i64, Option<usize>)> {
+    fn rules(messages: &[Message]) -> Vec<(HealthRule, i64, Option<usize>)> {
         check_session(&SessionId::new("s"), messages, &CheckOptions::at(t0()))
             .into_iter()
             .map(|v| (v.rule, v.seq, v.part))
@@ -507,8 +507,8 @@ pub(crate) mod tests {
         assert_eq!(
             rules(&messages),
             vec![
-                (Rule::TurnIndexMismatch, 2, None),
-                (Rule::TurnIndexMismatch, 7, None)
+                (HealthRule::TurnIndexMismatch, 2, None),
+                (HealthRule::TurnIndexMismatch, 7, None)
             ]
         );
     }
@@ -520,7 +520,10 @@ pub(crate) mod tests {
         for m in &mut messages[..7] {
             m.compacted = true;
         }
-        assert_eq!(rules(&messages), vec![(Rule::SplitTurnCompaction, 8, None)]);
+        assert_eq!(
+            rules(&messages),
+            vec![(HealthRule::SplitTurnCompaction, 8, None)]
+        );
     }
 
     #[test]
@@ -529,7 +532,7 @@ pub(crate) mod tests {
         for m in &mut messages[3..] {
             m.compacted = true;
         }
-        assert_eq!(rules(&messages), vec![(Rule::CompactionGap, 4, None)]);
+        assert_eq!(rules(&messages), vec![(HealthRule::CompactionGap, 4, None)]);
     }
 
     #[test]
@@ -546,7 +549,7 @@ pub(crate) mod tests {
         };
         let stale = check_session(&SessionId::new("s"), &messages, &options);
         assert_eq!(stale.len(), 1);
-        assert_eq!(stale[0].rule, Rule::DanglingToolUse);
+        assert_eq!(stale[0].rule, HealthRule::DanglingToolUse);
         assert_eq!(stale[0].tool_use_id.as_deref(), Some("b"));
         let fresh = CheckOptions {
             now: t0() + TimeDelta::minutes(30),
@@ -564,7 +567,10 @@ pub(crate) mod tests {
             (User, vec![text("stop")]),
             (Assistant, vec![text("ok")]),
         ]);
-        assert_eq!(rules(&messages), vec![(Rule::DanglingToolUse, 2, Some(1))]);
+        assert_eq!(
+            rules(&messages),
+            vec![(HealthRule::DanglingToolUse, 2, Some(1))]
+        );
     }
 
     #[test]
@@ -576,7 +582,10 @@ pub(crate) mod tests {
             (User, vec![text("again")]),
             (Tool, vec![result("a")]),
         ]);
-        assert_eq!(rules(&messages), vec![(Rule::OrphanToolResult, 5, Some(0))]);
+        assert_eq!(
+            rules(&messages),
+            vec![(HealthRule::OrphanToolResult, 5, Some(0))]
+        );
     }
 
     #[test]
@@ -591,8 +600,8 @@ pub(crate) mod tests {
             rules(&messages),
             vec![
                 // Literal: the turn indexes count the tool-only user message as a turn.
-                (Rule::DanglingToolUse, 2, Some(0)),
-                (Rule::MisplacedToolResult, 3, Some(1)),
+                (HealthRule::DanglingToolUse, 2, Some(0)),
+                (HealthRule::MisplacedToolResult, 3, Some(1)),
             ]
         );
     }
@@ -608,7 +617,7 @@ pub(crate) mod tests {
         ]);
         assert_eq!(
             rules(&messages),
-            vec![(Rule::DuplicateToolUseId, 4, Some(0))]
+            vec![(HealthRule::DuplicateToolUseId, 4, Some(0))]
         );
     }
 }

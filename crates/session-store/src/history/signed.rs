@@ -48,12 +48,6 @@ pub fn is_position_validated(part: &Part) -> bool {
     }
 }
 
-/// True when a message's parts hold signed (or redacted) reasoning: then an empty text part
-/// between them is sent as a single space instead of being dropped.
-pub fn has_signed_reasoning(parts: &[Part]) -> bool {
-    parts.iter().any(is_position_validated)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,7 +58,7 @@ mod tests {
         for namespace in SIGNATURE_NAMESPACES {
             let part = Part::reasoning("t", Some(json!({ namespace: {"signature": "sig"} })));
             assert_eq!(signature(&part), Some("sig"), "{namespace}");
-            assert!(has_signed_reasoning(&[Part::text(""), part]));
+            assert!(is_position_validated(&part));
         }
     }
 
@@ -77,6 +71,6 @@ mod tests {
             Part::reasoning("t", Some(json!({"anthropic": {"signature": 7}}))),
             Part::text("x"),
         ];
-        assert!(!has_signed_reasoning(&parts));
+        assert!(!parts.iter().any(is_position_validated));
     }
 }

@@ -16,6 +16,8 @@ pub const CANCELLED: &str = "cancelled";
 pub const REPAIR_REASON: &str = "no result was ever stored; closed by store-repair";
 /// Why an importer closed a call.
 pub const IMPORT_REASON: &str = "the imported transcript holds no result for this call";
+/// Why a fork closed a call that was pending at the cut.
+pub const FORK_REASON: &str = "the session was forked before this call returned";
 /// Why the loader answers a call in what a provider sees (the rows stay as they are).
 pub const LOST_REASON: &str = "it was interrupted or its result was lost";
 
@@ -97,11 +99,6 @@ impl Renamer {
             taken: taken.into_iter().collect(),
             next_suffix: HashMap::new(),
         }
-    }
-
-    /// True when `name` is taken.
-    pub fn is_taken(&self, name: &str) -> bool {
-        self.taken.contains(name)
     }
 
     /// Marks `name` taken; false when it already was.

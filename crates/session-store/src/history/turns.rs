@@ -10,7 +10,7 @@ use crate::model::Role;
 /// The contract's `turn_index` for each message of a session, given their roles in `seq` order.
 ///
 /// ```
-/// use session_store::history::turns::turn_indexes;
+/// use session_store::turn_indexes;
 /// use session_store::Role::*;
 /// assert_eq!(turn_indexes([System, User, Assistant, User, Assistant, Tool]), vec![0, 0, 0, 1, 1, 1]);
 /// ```

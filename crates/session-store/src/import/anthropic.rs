@@ -52,7 +52,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                         "an assistant message cannot hold tool_result blocks",
                     ));
                 }
-                assembler.push(&at, NewMessage::assistant(non_empty(parts)))?;
+                let mut message = NewMessage::assistant(non_empty(parts));
+                message.usage = super::usage::anthropic(object);
+                assembler.push(&at, message)?;
             }
             other => {
                 return Err(ImportError::malformed(

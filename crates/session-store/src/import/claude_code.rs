@@ -84,6 +84,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     let only_sidechain = entries.iter().all(|e| e.sidechain);
     let mut assembler = Assembler::new(Leniency::MEND);
     let mut open_message_id: Option<&str> = None;
+    // The usage of each assistant message, in order: every line of a message repeats the
+    // API response's usage, the last line with the final output count.
+    let mut usages: Vec<Option<crate::model::Usage>> = Vec::new();
     for entry in entries
         .iter()
         .filter(|entry| only_sidechain || !entry.sidechain)
@@ -114,10 +117,16 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 && assembler.assistant_is_open()
             {
                 assembler.extend_assistant(&at, parts)?;
+                if let Some(usage) = super::usage::anthropic(entry.message) {
+                    if let Some(last) = usages.last_mut() {
+                        *last = Some(usage);
+                    }
+                }
             } else {
                 let mut message = NewMessage::assistant(parts);
                 message.created_at = created_at;
                 assembler.push(&at, message)?;
+                usages.push(super::usage::anthropic(entry.message));
                 open_message_id = message_id;
             }
         } else {
@@ -141,7 +150,17 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         }
     }
     let end = Location::line(values.last().map_or(0, |(line, _)| *line));
-    assembler.finish(None, &end)
+    let mut imported = assembler.finish(None, &end)?;
+    // The assembler adds tool and user messages only, so the k-th assistant message out is
+    // the k-th one pushed.
+    let assistants = imported
+        .messages
+        .iter_mut()
+        .filter(|m| m.role == Role::Assistant);
+    for (message, usage) in assistants.zip(usages) {
+        message.usage = usage;
+    }
+    Ok(imported)
 }
 
 /// Parses every non-blank line, naming the first one that is not JSON.
@@ -260,6 +279,33 @@ mod tests {
         assert_eq!(ids, ["A", "B"]);
         assert_eq!(imported.messages[1].parts.len(), 4);
         assert!(imported.messages[0].created_at.is_some());
+    }
+
+    #[test]
+    fn usage_comes_from_the_last_line_of_each_assistant_message() {
+        let mut first = assistant("a1", "msg_1", json!({"type": "text", "text": "hi"}));
+        first["message"]["model"] = json!("claude-opus-4-1");
+        first["message"]["usage"] = json!({"input_tokens": 10, "output_tokens": 1});
+        let mut second = assistant("a2", "msg_1", call("A"));
+        second["message"]["model"] = json!("claude-opus-4-1");
+        second["message"]["usage"] = json!({"input_tokens": 10, "output_tokens": 25,
+            "cache_read_input_tokens": 500, "cache_creation_input_tokens": 7});
+        let log = lines(&[
+            user("u1", json!("go")),
+            first,
+            second,
+            user("u2", result("A")),
+        ]);
+        let imported = import(&log).expect("imports");
+        let usage = imported.messages[1].usage.clone().expect("usage");
+        assert_eq!(usage.output_tokens, Some(25));
+        assert_eq!(usage.cache_read_tokens, Some(500));
+        assert_eq!(usage.model.as_deref(), Some("anthropic/claude-opus-4-1"));
+        assert!(imported
+            .messages
+            .iter()
+            .filter(|m| m.role != Role::Assistant)
+            .all(|m| m.usage.is_none()));
     }
 
     #[test]

@@ -50,6 +50,7 @@ mod blocks;
 pub mod claude_code;
 pub mod detect;
 pub mod openai;
+mod usage;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

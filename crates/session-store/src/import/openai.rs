@@ -65,7 +65,9 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                         "an assistant message needs content or tool_calls",
                     ));
                 }
-                assembler.push(&at, NewMessage::assistant(parts))?;
+                let mut message = NewMessage::assistant(parts);
+                message.usage = super::usage::openai(object);
+                assembler.push(&at, message)?;
             }
             "tool" => {
                 let id = match object.get("tool_call_id") {

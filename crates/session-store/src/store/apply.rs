@@ -15,7 +15,7 @@ use super::repair::{Loaded, LoggedChange};
 use super::rows::insert_part;
 use crate::error::Result;
 use crate::history::mend::{Action, MendPlan, MessageRef, PartRef};
-use crate::history::rules::Rule;
+use crate::history::rules::HealthRule;
 use crate::model::{Message, Part, SessionId};
 
 /// Temporary `seq` / `ordinal` values while rows are renumbered: `UNIQUE(session_id, seq)`
@@ -325,7 +325,7 @@ fn follow_summaries(
         let before = serde_json::json!({"summary_id": id, "last_turn": last_turn, "through_seq": through_seq});
         let after =
             serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
-        let rule = rule.unwrap_or(Rule::TurnIndexMismatch);
+        let rule = rule.unwrap_or(HealthRule::TurnIndexMismatch);
         conn.prepare_cached(INSERT_LOG)?.execute(params![
             session.as_str(),
             rule.as_str(),

@@ -184,7 +184,7 @@ fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingStat
         .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
         .map_err(|e| match e {
             rusqlite::Error::QueryReturnedNoRows => Error::UnknownSession(session.clone()),
-            e => Error::Sqlite(e),
+            e => Error::from(e),
         })?;
     // A timestamp another writer garbled only costs the idle clock, never the export.
     let last_completion = last.as_deref().and_then(parse_time);

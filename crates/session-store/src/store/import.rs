@@ -15,7 +15,7 @@ impl Store {
     /// message is refused by the pairing rules (or anything else fails), neither the session
     /// nor any message is written.
     ///
-    /// Pairs with the importers in [`crate::import`], whose output it accepts as is:
+    /// Pairs with the importers in [`crate::import_transcript`], whose output it accepts as is:
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
         if let Some(pg) = self.postgres() {

@@ -18,21 +18,30 @@ use crate::error::{Error, Result};
 mod apply;
 mod compaction;
 mod copy;
+mod fork;
 mod import;
 mod overview;
 mod pg;
 mod read;
 pub mod repair;
+mod retention;
 mod revert;
 mod rows;
 mod schema;
+mod search;
 mod turns;
+mod usage;
+mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
 pub use copy::CopyReport;
+pub use fork::{Forked, Lineage};
 pub use overview::SessionOverview;
+pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
+pub use search::{SearchHit, SearchOptions};
+pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
 pub use export::ExportOptions;
 
@@ -148,6 +157,7 @@ impl Store {
         } else {
             let mut conn = store.sqlite_pool()?.get()?;
             schema::migrate(&mut conn)?;
+            views::refresh(&mut conn)?;
         }
         Ok(store)
     }
@@ -231,7 +241,9 @@ impl Store {
 /// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
 fn not_a_database(error: Error, path: &Path) -> Error {
     match &error {
-        Error::Sqlite(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) => {
+        _ if error.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::NotADatabase) =>
+        {
             Error::NotADatabase {
                 path: path.to_path_buf(),
             }

@@ -24,7 +24,7 @@ use super::write::require_session;
 use super::{not_a_database, now, parse_time, schema, Store};
 use crate::error::{Error, Result};
 use crate::history::mend::plan_mend;
-use crate::history::rules::{check_session, CheckOptions, Rule, Violation};
+use crate::history::rules::{check_session, CheckOptions, HealthRule, Problem};
 use crate::model::{Message, Part, PartKind, Role, SessionId};
 
 /// How [`Store::check`] and [`Store::repair_session`] judge pending calls.
@@ -52,7 +52,7 @@ pub struct CheckReport {
     /// How many sessions were checked.
     pub sessions_checked: usize,
     /// Every violation, session by session.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<Problem>,
 }
 
 impl CheckReport {
@@ -72,7 +72,7 @@ impl CheckReport {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LoggedChange {
     /// The rule the change mends.
-    pub rule: Rule,
+    pub rule: HealthRule,
     /// What it did (`uncompact`, `tombstone`, `result_to_text`, ...).
     pub action: &'static str,
     /// `messages.id` of the message changed or added.
@@ -91,7 +91,7 @@ pub struct SessionRepair {
     /// The session.
     pub session_id: SessionId,
     /// The violations found under the write lock (what was mended).
-    pub found: Vec<Violation>,
+    pub found: Vec<Problem>,
     /// The changes made, as logged; empty when the session was healthy.
     pub changes: Vec<LoggedChange>,
 }

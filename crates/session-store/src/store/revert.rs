@@ -7,6 +7,10 @@
 //! so `messages` stays exactly the live history and the contract's invariants keep holding
 //! for every reader. Reverts stack: [`Store::undo_revert`] restores the latest one. The next
 //! append to the session forgets them all ([`forget_reverts`], called from the write path).
+//!
+//! The messages' `usage` rows move with them (`reverted_usage`, migration V8). Their
+//! search-index entries need no copy: deleting the live parts drops them (the index triggers
+//! fire on the cascade) and an undo's insert adds them again, so only live rows are found.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -47,6 +51,14 @@ const MOVE_PARTS_OUT: &str = "
     FROM reverted_messages r JOIN parts p ON p.message_id = r.original_id
     WHERE r.revert_id = ?1";
 
+/// Usage rows would go with their messages (ON DELETE CASCADE): they move aside too.
+const MOVE_USAGE_OUT: &str = "
+    INSERT INTO reverted_usage
+        (reverted_message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    SELECT r.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    FROM reverted_messages r JOIN usage u ON u.message_id = r.original_id
+    WHERE r.revert_id = ?1";
+
 /// Parts go with their messages (ON DELETE CASCADE).
 const DELETE_LIVE: &str = "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2";
 
@@ -81,6 +93,16 @@ const MOVE_PARTS_BACK: &str = "
     JOIN reverted_messages r ON r.id = p.reverted_message_id
     JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
     WHERE r.revert_id = ?1 ORDER BY r.seq, p.ordinal";
+
+/// Matched on `(session_id, seq)`, like the parts.
+const MOVE_USAGE_BACK: &str = "
+    INSERT INTO usage
+        (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    SELECT m.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    FROM reverted_usage u
+    JOIN reverted_messages r ON r.id = u.reverted_message_id
+    JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
+    WHERE r.revert_id = ?1 ORDER BY r.seq";
 
 const RESTORE_SUMMARIES: &str = "UPDATE summaries SET reverted_by = NULL WHERE reverted_by = ?1";
 
@@ -134,6 +156,7 @@ impl Store {
                 revert_id
             ])?;
             tx.prepare_cached(MOVE_PARTS_OUT)?.execute([revert_id])?;
+            tx.prepare_cached(MOVE_USAGE_OUT)?.execute([revert_id])?;
             tx.prepare_cached(DELETE_LIVE)?
                 .execute(params![session.as_str(), from_seq])?;
             let summaries = tx.prepare_cached(SET_ASIDE_SUMMARIES)?.execute(params![
@@ -175,6 +198,7 @@ impl Store {
                 .prepare_cached(MOVE_MESSAGES_BACK)?
                 .execute([revert_id])?;
             tx.prepare_cached(MOVE_PARTS_BACK)?.execute([revert_id])?;
+            tx.prepare_cached(MOVE_USAGE_BACK)?.execute([revert_id])?;
             let summaries = tx.prepare_cached(RESTORE_SUMMARIES)?.execute([revert_id])?;
             tx.prepare_cached(DELETE_REVERT)?.execute([revert_id])?;
             tx.prepare_cached(TOUCH_SESSION)?

@@ -152,6 +152,8 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
                 next.checksum().to_string()
             ],
         )?;
+        // From V6 on, the forensic views change with the schema, in the same transaction.
+        super::views::refresh_in(&tx)?;
         tx.commit()?;
         tracing::info!(
             version = next.version(),

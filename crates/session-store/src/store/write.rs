@@ -145,6 +145,9 @@ pub(crate) fn append_in(
             message,
             &created_at,
         )?;
+        if let Some(usage) = &message.usage {
+            super::usage::insert_usage(conn, id, usage)?;
+        }
         appended.push(Appended {
             id,
             seq: position.last_seq,

@@ -17,7 +17,7 @@ use super::flag;
 use super::rows::insert_part;
 use crate::error::Result;
 use crate::history::mend::{Action, MendPlan, MessageRef, PartRef};
-use crate::history::rules::Rule;
+use crate::history::rules::HealthRule;
 use crate::model::{Message, Part, SessionId};
 use crate::store::format_time;
 use crate::store::repair::{Loaded, LoggedChange};
@@ -331,7 +331,7 @@ fn follow_summaries(
         let before = serde_json::json!({"summary_id": id, "last_turn": last_turn, "through_seq": through_seq});
         let after =
             serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
-        let rule = rule.unwrap_or(Rule::TurnIndexMismatch);
+        let rule = rule.unwrap_or(HealthRule::TurnIndexMismatch);
         tx.execute(
             INSERT_LOG,
             &[

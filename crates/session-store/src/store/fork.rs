@@ -1,0 +1,392 @@
+//! Fork: a new session holding the turns of another before a given turn, with its lineage.
+//!
+//! A fork is addressed by turn, like a revert: it copies every message before the user
+//! message that opens turn `N` (the contract's turns, counted from the roles), so it never
+//! splits a tool pair. It copies rows, not references: the fork's messages, parts, usage rows
+//! and the compaction summaries that cover only copied turns are new rows, and nothing the
+//! source does later reaches the fork. Every column is copied, including columns that later
+//! migrations add (the column lists are read from the schema), so a fork loses nothing.
+//!
+//! The fork's own session row is new (its id, times and lineage); it takes the source's
+//! thinking-retention latch (`thinking_latched`, `last_completion_at`), so the provider sees
+//! the copied turns as the source's export showed them. Other session columns are not copied:
+//! a column that counts or names the source's rows would be wrong for the fork.
+//!
+//! What a fork may have to fix so that it is as healthy as its source:
+//! - a summary that covers turns the fork does not hold is not copied; the turns it hid are
+//!   un-compacted, as `store-repair` un-compacts a head without its summary, so the provider
+//!   sees them instead of a summary of a future the fork never had;
+//! - calls still pending at the cut (only possible when the fork copies the whole session)
+//!   get tombstones, written by the same path as [`Store::cancel_pending`].
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::write::{append_in, require_session, tail_of};
+use super::{format_time, now, Store};
+use crate::error::{Error, Result};
+use crate::history::grammar::Walk;
+use crate::history::{pairing, texts};
+use crate::model::{Part, SessionId};
+
+/// What [`Store::fork`] created.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forked {
+    /// The new session.
+    pub id: SessionId,
+    /// The session it was forked from (`sessions.parent_id`).
+    pub parent: SessionId,
+    /// The first turn it did not copy (`sessions.forked_at_turn`).
+    pub at_turn: i64,
+    /// How many messages it copied.
+    pub messages: usize,
+    /// How many compaction summaries it copied.
+    pub summaries: usize,
+    /// How many copied messages were un-compacted because their summary was not copied.
+    pub uncompacted: usize,
+    /// The calls pending at the cut that the fork answered with tombstones.
+    pub tombstoned: Vec<String>,
+}
+
+/// One session's place in the fork tree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lineage {
+    /// The session.
+    pub id: SessionId,
+    /// The session it was forked from, when it is a fork whose parent still exists.
+    pub parent: Option<SessionId>,
+    /// The first turn it did not copy from its parent, when it is a fork.
+    pub forked_at_turn: Option<i64>,
+    /// How deep it sits in the tree (0 for a root).
+    pub depth: usize,
+}
+
+const USER_COUNT_AND_ANY: &str =
+    "SELECT COUNT(*) FILTER (WHERE role = 'user'), COUNT(*) FROM messages WHERE session_id = ?1";
+
+/// The seq of the user message opening turn `?2` (the `?2 + 1`-th user message).
+const TURN_START_SEQ: &str =
+    "SELECT seq FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?2";
+
+const INSERT_FORK: &str = "
+    INSERT INTO sessions (id, created_at, updated_at, parent_id, forked_at_turn, thinking_latched, last_completion_at)
+    SELECT ?1, ?3, ?3, id, ?4, thinking_latched, last_completion_at FROM sessions WHERE id = ?2";
+
+const LATEST_COPIED_COVER: &str =
+    "SELECT last_turn FROM summaries WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
+
+const UNCOMPACT_UNCOVERED: &str = "
+    UPDATE messages SET compacted = 0
+    WHERE session_id = ?1 AND compacted = 1 AND (?2 IS NULL OR turn_index > ?2)";
+
+const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions ORDER BY created_at, id";
+
+impl Store {
+    /// Forks `source` at turn `at_turn`: a new session (fresh id) holding turns
+    /// `0..at_turn` of it, in one `BEGIN IMMEDIATE` transaction.
+    ///
+    /// `at_turn` ranges over `0..=turns` (the number of turns of the source): 0 makes an
+    /// empty fork, `turns` copies the whole session (its pending calls, if any, get
+    /// tombstones). Anything else is refused with [`Error::NoSuchTurn`], an unknown source
+    /// with [`Error::UnknownSession`], and nothing is written. A fork of a fork works the
+    /// same way; [`Store::lineage`] returns the tree.
+    ///
+    /// ```
+    /// use session_store::{NewMessage, Part, Store};
+    ///
+    /// # fn main() -> session_store::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("tempdir");
+    /// let store = Store::open(dir.path().join("sessions.db"))?;
+    /// let session = store.create_session()?;
+    /// store.append(&session, NewMessage::user("first"))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::text("one")]))?;
+    /// store.append(&session, NewMessage::user("second"))?;
+    /// store.append(&session, NewMessage::assistant(vec![Part::text("two")]))?;
+    ///
+    /// let fork = store.fork(&session, 1)?;
+    /// assert_eq!(fork.messages, 2);
+    /// assert_eq!(store.messages(&fork.id)?.len(), 2);
+    /// assert!(store.fork(&session, 3).is_err()); // the session has 2 turns
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
+        self.write(|tx| fork_in(tx, source, at_turn))
+    }
+
+    /// Every session with its place in the fork tree, depth first: each root (a session
+    /// that is not a fork, or whose parent was deleted) followed by its forks, oldest first.
+    pub fn lineage(&self) -> Result<Vec<Lineage>> {
+        let rows = self.read(|conn| {
+            let mut stmt = conn.prepare_cached(LINEAGE)?;
+            let rows = stmt.query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                ))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        })?;
+        Ok(tree(rows))
+    }
+}
+
+/// [`Store::fork`] inside the caller's transaction.
+fn fork_in(conn: &Connection, source: &SessionId, at_turn: i64) -> Result<Forked> {
+    require_session(conn, source)?;
+    let cut = cut_seq(conn, source, at_turn)?;
+    let id = SessionId::random();
+    conn.prepare_cached(INSERT_FORK)?.execute(params![
+        id.as_str(),
+        source.as_str(),
+        format_time(now()),
+        at_turn
+    ])?;
+    let messages = copy_rows::<CopyMessages>(conn, &id, source, cut)?;
+    copy_rows::<CopyParts>(conn, &id, source, cut)?;
+    copy_rows::<CopyUsage>(conn, &id, source, cut)?;
+    let summaries = copy_rows::<CopySummaries>(conn, &id, source, at_turn)?;
+    let cover: Option<i64> = conn
+        .prepare_cached(LATEST_COPIED_COVER)?
+        .query_row([id.as_str()], |row| row.get(0))
+        .optional()?;
+    let uncompacted = conn
+        .prepare_cached(UNCOMPACT_UNCOVERED)?
+        .execute(params![id.as_str(), cover])?;
+    let walk = Walk::resume(tail_of(conn, &id)?.resume);
+    let mut tombstoned = Vec::new();
+    if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
+        tombstoned = message
+            .parts
+            .iter()
+            .filter_map(Part::answers)
+            .map(str::to_owned)
+            .collect();
+        append_in(conn, &id, &[message])?;
+    }
+    Ok(Forked {
+        id,
+        parent: source.clone(),
+        at_turn,
+        messages,
+        summaries,
+        uncompacted,
+        tombstoned,
+    })
+}
+
+/// The seq before which a fork at `at_turn` copies: the user message opening that turn,
+/// `i64::MIN` for turn 0, `i64::MAX` for the turn after the last.
+fn cut_seq(conn: &Connection, session: &SessionId, at_turn: i64) -> Result<i64> {
+    let (users, messages): (i64, i64) = conn
+        .prepare_cached(USER_COUNT_AND_ANY)?
+        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    // Turn 0 runs to the second user message: u user messages make max(u, 1) turns.
+    let turns = if messages == 0 { 0 } else { users.max(1) };
+    if !(0..=turns).contains(&at_turn) {
+        return Err(Error::NoSuchTurn {
+            session: session.clone(),
+            turn: at_turn,
+            turns,
+        });
+    }
+    if at_turn == 0 {
+        return Ok(i64::MIN);
+    }
+    if at_turn == turns {
+        return Ok(i64::MAX);
+    }
+    Ok(conn
+        .prepare_cached(TURN_START_SEQ)?
+        .query_row(params![session.as_str(), at_turn], |row| row.get(0))?)
+}
+
+/// One table a fork copies: which columns the copy sets itself, and how the rows are chosen.
+trait CopySpec {
+    /// The table.
+    const TABLE: &'static str;
+    /// Columns not copied as they are (ids, keys the copy rewrites).
+    const SKIP: &'static [&'static str];
+    /// The statement, given the copied column list once plain and once prefixed with `src.`.
+    /// Binds: ?1 the fork, ?2 the source, ?3 the bound (a seq, or a turn for summaries).
+    fn sql(columns: &str, source_columns: &str) -> String;
+}
+
+struct CopyMessages;
+impl CopySpec for CopyMessages {
+    const TABLE: &'static str = "messages";
+    const SKIP: &'static [&'static str] = &["id", "session_id"];
+    fn sql(columns: &str, source_columns: &str) -> String {
+        format!(
+            "INSERT INTO messages (session_id, {columns})
+             SELECT ?1, {source_columns} FROM messages src
+             WHERE src.session_id = ?2 AND src.seq < ?3 ORDER BY src.seq"
+        )
+    }
+}
+
+struct CopyParts;
+impl CopySpec for CopyParts {
+    const TABLE: &'static str = "parts";
+    const SKIP: &'static [&'static str] = &["id", "message_id"];
+    fn sql(columns: &str, source_columns: &str) -> String {
+        format!(
+            "INSERT INTO parts (message_id, {columns})
+             SELECT n.id, {source_columns}
+             FROM messages o JOIN parts src ON src.message_id = o.id
+             JOIN messages n ON n.session_id = ?1 AND n.seq = o.seq
+             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq, src.ordinal"
+        )
+    }
+}
+
+struct CopyUsage;
+impl CopySpec for CopyUsage {
+    const TABLE: &'static str = "usage";
+    const SKIP: &'static [&'static str] = &["message_id"];
+    fn sql(columns: &str, source_columns: &str) -> String {
+        format!(
+            "INSERT INTO usage (message_id, {columns})
+             SELECT n.id, {source_columns}
+             FROM messages o JOIN usage src ON src.message_id = o.id
+             JOIN messages n ON n.session_id = ?1 AND n.seq = o.seq
+             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq"
+        )
+    }
+}
+
+/// Live summaries that cover only copied turns (`last_turn < at_turn`), in their order.
+struct CopySummaries;
+impl CopySpec for CopySummaries {
+    const TABLE: &'static str = "summaries";
+    const SKIP: &'static [&'static str] = &["id", "session_id", "reverted_by"];
+    fn sql(columns: &str, source_columns: &str) -> String {
+        format!(
+            "INSERT INTO summaries (session_id, {columns})
+             SELECT ?1, {source_columns} FROM summaries src
+             WHERE src.session_id = ?2 AND src.reverted_by IS NULL AND src.last_turn < ?3
+             ORDER BY src.id"
+        )
+    }
+}
+
+/// Runs one [`CopySpec`] over every column of its table but the skipped ones.
+fn copy_rows<S: CopySpec>(
+    conn: &Connection,
+    fork: &SessionId,
+    source: &SessionId,
+    bound: i64,
+) -> Result<usize> {
+    let columns = columns_of(conn, S::TABLE)?
+        .into_iter()
+        .filter(|c| !S::SKIP.contains(&c.as_str()))
+        .map(|c| format!("\"{}\"", c.replace('"', "\"\"")))
+        .collect::<Vec<_>>();
+    let plain = columns.join(", ");
+    let prefixed = columns
+        .iter()
+        .map(|c| format!("src.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Column names come from the schema, never from input; values are bound.
+    let sql = S::sql(&plain, &prefixed);
+    Ok(conn
+        .prepare_cached(&sql)?
+        .execute(params![fork.as_str(), source.as_str(), bound])?)
+}
+
+/// The columns of `table`, in schema order.
+pub(crate) fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?;
+    let rows = stmt.query_map([table], |row| row.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
+}
+
+/// Orders `(id, parent, forked_at_turn)` rows (oldest first) depth first under their roots.
+/// A parent that no longer exists (or a cycle written by other code) makes a root.
+fn tree(rows: Vec<(String, Option<String>, Option<i64>)>) -> Vec<Lineage> {
+    use std::collections::{HashMap, HashSet};
+    let ids: HashSet<&str> = rows.iter().map(|(id, _, _)| id.as_str()).collect();
+    let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (index, (_, parent, _)) in rows.iter().enumerate() {
+        match parent.as_deref().filter(|p| ids.contains(p)) {
+            Some(parent) => children.entry(parent).or_default().push(index),
+            None => roots.push(index),
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    let mut placed = vec![false; rows.len()];
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    loop {
+        while let Some((index, depth)) = stack.pop() {
+            if std::mem::replace(&mut placed[index], true) {
+                continue;
+            }
+            let (id, parent, forked_at_turn) = &rows[index];
+            out.push(Lineage {
+                id: SessionId::new(id.clone()),
+                parent: parent
+                    .as_deref()
+                    .filter(|p| ids.contains(p))
+                    .map(SessionId::from),
+                forked_at_turn: *forked_at_turn,
+                depth,
+            });
+            if let Some(kids) = children.get(id.as_str()) {
+                stack.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
+            }
+        }
+        // Sessions only reachable through a cycle: start from the oldest one left.
+        match placed.iter().position(|done| !done) {
+            Some(index) => stack.push((index, 0)),
+            None => break,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, parent: Option<&str>) -> (String, Option<String>, Option<i64>) {
+        (id.into(), parent.map(Into::into), parent.map(|_| 1))
+    }
+
+    #[test]
+    fn tree_lists_forks_under_their_parents_and_orphans_as_roots() {
+        let rows = vec![
+            row("a", None),
+            row("b", None),
+            row("a1", Some("a")),
+            row("a1x", Some("a1")),
+            row("gone1", Some("gone")),
+            row("a2", Some("a")),
+        ];
+        let order: Vec<(String, usize)> = tree(rows)
+            .into_iter()
+            .map(|l| (l.id.to_string(), l.depth))
+            .collect();
+        let expected = [
+            ("a", 0),
+            ("a1", 1),
+            ("a1x", 2),
+            ("a2", 1),
+            ("b", 0),
+            ("gone1", 0),
+        ];
+        assert_eq!(
+            order,
+            expected.map(|(id, depth)| (id.to_owned(), depth)).to_vec()
+        );
+    }
+
+    #[test]
+    fn a_cycle_written_by_other_code_still_lists_every_session_once() {
+        let rows = vec![row("x", Some("y")), row("y", Some("x"))];
+        let ids: Vec<String> = tree(rows).into_iter().map(|l| l.id.to_string()).collect();
+        assert_eq!(ids, ["x", "y"]);
+    }
+}

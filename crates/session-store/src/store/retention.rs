@@ -1,0 +1,337 @@
+//! Retention and size: deleting sessions, pruning old ones, reporting where the bytes are,
+//! and giving freed space back to the file system.
+//!
+//! Deleting is the only way the library removes a session's rows. One `DELETE` of the
+//! session row takes everything with it through the schema's foreign keys: messages, their
+//! parts (whose triggers drop the search-index entries), usage rows, summaries, reverts with
+//! the reverted rows and their usage. `repair_log` has no foreign key (it outlives what it
+//! describes on purpose during a repair) and is deleted by session id. A fork of a deleted
+//! session stays, its `parent_id` set to NULL by its foreign key.
+//!
+//! SQLite keeps freed pages in the file, and FTS5 keeps deleted rows' entries (with delete
+//! markers) until its segments merge. [`Store::reclaim_space`] gives both back: it merges the
+//! search index (`optimize`), then the first time switches the file to
+//! `auto_vacuum = INCREMENTAL` with one `VACUUM` (a full rewrite); after that
+//! `PRAGMA incremental_vacuum` frees pages without rewriting anything.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+use super::write::require_session;
+use super::{parse_time, Store};
+use crate::error::Result;
+use crate::model::SessionId;
+
+/// What deleting one session removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deleted {
+    /// The session.
+    pub session: SessionId,
+    /// When it last changed (as stored).
+    pub updated_at: String,
+    /// How many live messages it held.
+    pub messages: i64,
+}
+
+/// Space given back by [`Store::reclaim_space`], measured on the file system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reclaimed {
+    /// Bytes of the database file and its WAL before.
+    pub before_bytes: u64,
+    /// Bytes of the database file and its WAL after.
+    pub after_bytes: u64,
+    /// True when this call rewrote the file with a full `VACUUM` (the first reclaim of a file,
+    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]).
+    pub full_vacuum: bool,
+}
+
+/// Where the bytes of the database are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeReport {
+    /// Bytes of the database file (`page_count * page_size`).
+    pub file_bytes: u64,
+    /// Bytes of free pages inside it, which [`Store::reclaim_space`] gives back.
+    pub free_bytes: u64,
+    /// Bytes of the write-ahead log beside it.
+    pub wal_bytes: u64,
+    /// Bytes per table or index (SQLite's `dbstat`), largest first.
+    pub objects: Vec<ObjectSize>,
+    /// Bytes of the full-text search index (the `parts_fts` tables).
+    pub search_index_bytes: u64,
+    /// How many sessions the database holds.
+    pub sessions: u64,
+    /// Content bytes of every part (text, tool input, ids, provider metadata).
+    pub content_bytes: u64,
+    /// Of those, the bytes of tool results.
+    pub tool_output_bytes: u64,
+    /// The largest sessions by content bytes, largest first.
+    pub largest: Vec<SessionSize>,
+}
+
+/// One table or index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectSize {
+    /// Its name.
+    pub name: String,
+    /// Bytes of its pages.
+    pub bytes: u64,
+}
+
+/// One session's size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionSize {
+    /// The session.
+    pub session: SessionId,
+    /// Its live messages.
+    pub messages: u64,
+    /// Content bytes of its parts.
+    pub content_bytes: u64,
+    /// Of those, the bytes of tool results.
+    pub tool_output_bytes: u64,
+}
+
+const SESSION_UPDATED: &str = "SELECT updated_at FROM sessions WHERE id = ?1";
+const MESSAGE_COUNT: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1";
+const DELETE_REPAIR_LOG: &str = "DELETE FROM repair_log WHERE session_id = ?1";
+/// Cascades to every row of the session (see the module documentation).
+const DELETE_SESSION: &str = "DELETE FROM sessions WHERE id = ?1";
+const ALL_UPDATED: &str = "SELECT id, updated_at FROM sessions ORDER BY updated_at, id";
+
+const OBJECT_SIZES: &str =
+    "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY SUM(pgsize) DESC, name";
+
+/// Bytes per session: every content column of its parts, as stored (`CAST AS BLOB` counts
+/// bytes, not characters).
+const SESSION_SIZES: &str = "
+    SELECT s.id,
+           (SELECT COUNT(*) FROM messages c WHERE c.session_id = s.id),
+           COALESCE(SUM(COALESCE(length(CAST(p.text AS BLOB)), 0) + COALESCE(length(CAST(p.input AS BLOB)), 0)
+                        + COALESCE(length(CAST(p.tool_use_id AS BLOB)), 0) + COALESCE(length(CAST(p.tool_name AS BLOB)), 0)
+                        + COALESCE(length(CAST(p.provider_metadata AS BLOB)), 0)), 0) AS bytes,
+           COALESCE(SUM(CASE WHEN p.kind IN ('tool_result', 'server_tool_result')
+                             THEN COALESCE(length(CAST(p.text AS BLOB)), 0) + COALESCE(length(CAST(p.input AS BLOB)), 0)
+                             ELSE 0 END), 0)
+    FROM sessions s LEFT JOIN messages m ON m.session_id = s.id LEFT JOIN parts p ON p.message_id = m.id
+    GROUP BY s.id ORDER BY bytes DESC, s.id";
+
+impl Store {
+    /// Deletes the session and every row that belongs to it (messages, parts and their
+    /// search-index entries, usage, summaries, reverts, its `repair_log` rows) in one
+    /// `BEGIN IMMEDIATE` transaction. [`crate::Error::UnknownSession`], with nothing
+    /// deleted, when it does not exist. The freed pages stay in the file until
+    /// [`Store::reclaim_space`].
+    pub fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            delete_in(tx, session)
+        })
+    }
+
+    /// The sessions that [`Store::prune`] would delete: those last changed before `cutoff`,
+    /// oldest first. A session whose `updated_at` cannot be read as a time is never a
+    /// candidate.
+    pub fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        self.read(|conn| {
+            let mut out = Vec::new();
+            for (id, updated_at) in older_than(conn, cutoff)? {
+                let messages = conn
+                    .prepare_cached(MESSAGE_COUNT)?
+                    .query_row([id.as_str()], |row| row.get(0))?;
+                out.push(Deleted {
+                    session: id,
+                    updated_at,
+                    messages,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Deletes every session last changed before `cutoff`, each in its own transaction that
+    /// checks the time again under the write lock: a session a live writer touched meanwhile
+    /// is kept. Returns what was deleted, oldest first.
+    pub fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        let candidates = self.read(|conn| older_than(conn, cutoff))?;
+        let mut deleted = Vec::new();
+        for (id, _) in candidates {
+            let done = self.write(|tx| {
+                let updated: Option<String> = tx
+                    .prepare_cached(SESSION_UPDATED)?
+                    .query_row([id.as_str()], |row| row.get(0))
+                    .optional()?;
+                match updated.as_deref().and_then(parse_time) {
+                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &id)?)),
+                    _ => Ok(None),
+                }
+            })?;
+            deleted.extend(done);
+        }
+        Ok(deleted)
+    }
+
+    /// Where the bytes are: the file, its free pages and WAL, each table and index, the
+    /// search index, and the `top` largest sessions with how much of each is tool output.
+    /// Reads one snapshot; writes nothing.
+    pub fn size_report(&self, top: usize) -> Result<SizeReport> {
+        let wal_bytes = file_len(&wal_path(self.path()));
+        self.read(|conn| {
+            let pragma = |name: &str| -> Result<u64> {
+                let value: i64 = conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))?;
+                Ok(u64::try_from(value).unwrap_or(0))
+            };
+            let page_size = pragma("page_size")?;
+            let objects = conn
+                .prepare_cached(OBJECT_SIZES)?
+                .query_map([], |row| {
+                    Ok(ObjectSize {
+                        name: row.get(0)?,
+                        bytes: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let search_index_bytes = objects
+                .iter()
+                .filter(|o| o.name.starts_with("parts_fts"))
+                .map(|o| o.bytes)
+                .sum();
+            let mut stmt = conn.prepare_cached(SESSION_SIZES)?;
+            let mut rows = stmt.query([])?;
+            let (mut sessions, mut content_bytes, mut tool_output_bytes) = (0, 0, 0);
+            let mut largest = Vec::new();
+            let count = |v: i64| u64::try_from(v).unwrap_or(0);
+            while let Some(row) = rows.next()? {
+                let size = SessionSize {
+                    session: SessionId::new(row.get::<_, String>(0)?),
+                    messages: count(row.get(1)?),
+                    content_bytes: count(row.get(2)?),
+                    tool_output_bytes: count(row.get(3)?),
+                };
+                sessions += 1;
+                content_bytes += size.content_bytes;
+                tool_output_bytes += size.tool_output_bytes;
+                if largest.len() < top {
+                    largest.push(size);
+                }
+            }
+            Ok(SizeReport {
+                file_bytes: pragma("page_count")? * page_size,
+                free_bytes: pragma("freelist_count")? * page_size,
+                wal_bytes,
+                objects,
+                search_index_bytes,
+                sessions,
+                content_bytes,
+                tool_output_bytes,
+                largest,
+            })
+        })
+    }
+
+    /// Gives the database's free pages back to the file system and truncates the WAL,
+    /// measuring the file before and after.
+    ///
+    /// It first merges the search index into one segment (FTS5 `optimize`, a pass over the
+    /// whole index), which drops the entries of deleted parts.
+    ///
+    /// The first call on a file switches it to `auto_vacuum = INCREMENTAL`, which takes one
+    /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
+    /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
+    /// for a live writer like any write, and readers keep reading.
+    pub fn reclaim_space(&self) -> Result<Reclaimed> {
+        self.reclaim(false)
+    }
+
+    /// [`Store::reclaim_space`] with a full `VACUUM` every time: the whole file is rewritten,
+    /// which also gives back the room in half-empty pages that deleting rows scattered over
+    /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
+    /// as the database, and time in proportion to it.
+    pub fn vacuum(&self) -> Result<Reclaimed> {
+        self.reclaim(true)
+    }
+
+    fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
+        let before_bytes = self.bytes_on_disk();
+        let conn = self.sqlite_pool()?.get()?;
+        let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
+        let full_vacuum = always_full || mode != 2;
+        // FTS5 records a deleted row as a delete marker in a new index segment; the entries
+        // and their markers only cancel out when the segments are merged. Without this the
+        // search index grows with every delete.
+        conn.execute("INSERT INTO parts_fts (parts_fts) VALUES ('optimize')", [])?;
+        if full_vacuum {
+            conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
+        } else {
+            incremental_vacuum(&conn)?;
+        }
+        // The freed pages leave the main file at the checkpoint; TRUNCATE empties the WAL.
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        drop(conn);
+        Ok(Reclaimed {
+            before_bytes,
+            after_bytes: self.bytes_on_disk(),
+            full_vacuum,
+        })
+    }
+
+    /// Bytes of the database file and its WAL.
+    pub fn bytes_on_disk(&self) -> u64 {
+        file_len(self.path()) + file_len(&wal_path(self.path()))
+    }
+}
+
+/// `PRAGMA incremental_vacuum` returns a row per step; run it to the end.
+fn incremental_vacuum(conn: &Connection) -> Result<()> {
+    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    Ok(())
+}
+
+/// Deletes one session inside the caller's transaction; the session must exist.
+fn delete_in(conn: &Connection, session: &SessionId) -> Result<Deleted> {
+    let updated_at: String = conn
+        .prepare_cached(SESSION_UPDATED)?
+        .query_row([session.as_str()], |row| row.get(0))?;
+    let messages: i64 = conn
+        .prepare_cached(MESSAGE_COUNT)?
+        .query_row([session.as_str()], |row| row.get(0))?;
+    conn.prepare_cached(DELETE_REPAIR_LOG)?
+        .execute(params![session.as_str()])?;
+    conn.prepare_cached(DELETE_SESSION)?
+        .execute(params![session.as_str()])?;
+    Ok(Deleted {
+        session: session.clone(),
+        updated_at,
+        messages,
+    })
+}
+
+/// Sessions whose `updated_at` reads as a time before `cutoff`, oldest first.
+fn older_than(conn: &Connection, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
+    let mut stmt = conn.prepare_cached(ALL_UPDATED)?;
+    let rows = stmt.query_map([], |row| {
+        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, updated_at) = row?;
+        if let Some(time) = parse_time(&updated_at) {
+            if time < cutoff {
+                out.push((time, SessionId::new(id), updated_at));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+    Ok(out.into_iter().map(|(_, id, at)| (id, at)).collect())
+}
+
+fn wal_path(path: &std::path::Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    std::path::PathBuf::from(name)
+}
+
+fn file_len(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}

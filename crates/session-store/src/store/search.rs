@@ -1,0 +1,236 @@
+//! Full-text search over every live part of every session (SQLite FTS5, migration V8).
+//!
+//! The index (`parts_fts`) holds text, reasoning and tool_result content, and each call's tool
+//! name and JSON input; triggers on `parts` keep it current for every writer, so there is
+//! nothing to refresh here. Results are ranked by bm25 (best first) and carry a snippet, the
+//! session, the message and the turn.
+//!
+//! Cost: ranking reads every match it ranks, so a word found in one part of ten would cost in
+//! proportion to the database. Ranking stops at the newest [`SearchOptions::max_ranked`]
+//! matches (found by a cheap walk down the rowids), and a one-session search reads the index
+//! only in the range of that session's part ids. What remains proportional to a term's
+//! frequency is bm25's document count for it (one pass over its doclist, a few milliseconds
+//! for a term in 100,000 parts); BENCHMARKS.md has the figures.
+//!
+//! A person's query is never FTS5 syntax: [`fts_query`] quotes every whitespace-separated term
+//! as a phrase (all terms must match), so `"`, `*`, `(`, `NEAR`, `AND` or a lone `-` cannot make
+//! the query an error. A term ending in `*` stays a prefix search (`deploy*`).
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+
+use super::write::require_session;
+use super::Store;
+use crate::error::Result;
+use crate::model::SessionId;
+
+/// What [`Store::search`] looks for besides the query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// Only this session's parts.
+    pub session: Option<SessionId>,
+    /// At most this many hits (best first).
+    pub limit: usize,
+    /// Put before and after each matched term in the snippet.
+    pub highlight: (String, String),
+    /// About how many tokens of context a snippet shows (at most 64).
+    pub snippet_tokens: usize,
+    /// When a query matches more parts than this, only the newest `max_ranked` matches are
+    /// ranked (by bm25, with the whole index's statistics): ranking reads every candidate, so
+    /// this bounds the cost of a common word however large the database grows.
+    /// `usize::MAX` ranks every match.
+    pub max_ranked: usize,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            session: None,
+            limit: 20,
+            highlight: ("[".to_owned(), "]".to_owned()),
+            snippet_tokens: 16,
+            max_ranked: 1_000,
+        }
+    }
+}
+
+/// One part that matched.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    /// The session it belongs to.
+    pub session: SessionId,
+    /// `messages.id` of its message.
+    pub message_id: i64,
+    /// The message's `seq`.
+    pub seq: i64,
+    /// The message's turn.
+    pub turn: i64,
+    /// The message's role, as stored.
+    pub role: String,
+    /// `parts.id`.
+    pub part_id: i64,
+    /// The part's kind, as stored (`text`, `reasoning`, `tool_use`, `tool_result`, ...).
+    pub kind: String,
+    /// The matched passage with the terms highlighted.
+    pub snippet: String,
+    /// bm25 relevance: lower is better (SQLite's sign convention).
+    pub score: f64,
+}
+
+/// The rowid of the `?2`-th newest match: ranking starts there when a query matches more.
+const NEWEST_BOUND: &str =
+    "SELECT rowid FROM parts_fts WHERE parts_fts MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2";
+
+/// The best hits over all sessions among matches with `rowid >= ?6`: FTS5 sorts by rank
+/// itself, so only the returned hits are joined and given a snippet.
+const SEARCH_ALL: &str = "
+    WITH hits AS (
+        SELECT rowid AS part_id, rank AS score,
+               snippet(parts_fts, -1, ?2, ?3, '…', ?4) AS snippet
+        FROM parts_fts WHERE parts_fts MATCH ?1 AND rowid >= ?6 ORDER BY rank LIMIT ?5)
+    SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, p.kind, h.snippet, h.score
+    FROM hits h JOIN parts p ON p.id = h.part_id JOIN messages m ON m.id = p.message_id
+    ORDER BY h.score, h.part_id";
+
+/// The range of part ids a session holds: the index is read only there, so the cost follows
+/// the session (and what was written while it was live), not the whole database.
+const SESSION_PART_RANGE: &str = "
+    SELECT MIN(p.id), MAX(p.id) FROM messages m JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1";
+
+const SEARCH_SESSION: &str = "
+    SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, parts_fts.rowid, p.kind,
+           snippet(parts_fts, -1, ?2, ?3, '…', ?4), parts_fts.rank
+    FROM parts_fts JOIN parts p ON p.id = parts_fts.rowid JOIN messages m ON m.id = p.message_id
+    WHERE parts_fts MATCH ?1 AND parts_fts.rowid BETWEEN ?7 AND ?8 AND m.session_id = ?6
+    ORDER BY parts_fts.rank, parts_fts.rowid LIMIT ?5";
+
+fn hit_from_row(row: &Row<'_>) -> rusqlite::Result<SearchHit> {
+    Ok(SearchHit {
+        session: SessionId::new(row.get::<_, String>(0)?),
+        message_id: row.get(1)?,
+        seq: row.get(2)?,
+        turn: row.get(3)?,
+        role: row.get(4)?,
+        part_id: row.get(5)?,
+        kind: row.get(6)?,
+        snippet: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
+        score: row.get(8)?,
+    })
+}
+
+impl Store {
+    /// Searches the text, reasoning, tool inputs and tool results of every session (or of
+    /// `options.session`) for all the words of `query`, best match first.
+    ///
+    /// Any string is a valid query (see [`fts_query`]); one without words finds nothing.
+    /// An unknown `options.session` is [`crate::Error::UnknownSession`].
+    ///
+    /// ```
+    /// use session_store::{NewMessage, SearchOptions, Store};
+    ///
+    /// # fn main() -> session_store::Result<()> {
+    /// # let dir = tempfile::tempdir().expect("tempdir");
+    /// let store = Store::open(dir.path().join("sessions.db"))?;
+    /// let session = store.create_session()?;
+    /// store.append(&session, NewMessage::user("Deploy the staging cluster"))?;
+    /// let hits = store.search("staging deploy", &SearchOptions::default())?;
+    /// assert_eq!(hits.len(), 1);
+    /// assert_eq!(hits[0].snippet, "[Deploy] the [staging] cluster");
+    /// assert!(store.search("\"unbalanced (", &SearchOptions::default())?.is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
+        let Some(fts) = fts_query(query) else {
+            if let Some(session) = &options.session {
+                self.read(|conn| require_session(conn, session))?;
+            }
+            return Ok(Vec::new());
+        };
+        let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
+        let tokens = options.snippet_tokens.clamp(1, 64) as i64;
+        let (open, close) = (&options.highlight.0, &options.highlight.1);
+        self.read(|conn| {
+            let hits = match &options.session {
+                None => {
+                    let offset = i64::try_from(options.max_ranked.max(1) - 1).unwrap_or(i64::MAX);
+                    let from: i64 = conn
+                        .prepare_cached(NEWEST_BOUND)?
+                        .query_row(params![fts, offset], |row| row.get(0))
+                        .optional()?
+                        .unwrap_or(i64::MIN);
+                    conn.prepare_cached(SEARCH_ALL)?
+                        .query_map(params![fts, open, close, tokens, limit, from], hit_from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
+                Some(session) => {
+                    require_session(conn, session)?;
+                    let (low, high): (Option<i64>, Option<i64>) = conn
+                        .prepare_cached(SESSION_PART_RANGE)?
+                        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+                    let (Some(low), Some(high)) = (low, high) else {
+                        return Ok(Vec::new());
+                    };
+                    conn.prepare_cached(SEARCH_SESSION)?
+                        .query_map(
+                            params![fts, open, close, tokens, limit, session.as_str(), low, high],
+                            hit_from_row,
+                        )?
+                        .collect::<rusqlite::Result<Vec<_>>>()?
+                }
+            };
+            Ok(hits)
+        })
+    }
+}
+
+/// A person's query as an FTS5 query that cannot be a syntax error: each term (separated by
+/// whitespace or control characters) becomes a quoted phrase (inner `"` doubled), all of them required; a trailing `*` on a
+/// term keeps it a prefix search. `None` when the query has no term.
+pub fn fts_query(query: &str) -> Option<String> {
+    // FTS5 reads its query as a C string: a NUL would end it inside a quoted term. Control
+    // characters separate terms like whitespace.
+    let query: String = query
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let terms: Vec<String> = query
+        .split_whitespace()
+        .filter_map(|term| {
+            let (stem, prefix) = match term.strip_suffix('*') {
+                Some(stem) => (stem.trim_end_matches('*'), true),
+                None => (term, false),
+            };
+            // A term with no letter or digit (e.g. `-`, `*`, `"`) holds no token: FTS5 would
+            // see an empty phrase, which matches nothing, so it is left out.
+            if !stem.chars().any(char::is_alphanumeric) {
+                return None;
+            }
+            let quoted = format!("\"{}\"", stem.replace('"', "\"\""));
+            Some(if prefix { quoted + "*" } else { quoted })
+        })
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_term_is_quoted_and_syntax_characters_are_inert() {
+        assert_eq!(
+            fts_query("deploy staging").as_deref(),
+            Some("\"deploy\" \"staging\"")
+        );
+        assert_eq!(
+            fts_query("say \"hi\" NEAR(a").as_deref(),
+            Some("\"say\" \"\"\"hi\"\"\" \"NEAR(a\"")
+        );
+        assert_eq!(fts_query("depl*").as_deref(), Some("\"depl\"*"));
+        assert_eq!(fts_query("  - * \" ( "), None);
+        assert_eq!(fts_query(""), None);
+        assert_eq!(fts_query("a\u{0}b").as_deref(), Some("\"a\" \"b\""));
+    }
+}
