@@ -618,3 +618,38 @@ fn a_writer_that_waits_past_the_busy_timeout_gets_a_typed_busy_error() -> Result
     })?;
     Ok(())
 }
+
+#[test]
+fn usage_is_kept_moved_by_revert_and_copied_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[1])?;
+        store.append(&session, NewMessage::user("more").at(t(20)))?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::text("answer")])
+                .at(t(20))
+                .with_usage(session_store::Usage::new(120, 30)),
+        )?;
+        let usage = "SELECT COUNT(*) FROM usage";
+        let tokens =
+            "SELECT CAST(COALESCE(SUM(input_tokens + output_tokens), 0) AS BIGINT) FROM usage";
+        ensure!(b.count(usage) == 1 && b.count(tokens) == 150);
+        store.revert_to_turn(&session, 1)?;
+        ensure!(b.count(usage) == 0, "usage of reverted messages left live");
+        store.undo_revert(&session)?;
+        ensure!(
+            b.count(usage) == 1 && b.count(tokens) == 150,
+            "undo lost usage"
+        );
+        let mut copies = Vec::new();
+        for dest in backends() {
+            store.copy_to(&dest.store, &[])?;
+            copies.push((dest.count(usage), dest.count(tokens)));
+        }
+        ensure!(copies.iter().all(|&c| c == (1, 150)), "{copies:?}");
+        Ok(b.count(tokens))
+    })?;
+    all_equal(&results);
+    Ok(())
+}

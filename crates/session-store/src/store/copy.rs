@@ -51,6 +51,8 @@ pub(crate) struct Table {
     pub(crate) references: &'static [Reference],
     /// The id is the session's own text key, kept as is (only `sessions`).
     pub(crate) keeps_id: bool,
+    /// The table has no id column at all (`usage`, `reverted_usage`): every column is copied.
+    pub(crate) no_id: bool,
 }
 
 use Kind::{Int, Text};
@@ -65,10 +67,13 @@ pub(crate) const TABLES: &[Table] = &[
             ("updated_at", Text),
             ("thinking_latched", Int),
             ("last_completion_at", Text),
+            ("parent_id", Text),
+            ("forked_at_turn", Int),
         ],
         filter: "id = {p}",
         references: &[],
         keeps_id: true,
+        no_id: false,
     },
     Table {
         name: "messages",
@@ -84,6 +89,7 @@ pub(crate) const TABLES: &[Table] = &[
         filter: "session_id = {p} ORDER BY seq",
         references: &[],
         keeps_id: false,
+        no_id: false,
     },
     Table {
         name: "parts",
@@ -105,6 +111,25 @@ pub(crate) const TABLES: &[Table] = &[
             table: "messages",
         }],
         keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "usage",
+        columns: &[
+            ("message_id", Int),
+            ("model", Text),
+            ("input_tokens", Int),
+            ("output_tokens", Int),
+            ("cache_read_tokens", Int),
+            ("cache_write_tokens", Int),
+        ],
+        filter: "message_id IN (SELECT id FROM messages WHERE session_id = {p}) ORDER BY message_id",
+        references: &[Reference {
+            column: "message_id",
+            table: "messages",
+        }],
+        keeps_id: false,
+        no_id: true,
     },
     Table {
         name: "reverts",
@@ -118,6 +143,7 @@ pub(crate) const TABLES: &[Table] = &[
         filter: "session_id = {p} ORDER BY id",
         references: &[],
         keeps_id: false,
+        no_id: false,
     },
     Table {
         name: "reverted_messages",
@@ -138,6 +164,7 @@ pub(crate) const TABLES: &[Table] = &[
             table: "reverts",
         }],
         keeps_id: false,
+        no_id: false,
     },
     Table {
         name: "reverted_parts",
@@ -159,6 +186,25 @@ pub(crate) const TABLES: &[Table] = &[
             table: "reverted_messages",
         }],
         keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "reverted_usage",
+        columns: &[
+            ("reverted_message_id", Int),
+            ("model", Text),
+            ("input_tokens", Int),
+            ("output_tokens", Int),
+            ("cache_read_tokens", Int),
+            ("cache_write_tokens", Int),
+        ],
+        filter: "reverted_message_id IN (SELECT id FROM reverted_messages WHERE session_id = {p}) ORDER BY reverted_message_id",
+        references: &[Reference {
+            column: "reverted_message_id",
+            table: "reverted_messages",
+        }],
+        keeps_id: false,
+        no_id: true,
     },
     Table {
         name: "summaries",
@@ -179,6 +225,7 @@ pub(crate) const TABLES: &[Table] = &[
             table: "reverts",
         }],
         keeps_id: false,
+        no_id: false,
     },
     Table {
         name: "repair_log",
@@ -205,6 +252,7 @@ pub(crate) const TABLES: &[Table] = &[
             },
         ],
         keeps_id: false,
+        no_id: false,
     },
 ];
 
@@ -220,9 +268,14 @@ impl Table {
         )
     }
 
+    /// True when the destination draws a new id for each row (then references follow it).
+    pub(crate) fn generates_id(&self) -> bool {
+        !self.keeps_id && !self.no_id
+    }
+
     /// The columns an insert names: all but a generated id.
     pub(crate) fn inserted(&self) -> &'static [(&'static str, Kind)] {
-        if self.keeps_id {
+        if self.keeps_id || self.no_id {
             self.columns
         } else {
             &self.columns[1..]
@@ -268,7 +321,7 @@ impl IdMap {
                 }
             }
         }
-        if !table.keeps_id {
+        if table.generates_id() {
             values.remove(0);
         }
         values
@@ -276,6 +329,9 @@ impl IdMap {
 
     /// Records that `table`'s row `old` is `new` in the destination.
     pub(crate) fn record(&mut self, table: &Table, old: &[Cell], new: i64) {
+        if !table.generates_id() {
+            return;
+        }
         if let Some(Cell::Int(old)) = old.first() {
             self.0.entry(table.name).or_default().insert(*old, new);
         }
@@ -352,6 +408,20 @@ pub(crate) fn write_sqlite(conn: &Connection, rows: &SessionRows) -> Result<()> 
         let sql = table.insert(|n| format!("?{n}"));
         let mut stmt = conn.prepare(&sql)?;
         for row in table_rows {
+            let mut row = row.clone();
+            if let Some(parent) = lineage_parent(table, &mut row) {
+                let present = conn
+                    .query_row(
+                        "SELECT 1 FROM sessions WHERE id = ?1",
+                        [parent.as_str()],
+                        |_| Ok(()),
+                    )
+                    .is_ok();
+                if !present {
+                    forget_parent(&mut row);
+                }
+            }
+            let row = &row;
             let values: Vec<rusqlite::types::Value> = ids
                 .values(table, row)
                 .into_iter()
@@ -366,6 +436,33 @@ pub(crate) fn write_sqlite(conn: &Connection, rows: &SessionRows) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// Where the `sessions` row's `parent_id` is, and its value, when `row` is a session with a
+/// parent: a fork copied without its parent keeps no lineage (the parent is not there to
+/// point at), while one copied after it does.
+pub(crate) fn lineage_parent(table: &Table, row: &mut [Cell]) -> Option<String> {
+    if table.name != "sessions" {
+        return None;
+    }
+    let at = table
+        .columns
+        .iter()
+        .position(|(name, _)| *name == "parent_id")?;
+    match &row[at] {
+        Cell::Text(parent) => Some(parent.clone()),
+        _ => None,
+    }
+}
+
+/// Clears a `sessions` row's `parent_id` and `forked_at_turn`.
+pub(crate) fn forget_parent(row: &mut [Cell]) {
+    let table = &TABLES[0];
+    for column in ["parent_id", "forked_at_turn"] {
+        if let Some(at) = table.columns.iter().position(|(name, _)| *name == column) {
+            row[at] = Cell::Null;
+        }
+    }
 }
 
 /// A message as it must read back after a copy: everything but its row id.
@@ -405,8 +502,10 @@ impl Store {
     /// ([`Error::SessionExists`]) before anything of it is written; sessions copied before it
     /// stay copied.
     pub fn copy_to(&self, dest: &Store, sessions: &[SessionId]) -> Result<CopyReport> {
+        // Oldest first: a fork comes after the session it was forked from, so its parent is
+        // there to point at when it is written.
         let ids = if sessions.is_empty() {
-            self.session_ids()?
+            self.sessions()?.into_iter().map(|s| s.id).collect()
         } else {
             sessions.to_vec()
         };

@@ -6,7 +6,7 @@ use postgres::types::ToSql;
 use super::PgStore;
 use crate::error::Result;
 use crate::model::SessionId;
-use crate::store::copy::{Cell, IdMap, Kind, SessionRows, TABLES};
+use crate::store::copy::{forget_parent, lineage_parent, Cell, IdMap, Kind, SessionRows, TABLES};
 
 /// A cell as a typed PostgreSQL parameter of a column of `kind`.
 fn param(cell: Cell, kind: Kind) -> Box<dyn ToSql + Sync> {
@@ -55,10 +55,20 @@ impl PgStore {
             let mut ids = IdMap::default();
             for (table, table_rows) in TABLES.iter().zip(rows) {
                 let mut sql = table.insert(|n| format!("${n}"));
-                if !table.keeps_id {
+                if table.generates_id() {
                     sql.push_str(" RETURNING id");
                 }
                 for row in table_rows {
+                    let mut row = row.clone();
+                    if let Some(parent) = lineage_parent(table, &mut row) {
+                        if tx
+                            .query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&parent])?
+                            .is_none()
+                        {
+                            forget_parent(&mut row);
+                        }
+                    }
+                    let row = &row;
                     let values: Vec<Box<dyn ToSql + Sync>> = ids
                         .values(table, row)
                         .into_iter()
@@ -66,7 +76,7 @@ impl PgStore {
                         .map(|(cell, (_, kind))| param(cell, *kind))
                         .collect();
                     let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| &**v).collect();
-                    if table.keeps_id {
+                    if !table.generates_id() {
                         tx.execute(&sql, &refs)?;
                     } else {
                         let id: i64 = tx.query_one(&sql, &refs)?.try_get(0)?;

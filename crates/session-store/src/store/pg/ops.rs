@@ -194,6 +194,15 @@ impl PgStore {
                  WHERE r.revert_id = $1",
                 &[&revert_id],
             )?;
+            // Usage rows would go with their messages (ON DELETE CASCADE): they move aside too.
+            tx.execute(
+                "INSERT INTO reverted_usage
+                    (reverted_message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+                 SELECT r.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+                 FROM reverted_messages r JOIN usage u ON u.message_id = r.original_id
+                 WHERE r.revert_id = $1",
+                &[&revert_id],
+            )?;
             tx.execute(
                 "DELETE FROM messages WHERE session_id = $1 AND seq >= $2",
                 &[&session.as_str(), &from_seq],
@@ -263,6 +272,16 @@ impl PgStore {
                  JOIN reverted_messages r ON r.id = p.reverted_message_id
                  JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
                  WHERE r.revert_id = $1 ORDER BY r.seq, p.ordinal",
+                &[&revert_id],
+            )?;
+            tx.execute(
+                "INSERT INTO usage
+                    (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+                 SELECT m.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+                 FROM reverted_usage u
+                 JOIN reverted_messages r ON r.id = u.reverted_message_id
+                 JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
+                 WHERE r.revert_id = $1 ORDER BY r.seq",
                 &[&revert_id],
             )?;
             let summaries = tx.execute(

@@ -121,6 +121,21 @@ pub(crate) fn append_in(
             message,
             &created_at,
         )?;
+        if let Some(usage) = message.usage.as_ref().filter(|u| !u.is_empty()) {
+            let count = |n: Option<u64>| n.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+            tx.execute(
+                "INSERT INTO usage (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &id,
+                    &usage.model,
+                    &count(usage.input_tokens),
+                    &count(usage.output_tokens),
+                    &count(usage.cache_read_tokens),
+                    &count(usage.cache_write_tokens),
+                ],
+            )?;
+        }
         appended.push(Appended {
             id,
             seq: position.last_seq,
