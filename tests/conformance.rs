@@ -648,7 +648,46 @@ fn usage_is_kept_moved_by_revert_and_copied_on_every_backend() -> Result<()> {
             copies.push((dest.count(usage), dest.count(tokens)));
         }
         ensure!(copies.iter().all(|&c| c == (1, 150)), "{copies:?}");
-        Ok(b.count(tokens))
+        let rows = store.message_usage(&session)?;
+        ensure!(rows.len() == 1 && rows[0].1 == session_store::Usage::new(120, 30));
+        Ok((b.count(tokens), rows))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn deleting_a_session_takes_every_row_of_it_and_nothing_else() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let keep = session_of(b, &[1, 1])?;
+        let gone = session_of(b, &[2, 0, 1])?;
+        store.compact(&gone, 2, "summary")?;
+        store.revert_to_turn(&gone, 2)?;
+        b.exec(BROKEN);
+        store.repair_session(&SessionId::new("broken"), &RepairOptions::default())?;
+        let kept = store.messages(&keep)?;
+        let deleted = store.delete_session(&gone)?;
+        let broken = store.delete_session(&SessionId::new("broken"))?;
+        ensure!(matches!(
+            store.delete_session(&gone),
+            Err(Error::UnknownSession(_))
+        ));
+        ensure!(store.messages(&keep)? == kept);
+        for table in crate::backends::TABLES {
+            let left = b.count(&format!("SELECT COUNT(*) FROM {table}"));
+            let expected = match *table {
+                "sessions" => 1,
+                "messages" => kept.len() as i64,
+                "parts" => kept.iter().map(|m| m.parts.len() as i64).sum(),
+                _ => 0,
+            };
+            ensure!(
+                left == expected,
+                "{table}: {left} rows left, {expected} expected"
+            );
+        }
+        Ok((deleted.messages, broken.messages))
     })?;
     all_equal(&results);
     Ok(())

@@ -187,8 +187,10 @@ impl Store {
     fn sqlite_pool(&self) -> Result<&Pool<SqliteConnectionManager>> {
         match &self.backend {
             Backend::Sqlite { pool, .. } => Ok(pool),
+            // The operations not built for PostgreSQL yet end here.
             Backend::Postgres(_) => Err(Error::Unsupported {
-                operation: "an SQLite connection",
+                operation: "this operation (fork, lineage, prune, search, the usage and size \
+                            reports are SQLite-only so far)",
                 backend: "postgres",
             }),
         }

@@ -122,6 +122,9 @@ impl Store {
     /// deleted, when it does not exist. The freed pages stay in the file until
     /// [`Store::reclaim_space`].
     pub fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
+        if let Some(pg) = self.postgres() {
+            return pg.delete_session(session);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             delete_in(tx, session)

@@ -25,6 +25,7 @@ use crate::model::SessionId;
 
 mod apply;
 mod copy;
+mod extra;
 mod ops;
 mod read;
 mod repair;
