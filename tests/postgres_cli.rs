@@ -170,3 +170,38 @@ fn copy_from_a_file_to_a_url_and_back_exports_the_same_bodies() {
         "copying onto an existing session: {again:?}"
     );
 }
+
+#[test]
+fn sessions_show_cancel_and_delete_run_on_a_url() {
+    let Some(pg) = postgres() else { return };
+    let url = pg.location();
+    let session = pg.store.create_session().expect("session");
+    pg.store
+        .append_batch(&session, crate::conformance::turn_for_tests(1))
+        .expect("append");
+    pg.store
+        .append(&session, session_store::NewMessage::user("next"))
+        .expect("append");
+    pg.store
+        .append(
+            &session,
+            session_store::NewMessage::assistant(vec![session_store::Part::tool_use(
+                "open",
+                "read",
+                serde_json::json!({}),
+            )]),
+        )
+        .expect("append");
+    let listing = run(TOOL, &["--db", &url, "sessions", "--json"]);
+    assert_eq!(code(&listing), 0, "{listing:?}");
+    let list: Value = serde_json::from_slice(&listing.stdout).expect("json");
+    assert_eq!(list[0]["id"], session.as_str(), "{list}");
+    let show = run(TOOL, &["--db", &url, "show", &session.as_str()[..8]]);
+    assert_eq!(code(&show), 0, "{show:?}");
+    let cancel = run(TOOL, &["--db", &url, "cancel", session.as_str()]);
+    assert_eq!(code(&cancel), 0, "{cancel:?}");
+    assert_eq!(String::from_utf8_lossy(&cancel.stdout).trim(), "open");
+    let delete = run(TOOL, &["--db", &url, "delete", session.as_str()]);
+    assert_eq!(code(&delete), 0, "{delete:?}");
+    assert!(!pg.store.has_session(&session).expect("has_session"));
+}
