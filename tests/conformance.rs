@@ -692,3 +692,47 @@ fn deleting_a_session_takes_every_row_of_it_and_nothing_else() -> Result<()> {
     all_equal(&results);
     Ok(())
 }
+
+#[test]
+fn real_transcripts_import_the_same_on_every_backend() -> Result<()> {
+    let dir = crate::util::transcripts().join("agentcmd/claude");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    ensure!(!files.is_empty(), "no transcripts in {}", dir.display());
+    let results = on_each(|b| {
+        let mut out = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file)?;
+            let imported =
+                session_store::import_transcript(session_store::Format::ClaudeCode, &text)?;
+            let session = b.store.import_session(imported.into_messages())?;
+            let report = b
+                .store
+                .check(std::slice::from_ref(&session), &RepairOptions::default())?;
+            ensure!(
+                report.violations.is_empty(),
+                "{}: {:?}",
+                file.display(),
+                report.violations
+            );
+            let body = b.store.export(
+                &session,
+                Provider::Anthropic,
+                t(59),
+                &ExportOptions::default(),
+            )?;
+            ensure!(check_anthropic(&body).is_empty());
+            out.push((
+                shape(&b.store.messages(&session)?),
+                b.store.pending_tool_uses(&session)?,
+                body,
+            ));
+        }
+        Ok(out)
+    })?;
+    all_equal(&results);
+    Ok(())
+}

@@ -18,6 +18,7 @@ mod import_fixtures;
 mod manage_cli;
 mod migration_kill;
 mod pages;
+mod postgres;
 mod postgres_cli;
 mod provider_transcripts;
 mod read_only;

@@ -1,8 +1,8 @@
 //! The PostgreSQL schema: migrations from the top-level `migrations-postgres/` folder (the
 //! same versions and names as `migrations/`, in PostgreSQL's dialect), recorded in refinery's
-//! `refinery_schema_history` table and applied here, each in one transaction that holds a
-//! transaction-scoped advisory lock and re-reads the history under it, so two processes that
-//! open a fresh database together apply each migration once.
+//! `refinery_schema_history` table and applied here, each in one transaction begun under an
+//! advisory lock that re-reads the history first, so processes that open a fresh database
+//! together apply each migration once (`tests/postgres.rs`).
 
 use postgres::{Client, GenericClient};
 use refinery::Migration;
@@ -115,15 +115,31 @@ fn ensure_views(client: &mut Client) -> Result<()> {
     if views_comment(client)?.as_deref() == Some(checksum.as_str()) {
         return Ok(());
     }
-    let mut tx = client.transaction()?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-    if views_comment(&mut tx)?.as_deref() != Some(checksum.as_str()) {
-        tx.batch_execute(VIEWS)?;
-        tx.batch_execute(&format!("COMMENT ON VIEW problems IS '{checksum}'"))?;
-        tracing::info!("created the PostgreSQL forensic views");
-    }
-    tx.commit()?;
-    Ok(())
+    locked(client, |client| {
+        let mut tx = client.transaction()?;
+        if views_comment(&mut tx)?.as_deref() != Some(checksum.as_str()) {
+            tx.batch_execute(VIEWS)?;
+            tx.batch_execute(&format!("COMMENT ON VIEW problems IS '{checksum}'"))?;
+            tracing::info!("created the PostgreSQL forensic views");
+        }
+        tx.commit()?;
+        Ok(())
+    })
+}
+
+/// Runs `f` holding the migration lock (a session-level advisory lock), released after.
+///
+/// Taken before each transaction begins, not inside it: PostgreSQL reads the catalogs
+/// afresh when a transaction starts, while waiting for an advisory lock inside one does not,
+/// so a transaction that waited there could still see no history table after the previous
+/// holder created it, and apply V1 a second time.
+fn locked<T>(client: &mut Client, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
+    let result = f(client);
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
+    let value = result?;
+    unlocked?;
+    Ok(value)
 }
 
 /// Applies every pending migration, each with its history row in one transaction under the
@@ -137,9 +153,8 @@ fn apply_pending(client: &mut Client) -> Result<()> {
     if pending(client)?.is_empty() {
         return Ok(());
     }
-    loop {
+    locked(client, |client| loop {
         let mut tx = client.transaction()?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
         let Some(next) = pending(&mut tx)?.into_iter().next() else {
             tx.commit()?;
             return Ok(());
@@ -169,7 +184,7 @@ fn apply_pending(client: &mut Client) -> Result<()> {
             name = next.name(),
             "applied PostgreSQL migration"
         );
-    }
+    })
 }
 
 /// How many of our migrations the database at `url` still needs, refusing (before anything
