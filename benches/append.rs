@@ -6,12 +6,13 @@
 
 mod common;
 
+use std::cell::{Cell, RefCell};
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput};
 use session_store::{NewMessage, Store};
 
-use common::{paired, print_ratios, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
+use common::{print_ratios, rounds_of, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
 
 fn turn(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -20,6 +21,7 @@ fn turn(c: &mut Criterion) {
     let raw_db = dir.path().join("raw.db");
     drop(Store::open(&raw_db).unwrap());
     let mut raw = Raw::open(&raw_db);
+    let mut floor = Raw::floor(&dir.path().join("floor.db"));
     let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
     let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
 
@@ -52,6 +54,17 @@ fn turn(c: &mut Criterion) {
             criterion::BatchSize::SmallInput,
         )
     });
+    group.bench_function("floor_by_message", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| {
+                for message in turn {
+                    floor.append(std::slice::from_ref(&message));
+                }
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
     group.bench_function("store_batch", |b| {
         b.iter_batched(
             &mut next,
@@ -63,6 +76,13 @@ fn turn(c: &mut Criterion) {
         b.iter_batched(
             &mut next,
             |turn| raw.append(&turn),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("floor_batch", |b| {
+        b.iter_batched(
+            &mut next,
+            |turn| floor.append(&turn),
             criterion::BatchSize::SmallInput,
         )
     });
@@ -108,6 +128,7 @@ fn single(c: &mut Criterion) {
     let full_db = dir.path().join("raw-full.db");
     drop(Store::open(&full_db).unwrap());
     let mut raw_full = Raw::open(&full_db);
+    let mut floor = Raw::floor(&dir.path().join("floor.db"));
     raw_full.synchronous("FULL");
     let mut jsonl = Jsonl::open(&dir.path().join("peer.jsonl"));
     let mut blob = Blob::open(&dir.path().join("peer-blob.db"));
@@ -120,6 +141,9 @@ fn single(c: &mut Criterion) {
     });
     group.bench_function("raw", |b| {
         b.iter(|| raw.append(std::slice::from_ref(&message)))
+    });
+    group.bench_function("floor", |b| {
+        b.iter(|| floor.append(std::slice::from_ref(&message)))
     });
     // What the store's durability choice saves: the same raw commit with an fsync each.
     group.bench_function("raw_sync_full", |b| {
@@ -134,54 +158,102 @@ fn single(c: &mut Criterion) {
     group.finish();
 }
 
-/// The targeted ratios again, timed in pairs (see `common::paired`).
+/// The targeted ratios again, timed in rounds (see `common::rounds_of`): the store against
+/// the raw baseline on the store's own schema, the floor (the contract's tables alone) and the
+/// JSON-blob peer, all in the same rounds.
 fn paired_ratios() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("store.db")).unwrap();
     let session = store.create_session().unwrap();
     let raw_db = dir.path().join("raw.db");
     drop(Store::open(&raw_db).unwrap());
-    let raw = std::cell::RefCell::new(Raw::open(&raw_db));
-    let n = std::cell::Cell::new(1_000_000u64);
+    let raw = RefCell::new(Raw::open(&raw_db));
+    let floor = RefCell::new(Raw::floor(&dir.path().join("floor.db")));
+    let blob = RefCell::new(Blob::open(&dir.path().join("peer-blob.db")));
+    let n = Cell::new(1_000_000u64);
     let next = || {
         n.set(n.get() + 1);
         tool_turn(n.get())
     };
     println!();
-    paired(
-        "append_turn store_by_message / raw_by_message",
+    let by_message = |append: &mut dyn FnMut(&[NewMessage])| {
+        for message in next() {
+            append(std::slice::from_ref(&message));
+        }
+    };
+    rounds_of(
+        "append_turn by message (6 commits)",
         300,
-        || {
-            for message in next() {
-                store.append(&session, message).unwrap();
-            }
-        },
-        || {
-            for message in next() {
-                raw.borrow_mut().append(std::slice::from_ref(&message));
-            }
-        },
+        &mut || {},
+        &mut [
+            ("store", &mut || {
+                by_message(&mut |m| {
+                    store.append(&session, m[0].clone()).unwrap();
+                })
+            }),
+            ("raw on the store's schema", &mut || {
+                by_message(&mut |m| raw.borrow_mut().append(m))
+            }),
+            ("floor", &mut || {
+                by_message(&mut |m| floor.borrow_mut().append(m))
+            }),
+            ("blob peer", &mut || {
+                by_message(&mut |m| blob.borrow_mut().append(m))
+            }),
+        ],
     );
-    paired(
-        "append_turn store_batch / raw_batch",
+    rounds_of(
+        "append_turn batch (1 commit)",
         300,
-        || {
-            store.append_batch(&session, next()).unwrap();
-        },
-        || raw.borrow_mut().append(&next()),
+        &mut || {},
+        &mut [
+            ("store", &mut || {
+                store.append_batch(&session, next()).unwrap();
+            }),
+            ("raw on the store's schema", &mut || {
+                raw.borrow_mut().append(&next())
+            }),
+            ("floor", &mut || floor.borrow_mut().append(&next())),
+            ("blob peer", &mut || blob.borrow_mut().append(&next())),
+        ],
     );
     let message = NewMessage::user("run the tests again, please");
-    paired(
-        "append_single store / raw",
+    let one = std::slice::from_ref(&message);
+    let key = Cell::new(0u64);
+    rounds_of(
+        "append_single (1 commit)",
         2_000,
-        || {
-            store.append(&session, message.clone()).unwrap();
-        },
-        || raw.borrow_mut().append(std::slice::from_ref(&message)),
+        &mut || {},
+        &mut [
+            ("store", &mut || {
+                store.append(&session, message.clone()).unwrap();
+            }),
+            ("store with an idempotency key", &mut || {
+                key.set(key.get() + 1);
+                let keyed = message
+                    .clone()
+                    .with_idempotency_key(format!("request-{}", key.get()));
+                store.append(&session, keyed).unwrap();
+            }),
+            ("raw on the store's schema", &mut || {
+                raw.borrow_mut().append(one)
+            }),
+            ("floor", &mut || floor.borrow_mut().append(one)),
+            ("blob peer", &mut || blob.borrow_mut().append(one)),
+        ],
     );
 }
 
+/// Only the paired rounds (`PAIRED_ONLY=1`), skipping criterion's separate measurements.
+fn paired_only() -> bool {
+    std::env::var_os("PAIRED_ONLY").is_some()
+}
+
 fn main() {
+    if paired_only() {
+        paired_ratios();
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     turn(&mut c);
     single(&mut c);
@@ -195,6 +267,8 @@ fn main() {
         &[
             ("store_by_message", "raw_by_message", Some(1.3)),
             ("store_batch", "raw_batch", Some(1.3)),
+            ("store_by_message", "floor_by_message", Some(1.2)),
+            ("store_batch", "floor_batch", Some(1.2)),
             ("store_by_message", "jsonl_by_message", None),
             ("store_by_message", "blob_by_message", None),
             ("store_batch", "blob_batch", None),
@@ -204,6 +278,7 @@ fn main() {
         "append_single",
         &[
             ("store", "raw", Some(1.3)),
+            ("store", "floor", Some(1.2)),
             ("store", "raw_sync_full", None),
             ("store", "jsonl", None),
             ("store", "blob", None),

@@ -4,6 +4,9 @@
 //! variant's allocations do not hide another's. Reads `VmHWM` (peak resident set) from
 //! `/proc/self/status` after opening and after loading; the difference is what the load cost.
 //!
+//! Last, the peak of importing one large Anthropic request body (`session-store import`'s
+//! work: read, parse, store), against the size of the file.
+//!
 //! Run with `cargo bench --bench memory`; criterion is not involved (no timing here).
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
@@ -13,6 +16,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
 
+use session_store::Format;
 use session_store::{ExportOptions, Provider, SessionId, Store};
 
 use common::{raw_load, tool_turn, Blob, Jsonl};
@@ -31,12 +35,26 @@ const VARIANTS: &[&str] = &[
 
 /// `VmHWM` in KiB.
 fn peak_kib() -> u64 {
+    status_kib("VmHWM:")
+}
+
+/// A `/proc/self/status` field in KiB.
+fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
+}
+
+/// The part of the resident set that is mapped file pages (`RssFile`): the store reads through
+/// a memory map, and the pages of the database file it touched count in `VmHWM` although they
+/// are the OS's page cache (shared, reclaimable), not the process's own memory.
+static MAPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn note_mapped() {
+    MAPPED.store(status_kib("RssFile:"), std::sync::atomic::Ordering::Relaxed);
 }
 
 fn child(variant: &str, dir: &Path) {
@@ -46,6 +64,7 @@ fn child(variant: &str, dir: &Path) {
             let store = Store::open(dir.join("store.db")).unwrap();
             let opened = peak_kib();
             let view = black_box(store.provider_history(&session).unwrap());
+            note_mapped();
             (opened, view.messages.len())
         }
         "store_export_anthropic" => {
@@ -65,18 +84,34 @@ fn child(variant: &str, dir: &Path) {
         "store_messages" => {
             let store = Store::open(dir.join("store.db")).unwrap();
             let opened = peak_kib();
-            (opened, black_box(store.messages(&session).unwrap()).len())
+            let messages = black_box(store.messages(&session).unwrap());
+            note_mapped();
+            (opened, messages.len())
         }
         "raw_select" => {
             let conn = rusqlite::Connection::open(dir.join("store.db")).unwrap();
             common::configure(&conn);
             let opened = peak_kib();
-            (opened, black_box(raw_load(&conn, session.as_str())).len())
+            let messages = black_box(raw_load(&conn, session.as_str()));
+            note_mapped();
+            (opened, messages.len())
         }
         "jsonl" => {
             let jsonl = Jsonl::open(&dir.join("peer.jsonl"));
             let opened = peak_kib();
             (opened, black_box(jsonl.load()).len())
+        }
+        "import_anthropic" => {
+            // What `session-store import` does: read the file, parse it, store one session.
+            let store = Store::open(dir.join("import.db")).unwrap();
+            let opened = peak_kib();
+            let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
+            let imported = session_store::import_transcript(Format::Anthropic, &text).unwrap();
+            drop(text);
+            let messages = imported.into_messages();
+            let count = messages.len();
+            black_box(store.import_session(messages).unwrap());
+            (opened, count)
         }
         "blob" => {
             let blob = Blob::attach(&dir.join("peer-blob.db"));
@@ -85,7 +120,65 @@ fn child(variant: &str, dir: &Path) {
         }
         other => panic!("unknown variant {other}"),
     };
-    println!("{opened} {} {messages}", peak_kib());
+    println!(
+        "{opened} {} {messages} {}",
+        peak_kib(),
+        MAPPED.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+/// Tool turns in the transcript imported by `import_peak` (`IMPORT_TURNS` to change; the
+/// default makes a ~50 MB Anthropic body).
+const IMPORT_TURNS: u64 = 5_000;
+
+/// Peak memory of importing one large Anthropic request body, against the file's size.
+fn import_peak(dir: &Path) {
+    let turns = std::env::var("IMPORT_TURNS").map_or(IMPORT_TURNS, |n| n.parse().unwrap());
+    {
+        let store = Store::open(dir.join("transcript-source.db")).unwrap();
+        let session = store.create_session().unwrap();
+        for first in (0..turns).step_by(100) {
+            let batch = (first..(first + 100).min(turns))
+                .flat_map(tool_turn)
+                .collect();
+            store.append_batch(&session, batch).unwrap();
+        }
+        let options = ExportOptions {
+            persist_latch: false,
+            ..ExportOptions::default()
+        };
+        let body = store
+            .export_now(&session, Provider::Anthropic, &options)
+            .unwrap();
+        std::fs::write(
+            dir.join("transcript.json"),
+            serde_json::to_vec(&body).unwrap(),
+        )
+        .unwrap();
+    }
+    let size = std::fs::metadata(dir.join("transcript.json"))
+        .unwrap()
+        .len() as f64
+        / 1024.0;
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env(VARIANT, "import_anthropic")
+        .env(DIR, dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "import failed: {out:?}");
+    let fields: Vec<u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    let (opened, peak, count) = (fields[0], fields[1], fields[2]);
+    println!(
+        "== import: an Anthropic body of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file ==",
+        size / 1024.0,
+        peak as f64 / 1024.0,
+        (peak - opened) as f64 / 1024.0,
+        (peak - opened) as f64 / size
+    );
 }
 
 fn main() {
@@ -121,14 +214,16 @@ fn main() {
             .split_whitespace()
             .map(|f| f.parse().unwrap())
             .collect();
-        let (opened, peak, count) = (fields[0], fields[1], fields[2]);
+        let (opened, peak, count, mapped) = (fields[0], fields[1], fields[2], fields[3]);
         println!(
-            "{variant:>15}: peak {:>7.1} MiB, of which the load {:>7.1} MiB ({count} messages)",
+            "{variant:>15}: peak {:>7.1} MiB, of which the load {:>7.1} MiB ({count} messages); mapped file pages resident after the load {:>6.1} MiB",
             peak as f64 / 1024.0,
-            (peak - opened) as f64 / 1024.0
+            (peak - opened) as f64 / 1024.0,
+            mapped as f64 / 1024.0
         );
         results.push((*variant, peak, peak - opened));
     }
+    import_peak(dir.path());
     let (_, raw_peak, raw_load) = results[0];
     for (variant, peak, load) in &results {
         println!(

@@ -12,17 +12,27 @@
 //! The fixture databases are built once per run, through the store's own write path, in a
 //! temporary directory.
 //!
+//! - Paired rounds (printed first; `PAIRED_ONLY=1` stops there): the last 5 turns of a
+//!   100,002-message session of realistic tool turns, and compacting 9,996 of 10,002, against
+//!   the floor (the contract's tables alone) and the raw baseline on the store's file.
+//!
 //! ```sh
 //! cargo bench --bench turns -- --warm-up-time 1 --measurement-time 3
 //! ```
 
+#![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
+
+mod common;
+
 use std::hint::black_box;
 use std::path::Path;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{BatchSize, Criterion};
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde_json::json;
 use session_store::{NewMessage, Part, SessionId, Store, TurnCursor};
+
+use common::{raw_last_turns, rounds_of, tool_turn, Raw, TURN_LEN};
 
 /// Three tool calls per turn: 8 messages, the shape that broke naive cuts.
 const TOOLS_PER_TURN: usize = 3;
@@ -155,5 +165,124 @@ fn compaction(c: &mut Criterion) {
     assert_eq!(marked, cut_seq - 1, "{outcome:?}");
 }
 
-criterion_group!(benches, pages, compaction);
-criterion_main!(benches);
+/// Realistic tool turns (`common::tool_turn`) in the store and in the floor, appended in
+/// the same batches of 100 turns.
+fn realistic(dir: &Path, name: &str, turns: u64) -> (Store, SessionId, Raw) {
+    let store = Store::open(dir.join(format!("{name}.db"))).expect("open");
+    let session = store.create_session().expect("session");
+    let mut floor = Raw::floor(&dir.join(format!("{name}-floor.db")));
+    for first in (0..turns).step_by(100) {
+        let batch: Vec<NewMessage> = (first..(first + 100).min(turns))
+            .flat_map(tool_turn)
+            .collect();
+        floor.append(&batch);
+        store.append_batch(&session, batch).expect("append");
+    }
+    (store, session, floor)
+}
+
+/// The last 5 turns of 100,002 messages, and compacting 9,996 of 10,002, in paired rounds
+/// against the floor (the contract's tables alone) and the raw baseline on the store's file.
+fn paired_ratios() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `LAST_TURNS_N` shrinks the session (to profile the arms under callgrind).
+    let turns: u64 = std::env::var("LAST_TURNS_N").map_or(16_667, |n| n.parse().unwrap());
+    let (store, session, floor) = realistic(dir.path(), "last", turns);
+    let raw = Connection::open(store.path()).expect("raw");
+    common::configure(&raw);
+    let expected = store.last_turns(&session, 5).expect("last turns");
+    assert_eq!(expected.len(), 5 * TURN_LEN);
+    assert_eq!(
+        raw_last_turns(&floor.conn, floor.session(), 5).len(),
+        expected.len()
+    );
+    assert_eq!(raw_last_turns(&raw, session.as_str(), 5), expected);
+    println!();
+    rounds_of(
+        "last 5 turns of 100k messages",
+        500,
+        &mut || {},
+        &mut [
+            ("store last_turns", &mut || {
+                black_box(store.last_turns(&session, 5).expect("last turns"));
+            }),
+            ("raw on the store's schema", &mut || {
+                black_box(raw_last_turns(&raw, session.as_str(), 5));
+            }),
+            ("floor", &mut || {
+                black_box(raw_last_turns(&floor.conn, floor.session(), 5));
+            }),
+            ("store turns(last-4..): no start query", &mut || {
+                black_box(store.turns(&session, turns as i64 - 5..).expect("turns"));
+            }),
+            ("store has_session: pool + snapshot", &mut || {
+                black_box(store.has_session(&session).expect("has"));
+            }),
+        ],
+    );
+    drop((store, raw, floor));
+
+    let (store, session, mut floor) = realistic(dir.path(), "compact", 1_667);
+    let mut raw = Connection::open(store.path()).expect("raw");
+    common::configure(&raw);
+    let messages = 1_667 * TURN_LEN as i64;
+    let cut_seq = messages - TURN_LEN as i64 + 1;
+    let floor_session = floor.session().to_owned();
+    let resetter = Connection::open(store.path()).expect("reset connection");
+    let floor_resetter = Connection::open(dir.path().join("compact-floor.db")).expect("reset");
+    let mut reset = || {
+        resetter.execute(RESET, [session.as_str()]).expect("reset");
+        resetter
+            .execute("DELETE FROM summaries", [])
+            .expect("reset");
+        floor_resetter
+            .execute(RESET, [floor_session.as_str()])
+            .expect("reset");
+        // Both arms start from an empty WAL: a checkpoint falling into one arm's commit and
+        // not the other's moved this ratio between 1.35x and 2.7x from run to run.
+        for conn in [&resetter, &floor_resetter] {
+            conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .expect("checkpoint");
+        }
+    };
+    let mark = |conn: &mut Connection, session: &str| {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .expect("begin");
+        let marked = tx
+            .execute(RAW_COMPACT, params![session, cut_seq])
+            .expect("update");
+        tx.commit().expect("commit");
+        assert_eq!(marked as i64, cut_seq - 1);
+    };
+    rounds_of(
+        "compact 9,996 of 10,002 messages",
+        20,
+        &mut reset,
+        &mut [
+            ("store compact", &mut || {
+                let outcome = store
+                    .compact(&session, TURN_LEN, "summary of the head")
+                    .expect("compact");
+                assert!(!outcome.is_nothing());
+            }),
+            ("raw UPDATE on the store's schema", &mut || {
+                mark(&mut raw, session.as_str())
+            }),
+            ("floor UPDATE", &mut || {
+                mark(&mut floor.conn, &floor_session)
+            }),
+        ],
+    );
+}
+
+fn main() {
+    paired_ratios();
+    if std::env::var_os("PAIRED_ONLY").is_some() {
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
+    pages(&mut c);
+    compaction(&mut c);
+    c.final_summary();
+}

@@ -161,5 +161,6 @@ fn describe(part: &Part) -> String {
             };
             format!("{tag} {tool_use_id} {content:?}")
         }
+        other => format!("{} {}", other.kind(), session_store::describe(other)),
     }
 }

@@ -238,10 +238,11 @@ fn unknown_session_is_an_error() -> session_store::Result<()> {
 }
 
 /// End to end: what the provider is sent after compacting the seed shape is the summary,
-/// then the kept turns with every tool pair whole, and it passes both providers' contracts.
+/// then the kept turns with every tool pair whole, and it passes every provider's contract.
 #[test]
 fn export_sends_the_summary_in_place_of_the_head() -> anyhow::Result<()> {
-    use session_store::{check_anthropic, check_openai, ExportOptions, Provider};
+    use session_store::check_request as check;
+    use session_store::{ExportOptions, Provider};
 
     let (_dir, store) = open_store()?;
     let session = session_of_turns(&store, &[3, 3, 3])?;
@@ -250,7 +251,7 @@ fn export_sends_the_summary_in_place_of_the_head() -> anyhow::Result<()> {
         persist_latch: false,
         ..ExportOptions::default()
     };
-    for provider in [Provider::Anthropic, Provider::OpenAi] {
+    for provider in Provider::ALL {
         let body = store.export_now(&session, provider, &options)?;
         let text = body.to_string();
         assert!(
@@ -265,10 +266,7 @@ fn export_sends_the_summary_in_place_of_the_head() -> anyhow::Result<()> {
             text.contains("t2_call_0") && text.contains("t2_call_2"),
             "{text}"
         );
-        let violations = match provider {
-            Provider::Anthropic => check_anthropic(&body),
-            _ => check_openai(&body),
-        };
+        let violations = check(provider, &body);
         assert!(violations.is_empty(), "{provider}: {violations:?}");
     }
     Ok(())

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use session_store::{
-    check_anthropic, check_openai, ExportOptions, Message, NewMessage, Part, Provider, Refusal,
-    Role, Store, ThinkingConfig,
+    check_anthropic, check_gemini, check_openai, check_responses, ExportOptions, Message,
+    NewMessage, Part, Provider, Refusal, Role, Store, ThinkingConfig,
 };
 use session_store::{import_transcript, Format, Imported};
 
@@ -19,7 +19,7 @@ fn fixtures() -> PathBuf {
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).
-fn transcripts() -> Vec<(PathBuf, Format)> {
+pub(crate) fn transcripts() -> Vec<(PathBuf, Format)> {
     fn walk(dir: &Path, found: &mut Vec<(PathBuf, Format)>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
@@ -194,6 +194,7 @@ impl Inventory {
                     content,
                     is_error,
                     provider_metadata,
+                    ..
                 } if !tombstoned.contains(tool_use_id.as_str()) => {
                     inventory.results.insert(tool_use_id.clone(), *is_error);
                     // Content with images is described, not copied: compare text only.
@@ -298,6 +299,7 @@ fn exported_inventory(
             keep_recent: usize::MAX,
             ..ThinkingConfig::default()
         },
+        model: None,
     };
     let defaults = ExportOptions {
         persist_latch: false,
@@ -309,6 +311,8 @@ fn exported_inventory(
             check_anthropic as fn(&serde_json::Value) -> Vec<_>,
         ),
         (Provider::OpenAi, check_openai),
+        (Provider::Responses, check_responses),
+        (Provider::Gemini, check_gemini),
     ] {
         let body = store
             .export_now(&session, provider, &defaults)
@@ -392,6 +396,9 @@ fn every_real_transcript_imports_with_every_signature_call_and_result() {
             Format::ClaudeCode => Inventory::of_claude_code(&text),
             Format::Anthropic => Inventory::of_anthropic(&text),
             Format::OpenAi => Inventory::of_openai(&text),
+            // Codex rollouts are counted in tests/responses_gemini.rs; no fixture is a
+            // Responses or Gemini body.
+            other => unreachable!("{other} is not in the list"),
         };
         let (imported, messages) = import_into(&store, &path, format);
         let stored = Inventory::of_stored(&messages, &imported.tombstoned);
@@ -516,8 +523,7 @@ fn a_refused_import_leaves_no_session_behind() {
 }
 
 /// `import --format auto` on real files: every transcript is detected as the format its
-/// importer reads, is refused for every other format, and the Codex rollouts (a format this
-/// build does not read) are refused rather than guessed.
+/// importer reads, and is refused for every other format; the Codex rollouts too.
 #[test]
 fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
     use session_store::{
@@ -540,8 +546,8 @@ fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
     for entry in std::fs::read_dir(&codex).expect("codex folder") {
         let path = entry.expect("entry").path();
         let text = read(&path);
-        assert!(detect(&text).is_err(), "{}", path.display());
-        for format in CANDIDATES {
+        assert_eq!(detect(&text), Ok(Format::Codex), "{}", path.display());
+        for format in CANDIDATES.iter().filter(|f| **f != Format::Codex) {
             assert!(
                 confirm(*format, &text).is_err(),
                 "{} as {format}",

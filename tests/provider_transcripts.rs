@@ -69,11 +69,20 @@ fn to_messages(body: &Value) -> Vec<Message> {
                             block["input"].clone(),
                         )),
                         Some("tool_result") => parts.push(Part::ToolResult {
+                            blocks: None,
                             tool_use_id: field("tool_use_id"),
                             content: text_of(&block["content"]),
                             is_error: block["is_error"].as_bool().unwrap_or(false),
                             provider_metadata: None,
                         }),
+                        Some("server_tool_use") => parts.push(Part::server_tool_use(
+                            field("id"),
+                            field("name"),
+                            block["input"].clone(),
+                        )),
+                        Some(kind) if kind.ends_with("_tool_result") => parts.push(
+                            Part::server_tool_result(field("tool_use_id"), block.clone()),
+                        ),
                         // e.g. a server-side `compaction` block: kept as its text.
                         _ => parts.push(Part::text(text_of(&block["content"]))),
                     }
@@ -100,6 +109,7 @@ fn to_messages(body: &Value) -> Vec<Message> {
             role,
             compacted: false,
             created_at: chrono::DateTime::UNIX_EPOCH,
+            model: None,
             parts,
         })
         .collect()
@@ -143,7 +153,7 @@ fn derived_pydantic_ai_requests_render_with_zero_violations() {
                 .any(|m| m.get("tool_calls").is_some() || m["content"].is_string())
         });
         let view = sanitize(&to_messages(&original));
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = render(&view, provider);
             assert_eq!(
                 check(provider, &body),
@@ -189,7 +199,7 @@ fn derived_pydantic_ai_requests_render_with_zero_violations() {
         );
         seen += 1;
     }
-    assert_eq!(seen, 5, "all derived fixtures were read");
+    assert_eq!(seen, 6, "all derived fixtures were read");
 }
 
 /// A Claude Code session log (JSON Lines) as stored messages: consecutive assistant lines
@@ -226,6 +236,7 @@ fn claude_code_messages(jsonl: &str) -> Vec<Message> {
                             block["input"].clone(),
                         )),
                         Some("tool_result") => parts.push(Part::ToolResult {
+                            blocks: None,
                             tool_use_id: field("tool_use_id"),
                             content: text_of(&block["content"]),
                             is_error: block["is_error"].as_bool().unwrap_or(false),
@@ -255,6 +266,7 @@ fn claude_code_messages(jsonl: &str) -> Vec<Message> {
             role,
             compacted: false,
             created_at: chrono::DateTime::UNIX_EPOCH,
+            model: None,
             parts,
         })
         .collect()
@@ -283,7 +295,7 @@ fn claude_code_logs_render_with_zero_violations() {
         let messages = claude_code_messages(&text);
         let view = sanitize(&messages);
         let anthropic = render(&view, Provider::Anthropic);
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = render(&view, provider);
             assert_eq!(check(provider, &body), vec![], "{file} as {provider}");
         }

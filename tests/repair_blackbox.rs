@@ -116,8 +116,8 @@ fn a_trailing_call_outside_an_assistant_message_is_not_pending() {
     for role in ["user", "system", "tool"] {
         let rows = format!(
             "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
-               (1, 's', 1, 0, 'user', 't'), (2, 's', 2, 0, 'assistant', 't'),
-               (3, 's', 3, 0, '{role}', 't');
+               (1, 's', 1, 0, 'user', '2024-01-01T00:00:00Z'), (2, 's', 2, 0, 'assistant', '2024-01-01T00:00:00Z'),
+               (3, 's', 3, 0, '{role}', '2024-01-01T00:00:00Z');
              INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
                (1, 0, 'text', 'hi', NULL, NULL, NULL),
                (2, 0, 'text', 'ok', NULL, NULL, NULL),
@@ -133,7 +133,7 @@ fn a_call_in_a_user_message_answered_by_the_block_after_it_is_not_pending() {
     // and the call must not stay behind as if it were waiting for one.
     mends_trailing_call(
         "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
-           (1, 's', 10, 0, 'user', 't'), (2, 's', 20, 0, 'tool', 't');
+           (1, 's', 10, 0, 'user', '2024-01-01T00:00:00Z'), (2, 's', 20, 0, 'tool', '2024-01-01T00:00:00Z');
          INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
            (1, 0, 'tool_use', NULL, 'last', 'bash', '{}'),
            (2, 0, 'tool_result', 'out', 'last', NULL, NULL);",
@@ -149,9 +149,9 @@ fn a_call_without_an_id_gets_one_so_that_its_tombstone_matches_it() {
     conn.execute_batch(MINIMUM_SCHEMA).expect("schema");
     conn.execute_batch(
         "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
-           (1, 's', 1, 0, 'user', 't'), (2, 's', 2, 0, 'assistant', 't'),
-           (3, 's', 3, 0, 'tool', 't'), (4, 's', 4, 1, 'user', 't'),
-           (5, 's', 5, 1, 'assistant', 't');
+           (1, 's', 1, 0, 'user', '2024-01-01T00:00:00Z'), (2, 's', 2, 0, 'assistant', '2024-01-01T00:00:00Z'),
+           (3, 's', 3, 0, 'tool', '2024-01-01T00:00:00Z'), (4, 's', 4, 1, 'user', '2024-01-01T00:00:00Z'),
+           (5, 's', 5, 1, 'assistant', '2024-01-01T00:00:00Z');
          INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
            (1, 0, 'text', 'hi', NULL, NULL, NULL),
            (2, 0, 'tool_use', NULL, NULL, 'bash', '{}'),

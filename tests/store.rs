@@ -76,7 +76,10 @@ fn open_refuses_a_file_that_is_not_sqlite_and_leaves_it_untouched() {
 #[test]
 fn open_refuses_a_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    assert!(matches!(Store::open(dir.path()), Err(Error::Io { .. })));
+    assert!(matches!(
+        Store::open(dir.path()),
+        Err(Error::InvalidPath { .. })
+    ));
 }
 
 #[test]

@@ -9,6 +9,8 @@
 #![allow(clippy::disallowed_methods)] // benches read the clock like the store does
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
+pub mod million;
+
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -54,15 +56,37 @@ pub fn filler(seed: u64, len: usize) -> String {
     out
 }
 
+/// A tool_use id as providers make them (`toolu_01` and 22 random-looking base-62
+/// characters): ids in a real session are not in insertion order, so an index on them takes
+/// each new one at a random place.
+pub fn tool_use_id(n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x2545_f491_4f6c_dd1d;
+    let mut id = String::from("toolu_01");
+    for _ in 0..22 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        id.push(DIGITS[(x % 62) as usize] as char);
+    }
+    id
+}
+
+/// The length of a tool result: 0.5 to 4 KB, ~2.2 KB on average.
+fn result_len(n: u64) -> usize {
+    500 + (n.wrapping_mul(2_654_435_761) % 3_500) as usize
+}
+
 /// Messages in one [`tool_turn`].
 pub const TURN_LEN: usize = 6;
 
-/// One realistic tool turn, `n` making its ids unique: a user request (~200 B); an assistant
+/// One realistic tool turn, `n` making its ids unique (see [`tool_use_id`]): a user request (~200 B); an assistant
 /// message with signed reasoning (~600 B), a short text and three tool_uses; three tool
-/// messages with a result each (~2 KiB, like a file read or a command's output); the final
-/// answer (~800 B). About 7.5 KiB of content in 6 messages and 10 parts.
+/// messages with a result each (0.5-4 KB, ~2.2 KB on average, like a file read or a
+/// command's output); the final answer (~800 B). About 8 KiB of content in 6 messages and 10
+/// parts.
 pub fn tool_turn(n: u64) -> Vec<NewMessage> {
-    let ids: Vec<String> = (0..3).map(|i| format!("toolu_{n:08}_{i}")).collect();
+    let ids: Vec<String> = (0..3).map(|i| tool_use_id(n * 3 + i)).collect();
     let mut turn = vec![
         NewMessage::user(filler(n, 200)),
         NewMessage::assistant(vec![
@@ -91,7 +115,7 @@ pub fn tool_turn(n: u64) -> Vec<NewMessage> {
     for (i, id) in ids.iter().enumerate() {
         turn.push(NewMessage::tool(vec![Part::tool_result(
             id,
-            filler(n * 7 + i as u64, 2000),
+            filler(n * 7 + i as u64, result_len(n * 3 + i as u64)),
         )]));
     }
     turn.push(NewMessage::assistant(vec![Part::text(filler(n + 3, 800))]));
@@ -132,11 +156,79 @@ const INSERT_PART: &str = "
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
 
+/// The floor: the contract's three tables with their keys, foreign keys and UNIQUE
+/// constraints, plus the one index every turn-aware read needs,
+/// `messages (session_id, turn_index, seq)`. No CHECK constraints, no other index, no
+/// column beyond the contract's. What any program keeping the contract's rows in SQLite
+/// must pay at least.
+pub const FLOOR_SCHEMA: &str = "
+    CREATE TABLE sessions (
+        id          TEXT PRIMARY KEY,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL);
+    CREATE TABLE messages (
+        id          INTEGER PRIMARY KEY,
+        session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq         INTEGER NOT NULL,
+        turn_index  INTEGER NOT NULL,
+        role        TEXT NOT NULL,
+        compacted   INTEGER NOT NULL DEFAULT 0,
+        created_at  TEXT NOT NULL,
+        UNIQUE (session_id, seq));
+    CREATE INDEX messages_by_turn ON messages (session_id, turn_index, seq);
+    CREATE TABLE parts (
+        id          INTEGER PRIMARY KEY,
+        message_id  INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        ordinal     INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        text        TEXT,
+        tool_use_id TEXT,
+        tool_name   TEXT,
+        input       TEXT,
+        is_error    INTEGER NOT NULL DEFAULT 0,
+        provider_metadata TEXT,
+        UNIQUE (message_id, ordinal));";
+
+/// The floor's connection settings: WAL and `synchronous=NORMAL`, nothing else (SQLite's
+/// defaults otherwise, so foreign keys are not enforced: the strictest floor).
+pub fn configure_floor(conn: &Connection) {
+    conn.busy_timeout(std::time::Duration::from_secs(30))
+        .unwrap();
+    conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+        .unwrap();
+    conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
+}
+
+/// Creates the floor's schema in a new file at `path`.
+pub fn create_floor(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    configure_floor(&conn);
+    conn.execute_batch(FLOOR_SCHEMA).unwrap();
+}
+
 impl Raw {
+    /// The floor baseline: creates [`FLOOR_SCHEMA`] in a new file at `path` and a session in
+    /// it; appends exactly like [`Raw::open`]'s baseline.
+    pub fn floor(path: &Path) -> Self {
+        create_floor(path);
+        let conn = Connection::open(path).unwrap();
+        configure_floor(&conn);
+        Self::with_session(conn)
+    }
+
     /// Opens `path` (already created by `Store::open`) and creates a session in it.
     pub fn open(path: &Path) -> Self {
         let conn = Connection::open(path).unwrap();
         configure(&conn);
+        Self::with_session(conn)
+    }
+
+    /// The session's id.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    fn with_session(conn: Connection) -> Self {
         let session = SessionId::random().to_string();
         let now = now_text();
         conn.execute(
@@ -228,6 +320,7 @@ fn insert_part(conn: &Connection, message_id: i64, ordinal: i64, part: &Part) {
             None,
             *is_error,
         ),
+        other => unreachable!("the benches write no {} parts", other.kind()),
     };
     conn.prepare_cached(INSERT_PART)
         .unwrap()
@@ -254,10 +347,117 @@ pub const RAW_SELECT: &str = "
     WHERE m.session_id = ?1 AND m.compacted = 0
     ORDER BY m.seq, p.ordinal";
 
+/// Every message of the session with its parts (the floor's "load all").
+pub const RAW_SELECT_ALL: &str = "
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+           p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1
+    ORDER BY m.seq, p.ordinal";
+
+/// The last `?2` turns of the session (turn indexes are dense in a session written through
+/// the contract's rule), in order, on the `(session_id, turn_index, seq)` index; `m.id` in
+/// the `ORDER BY` lets the join keep the index's order (no sort).
+pub const RAW_SELECT_LAST_TURNS: &str = "
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+           p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM messages m LEFT JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1
+      AND m.turn_index > (SELECT MAX(turn_index) FROM messages WHERE session_id = ?1) - ?2
+    ORDER BY m.turn_index, m.seq, m.id, p.ordinal";
+
 /// The raw read: [`RAW_SELECT`] decoded into the store's own `Message` and `Part` values.
 pub fn raw_load(conn: &Connection, session: &str) -> Vec<Message> {
-    let mut stmt = conn.prepare_cached(RAW_SELECT).unwrap();
+    raw_query(conn, RAW_SELECT, rusqlite::params![session])
+}
+
+/// The floor's "load all": [`RAW_SELECT_ALL`] decoded into `Message` values.
+pub fn raw_load_all(conn: &Connection, session: &str) -> Vec<Message> {
+    raw_query(conn, RAW_SELECT_ALL, rusqlite::params![session])
+}
+
+/// The floor's last `k` turns ([`RAW_SELECT_LAST_TURNS`]) decoded into `Message` values.
+pub fn raw_last_turns(conn: &Connection, session: &str, k: i64) -> Vec<Message> {
+    raw_query(conn, RAW_SELECT_LAST_TURNS, rusqlite::params![session, k])
+}
+
+/// A part as the floor keeps it when nothing asks for more: the columns as owned values,
+/// JSON left as text.
+#[derive(Debug)]
+pub struct RawPart {
+    /// `parts.kind`.
+    pub kind: String,
+    /// `parts.text`.
+    pub text: Option<String>,
+    /// `parts.tool_use_id`.
+    pub tool_use_id: Option<String>,
+    /// `parts.tool_name`.
+    pub tool_name: Option<String>,
+    /// `parts.input` (JSON text).
+    pub input: Option<String>,
+    /// `parts.is_error`.
+    pub is_error: bool,
+    /// `parts.provider_metadata` (JSON text).
+    pub provider_metadata: Option<String>,
+}
+
+/// A message as the floor keeps it when nothing asks for more (see [`RawPart`]).
+#[derive(Debug)]
+pub struct RawMessage {
+    /// `messages.id`.
+    pub id: i64,
+    /// `messages.seq`.
+    pub seq: i64,
+    /// `messages.turn_index`.
+    pub turn_index: i64,
+    /// `messages.role`.
+    pub role: String,
+    /// `messages.compacted`.
+    pub compacted: bool,
+    /// `messages.created_at` (RFC 3339 text).
+    pub created_at: String,
+    /// Its parts.
+    pub parts: Vec<RawPart>,
+}
+
+/// The lowest floor of a load: [`RAW_SELECT_ALL`]'s rows as owned strings, no JSON or time
+/// parsing. Shown beside the `Message` floor to say what decoding into values costs.
+pub fn raw_load_strings(conn: &Connection, session: &str) -> Vec<RawMessage> {
+    let mut stmt = conn.prepare_cached(RAW_SELECT_ALL).unwrap();
     let mut rows = stmt.query([session]).unwrap();
+    let mut messages: Vec<RawMessage> = Vec::new();
+    while let Some(row) = rows.next().unwrap() {
+        let id: i64 = row.get(0).unwrap();
+        if messages.last().is_none_or(|m| m.id != id) {
+            messages.push(RawMessage {
+                id,
+                seq: row.get(1).unwrap(),
+                turn_index: row.get(2).unwrap(),
+                role: row.get(3).unwrap(),
+                compacted: row.get::<_, i64>(4).unwrap() != 0,
+                created_at: row.get(5).unwrap(),
+                parts: Vec::new(),
+            });
+        }
+        if row.get::<_, Option<i64>>(6).unwrap().is_some() {
+            messages.last_mut().unwrap().parts.push(RawPart {
+                kind: row.get(7).unwrap(),
+                text: row.get(8).unwrap(),
+                tool_use_id: row.get(9).unwrap(),
+                tool_name: row.get(10).unwrap(),
+                input: row.get(11).unwrap(),
+                is_error: row.get::<_, i64>(12).unwrap() != 0,
+                provider_metadata: row.get(13).unwrap(),
+            });
+        }
+    }
+    messages
+}
+
+/// Runs one of the raw `SELECT`s above and decodes its rows into `Message` values.
+pub fn raw_query(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> Vec<Message> {
+    let mut stmt = conn.prepare_cached(sql).unwrap();
+    let mut rows = stmt.query(params).unwrap();
     let mut messages: Vec<Message> = Vec::new();
     while let Some(row) = rows.next().unwrap() {
         let id: i64 = row.get(0).unwrap();
@@ -272,6 +472,7 @@ pub fn raw_load(conn: &Connection, session: &str) -> Vec<Message> {
                 created_at: DateTime::parse_from_rfc3339(&created)
                     .unwrap()
                     .with_timezone(&Utc),
+                model: None,
                 parts: Vec::new(),
             });
         }
@@ -317,8 +518,10 @@ fn raw_part(row: &Row<'_>) -> Option<Part> {
             tool_use_id: tool_use_id.unwrap_or_default(),
             content: text.unwrap_or_default(),
             is_error: row.get::<_, i64>(12).unwrap() != 0,
+            blocks: None,
             provider_metadata: metadata,
         },
+        other => unreachable!("the benches write no {other} parts"),
     })
 }
 
@@ -331,6 +534,7 @@ pub fn as_stored(message: &NewMessage, id: i64, seq: i64, turn_index: i64) -> Me
         role: message.role,
         compacted: false,
         created_at: Utc::now(),
+        model: message.model.clone(),
         parts: message.parts.clone(),
     }
 }
@@ -516,34 +720,83 @@ pub fn print_ratios(group: &str, pairs: &[(&str, &str, Option<f64>)]) {
 /// `ours` and one of `baseline` back to back (alternating which goes first), and the ratio
 /// reported is the median of the per-round ratios. Printed beside criterion's figures.
 pub fn paired(name: &str, rounds: usize, mut ours: impl FnMut(), mut baseline: impl FnMut()) {
+    rounds_of(
+        name,
+        rounds,
+        &mut || {},
+        &mut [("ours", &mut ours), ("baseline", &mut baseline)],
+    );
+}
+
+/// What [`rounds_of`] measured for one arm.
+#[derive(Clone, Debug)]
+pub struct Arm {
+    /// The arm's name.
+    pub name: String,
+    /// Median time of one call, seconds.
+    pub median: f64,
+    /// Median over the rounds of (first arm's time / this arm's time in the same round).
+    pub ratio: f64,
+}
+
+/// Paired rounds over several arms: each round calls `reset` (untimed) before timing each
+/// arm once, the arms taken in a rotating order so none always goes first; the ratio of
+/// each arm is the median over rounds of `arms[0]` / that arm, measured in the same round.
+/// Prints one line per arm and returns them.
+pub fn rounds_of(
+    name: &str,
+    rounds: usize,
+    reset: &mut dyn FnMut(),
+    arms: &mut [(&str, &mut dyn FnMut())],
+) -> Vec<Arm> {
     use std::time::Instant;
-    let mut ratios = Vec::with_capacity(rounds);
-    let (mut a_all, mut b_all) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
+    // `ROUNDS_SCALE=k` runs k times the rounds (to attach a profiler to a long stretch).
+    let rounds = rounds
+        * std::env::var("ROUNDS_SCALE")
+            .ok()
+            .and_then(|k| k.parse().ok())
+            .unwrap_or(1);
+    let n = arms.len();
+    let mut times = vec![Vec::with_capacity(rounds); n];
+    let mut ratios = vec![Vec::with_capacity(rounds); n];
     for round in 0..rounds {
-        let time = |f: &mut dyn FnMut()| {
+        let mut this = vec![0.0; n];
+        for k in 0..n {
+            let i = (round + k) % n;
+            reset();
             let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
-        };
-        let (a, b) = if round % 2 == 0 {
-            let a = time(&mut ours);
-            (a, time(&mut baseline))
-        } else {
-            let b = time(&mut baseline);
-            (time(&mut ours), b)
-        };
-        ratios.push(a / b);
-        a_all.push(a);
-        b_all.push(b);
+            (arms[i].1)();
+            this[i] = start.elapsed().as_secs_f64();
+        }
+        for i in 0..n {
+            times[i].push(this[i]);
+            ratios[i].push(this[0] / this[i]);
+        }
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    println!(
-        "paired {name}: median ratio {:.2}x over {rounds} rounds ({:.1} us vs {:.1} us)",
-        median(&mut ratios),
-        median(&mut a_all) * 1e6,
-        median(&mut b_all) * 1e6
-    );
+    println!("paired {name} ({rounds} rounds):");
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let arm = Arm {
+            name: arms[i].0.to_owned(),
+            median: median(&mut times[i]),
+            ratio: median(&mut ratios[i]),
+        };
+        if i == 0 {
+            println!("  {:<28} {:>12.1} us", arm.name, arm.median * 1e6);
+        } else {
+            println!(
+                "  {:<28} {:>12.1} us   {} / this = {:.2}x",
+                arm.name,
+                arm.median * 1e6,
+                arms[0].0,
+                arm.ratio
+            );
+        }
+        out.push(arm);
+    }
+    out
 }

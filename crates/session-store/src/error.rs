@@ -15,6 +15,17 @@ pub enum Error {
         /// The file that was refused.
         path: PathBuf,
     },
+    /// The path cannot name a database or backup file: an SQLite URI or `:memory:`, a
+    /// directory, FIFO or device, a file in a missing folder, or (for a backup) the
+    /// database itself or one of its side files. Refused before anything is opened or created.
+    #[error("{path}: not usable as a database file")]
+    InvalidPath {
+        /// The path that was refused.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        problem: crate::store::PathProblem,
+    },
     /// The path could not be read or created.
     #[error("cannot open {path}")]
     Io {
@@ -64,6 +75,17 @@ pub enum Error {
         /// What was wrong.
         #[source]
         reason: Refusal,
+    },
+    /// An append's idempotency key is already stored in the session for a different message,
+    /// or a batch mixes replayed and new messages out of order; nothing was written.
+    #[error("idempotency key {key:?} of session {session}: {detail}")]
+    IdempotencyConflict {
+        /// The session appended to.
+        session: SessionId,
+        /// The key at fault.
+        key: String,
+        /// What does not match.
+        detail: String,
     },
     /// A stored row that no valid writer produces and the reader cannot interpret.
     #[error("corrupt row in {table} (id {row_id}): {detail}")]

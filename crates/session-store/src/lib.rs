@@ -37,6 +37,7 @@
 
 // The modules are private: the API is the flat list below, so the insides can move freely.
 mod error;
+mod fnv;
 mod history;
 mod import;
 mod model;
@@ -59,7 +60,7 @@ pub use history::turns::turn_indexes;
 pub use model::Usage;
 pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
-    ExportOptions, Reverted, SessionOverview, Store, StoreOptions,
+    ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,
 };
 pub use store::{is_database_url, redact_database_url, CopyReport};
 pub use store::{
@@ -76,13 +77,15 @@ pub use store::repair::{
 
 // Provider requests: the defensive loader, renderers and the providers' contracts.
 pub use history::contract::{
-    check as check_request, check_anthropic, check_openai, ProviderRule, ProviderViolation,
+    check as check_request, check_anthropic, check_gemini, check_openai, check_responses,
+    check_signed_by_target, ProviderRule, ProviderViolation,
 };
-pub use history::render::{digests, first_divergence, render, MessageDigest, Provider};
+pub use history::models::{bind_to_model, latest_model};
+pub use history::render::{digests, first_divergence, render, render_for, MessageDigest, Provider};
 pub use history::request::Request;
 pub use history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
 pub use history::signed::signature;
-pub use history::texts::is_tombstone;
+pub use history::texts::{describe, is_tombstone};
 pub use history::thinking::{ThinkingConfig, ThinkingState};
 
 // Import: transcripts in, messages that pass the pairing rules out.
@@ -91,5 +94,7 @@ pub use import::detect::{
     detect_sample as detect_format_of, DetectError, Evidence, Sample, CANDIDATES as FORMATS,
 };
 pub use import::{
-    import as import_transcript, Format, ImportError, Imported, Location, UnknownFormat,
+    import as import_transcript, import_bytes as import_transcript_bytes,
+    text_of as transcript_text, Format, ImportError, Imported, ImportedChild, ImportedCompaction,
+    Location, UnknownFormat,
 };

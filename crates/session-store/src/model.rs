@@ -2,7 +2,7 @@
 //!
 //! These types are shared by the pure history logic and the storage layer. They make the
 //! contract's closed sets closed in the type system: a [`Role`] is one of four, a [`Part`] is
-//! one of five kinds, and a tool_result cannot exist without the id it answers.
+//! one of ten kinds, and a tool_result cannot exist without the id it answers.
 
 use std::fmt;
 use std::str::FromStr;
@@ -116,6 +116,16 @@ pub enum PartKind {
     ToolUse,
     /// [`Part::ToolResult`]
     ToolResult,
+    /// [`Part::Image`]
+    Image,
+    /// [`Part::Document`]
+    Document,
+    /// [`Part::ServerToolUse`]
+    ServerToolUse,
+    /// [`Part::ServerToolResult`]
+    ServerToolResult,
+    /// [`Part::Opaque`]
+    Opaque,
 }
 
 impl PartKind {
@@ -127,6 +137,11 @@ impl PartKind {
             PartKind::RedactedReasoning => "redacted_reasoning",
             PartKind::ToolUse => "tool_use",
             PartKind::ToolResult => "tool_result",
+            PartKind::Image => "image",
+            PartKind::Document => "document",
+            PartKind::ServerToolUse => "server_tool_use",
+            PartKind::ServerToolResult => "server_tool_result",
+            PartKind::Opaque => "opaque",
         }
     }
 }
@@ -137,7 +152,7 @@ impl fmt::Display for PartKind {
     }
 }
 
-/// A string that is not one of the five part kinds.
+/// A string that is not one of the ten part kinds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown part kind {0:?}")]
 pub struct UnknownPartKind(pub String);
@@ -152,6 +167,11 @@ impl FromStr for PartKind {
             "redacted_reasoning" => Ok(PartKind::RedactedReasoning),
             "tool_use" => Ok(PartKind::ToolUse),
             "tool_result" => Ok(PartKind::ToolResult),
+            "image" => Ok(PartKind::Image),
+            "document" => Ok(PartKind::Document),
+            "server_tool_use" => Ok(PartKind::ServerToolUse),
+            "server_tool_result" => Ok(PartKind::ServerToolResult),
+            "opaque" => Ok(PartKind::Opaque),
             other => Err(UnknownPartKind(other.to_owned())),
         }
     }
@@ -208,7 +228,68 @@ pub enum Part {
         content: String,
         /// True for failures and tombstones.
         is_error: bool,
+        /// The whole content list (JSON array of provider blocks) when the result holds more
+        /// than text (images, documents); `content` is then its plain-text part. `None` for a
+        /// plain text result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        blocks: Option<Value>,
         /// Opaque provider data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// An image a user or a tool supplied.
+    Image {
+        /// Where it comes from, provider-neutral JSON: `{"type": "base64", "media_type": ...,
+        /// "data": ...}`, `{"type": "url", "url": ...}` or `{"type": "file", "file_id": ...}`.
+        source: Value,
+        /// An optional title or alt text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        /// Opaque provider data (cache-control marks and other block attributes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// A document (PDF, plain text, ...) a user or a tool supplied.
+    Document {
+        /// Where it comes from, as for [`Part::Image`] (also `{"type": "text", "media_type":
+        /// "text/plain", "data": ...}`).
+        source: Value,
+        /// An optional title.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        /// Opaque provider data (citations settings, context, cache-control marks).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// A tool the provider runs itself (web search, code execution, web fetch, remote MCP);
+    /// lives in an assistant message and is answered in that same message.
+    ServerToolUse {
+        /// Unique within the session (the provider's id, e.g. `srvtoolu_...`).
+        id: String,
+        /// The server tool's name (`web_search`, `code_execution`, ...).
+        name: String,
+        /// Its arguments.
+        input: Value,
+        /// Opaque provider data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// What a server tool returned, in the assistant message of its call.
+    ServerToolResult {
+        /// The id of the [`Part::ServerToolUse`] it answers.
+        tool_use_id: String,
+        /// The provider's result block verbatim (e.g. a whole `web_search_tool_result`).
+        block: Value,
+        /// Opaque provider data (names the provider that made the block).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_metadata: Option<Value>,
+    },
+    /// A provider block the store has no kind for, kept verbatim and sent back only to the
+    /// provider that made it (named under `"provider"` in `provider_metadata`).
+    Opaque {
+        /// The block verbatim.
+        block: Value,
+        /// `{"provider": "anthropic", ...}`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         provider_metadata: Option<Value>,
     },
@@ -247,6 +328,7 @@ impl Part {
             tool_use_id: tool_use_id.into(),
             content: content.into(),
             is_error: false,
+            blocks: None,
             provider_metadata: None,
         }
     }
@@ -257,7 +339,67 @@ impl Part {
             tool_use_id: tool_use_id.into(),
             content: content.into(),
             is_error: true,
+            blocks: None,
             provider_metadata: None,
+        }
+    }
+
+    /// An image part from its source JSON.
+    pub fn image(source: Value) -> Self {
+        Part::Image {
+            source,
+            title: None,
+            provider_metadata: None,
+        }
+    }
+
+    /// A document part from its source JSON.
+    pub fn document(source: Value) -> Self {
+        Part::Document {
+            source,
+            title: None,
+            provider_metadata: None,
+        }
+    }
+
+    /// A server tool call.
+    pub fn server_tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Part::ServerToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+            provider_metadata: None,
+        }
+    }
+
+    /// A server tool's result block, kept verbatim.
+    pub fn server_tool_result(tool_use_id: impl Into<String>, block: Value) -> Self {
+        Part::ServerToolResult {
+            tool_use_id: tool_use_id.into(),
+            block,
+            provider_metadata: None,
+        }
+    }
+
+    /// A block only `provider` understands, kept verbatim.
+    pub fn opaque(provider: &str, block: Value) -> Self {
+        Part::Opaque {
+            block,
+            provider_metadata: Some(serde_json::json!({ "provider": provider })),
+        }
+    }
+
+    /// For an opaque part: the provider that made it (`None` when unknown: then it goes to
+    /// no provider).
+    pub fn opaque_provider(&self) -> Option<&str> {
+        match self {
+            Part::Opaque {
+                provider_metadata, ..
+            } => provider_metadata
+                .as_ref()
+                .and_then(|m| m.get("provider"))
+                .and_then(Value::as_str),
+            _ => None,
         }
     }
 
@@ -269,6 +411,11 @@ impl Part {
             Part::RedactedReasoning { .. } => PartKind::RedactedReasoning,
             Part::ToolUse { .. } => PartKind::ToolUse,
             Part::ToolResult { .. } => PartKind::ToolResult,
+            Part::Image { .. } => PartKind::Image,
+            Part::Document { .. } => PartKind::Document,
+            Part::ServerToolUse { .. } => PartKind::ServerToolUse,
+            Part::ServerToolResult { .. } => PartKind::ServerToolResult,
+            Part::Opaque { .. } => PartKind::Opaque,
         }
     }
 
@@ -289,13 +436,33 @@ impl Part {
             }
             | Part::ToolResult {
                 provider_metadata, ..
+            }
+            | Part::Image {
+                provider_metadata, ..
+            }
+            | Part::Document {
+                provider_metadata, ..
+            }
+            | Part::ServerToolUse {
+                provider_metadata, ..
+            }
+            | Part::ServerToolResult {
+                provider_metadata, ..
+            }
+            | Part::Opaque {
+                provider_metadata, ..
             } => provider_metadata.as_ref(),
         }
     }
 
-    /// The `tool_use_id` column: a tool_use's own id, or the id a tool_result answers.
+    /// The `tool_use_id` column: a tool_use's own id, or the id a tool_result answers (and
+    /// the same for server tool calls and results).
     pub fn tool_use_id(&self) -> Option<&str> {
-        self.call_id().or(self.answers())
+        match self {
+            Part::ServerToolUse { id, .. } => Some(id),
+            Part::ServerToolResult { tool_use_id, .. } => Some(tool_use_id),
+            _ => self.call_id().or(self.answers()),
+        }
     }
 
     /// The id of a tool_use part (`None` for every other kind).
@@ -325,9 +492,18 @@ pub struct NewMessage {
     /// When it was written; the store's clock when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// Which model wrote it (`messages.model`), `"provider/model"` such as
+    /// `"anthropic/claude-sonnet-4-5"`; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// What the provider reported this message cost (a `usage` row), where it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// The caller's key for this message, unique within the session: appending a message
+    /// whose key is already stored returns the stored message instead of storing it twice
+    /// (a retry after a timeout or a crash between commit and acknowledgement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl NewMessage {
@@ -337,7 +513,9 @@ impl NewMessage {
             role,
             parts,
             created_at: None,
+            model: None,
             usage: None,
+            idempotency_key: None,
         }
     }
 
@@ -367,9 +545,21 @@ impl NewMessage {
         self
     }
 
+    /// Records which model wrote the message (`"provider/model"`).
+    pub fn by_model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
     /// Records what the provider reported this message cost (stored as a `usage` row).
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
+        self
+    }
+
+    /// Sets the caller's idempotency key (see [`NewMessage::idempotency_key`]).
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
 }
@@ -439,6 +629,9 @@ pub struct Message {
     pub compacted: bool,
     /// When it was written.
     pub created_at: DateTime<Utc>,
+    /// Which model wrote it (`messages.model`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// Its content blocks, in ordinal order.
     pub parts: Vec<Part>,
 }
@@ -482,10 +675,15 @@ mod tests {
             PartKind::RedactedReasoning,
             PartKind::ToolUse,
             PartKind::ToolResult,
+            PartKind::Image,
+            PartKind::Document,
+            PartKind::ServerToolUse,
+            PartKind::ServerToolResult,
+            PartKind::Opaque,
         ] {
             assert_eq!(kind.as_str().parse::<PartKind>(), Ok(kind));
         }
         assert!("developer".parse::<Role>().is_err());
-        assert!("image".parse::<PartKind>().is_err());
+        assert!("video".parse::<PartKind>().is_err());
     }
 }

@@ -13,6 +13,7 @@ pub fn run(
     store: &Store,
     session: &str,
     provider: Provider,
+    model: Option<String>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
@@ -20,6 +21,7 @@ pub fn run(
     // a session never changes it.
     let options = ExportOptions {
         persist_latch: false,
+        model,
         ..ExportOptions::default()
     };
     let request = store.export_request(&id, provider, clock(), &options)?;

@@ -91,6 +91,11 @@ enum Command {
         /// Which provider's request shape.
         #[arg(long, value_enum)]
         format: ExportFormat,
+        /// The model the body is for, as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`):
+        /// signed reasoning another model wrote is not sent. Default: the model of the
+        /// session's latest assistant message.
+        #[arg(long, value_name = "PROVIDER/MODEL", value_parser = parse_model)]
+        model: Option<String>,
     },
     /// Replace the head of a session by a summary in what the provider sees.
     ///
@@ -218,6 +223,10 @@ enum ExportFormat {
     Anthropic,
     /// OpenAI Chat Completions: `{"messages": [...]}`.
     Openai,
+    /// OpenAI Responses: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// Gemini generateContent: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
 }
 
 /// The transcript formats `import` reads.
@@ -229,8 +238,24 @@ enum ImportFormat {
     Anthropic,
     /// An OpenAI Chat Completions request body: `{"messages": [...]}`.
     Openai,
+    /// An OpenAI Responses request body: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// A Gemini generateContent request body: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
     /// A Claude Code session log (JSON Lines).
     ClaudeCode,
+    /// A Codex CLI rollout (JSON Lines).
+    Codex,
+}
+
+/// A target model as `messages.model` records it: `provider/model`.
+fn parse_model(text: &str) -> Result<String, String> {
+    match text.split_once('/') {
+        Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(text.to_owned()),
+        _ => Err(format!(
+            "expected PROVIDER/MODEL, e.g. anthropic/claude-sonnet-4-5, found {text:?}"
+        )),
+    }
 }
 
 fn main() -> ExitCode {
@@ -269,12 +294,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             turns,
             full,
         } => show::run(&open::existing(&cli.db)?, &session, turns, full, &mut out)?,
-        Command::Export { session, format } => {
+        Command::Export {
+            session,
+            format,
+            model,
+        } => {
             let provider = match format {
                 ExportFormat::Anthropic => Provider::Anthropic,
                 ExportFormat::Openai => Provider::OpenAi,
+                ExportFormat::Responses => Provider::Responses,
+                ExportFormat::Gemini => Provider::Gemini,
             };
-            export::run(&open::existing(&cli.db)?, &session, provider, &mut out)?
+            export::run(
+                &open::existing(&cli.db)?,
+                &session,
+                provider,
+                model,
+                &mut out,
+            )?
         }
         Command::Compact {
             session,

@@ -13,7 +13,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
 use session_store::RepairOptions;
 use session_store::SessionOverview;
-use session_store::{Error, Store};
+use session_store::{Error, HealthRule, Store};
 
 use crate::terminal::escape_line;
 
@@ -39,6 +39,21 @@ impl Health {
             &RepairOptions::default(),
         ) {
             Ok(report) if report.violations.is_empty() => Ok(Health::Ok),
+            // The check reports a row outside the contract as a problem of its own.
+            Ok(report)
+                if report
+                    .violations
+                    .iter()
+                    .any(|v| v.rule == HealthRule::UnreadableRow) =>
+            {
+                let why = report
+                    .violations
+                    .iter()
+                    .find(|v| v.rule == HealthRule::UnreadableRow)
+                    .map(|v| v.detail.clone())
+                    .unwrap_or_default();
+                Ok(Health::Unreadable(why))
+            }
             Ok(report) => Ok(Health::Broken(
                 report.violations.iter().map(|v| v.rule.as_str()).collect(),
             )),

@@ -308,6 +308,17 @@ fn describe(part: &Part, pending: &BTreeSet<&str>) -> (String, String) {
             };
             (label, content.clone())
         }
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => (format!("server tool {name} {id}"), input.to_string()),
+        Part::ServerToolResult { tool_use_id, .. } => (
+            format!("server result for {tool_use_id}"),
+            session_store::describe(part),
+        ),
+        Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => (
+            part.kind().as_str().to_owned(),
+            session_store::describe(part),
+        ),
     }
 }
 

@@ -10,6 +10,9 @@ const EXIT_STATUS: &str = "\
 Exit status:
   0  every session checked is healthy, or was mended
   1  --dry-run found problems (nothing was written)
+  3  a run without --dry-run left sessions unmended because a row is outside the
+     contract (unreadable_row); they are listed (unmended in --json), every other
+     session was checked and mended
   2  bad arguments, or a database file that is missing, a directory, not SQLite, from a
      newer build, or any other error; when the file is refused nothing is created or
      changed, and a failed backup mends nothing

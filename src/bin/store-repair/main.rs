@@ -54,6 +54,8 @@ fn main() -> ExitCode {
     }
     if outcome.dry_run && !outcome.problems.is_empty() {
         ExitCode::from(1)
+    } else if !outcome.unmended.is_empty() {
+        ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     }

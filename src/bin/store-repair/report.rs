@@ -75,6 +75,7 @@ pub fn json(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
         "changes": outcome.changes,
         "sessions_repaired": outcome.sessions_repaired,
         "backup": outcome.backup.as_ref().map(|p| p.display().to_string()),
+        "unmended": outcome.unmended,
     });
     serde_json::to_writer(&mut *out, &value)?;
     writeln!(out)
@@ -181,6 +182,16 @@ pub fn human(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
         )?;
     } else if outcome.problems.is_empty() {
         writeln!(out, "healthy: nothing to mend")?;
+    }
+    if !outcome.unmended.is_empty() {
+        writeln!(
+            out,
+            "left unmended ({} session(s) with rows outside the contract, rule unreadable_row):",
+            outcome.unmended.len()
+        )?;
+        for session in &outcome.unmended {
+            writeln!(out, "  {session}")?;
+        }
     }
     match &outcome.backup {
         Some(path) => writeln!(out, "backup: {}", escape_line(&path.display().to_string())),

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use session_store::Problem;
 use session_store::{
     backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
+use session_store::{HealthRule, Problem};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
@@ -39,6 +39,8 @@ pub struct Outcome {
     pub changes: usize,
     /// The backup taken, if any.
     pub backup: Option<PathBuf>,
+    /// Sessions left as they are because a row is outside the contract (`unreadable_row`).
+    pub unmended: Vec<SessionId>,
 }
 
 /// What a real run would do, measured by mending a private copy.
@@ -146,6 +148,9 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             .repair_session(session, &options)
             .with_context(|| format!("mending session {session}"))?;
         tracing::info!(%session, changes = repair.changes.len(), "mended");
+        if unreadable(&repair.found) {
+            outcome.unmended.push(session.clone());
+        }
         if !repair.changes.is_empty() {
             outcome.sessions_repaired += 1;
             outcome.repaired += repair.found.len();
@@ -158,6 +163,11 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     bar.finish_and_clear();
     outcome.problems = problems.into_values().flatten().collect();
     Ok(outcome)
+}
+
+/// The session's rows are outside the contract: it is reported and left as it is.
+fn unreadable(found: &[Problem]) -> bool {
+    found.iter().any(|p| p.rule == HealthRule::UnreadableRow)
 }
 
 /// Checks the sessions named (every session when none is) one at a time, with a progress

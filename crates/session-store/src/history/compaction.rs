@@ -208,7 +208,8 @@ pub struct Summary {
 pub struct ProviderHistory {
     /// The latest summary of the session, if it was ever compacted.
     pub summary: Option<Summary>,
-    /// Every message with `compacted = 0`, in `seq` order.
+    /// Every message with `compacted = 0`, and every system message of the compacted head
+    /// (`compacted` set: instructions stay in what the provider sees), in `seq` order.
     pub messages: Vec<Message>,
 }
 

@@ -1,4 +1,4 @@
-//! The providers' request rules (PROVIDER_RULES.md 1-13) as checks over a rendered body.
+//! The providers' request rules (PROVIDER_RULES.md 1-15) as checks over a rendered body.
 //!
 //! These are library code, not test helpers: the exporter runs them on what it renders, the
 //! CLI reports them, and the proptests require zero violations for any history, broken or
@@ -16,6 +16,14 @@ use crate::history::blank::is_blank;
 use crate::history::render::Provider;
 use crate::history::signed::{is_position_validated, signature};
 use crate::model::{Message, Part, Role};
+
+mod gemini;
+mod responses;
+mod signed_by;
+
+pub use gemini::check_gemini;
+pub use responses::check_responses;
+pub use signed_by::check_signed_by_target;
 
 /// One provider rule, named after what it requires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,6 +63,33 @@ pub enum ProviderRule {
     /// 9: the thinking blocks of the latest assistant message come back exactly as stored:
     /// same thinking, signature and data, order and count.
     LatestThinkingUnchanged,
+    /// 10c: every signature sent was made by the target model.
+    SignedByTargetModel,
+    /// 14, 15: every function call has exactly one output (Responses: a
+    /// `function_call_output` with its `call_id` after it; Gemini: a `functionResponse` in the
+    /// very next `user` content).
+    FunctionCallAnswered,
+    /// 14, 15: every function output answers a call, once (Responses: a `function_call`
+    /// before it with its `call_id`; Gemini: a call of the `model` content directly before,
+    /// same name, and id where given).
+    FunctionOutputAnswersCall,
+    /// 14: a reasoning item is followed by the item it preceded (an assistant message or a
+    /// function call).
+    ReasoningFollowed,
+    /// 14: a reasoning item replayed without server-side storage carries its
+    /// `encrypted_content`.
+    ReasoningEncrypted,
+    /// 15: `contents` alternate `user` and `model`.
+    ContentsAlternate,
+    /// 15: in the current turn, the first function call of each `model` content carries its
+    /// `thoughtSignature`; signatures are non-empty strings on `model` parts only.
+    ThoughtSignatureOnCall,
+    /// 7b: a final assistant message does not end with whitespace.
+    FinalAssistantTrailingWhitespace,
+    /// Server tools: a server tool result follows the server_tool_use with its id in the same
+    /// assistant message, and a server_tool_use without result stands only in the latest
+    /// assistant message (a paused turn, or one whose client calls are being answered).
+    ServerToolPaired,
 }
 
 impl ProviderRule {
@@ -76,6 +111,15 @@ impl ProviderRule {
             ProviderRule::ToolMessageAnswersCall => "tool_message_answers_call",
             ProviderRule::ArgumentsJsonString => "arguments_json_string",
             ProviderRule::LatestThinkingUnchanged => "latest_thinking_unchanged",
+            ProviderRule::SignedByTargetModel => "signed_by_target_model",
+            ProviderRule::FunctionCallAnswered => "function_call_answered",
+            ProviderRule::FunctionOutputAnswersCall => "function_output_answers_call",
+            ProviderRule::ReasoningFollowed => "reasoning_followed",
+            ProviderRule::ReasoningEncrypted => "reasoning_encrypted",
+            ProviderRule::ContentsAlternate => "contents_alternate",
+            ProviderRule::ThoughtSignatureOnCall => "thought_signature_on_call",
+            ProviderRule::FinalAssistantTrailingWhitespace => "final_assistant_trailing_whitespace",
+            ProviderRule::ServerToolPaired => "server_tool_paired",
         }
     }
 }
@@ -152,8 +196,10 @@ pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
         }
     }
     let mut seen_ids: HashMap<&str, String> = HashMap::new();
+    let latest_assistant = joined.iter().rposition(|m| m.role == "assistant");
     for (at, message) in joined.iter().enumerate() {
         check_joined_blocks(message, &mut seen_ids, &mut out);
+        check_server_tools(message, Some(at) == latest_assistant, &mut out);
         if message.role == "assistant" {
             check_answered_next(message, joined.get(at + 1), &mut out);
         } else {
@@ -161,7 +207,95 @@ pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
             check_results_answer_previous(message, previous, &mut out);
         }
     }
+    if let Some(last) = joined.last() {
+        check_final_whitespace(last, &mut out);
+    }
     out
+}
+
+/// Rule 7b: the final message, when it is an assistant message, may not end with whitespace.
+fn check_final_whitespace(last: &Joined<'_>, out: &mut Vec<ProviderViolation>) {
+    if last.role != "assistant" {
+        return;
+    }
+    let Some((path, block)) = last.blocks.last() else {
+        return;
+    };
+    if block.kind() != Some("text") {
+        return;
+    }
+    if let Some(text) = block.str_field("text") {
+        if text.ends_with(char::is_whitespace) {
+            push(
+                out,
+                ProviderRule::FinalAssistantTrailingWhitespace,
+                path,
+                "final assistant content cannot end with trailing whitespace",
+            );
+        }
+    }
+}
+
+/// Server tools within one joined message: only in assistant messages; each result follows
+/// its call; a call without result only in the latest assistant message.
+fn check_server_tools(message: &Joined<'_>, latest: bool, out: &mut Vec<ProviderViolation>) {
+    let mut open: HashMap<&str, &str> = HashMap::new();
+    for (path, block) in &message.blocks {
+        let Some(kind) = block.kind() else {
+            continue;
+        };
+        let is_call = kind == "server_tool_use" || kind == "mcp_tool_use";
+        let is_result = kind != "tool_result"
+            && kind.ends_with("_tool_result")
+            && block.field("tool_use_id").is_some();
+        if !is_call && !is_result {
+            continue;
+        }
+        if message.role != "assistant" {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                format!("{kind} block in a user message"),
+            );
+            continue;
+        }
+        if is_call {
+            match block.str_field("id") {
+                Some(id) if !id.is_empty() => {
+                    open.insert(id, path.as_str());
+                }
+                _ => push(
+                    out,
+                    ProviderRule::Shape,
+                    path,
+                    format!("{kind} without an id"),
+                ),
+            }
+        } else {
+            let id = block.str_field("tool_use_id").unwrap_or_default();
+            if open.remove(id).is_none() {
+                push(
+                    out,
+                    ProviderRule::ServerToolPaired,
+                    path,
+                    format!("{kind} for {id:?} follows no server tool call of its message"),
+                );
+            }
+        }
+    }
+    if !latest {
+        let mut unanswered: Vec<(&str, &str)> = open.into_iter().collect();
+        unanswered.sort_by_key(|(_, path)| *path);
+        for (id, path) in unanswered {
+            push(
+                out,
+                ProviderRule::ServerToolPaired,
+                path,
+                format!("server tool call {id:?} has no result and its turn is over"),
+            );
+        }
+    }
 }
 
 /// One message as the server sees it after joining consecutive messages of one role.
@@ -434,6 +568,14 @@ fn check_joined_blocks<'a>(
                     );
                 }
                 check_result_content(block, path, out);
+            }
+            Some("image") | Some("document") if assistant => {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    path,
+                    format!("{} block in an assistant message", kind.unwrap_or_default()),
+                );
             }
             Some(_) => {}
             None => push(
@@ -811,11 +953,14 @@ pub fn check_latest_thinking(messages: &[Message], body: &Value) -> Vec<Provider
     }]
 }
 
-/// [`check_anthropic`] or [`check_openai`], by provider.
+/// [`check_anthropic`], [`check_openai`], [`check_responses`] or [`check_gemini`], by
+/// provider.
 pub fn check(provider: Provider, body: &Value) -> Vec<ProviderViolation> {
     match provider {
         Provider::Anthropic => check_anthropic(body),
         Provider::OpenAi => check_openai(body),
+        Provider::Responses => check_responses(body),
+        Provider::Gemini => check_gemini(body),
     }
 }
 

@@ -150,6 +150,31 @@ pub enum PartClass {
     },
     /// A tool_result.
     Result(ResultState),
+    /// A server tool call (the provider runs it; its result sits in the same assistant
+    /// message).
+    ServerCall(ServerCallState),
+    /// A server tool result: the call it answers in its own message, `None` when it follows
+    /// no open server call there (an orphan).
+    ServerResult {
+        /// The call.
+        call: Option<At>,
+    },
+}
+
+/// What became of a server tool call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerCallState {
+    /// Its result follows it in its assistant message.
+    Answered {
+        /// The result.
+        by: At,
+    },
+    /// No result yet, and its message is still the latest assistant message: a paused turn
+    /// (`pause_turn`), or one whose client calls are being answered. Legal.
+    Pending,
+    /// No result, and a later user or assistant message moved on: no provider takes it back
+    /// as a call.
+    Unanswered,
 }
 
 /// The classes of one message's parts, and where the message stands.
@@ -180,6 +205,8 @@ struct Block {
     answered: HashMap<String, Option<At>>,
     /// How many calls are still open.
     open_count: usize,
+    /// Server calls of the assistant message without a result yet: id to ordinals.
+    server_open: HashMap<String, VecDeque<usize>>,
 }
 
 /// The incremental walk: feed messages in order, read the classes.
@@ -370,9 +397,34 @@ impl Walk {
                     let c = match part {
                         Part::ToolUse { id, .. } => self.open_call(id, at),
                         Part::ToolResult { .. } => result,
+                        Part::ServerToolUse { .. } | Part::ServerToolResult { .. } => {
+                            match self.block.as_mut() {
+                                Some(block) => server_part(block, part, at),
+                                None => PartClass::Content,
+                            }
+                        }
                         _ => PartClass::Content,
                     };
                     class.parts.push(c);
+                }
+                // A result answers its call in place.
+                let answered: Vec<(usize, At)> = class
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(ordinal, c)| match c {
+                        PartClass::ServerResult { call: Some(call) } => Some((
+                            call.part,
+                            At {
+                                message: index,
+                                part: ordinal,
+                            },
+                        )),
+                        _ => None,
+                    })
+                    .collect();
+                for (call, by) in answered {
+                    class.parts[call] = PartClass::ServerCall(ServerCallState::Answered { by });
                 }
             }
         }
@@ -402,8 +454,21 @@ impl Walk {
             let c = match part {
                 Part::ToolUse { id, .. } => self.open_call(id, at),
                 Part::ToolResult { tool_use_id, .. } => PartClass::Result(self.peek(tool_use_id)),
+                Part::ServerToolUse { .. } | Part::ServerToolResult { .. } => {
+                    match self.block.as_mut() {
+                        Some(block) => server_part(block, part, at),
+                        None => PartClass::Misplaced,
+                    }
+                }
                 _ => PartClass::Content,
             };
+            if let PartClass::ServerResult { call: Some(call) } = c {
+                if let Some(PartClass::ServerCall(state)) =
+                    self.classes[slot].parts.get_mut(call.part)
+                {
+                    *state = ServerCallState::Answered { by: at };
+                }
+            }
             self.classes[slot].parts.push(c);
         }
         true
@@ -437,7 +502,12 @@ impl Walk {
                 id: self.use_id(id, at),
                 state: CallState::Unanswerable,
             },
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } if role != Role::Assistant => {
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
+                if role != Role::Assistant =>
+            {
                 PartClass::Misplaced
             }
             _ => PartClass::Content,
@@ -518,6 +588,21 @@ impl Walk {
             return Vec::new();
         };
         let assistant = block.assistant;
+        if assistant >= self.base {
+            for &ordinal in block.server_open.values().flatten() {
+                let at = At {
+                    message: assistant,
+                    part: ordinal,
+                };
+                if let Some(PartClass::ServerCall(state)) = self
+                    .classes
+                    .get_mut(assistant - self.base)
+                    .and_then(|m| m.parts.get_mut(at.part))
+                {
+                    *state = ServerCallState::Unanswered;
+                }
+            }
+        }
         let mut closed = Vec::new();
         for (ordinal, id, open) in block.order {
             if !open {
@@ -547,6 +632,38 @@ impl Walk {
         if let PartClass::Call { state, .. } = class {
             *state = new_state;
         }
+    }
+}
+
+/// Classifies a server tool part of the assistant message whose block is `block`.
+fn server_part(block: &mut Block, part: &Part, at: At) -> PartClass {
+    match part {
+        // Without an id nothing can pair with it: never pending, never answered.
+        Part::ServerToolUse { id, .. } if id.is_empty() => {
+            PartClass::ServerCall(ServerCallState::Unanswered)
+        }
+        Part::ServerToolResult { tool_use_id, .. } if tool_use_id.is_empty() => {
+            PartClass::ServerResult { call: None }
+        }
+        Part::ServerToolUse { id, .. } => {
+            block
+                .server_open
+                .entry(id.clone())
+                .or_default()
+                .push_back(at.part);
+            PartClass::ServerCall(ServerCallState::Pending)
+        }
+        Part::ServerToolResult { tool_use_id, .. } => PartClass::ServerResult {
+            call: block
+                .server_open
+                .get_mut(tool_use_id)
+                .and_then(VecDeque::pop_front)
+                .map(|part| At {
+                    message: at.message,
+                    part,
+                }),
+        },
+        _ => PartClass::Content,
     }
 }
 

@@ -212,6 +212,7 @@ impl Work {
             content,
             is_error,
             provider_metadata,
+            ..
         } = &old
         else {
             return;
@@ -414,6 +415,7 @@ fn rebuild(
                 role: Role::Tool,
                 compacted: work.messages[last].compacted,
                 created_at: options.now,
+                model: None,
                 parts: ids
                     .iter()
                     .map(|id| Part::tool_error(id.clone(), text.clone()))
@@ -648,6 +650,7 @@ mod tests {
                 role: m.role,
                 compacted: m.compacted,
                 created_at: m.created_at,
+                model: None,
                 parts: m.parts.iter().map(|p| p.part.clone()).collect(),
             })
             .collect()
@@ -839,6 +842,7 @@ mod tests {
                     role,
                     compacted,
                     created_at: t0(),
+                    model: None,
                     parts,
                 })
                 .collect()

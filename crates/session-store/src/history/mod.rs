@@ -9,6 +9,7 @@ pub mod blank;
 pub mod compaction;
 pub mod grammar;
 pub mod mend;
+pub mod models;
 pub mod paging;
 pub mod pairing;
 pub mod rules;

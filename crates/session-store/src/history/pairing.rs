@@ -47,6 +47,12 @@ pub enum Refusal {
         /// The role of the message holding it.
         role: Role,
     },
+    /// A server tool result that follows no server tool call with its id in its message.
+    #[error("server tool result for {tool_use_id:?} follows no server tool call with that id in its assistant message")]
+    UnpairedServerToolResult {
+        /// The id it claims to answer.
+        tool_use_id: String,
+    },
     /// A part kind the message's role cannot carry.
     #[error("a {role} message cannot hold a {kind} part (part {ordinal})")]
     MisplacedPart {
@@ -133,6 +139,14 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
                     })
                 }
             },
+            (
+                Part::ServerToolResult { tool_use_id, .. },
+                PartClass::ServerResult { call: None },
+            ) => {
+                return Err(Refusal::UnpairedServerToolResult {
+                    tool_use_id: tool_use_id.clone(),
+                })
+            }
             _ => {}
         }
     }
@@ -198,7 +212,11 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                 }
                 results += 1;
             }
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::ToolUse { .. }
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::ToolUse { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
                 if role != Role::Assistant =>
             {
                 return Err(Refusal::MisplacedPart {
@@ -220,7 +238,13 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                     return Err(Refusal::ToolInputNotObject { id: id.clone() });
                 }
             }
-            Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {}
+            Part::Reasoning { .. }
+            | Part::RedactedReasoning { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
+            | Part::Image { .. }
+            | Part::Document { .. }
+            | Part::Opaque { .. } => {}
         }
     }
     if role == Role::Tool && results == 0 {

@@ -36,10 +36,17 @@ pub enum HealthRule {
     DuplicateToolUseId,
     /// A tool_result part in a message whose role is not `tool`.
     MisplacedToolResult,
+    /// A row of the session is outside the contract (a role or part kind it does not name, a
+    /// timestamp that is not one): the session cannot be read, is left as it is, and does
+    /// not stop the check of the others. Found by the store's row decoder, never by
+    /// [`check_session`].
+    UnreadableRow,
 }
 
 impl HealthRule {
-    /// Every rule, in the contract's order.
+    /// Every invariant of a healthy session, in the contract's order (each has its forensic
+    /// view `problem_<rule>`). [`HealthRule::UnreadableRow`] is not among them: it says that a
+    /// session could not be read, so that none of these could be checked.
     pub const ALL: [HealthRule; 7] = [
         HealthRule::TurnIndexMismatch,
         HealthRule::SplitTurnCompaction,
@@ -60,6 +67,7 @@ impl HealthRule {
             HealthRule::OrphanToolResult => "orphan_tool_result",
             HealthRule::DuplicateToolUseId => "duplicate_tool_use_id",
             HealthRule::MisplacedToolResult => "misplaced_tool_result",
+            HealthRule::UnreadableRow => "unreadable_row",
         }
     }
 }
@@ -81,6 +89,7 @@ impl FromStr for HealthRule {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         HealthRule::ALL
             .into_iter()
+            .chain([HealthRule::UnreadableRow])
             .find(|rule| rule.as_str() == s)
             .ok_or_else(|| UnknownRule(s.to_owned()))
     }
@@ -440,6 +449,7 @@ pub(crate) mod tests {
                 role,
                 compacted: false,
                 created_at: t0(),
+                model: None,
                 parts,
             })
             .collect()

@@ -49,6 +49,9 @@ pub struct ViewMessage {
     /// join such a message onto the one before, so appending a turn never changes the bytes
     /// of what was rendered before it.
     pub opens_turn: bool,
+    /// The model that wrote the stored message it starts with (`messages.model`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// What the loader changed in the view, and why.
@@ -136,11 +139,21 @@ pub fn sanitize(messages: &[Message]) -> View {
 
 /// [`sanitize`], with the summary of the compacted head (if any) sent first as a user
 /// message ([`SUMMARY_PREFIX`] and the text) that opens a turn of its own.
+///
+/// System messages carry instructions, not history: those of the compacted head (passed
+/// with `compacted` set) are sent before the summary, in their order.
 pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
     let mut loader = Loader {
         classes: Walk::of(messages).classes().to_vec(),
         ..Loader::default()
     };
+    let kept_instruction = |m: &Message| m.compacted && m.role == Role::System;
+    for (index, message) in messages.iter().enumerate() {
+        if kept_instruction(message) {
+            loader.index = index;
+            loader.load(message);
+        }
+    }
     if let Some(summary) = summary.filter(|text| !is_blank(text)) {
         loader.push(
             Role::User,
@@ -150,12 +163,27 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
         );
     }
     for (index, message) in messages.iter().enumerate() {
+        if kept_instruction(message) {
+            continue;
+        }
         loader.index = index;
         loader.load(message);
     }
     loader.close_block();
+    let models: HashMap<i64, &str> = messages
+        .iter()
+        .filter_map(|m| Some((m.seq, m.model.as_deref()?)))
+        .collect();
+    let mut out = loader.out;
+    for message in &mut out {
+        message.model = message
+            .seqs
+            .first()
+            .and_then(|seq| models.get(seq))
+            .map(|model| (*model).to_owned());
+    }
     View {
-        messages: loader.out,
+        messages: out,
         repairs: loader.repairs,
     }
 }
@@ -274,6 +302,7 @@ impl Loader {
             parts,
             seqs,
             opens_turn,
+            model: None,
         });
     }
 
@@ -288,6 +317,7 @@ impl Loader {
             parts,
             seqs: vec![message.seq],
             opens_turn: false,
+            model: None,
         };
         if let Some(block) = self.block.as_mut() {
             let assistant_seq = block.assistant_seq;
@@ -355,7 +385,28 @@ impl Loader {
                         self.dropped_blank(message.seq, ordinal);
                     }
                 }
-                Part::Text { .. } | Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
+                Part::ServerToolUse { .. } | Part::ServerToolResult { .. }
+                    if !self.server_part_stands(ordinal) =>
+                {
+                    self.repair(
+                        RepairKind::MovedPart,
+                        message.seq,
+                        Some(ordinal),
+                        format!(
+                            "{} without its pair in its assistant message: sent as text",
+                            part.kind()
+                        ),
+                    );
+                    parts.push(Part::text(describe(part)));
+                }
+                Part::Text { .. }
+                | Part::Reasoning { .. }
+                | Part::RedactedReasoning { .. }
+                | Part::Image { .. }
+                | Part::Document { .. }
+                | Part::ServerToolUse { .. }
+                | Part::ServerToolResult { .. }
+                | Part::Opaque { .. } => {
                     parts.push(part.clone());
                 }
                 Part::ToolUse {
@@ -465,6 +516,22 @@ impl Loader {
 
     /// The view id of the call the result at `ordinal` of the message being loaded answers,
     /// when the grammar says it answers one of the open block; marks it answered.
+    /// True when the server tool part at `ordinal` of the message being loaded may be sent
+    /// as what it is: a call answered in its message or still pending (a paused turn), a
+    /// result that follows its call.
+    fn server_part_stands(&self, ordinal: usize) -> bool {
+        use crate::history::grammar::ServerCallState;
+        matches!(
+            self.classes
+                .get(self.index)
+                .and_then(|c| c.parts.get(ordinal)),
+            Some(
+                PartClass::ServerCall(ServerCallState::Answered { .. } | ServerCallState::Pending)
+                    | PartClass::ServerResult { call: Some(_) }
+            )
+        )
+    }
+
     fn answered_call(&mut self, ordinal: usize) -> Option<String> {
         let class = self.classes.get(self.index)?.parts.get(ordinal)?;
         let PartClass::Result(ResultState::Answers { call: Some(call) }) = *class else {
@@ -494,6 +561,7 @@ impl Loader {
                     tool_use_id,
                     content,
                     is_error,
+                    blocks,
                     provider_metadata,
                 } => {
                     let view_id = self.answered_call(ordinal);
@@ -526,6 +594,7 @@ impl Loader {
                             tool_use_id: view_id,
                             content,
                             is_error: *is_error,
+                            blocks: blocks.clone(),
                             provider_metadata: provider_metadata.clone(),
                         });
                         if !answered {
@@ -540,7 +609,22 @@ impl Loader {
                 Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
                     self.dropped_reasoning(seq, ordinal, Role::Tool);
                 }
-                Part::Text { .. } | Part::ToolUse { .. } => {
+                Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
+                    self.repair(
+                        RepairKind::MovedPart,
+                        seq,
+                        Some(ordinal),
+                        format!(
+                            "{} part in a tool message: sent after the tool block",
+                            part.kind()
+                        ),
+                    );
+                    after.push(part.clone());
+                }
+                Part::Text { .. }
+                | Part::ToolUse { .. }
+                | Part::ServerToolUse { .. }
+                | Part::ServerToolResult { .. } => {
                     self.repair(
                         RepairKind::MovedPart,
                         seq,
@@ -632,7 +716,13 @@ fn texts_outside_tool(
             Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
                 loader.dropped_reasoning(message.seq, ordinal, message.role);
             }
-            Part::ToolUse { .. } | Part::ToolResult { .. } => {
+            Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
+                parts.push(part.clone());
+            }
+            Part::ToolUse { .. }
+            | Part::ToolResult { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. } => {
                 loader.repair(
                     RepairKind::MovedPart,
                     message.seq,

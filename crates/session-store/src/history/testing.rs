@@ -29,6 +29,7 @@ pub(crate) fn history(messages: Vec<(Role, Vec<Part>)>) -> Vec<Message> {
                 role,
                 compacted: false,
                 created_at: t0() + Duration::seconds(seq),
+                model: None,
                 parts,
             }
         })
@@ -113,7 +114,19 @@ pub(crate) mod arb {
             2 => (text(), metadata()).prop_map(|(text, provider_metadata)| Part::Reasoning { text, provider_metadata }),
             1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),
-            3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, provider_metadata: None }),
+            3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: None, provider_metadata: None }),
+            1 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}])), provider_metadata: None }),
+            1 => prop::sample::select(vec![
+                serde_json::json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
+                serde_json::json!({"type": "url", "url": "https://example.com/a.png"}),
+            ]).prop_map(Part::image),
+            1 => prop::sample::select(vec![
+                serde_json::json!({"type": "base64", "media_type": "application/pdf", "data": "JVBE"}),
+                serde_json::json!({"type": "text", "media_type": "text/plain", "data": "doc"}),
+            ]).prop_map(Part::document),
+            2 => prop::sample::select(vec!["srv_a", "srv_b"]).prop_map(|id| Part::server_tool_use(id, "web_search", serde_json::json!({"query": "q"}))),
+            2 => prop::sample::select(vec!["srv_a", "srv_b"]).prop_map(|id| Part::server_tool_result(id, serde_json::json!({"type": "web_search_tool_result", "tool_use_id": id, "content": []}))),
+            1 => prop::sample::select(vec!["anthropic", "openai"]).prop_map(|p| Part::opaque(p, serde_json::json!({"type": "compaction", "content": "c"}))),
         ]
     }
 

@@ -77,6 +77,47 @@ pub fn describe(part: &Part) -> String {
                 format!("[{status}tool_result for tool_use {tool_use_id:?}]\n{content}")
             }
         }
+        Part::Image { source, title, .. } => media("image", source, title.as_deref()),
+        Part::Document { source, title, .. } => media("document", source, title.as_deref()),
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => format!("[server tool call {id:?} of {name:?} with input {input}]"),
+        Part::ServerToolResult {
+            tool_use_id, block, ..
+        } => format!("[server tool result for {tool_use_id:?}]\n{block}"),
+        Part::Opaque { block, .. } => {
+            let kind = block.get("type").and_then(serde_json::Value::as_str);
+            format!(
+                "[provider block {} not sent]",
+                kind.unwrap_or("of unknown type")
+            )
+        }
+    }
+}
+
+/// How an image or document a provider cannot take is described: its kind, title and where
+/// it came from (never its data).
+fn media(kind: &str, source: &serde_json::Value, title: Option<&str>) -> String {
+    let title = title
+        .filter(|t| !is_blank(t))
+        .map(|t| format!(" {t:?}"))
+        .unwrap_or_default();
+    let media_type = source.get("media_type").and_then(serde_json::Value::as_str);
+    let origin = match source.get("type").and_then(serde_json::Value::as_str) {
+        Some("url") => source
+            .get("url")
+            .and_then(serde_json::Value::as_str)
+            .map(|u| format!(" from {u}")),
+        Some("file") => source
+            .get("file_id")
+            .and_then(serde_json::Value::as_str)
+            .map(|f| format!(" (file {f})")),
+        _ => None,
+    }
+    .unwrap_or_default();
+    match media_type {
+        Some(media_type) => format!("[{kind}{title} ({media_type}){origin} not shown]"),
+        None => format!("[{kind}{title}{origin} not shown]"),
     }
 }
 

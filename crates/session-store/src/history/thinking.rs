@@ -2,12 +2,17 @@
 //!
 //! Reasoning is kept across turns while a session is active, since the provider's prompt
 //! cache holds it anyway. Once the session sat idle longer than the cache lives (default 5
-//! minutes) the cache is cold, and old reasoning only costs context: a latch turns on and
-//! stays on (until the session's thinking state is cleared), and from then on reasoning is
-//! stripped from every assistant message except the most recent `keep_recent` that contain
-//! reasoning. Staying on keeps the newly warmed prefix stable. The latest assistant message
-//! never loses its reasoning (Anthropic requires it back unchanged), and a message loses all
-//! of its reasoning at once, never part of it.
+//! minutes) the cache is cold, and old reasoning only costs context: the latch fires and
+//! strips reasoning from every assistant message up to that point except the most recent
+//! `keep_recent` that contain reasoning. It strips **once**, when it fires: the point it fired
+//! at (`ThinkingState::stripped_through`, the seq of the session's last message then) is kept,
+//! and assistant messages after it keep their reasoning, so every later request keeps the one
+//! before it as a byte prefix and the newly warmed cache stays valid. The next idle period
+//! fires it again and moves the point to the end. The latest assistant message never loses its
+//! reasoning (Anthropic requires it back unchanged), and a message loses all of its reasoning
+//! at once, never part of it.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -24,8 +29,9 @@ pub const DEFAULT_IDLE_THRESHOLD: Duration = Duration::minutes(5);
 pub struct ThinkingConfig {
     /// Idle time after the last completion beyond which the latch turns on.
     pub idle_threshold: Duration,
-    /// How many of the most recent assistant messages that contain reasoning keep it once
-    /// the latch is on (the latest assistant message always keeps its own).
+    /// How many of the most recent assistant messages that contain reasoning, up to the point
+    /// where the latch fired, keep it (the latest assistant message always keeps its own, and
+    /// messages after that point keep theirs).
     pub keep_recent: usize,
 }
 
@@ -45,6 +51,11 @@ pub struct ThinkingState {
     pub latched: bool,
     /// When the last assistant message was completed, if recorded.
     pub last_completion: Option<DateTime<Utc>>,
+    /// The `seq` of the session's last message when the latch last fired: reasoning is
+    /// stripped up to here and kept after. `None` when it never fired (a latched state
+    /// without it, from before it was kept, fires again at the next decision).
+    #[serde(default)]
+    pub stripped_through: Option<i64>,
 }
 
 /// What [`plan_retention`] decided.
@@ -54,6 +65,10 @@ pub struct Retention {
     pub latched: bool,
     /// True when the latch turned on in this decision (the caller persists it).
     pub newly_latched: bool,
+    /// `Some(seq)` when the latch fired in this decision and the strip point moved to `seq`
+    /// (the caller persists it as [`ThinkingState::stripped_through`]).
+    #[serde(default)]
+    pub fired_through: Option<i64>,
     /// The `seq` of every assistant message whose reasoning is stripped, ascending (the
     /// messages arrive in `seq` order).
     pub strip: Vec<i64>,
@@ -61,10 +76,15 @@ pub struct Retention {
 
 /// Decides what reasoning to strip from `messages` (in `seq` order) at `now`.
 ///
-/// The latch turns on when `now - last_completion > idle_threshold`, where the last
+/// The session is idle when `now - last_completion > idle_threshold`, where the last
 /// completion is the later of `state.last_completion` and the `created_at` of the latest
 /// assistant message in `messages` (so a store whose caller never records completions still
-/// gets idle cleanup).
+/// gets idle cleanup). Idle, the latch fires: it turns on (and stays on) and the strip point
+/// moves to the last message. Otherwise the point stays where it fired, so what is stripped
+/// never changes between two idle periods and each request keeps the one before it as a
+/// prefix. Stripped: the reasoning of every assistant message at or before the point, except
+/// the `keep_recent` most recent of those that have reasoning, and never the latest assistant
+/// message the provider sees.
 pub fn plan_retention(
     messages: &[Message],
     state: &ThinkingState,
@@ -82,11 +102,30 @@ pub fn plan_retention(
         return Retention {
             latched,
             newly_latched,
+            fired_through: None,
             strip: Vec::new(),
         };
     }
+    // Fires when idle, or once for a latch set before the point was kept.
+    let end = messages.last().map(|m| m.seq);
+    let fires = idle || state.stripped_through.is_none();
+    let through = if fires {
+        end.max(state.stripped_through)
+    } else {
+        state.stripped_through
+    };
+    let fired_through = through.filter(|_| fires && through != state.stripped_through);
+    let Some(through) = through else {
+        return Retention {
+            latched,
+            newly_latched,
+            fired_through,
+            strip: Vec::new(),
+        };
+    };
     let with_reasoning: Vec<&Message> = messages
         .iter()
+        .take_while(|m| m.seq <= through)
         .filter(|m| m.role == Role::Assistant && has_reasoning(m))
         .collect();
     let keep_from = with_reasoning.len().saturating_sub(config.keep_recent);
@@ -105,6 +144,7 @@ pub fn plan_retention(
     Retention {
         latched,
         newly_latched,
+        fired_through,
         strip,
     }
 }
@@ -119,7 +159,13 @@ pub fn has_reasoning(message: &Message) -> bool {
 fn is_sent(part: &Part) -> bool {
     match part {
         Part::Text { text, .. } => !is_blank(text),
-        Part::ToolUse { .. } | Part::ToolResult { .. } => true,
+        Part::ToolUse { .. }
+        | Part::ToolResult { .. }
+        | Part::Image { .. }
+        | Part::Document { .. }
+        | Part::ServerToolUse { .. }
+        | Part::ServerToolResult { .. }
+        | Part::Opaque { .. } => true,
         Part::Reasoning { .. } | Part::RedactedReasoning { .. } => is_position_validated(part),
     }
 }
@@ -129,6 +175,16 @@ fn is_reasoning(part: &Part) -> bool {
         part,
         Part::Reasoning { .. } | Part::RedactedReasoning { .. }
     )
+}
+
+/// [`apply_retention`] without copying when nothing is stripped (the common case: the latch
+/// is off, or nothing before its point has reasoning left to strip).
+pub fn retained<'a>(messages: &'a [Message], retention: &Retention) -> Cow<'a, [Message]> {
+    if retention.strip.is_empty() {
+        Cow::Borrowed(messages)
+    } else {
+        Cow::Owned(apply_retention(messages, retention))
+    }
 }
 
 /// `messages` with the reasoning and redacted reasoning parts of every message in
@@ -208,6 +264,7 @@ mod tests {
             Retention {
                 latched: true,
                 newly_latched: true,
+                fired_through: Some(7),
                 strip: vec![2, 4]
             }
         );
@@ -225,6 +282,7 @@ mod tests {
         let state = ThinkingState {
             latched: true,
             last_completion: Some(latest_completion(&messages)),
+            stripped_through: None,
         };
         let plan = plan_retention(
             &messages,
@@ -234,6 +292,61 @@ mod tests {
         );
         assert!(plan.latched && !plan.newly_latched);
         assert_eq!(plan.strip, vec![2, 4]);
+        assert_eq!(
+            plan.fired_through,
+            Some(7),
+            "a latch without a point fires once"
+        );
+    }
+
+    /// Three more thinking turns after the latch fired at seq 7, none of them idle.
+    fn three_more_turns(mut messages: Vec<Message>) -> Vec<Message> {
+        let more = history(vec![
+            assistant(vec![signed("r4", "anthropic", "s4"), Part::text("4")]),
+            user("e"),
+            assistant(vec![signed("r5", "anthropic", "s5"), call("x")]),
+            tool(vec![Part::tool_result("x", "ok")]),
+            assistant(vec![signed("r6", "anthropic", "s6"), Part::text("6")]),
+        ]);
+        let last = messages.last().map_or(0, |m| m.seq);
+        for (i, mut m) in more.into_iter().enumerate() {
+            m.seq = last + 1 + i as i64;
+            m.created_at = t0() + Duration::seconds(m.seq - 1);
+            messages.push(m);
+        }
+        messages
+    }
+
+    /// The regression of issue 16: once the latch is on, each new assistant message with
+    /// reasoning used to strip the previous one's (`keep_recent = 1`), so every request broke
+    /// the cached prefix. After the latch fired, what is stripped stays put.
+    #[test]
+    fn latch_strips_once_and_keeps_the_prefix_stable_after() {
+        let base = three_thinking_turns();
+        let fired = ThinkingState {
+            latched: true,
+            last_completion: Some(latest_completion(&base)),
+            stripped_through: Some(7),
+        };
+        let config = ThinkingConfig::default();
+        let grown = three_more_turns(base.clone());
+        let mut previous: Option<Vec<Message>> = None;
+        for messages in [&base, &grown] {
+            let now = latest_completion(messages) + Duration::seconds(1);
+            let plan = plan_retention(messages, &fired, now, &config);
+            assert_eq!(plan.strip, vec![2, 4], "only what the latch stripped");
+            assert_eq!(plan.fired_through, None, "not idle: it does not fire again");
+            let kept = apply_retention(messages, &plan);
+            if let Some(previous) = &previous {
+                assert_eq!(&kept[..previous.len()], &previous[..], "prefix kept");
+            }
+            previous = Some(kept);
+        }
+        // A new idle period fires again and moves the point to the end.
+        let idle = latest_completion(&grown) + Duration::minutes(6);
+        let plan = plan_retention(&grown, &fired, idle, &config);
+        assert_eq!(plan.fired_through, Some(12));
+        assert_eq!(plan.strip, vec![2, 4, 6, 8, 10]);
     }
 
     #[test]
@@ -243,6 +356,7 @@ mod tests {
         let state = ThinkingState {
             latched: false,
             last_completion: Some(recorded),
+            stripped_through: None,
         };
         let plan = plan_retention(
             &messages,
@@ -268,6 +382,7 @@ mod tests {
         let state = ThinkingState {
             latched: true,
             last_completion: None,
+            stripped_through: None,
         };
         let keep_two = ThinkingConfig {
             keep_recent: 2,
@@ -308,6 +423,7 @@ mod tests {
             let state = ThinkingState {
                 latched: true,
                 last_completion: None,
+                stripped_through: None,
             };
             for keep_recent in [0, 1] {
                 let config = ThinkingConfig {
@@ -340,6 +456,7 @@ mod tests {
         let retention = Retention {
             latched: true,
             newly_latched: false,
+            fired_through: None,
             strip: vec![2],
         };
         let kept = apply_retention(&messages, &retention);

@@ -26,6 +26,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         Some(system) => system_message(system, &Location::path("system"))?,
     };
     let mut assembler = Assembler::new(Leniency::STRICT);
+    let model = super::model_name("anthropic", body.get("model"));
     for (index, message) in messages.iter().enumerate() {
         let at = Location::path(format!("messages[{index}]"));
         let object = as_object(message, &at, "a message")?;
@@ -53,6 +54,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     ));
                 }
                 let mut message = NewMessage::assistant(non_empty(parts));
+                message.model = model.clone();
                 message.usage = super::usage::anthropic(object);
                 assembler.push(&at, message)?;
             }
@@ -97,7 +99,13 @@ fn system_message(system: &Value, at: &Location) -> Result<Option<NewMessage>, I
                         format!("system blocks must be text, found {kind:?}"),
                     ));
                 }
-                parts.push(Part::text(string_field(object, "text", &at)?));
+                // Through the block converter, so its attributes (cache_control, ...) stay.
+                match super::blocks::convert(block, &at)? {
+                    super::blocks::Block::Part(part) => parts.push(part),
+                    super::blocks::Block::Result(_) => {
+                        return Err(ImportError::malformed(&at, "a system block must be text"))
+                    }
+                }
             }
             parts
         }
@@ -171,42 +179,59 @@ mod tests {
         .expect("imports");
         assert_eq!(roles(&imported), [Role::User, Role::Assistant, Role::Tool]);
         let Part::ToolResult {
-            content,
-            provider_metadata,
-            ..
+            content, blocks, ..
         } = &imported.messages[2].parts[0]
         else {
             panic!("expected a tool_result");
         };
         assert_eq!(content, "one\ntwo");
         assert!(
-            provider_metadata.is_some(),
+            blocks.is_some(),
             "the block list is kept when it is not one text block"
         );
     }
 
     #[test]
-    fn unknown_blocks_are_kept_as_described_text_with_the_original_block() {
+    fn a_system_prompt_keeps_its_cache_control_and_sends_it_back() {
+        let body = json!({"system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": "hi"}]});
+        let imported = import_json(body.clone()).expect("imports");
+        let messages = crate::history::testing::history(
+            imported
+                .into_messages()
+                .into_iter()
+                .map(|m| (m.role, m.parts))
+                .collect(),
+        );
+        let out = crate::history::render::render(
+            &crate::history::sanitize::sanitize(&messages),
+            crate::history::render::Provider::Anthropic,
+        );
+        assert_eq!(out["system"], body["system"]);
+    }
+
+    #[test]
+    fn media_and_unknown_blocks_are_kept_as_themselves() {
         let compaction = json!({"type": "compaction", "content": "Summary: user said hello."});
-        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}});
+        let source = json!({"type": "base64", "media_type": "image/png", "data": "AAAA"});
         let imported = import_json(json!({"messages": [
-            {"role": "user", "content": [image.clone()]},
+            {"role": "user", "content": [{"type": "image", "source": source.clone(), "cache_control": {"type": "ephemeral"}}]},
             {"role": "assistant", "content": [compaction.clone(), {"type": "text", "text": "Hello!"}]},
         ]}))
         .expect("imports");
         assert_eq!(
             imported.messages[0].parts,
-            [Part::Text {
-                text: "[image: image/png]".into(),
-                provider_metadata: Some(json!({"anthropic": {"block": image}}))
+            [Part::Image {
+                source,
+                title: None,
+                provider_metadata: Some(
+                    json!({"anthropic": {"attributes": {"cache_control": {"type": "ephemeral"}}}})
+                )
             }]
         );
         assert_eq!(
             imported.messages[1].parts[0],
-            Part::Text {
-                text: "Summary: user said hello.".into(),
-                provider_metadata: Some(json!({"anthropic": {"block": compaction}}))
-            }
+            Part::opaque("anthropic", compaction)
         );
     }
 

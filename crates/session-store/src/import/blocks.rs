@@ -1,7 +1,7 @@
 //! Anthropic content blocks to parts: shared by the Messages body and the Claude Code log,
 //! which embeds the same blocks.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{as_object, metadata, string_field, type_name, ImportError, Location};
 use crate::model::Part;
@@ -47,33 +47,30 @@ pub(crate) fn split(blocks: Vec<Block>) -> (Vec<Part>, Vec<Part>) {
     (results, rest)
 }
 
-/// Converts one content block.
+/// Converts one content block. Nothing is dropped: what a part does not hold as a field (a
+/// text's citations, cache-control marks, ...) is kept as a block attribute under
+/// `provider_metadata.anthropic.attributes` and sent back to Anthropic as it came.
 pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError> {
     let object = as_object(block, at, "a content block")?;
     let kind = string_field(object, "type", at)?;
-    Ok(match kind {
+    let part = match kind {
         "text" => {
             let text = string_field(object, "text", at)?;
-            // Citations are part of what the model said; keep them. cache_control is a
-            // request-side hint and is not kept.
-            let provider_metadata = object
-                .get("citations")
-                .filter(|c| !c.is_null())
-                .map(|c| metadata("anthropic", "citations", c.clone()));
-            Block::Part(Part::Text {
+            Part::Text {
                 text: text.to_owned(),
-                provider_metadata,
-            })
+                provider_metadata: attributes(object, &["type", "text"]),
+            }
         }
         "thinking" => {
             let text = string_field(object, "thinking", at)?;
-            let provider_metadata = match object.get("signature") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(signature)) => Some(metadata(
-                    "anthropic",
+            let mut provider_metadata = attributes(object, &["type", "thinking", "signature"]);
+            match object.get("signature") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(signature)) => with(
+                    &mut provider_metadata,
                     "signature",
                     Value::String(signature.clone()),
-                )),
+                ),
                 Some(other) => {
                     return Err(ImportError::malformed(
                         &at.join("signature"),
@@ -81,15 +78,15 @@ pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError
                     ))
                 }
             };
-            Block::Part(Part::Reasoning {
+            Part::Reasoning {
                 text: text.to_owned(),
                 provider_metadata,
-            })
+            }
         }
-        "redacted_thinking" => Block::Part(Part::RedactedReasoning {
+        "redacted_thinking" => Part::RedactedReasoning {
             data: string_field(object, "data", at)?.to_owned(),
-            provider_metadata: None,
-        }),
+            provider_metadata: attributes(object, &["type", "data"]),
+        },
         "tool_use" => {
             let id = string_field(object, "id", at)?;
             let name = string_field(object, "name", at)?;
@@ -100,12 +97,16 @@ pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError
                     format!("expected an object, found {}", type_name(&input)),
                 ));
             }
-            Block::Part(Part::tool_use(id, name, input))
+            Part::ToolUse {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                input,
+                provider_metadata: attributes(object, &["type", "id", "name", "input"]),
+            }
         }
         "tool_result" => {
             let tool_use_id = string_field(object, "tool_use_id", at)?;
-            let (content, provider_metadata) =
-                result_content(object.get("content"), &at.join("content"))?;
+            let (content, blocks) = result_content(object.get("content"), &at.join("content"))?;
             let is_error = match object.get("is_error") {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
@@ -116,18 +117,108 @@ pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError
                     ))
                 }
             };
-            Block::Result(Part::ToolResult {
+            return Ok(Block::Result(Part::ToolResult {
                 tool_use_id: tool_use_id.to_owned(),
                 content,
                 is_error,
-                provider_metadata,
-            })
+                blocks,
+                provider_metadata: attributes(
+                    object,
+                    &["type", "tool_use_id", "content", "is_error"],
+                ),
+            }));
         }
-        _ => Block::Part(unknown_block(block, kind)),
-    })
+        "image" | "document" => {
+            let Some(source) = object.get("source").filter(|s| s.is_object()) else {
+                return Err(ImportError::malformed(
+                    &at.join("source"),
+                    format!("an {kind} block needs a source object"),
+                ));
+            };
+            let title = match object.get("title") {
+                Some(Value::String(title)) if kind == "document" => Some(title.clone()),
+                _ => None,
+            };
+            let skip: &[&str] = if title.is_some() {
+                &["type", "source", "title"]
+            } else {
+                &["type", "source"]
+            };
+            let provider_metadata = attributes(object, skip);
+            if kind == "image" {
+                Part::Image {
+                    source: source.clone(),
+                    title,
+                    provider_metadata,
+                }
+            } else {
+                Part::Document {
+                    source: source.clone(),
+                    title,
+                    provider_metadata,
+                }
+            }
+        }
+        // Server tools (web search, web fetch, code execution, remote MCP, tool search): the
+        // call and its result both sit in the assistant message.
+        "server_tool_use" | "mcp_tool_use" => {
+            let id = string_field(object, "id", at)?;
+            let name = string_field(object, "name", at)?;
+            let input = object.get("input").cloned().unwrap_or_else(|| json!({}));
+            let mut provider_metadata = attributes(object, &["id", "name", "input"]);
+            if kind == "server_tool_use" {
+                // The type is the part's own; only another one is an attribute.
+                provider_metadata = attributes(object, &["type", "id", "name", "input"]);
+            }
+            Part::ServerToolUse {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                input,
+                provider_metadata,
+            }
+        }
+        server_result if is_server_result(server_result, object) => {
+            let tool_use_id = string_field(object, "tool_use_id", at)?;
+            Part::ServerToolResult {
+                tool_use_id: tool_use_id.to_owned(),
+                block: block.clone(),
+                provider_metadata: None,
+            }
+        }
+        _ => unknown_block(block),
+    };
+    Ok(Block::Part(part))
 }
 
-/// A tool_result's `content`: absent, a string, or an array of blocks.
+/// A server tool's result block: `web_search_tool_result`, `code_execution_tool_result`,
+/// `mcp_tool_result`, ... (any `*_tool_result` but a client `tool_result`, with an id).
+fn is_server_result(kind: &str, object: &Map<String, Value>) -> bool {
+    kind != "tool_result" && kind.ends_with("_tool_result") && object.contains_key("tool_use_id")
+}
+
+/// The block's keys other than `skip`, as `{"anthropic": {"attributes": {...}}}`; `None`
+/// when there are none (or all are null).
+fn attributes(object: &Map<String, Value>, skip: &[&str]) -> Option<Value> {
+    let rest: Map<String, Value> = object
+        .iter()
+        .filter(|(key, value)| !skip.contains(&key.as_str()) && !value.is_null())
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    (!rest.is_empty()).then(|| metadata("anthropic", "attributes", Value::Object(rest)))
+}
+
+/// Sets `provider_metadata.anthropic.{key}`.
+fn with(metadata_slot: &mut Option<Value>, key: &str, value: Value) {
+    let extra = metadata("anthropic", key, value);
+    match metadata_slot {
+        Some(existing) => super::merge_into(existing, extra),
+        None => *metadata_slot = Some(extra),
+    }
+}
+
+/// A tool_result's `content`: absent, a string, or an array of blocks. An array is kept
+/// whole (the second value) unless it is one plain text block; the text is its text blocks
+/// joined by newlines, other blocks described.
 fn result_content(
     content: Option<&Value>,
     at: &Location,
@@ -148,8 +239,7 @@ fn result_content(
                 }
             }
             let plain = matches!(blocks.as_slice(), [only] if only.get("type") == Some(&json!("text")) && only.as_object().is_some_and(|o| o.len() == 2));
-            let kept =
-                (!plain).then(|| metadata("anthropic", "content", Value::Array(blocks.clone())));
+            let kept = (!plain).then(|| Value::Array(blocks.clone()));
             Ok((texts.join("\n"), kept))
         }
         Some(other) => Err(ImportError::malformed(
@@ -162,12 +252,10 @@ fn result_content(
     }
 }
 
-/// A block the store has no part for: text describing it, the block itself in metadata.
-pub(crate) fn unknown_block(block: &Value, kind: &str) -> Part {
-    Part::Text {
-        text: describe(block, kind),
-        provider_metadata: Some(metadata("anthropic", "block", block.clone())),
-    }
+/// A block the store has no kind for (a provider-side `compaction`, a block type newer than
+/// this build): kept verbatim as an opaque part, sent back to Anthropic alone.
+pub(crate) fn unknown_block(block: &Value) -> Part {
+    Part::opaque("anthropic", block.clone())
 }
 
 /// A short, never blank, human-readable stand-in for a block.

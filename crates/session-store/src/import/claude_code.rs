@@ -9,19 +9,24 @@
 //!   a line continues the assistant message with its `message.id` as long as only tool results
 //!   came in between.
 //! - `user` lines: `tool_result` blocks become a `tool` message; the rest of the line (text,
-//!   images) a `user` message after it. Lines with `isMeta` (caveats, hook reminders) and the
-//!   `isCompactSummary` line (the summary a compaction left) are kept as user messages, their
-//!   parts tagged `provider_metadata.claude_code.is_meta` / `.compact_summary`. Interrupt
+//!   images) a `user` message after it. Lines with `isMeta` (caveats, hook reminders) are kept
+//!   as user messages, their parts tagged `provider_metadata.claude_code.is_meta`. Interrupt
 //!   markers (`[Request interrupted by user...]`) stay user text, tagged `.interrupt`.
-//!   A compaction is therefore not a store compaction: the messages before the summary stay
-//!   visible, so an export sends the whole history (Claude Code sent only the summary and what
-//!   follows). [`Store::compact`](crate::Store::compact) can cut there afterwards.
+//! - A compaction (`compact_boundary`, then the `isCompactSummary` user line) becomes a store
+//!   compaction ([`Imported::compactions`]): its summary goes to `summaries`, every turn
+//!   before it is compacted, and the summary line stays as an empty user message tagged
+//!   `.compact_summary` that opens the next turn. An export sends what Claude Code sent: the
+//!   system prompt, the summary, and what follows.
+//! - `message.model` becomes `messages.model` (`anthropic/...`), `message.usage` the
+//!   message's usage row; the latest legacy `summary` line is the session's title.
 //! - Everything else is skipped: `progress`, `file-history-snapshot`, `queue-operation`,
-//!   `system` (compact boundaries, hook summaries, local commands), legacy `summary` lines and
-//!   any line type this importer does not know.
-//! - Sidechains: a main session log may hold `isSidechain` lines of a subagent; they are a
-//!   different conversation and are skipped. A file whose message lines are all sidechain (a
-//!   `subagents/agent-*.jsonl` file) is imported as the subagent's own conversation.
+//!   `system` (compact boundaries, hook summaries, local commands) and any line type this
+//!   importer does not know.
+//! - Sidechains: the `isSidechain` lines of a main session log are a sub-agent's
+//!   conversation: each agent (`agentId`) becomes a child session ([`Imported::children`]),
+//!   linked to the `Task` call whose prompt started it. A file whose message lines are all
+//!   sidechain (a `subagents/agent-*.jsonl` file) is imported as the subagent's own
+//!   conversation.
 //! - A line whose `uuid` already appeared is a duplicate (written again on resume) and skipped.
 //! - Timestamps become the messages' `created_at`.
 //!
@@ -39,7 +44,10 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::blocks::{content_blocks, split};
-use super::{as_object, tag, Assembler, ImportError, Imported, Leniency, Location};
+use super::{
+    as_object, json as parse, tag, Assembler, ImportError, Imported, ImportedChild,
+    ImportedCompaction, Leniency, Location,
+};
 use crate::model::{NewMessage, Part, Role};
 
 /// One `user` or `assistant` line.
@@ -53,15 +61,25 @@ struct Entry<'a> {
 
 /// Imports a Claude Code session log.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let values = parse_lines(text)?;
+    let (values, warnings) = parse_lines(text)?;
     let mut entries = Vec::new();
     let mut seen_uuids = HashSet::new();
+    let mut title = None;
     for (line, value) in &values {
         let at = Location::line(*line);
         let fields = as_object(value, &at, "a log entry")?;
         let assistant = match fields.get("type").and_then(Value::as_str) {
             Some("assistant") => true,
             Some("user") => false,
+            // The title Claude Code gives a session (the latest one wins).
+            Some("summary") => {
+                if let Some(summary) = fields.get("summary").and_then(Value::as_str) {
+                    if !crate::history::blank::is_blank(summary) {
+                        title = Some(summary.to_owned());
+                    }
+                }
+                continue;
+            }
             _ => continue,
         };
         if let Some(uuid) = fields.get("uuid").and_then(Value::as_str) {
@@ -81,16 +99,77 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             sidechain: fields.get("isSidechain") == Some(&Value::Bool(true)),
         });
     }
+    let end = Location::line(values.last().map_or(0, |(line, _)| *line));
     let only_sidechain = entries.iter().all(|e| e.sidechain);
+    let main: Vec<&Entry<'_>> = entries
+        .iter()
+        .filter(|entry| only_sidechain || !entry.sidechain)
+        .collect();
+    let mut imported = assemble(&main, &end)?;
+    if !only_sidechain {
+        // Sub-agents written into the main log: one child session per agent, in order of
+        // first appearance, linked to the Task call whose prompt started it.
+        let mut agents: Vec<(&str, Vec<&Entry<'_>>)> = Vec::new();
+        for entry in entries.iter().filter(|entry| entry.sidechain) {
+            let agent = entry
+                .fields
+                .get("agentId")
+                .and_then(Value::as_str)
+                .unwrap_or("sidechain");
+            match agents.iter_mut().find(|(id, _)| *id == agent) {
+                Some((_, group)) => group.push(entry),
+                None => agents.push((agent, vec![entry])),
+            }
+        }
+        for (_, group) in agents {
+            let child = assemble(&group, &end)?;
+            let spawned_by = spawning_call(&imported, &child);
+            imported.children.push(ImportedChild {
+                spawned_by,
+                imported: child,
+            });
+        }
+    }
+    imported.warnings = warnings;
+    imported.title = title;
+    Ok(imported)
+}
+
+/// The Task call of `parent` whose prompt is the first user text of `child`.
+fn spawning_call(parent: &Imported, child: &Imported) -> Option<String> {
+    let first_text = child
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)?
+        .parts
+        .iter()
+        .find_map(|p| match p {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })?;
+    parent
+        .messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .find_map(|p| match p {
+            Part::ToolUse { id, input, .. }
+                if input.get("prompt").and_then(Value::as_str) == Some(first_text) =>
+            {
+                Some(id.clone())
+            }
+            _ => None,
+        })
+}
+
+/// One conversation of the log (the main one, or one sub-agent's) as messages.
+fn assemble(entries: &[&Entry<'_>], end: &Location) -> Result<Imported, ImportError> {
     let mut assembler = Assembler::new(Leniency::MEND);
     let mut open_message_id: Option<&str> = None;
+    let mut compactions = Vec::new();
     // The usage of each assistant message, in order: every line of a message repeats the
     // API response's usage, the last line with the final output count.
     let mut usages: Vec<Option<crate::model::Usage>> = Vec::new();
-    for entry in entries
-        .iter()
-        .filter(|entry| only_sidechain || !entry.sidechain)
-    {
+    for entry in entries {
         let at = Location::line(entry.line);
         let content_at = at.join("message").join("content");
         let Some(content) = entry.message.get("content") else {
@@ -112,6 +191,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 continue;
             }
             let message_id = entry.message.get("id").and_then(Value::as_str);
+            let model = super::model_name("anthropic", entry.message.get("model"));
             if message_id.is_some()
                 && message_id == open_message_id
                 && assembler.assistant_is_open()
@@ -125,6 +205,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             } else {
                 let mut message = NewMessage::assistant(parts);
                 message.created_at = created_at;
+                message.model = model;
                 assembler.push(&at, message)?;
                 usages.push(super::usage::anthropic(entry.message));
                 open_message_id = message_id;
@@ -135,6 +216,33 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             }
             if parts.is_empty() {
                 continue;
+            }
+            let compact_summary = entry.fields.get("isCompactSummary") == Some(&Value::Bool(true));
+            if compact_summary && assembler.has_user() {
+                // A compaction: the summary goes to the store's summaries, the turns before
+                // it are compacted, and the message that opened the new turn stays (empty,
+                // tagged) so the turns keep their boundaries.
+                let summary: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Text { text, .. } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let summary = summary.join("\n\n");
+                if !crate::history::blank::is_blank(&summary) {
+                    let mut marker = Part::text("");
+                    tag_user_part(&mut marker, entry.fields);
+                    let mut message = NewMessage::new(Role::User, vec![marker]);
+                    message.created_at = created_at;
+                    assembler.push(&at, message)?;
+                    open_message_id = None;
+                    compactions.push(ImportedCompaction {
+                        at: assembler.len() - 1,
+                        summary,
+                    });
+                    continue;
+                }
             }
             let parts = parts
                 .into_iter()
@@ -149,8 +257,8 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             open_message_id = None;
         }
     }
-    let end = Location::line(values.last().map_or(0, |(line, _)| *line));
-    let mut imported = assembler.finish(None, &end)?;
+    let mut imported = assembler.finish(None, end)?;
+    imported.compactions = compactions;
     // The assembler adds tool and user messages only, so the k-th assistant message out is
     // the k-th one pushed.
     let assistants = imported
@@ -163,23 +271,48 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     Ok(imported)
 }
 
-/// Parses every non-blank line, naming the first one that is not JSON.
-fn parse_lines(text: &str) -> Result<Vec<(usize, Value)>, ImportError> {
+/// The parsed lines of a log, each with its 1-based number.
+type Lines = Vec<(usize, Value)>;
+
+/// Parses every non-blank line, naming the first one that is not JSON (with its byte offset)
+/// and the path of a duplicate key. The last line of a log that does not end with a newline
+/// may have been cut off by a crash mid-write: when it is not JSON it is left out, with a
+/// warning, and everything before it is imported.
+fn parse_lines(text: &str) -> Result<(Lines, Vec<String>), ImportError> {
     let mut values = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    let mut warnings = Vec::new();
+    let count = text.lines().count();
+    let cut_off = !text.ends_with('\n');
+    let mut byte = 0;
+    for (index, line) in text.split_inclusive('\n').enumerate() {
+        let origin = parse::Origin {
+            line: index + 1,
+            byte,
+        };
+        byte += line.len();
+        // Without its line break, so an error at the end of the line is on this line.
+        let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
         }
-        let value = serde_json::from_str(line).map_err(|source| ImportError::Json {
-            at: Location::line(index + 1),
-            source,
-        })?;
-        values.push((index + 1, value));
+        match parse::parse(line, &Location::line(index + 1), Some(origin)) {
+            Ok(value) => values.push((index + 1, value)),
+            Err(ImportError::Json { source, .. })
+                if cut_off && index + 1 == count && source.is_eof() =>
+            {
+                warnings.push(format!(
+                    "line {}: cut off before its end (the log was not finished); imported up to line {}",
+                    index + 1,
+                    index
+                ));
+            }
+            Err(error) => return Err(error),
+        }
     }
     if values.is_empty() {
         return Err(ImportError::Empty);
     }
-    Ok(values)
+    Ok((values, warnings))
 }
 
 fn timestamp(fields: &Map<String, Value>) -> Option<DateTime<Utc>> {
@@ -388,5 +521,28 @@ mod tests {
             "line 2, message.content[0]: missing \"name\""
         );
         assert!(matches!(import("\n\n"), Err(ImportError::Empty)));
+    }
+
+    #[test]
+    fn a_log_cut_off_mid_line_imports_up_to_its_last_whole_line_with_a_warning() {
+        let whole = lines(&[user("u1", json!("go")), user("u2", json!("more"))]);
+        let log = format!("{whole}\n{{\"type\": \"user\", \"mess");
+        let imported = import(&log).expect("imports the whole lines");
+        assert_eq!(imported.messages.len(), 2);
+        assert_eq!(imported.warnings.len(), 1, "{:?}", imported.warnings);
+        assert!(imported.warnings[0].starts_with("line 3: cut off"));
+        // A broken line that is not the last, or a last line ended by a newline, is refused.
+        assert!(import(&format!("{whole}\n{{\"type\": \"user\", \"mess\n")).is_err());
+    }
+
+    #[test]
+    fn assistant_lines_record_their_model() {
+        let mut line = assistant("a1", "m", json!({"type": "text", "text": "hi"}));
+        line["message"]["model"] = json!("claude-opus-4-5");
+        let imported = import(&lines(&[user("u1", json!("go")), line])).expect("imports");
+        assert_eq!(
+            imported.messages[1].model.as_deref(),
+            Some("anthropic/claude-opus-4-5")
+        );
     }
 }

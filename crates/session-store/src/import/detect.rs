@@ -29,7 +29,14 @@ use serde_json::{Map, Value};
 use super::Format;
 
 /// Every format [`detect`] considers, in the order it prefers one whose shape merely fits.
-pub const CANDIDATES: &[Format] = &[Format::Anthropic, Format::OpenAi, Format::ClaudeCode];
+pub const CANDIDATES: &[Format] = &[
+    Format::Anthropic,
+    Format::OpenAi,
+    Format::Responses,
+    Format::Gemini,
+    Format::ClaudeCode,
+    Format::Codex,
+];
 
 /// How many non-blank lines of JSON Lines the sniffers look at.
 const SAMPLE_LINES: usize = 64;
@@ -124,6 +131,9 @@ fn describe(format: Format) -> &'static str {
         Format::Anthropic => "an Anthropic Messages request body",
         Format::OpenAi => "an OpenAI Chat Completions request body",
         Format::ClaudeCode => "a Claude Code session log",
+        Format::Responses => "an OpenAI Responses request body",
+        Format::Gemini => "a Gemini generateContent request body",
+        Format::Codex => "a Codex rollout",
     }
 }
 
@@ -221,7 +231,56 @@ pub fn sniff(format: Format, sample: &Sample) -> Evidence {
         Format::Anthropic => body(sample).anthropic(),
         Format::OpenAi => body(sample).openai(),
         Format::ClaudeCode => claude_code(sample),
+        Format::Responses => keyed_body(sample, "input", "an `input` list"),
+        Format::Gemini => keyed_body(sample, "contents", "a `contents` list"),
+        Format::Codex => codex(sample),
     }
+}
+
+/// A request body told by its one top-level list: `input` (Responses) or `contents`
+/// (Gemini). A body with another format's list is not this one.
+fn keyed_body(sample: &Sample, key: &str, what: &str) -> Evidence {
+    let object = match sample {
+        Sample::Document(Value::Object(object)) => object,
+        Sample::Document(_) => return Evidence::IsNot("the document is not a JSON object".into()),
+        Sample::Lines(_) => {
+            return Evidence::IsNot("it is JSON Lines, not one JSON document".into())
+        }
+        Sample::Unreadable(reason) => return Evidence::IsNot(reason.clone()),
+    };
+    for other in ["messages", "input", "contents"] {
+        if other != key && object.contains_key(other) {
+            return Evidence::IsNot(format!("it has a top-level `{other}` field"));
+        }
+    }
+    match object.get(key) {
+        Some(Value::Array(_)) => Evidence::Is(format!("it has {what}")),
+        Some(Value::String(_)) if key == "input" => Evidence::Is("it has a string `input`".into()),
+        _ => Evidence::IsNot(format!("it has no {what}")),
+    }
+}
+
+/// Codex rollout lines: `{"type": one of [`CODEX_TYPES`], "payload": ...}`.
+fn codex(sample: &Sample) -> Evidence {
+    let lines: Vec<(usize, &Value)> = match sample {
+        Sample::Document(value) => vec![(1, value)],
+        Sample::Lines(lines) => lines.iter().map(|(n, v)| (*n, v)).collect(),
+        Sample::Unreadable(reason) => return Evidence::IsNot(reason.clone()),
+    };
+    for (line, value) in lines {
+        let Value::Object(object) = value else {
+            return Evidence::IsNot(format!("line {line} is not a JSON object"));
+        };
+        if let Some(Value::String(kind)) = object.get("type") {
+            if CODEX_TYPES.contains(&kind.as_str()) && object.contains_key("payload") {
+                return Evidence::Is(format!("line {line} is a Codex {kind:?} line"));
+            }
+        }
+        if object.contains_key("uuid") || object.contains_key("messages") {
+            return Evidence::IsNot(format!("line {line} is not a Codex rollout line"));
+        }
+    }
+    Evidence::IsNot("no line looks like a Codex rollout line (`type` with `payload`)".into())
 }
 
 /// Content block types only Anthropic bodies (and Claude Code logs) have.
@@ -368,7 +427,13 @@ const CLAUDE_CODE_TYPES: &[&str] = &[
 ];
 
 /// Codex CLI rollout line types (`{"timestamp", "type", "payload"}`).
-const CODEX_TYPES: &[&str] = &["session_meta", "response_item", "event_msg", "turn_context"];
+const CODEX_TYPES: &[&str] = &[
+    "session_meta",
+    "response_item",
+    "event_msg",
+    "turn_context",
+    "compacted",
+];
 
 fn claude_code(sample: &Sample) -> Evidence {
     let lines: Vec<(usize, &Value)> = match sample {
@@ -480,11 +545,24 @@ mod tests {
     }
 
     #[test]
-    fn formats_this_build_does_not_read_are_refused_not_guessed() {
-        assert!(matches!(detect(CODEX), Err(DetectError::Unknown { .. })));
+    fn responses_gemini_and_codex_are_told_by_their_own_signs() {
+        assert_eq!(detect(CODEX), Ok(Format::Codex));
         assert!(confirm(Format::ClaudeCode, CODEX).is_err());
+        assert!(confirm(Format::Codex, CLAUDE_CODE).is_err());
+        assert_eq!(detect(r#"{"contents": []}"#), Ok(Format::Gemini));
+        assert_eq!(
+            detect(r#"{"input": [], "instructions": "x"}"#),
+            Ok(Format::Responses)
+        );
+        assert!(confirm(Format::Gemini, ANTHROPIC).is_err());
+        assert!(confirm(Format::Responses, r#"{"contents": []}"#).is_err());
+        assert!(confirm(Format::Anthropic, r#"{"input": []}"#).is_err());
+    }
+
+    #[test]
+    fn formats_this_build_does_not_read_are_refused_not_guessed() {
         assert!(matches!(
-            detect(r#"{"contents": []}"#),
+            detect(r#"{"prompt": "x"}"#),
             Err(DetectError::Unknown { .. })
         ));
         assert!(matches!(detect(""), Err(DetectError::Unreadable(_))));

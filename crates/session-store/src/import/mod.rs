@@ -1,7 +1,10 @@
 //! Importers: transcripts written by other tools, turned into messages the store accepts.
 //!
 //! Each format has its own module: [`anthropic`] (a Messages API request body), [`openai`] (a
-//! Chat Completions request body) and [`claude_code`] (a Claude Code session log, JSON Lines).
+//! Chat Completions request body), [`responses`] (an OpenAI Responses request body),
+//! [`gemini`] (a Gemini `generateContent` request body), [`claude_code`] (a Claude Code
+//! session log, JSON Lines) and [`codex`] (a Codex CLI rollout, JSON Lines). Each records
+//! the model of the assistant messages where the source names it (`NewMessage::model`).
 //! They are pure functions from `&str` to an [`Imported`]: no I/O, no clock. The messages they
 //! return already satisfy the pairing rules ([`crate::history::pairing`]), so
 //! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.
@@ -48,8 +51,12 @@ use crate::model::{NewMessage, Part, Role};
 pub mod anthropic;
 mod blocks;
 pub mod claude_code;
+pub mod codex;
 pub mod detect;
+pub mod gemini;
+mod json;
 pub mod openai;
+pub mod responses;
 mod usage;
 
 /// A transcript format [`import`] understands.
@@ -61,6 +68,12 @@ pub enum Format {
     OpenAi,
     /// A Claude Code session log (`~/.claude/projects/.../*.jsonl`).
     ClaudeCode,
+    /// An OpenAI Responses request body: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// A Gemini `generateContent` request body: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
+    /// A Codex CLI rollout (`~/.codex/sessions/.../rollout-*.jsonl`).
+    Codex,
 }
 
 impl Format {
@@ -70,6 +83,9 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::OpenAi => "openai",
             Format::ClaudeCode => "claude-code",
+            Format::Responses => "responses",
+            Format::Gemini => "gemini",
+            Format::Codex => "codex",
         }
     }
 }
@@ -82,7 +98,9 @@ impl fmt::Display for Format {
 
 /// A string that names no [`Format`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown import format {0:?} (expected anthropic, openai or claude-code)")]
+#[error(
+    "unknown import format {0:?} (expected anthropic, openai, responses, gemini, claude-code or codex)"
+)]
 pub struct UnknownFormat(pub String);
 
 impl FromStr for Format {
@@ -93,9 +111,24 @@ impl FromStr for Format {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
             "claude-code" => Ok(Format::ClaudeCode),
+            "responses" => Ok(Format::Responses),
+            "gemini" => Ok(Format::Gemini),
+            "codex" => Ok(Format::Codex),
             other => Err(UnknownFormat(other.to_owned())),
         }
     }
+}
+
+/// `bytes` as text, or [`ImportError::InvalidUtf8`] naming the line and byte offset of the
+/// first sequence that is not UTF-8.
+pub fn text_of(bytes: &[u8]) -> Result<&str, ImportError> {
+    json::utf8(bytes)
+}
+
+/// Imports `bytes` in the given format, after checking they are UTF-8 (an error names the
+/// line and byte offset of the first invalid sequence).
+pub fn import_bytes(format: Format, bytes: &[u8]) -> Result<Imported, ImportError> {
+    import(format, json::utf8(bytes)?)
 }
 
 /// Imports `text` in the given format.
@@ -104,6 +137,9 @@ pub fn import(format: Format, text: &str) -> Result<Imported, ImportError> {
         Format::Anthropic => anthropic::import(text),
         Format::OpenAi => openai::import(text),
         Format::ClaudeCode => claude_code::import(text),
+        Format::Responses => responses::import(text),
+        Format::Gemini => gemini::import(text),
+        Format::Codex => codex::import(text),
     }
 }
 
@@ -118,8 +154,38 @@ pub struct Imported {
     /// with a tombstone (Claude Code only).
     pub tombstoned: Vec<String>,
     /// tool_results that answered no call of the assistant message before them and were kept
-    /// as text parts instead (Claude Code only).
+    /// as text parts instead (logs only).
     pub orphans_as_text: usize,
+    /// What was left out and why, for a person to read (a log's last line cut off by a
+    /// crash, ...); the import itself succeeded.
+    pub warnings: Vec<String>,
+    /// The session's title, where the source names one (`sessions.title`).
+    pub title: Option<String>,
+    /// Compactions the source made, oldest first: each hides every message before `at`.
+    pub compactions: Vec<ImportedCompaction>,
+    /// Conversations the source ran beside this one (Claude Code sub-agents), stored as child
+    /// sessions.
+    pub children: Vec<ImportedChild>,
+}
+
+/// A compaction recorded in the source: the messages before `at` are replaced by `summary`
+/// in what the provider sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedCompaction {
+    /// Index in [`Imported::messages`] of the first message left visible (a user message
+    /// that opens a turn).
+    pub at: usize,
+    /// The summary text.
+    pub summary: String,
+}
+
+/// A conversation run beside the imported one (a Claude Code sub-agent).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImportedChild {
+    /// The id of the call (a `Task` tool_use) that spawned it, when the source says.
+    pub spawned_by: Option<String>,
+    /// The conversation.
+    pub imported: Imported,
 }
 
 impl Imported {
@@ -134,6 +200,9 @@ impl Imported {
 pub struct Location {
     /// 1-based line (JSON Lines input, or the line of a JSON syntax error).
     pub line: Option<usize>,
+    /// Byte offset in the input, where the error was found by the parse layer (a syntax
+    /// error, a duplicate key, bytes that are not UTF-8).
+    pub byte: Option<usize>,
     /// JSON path within the document or line, e.g. `messages[3].content[1]`; empty for the whole.
     pub path: String,
 }
@@ -143,6 +212,7 @@ impl Location {
     pub fn path(path: impl Into<String>) -> Self {
         Self {
             line: None,
+            byte: None,
             path: path.into(),
         }
     }
@@ -151,6 +221,7 @@ impl Location {
     pub fn line(line: usize) -> Self {
         Self {
             line: Some(line),
+            byte: None,
             path: String::new(),
         }
     }
@@ -166,6 +237,7 @@ impl Location {
         };
         Self {
             line: self.line,
+            byte: self.byte,
             path,
         }
     }
@@ -174,10 +246,14 @@ impl Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.line, self.path.is_empty()) {
-            (Some(line), true) => write!(f, "line {line}"),
-            (Some(line), false) => write!(f, "line {line}, {}", self.path),
-            (None, false) => f.write_str(&self.path),
-            (None, true) => f.write_str("document"),
+            (Some(line), true) => write!(f, "line {line}")?,
+            (Some(line), false) => write!(f, "line {line}, {}", self.path)?,
+            (None, false) => f.write_str(&self.path)?,
+            (None, true) => f.write_str("document")?,
+        }
+        match self.byte {
+            Some(byte) => write!(f, " (byte {byte})"),
+            None => Ok(()),
         }
     }
 }
@@ -213,6 +289,21 @@ pub enum ImportError {
         #[source]
         reason: Refusal,
     },
+    /// The input is not UTF-8; the location names the line and byte offset of the first
+    /// invalid sequence.
+    #[error("{at}: not valid UTF-8")]
+    InvalidUtf8 {
+        /// Where the invalid bytes start.
+        at: Location,
+    },
+    /// An object holds the same key twice (JSON parsers disagree on which value counts).
+    #[error("{at}: duplicate key {key:?}")]
+    DuplicateKey {
+        /// The second occurrence (its JSON path, line and byte offset).
+        at: Location,
+        /// The repeated key.
+        key: String,
+    },
     /// The transcript holds no message at all.
     #[error("the transcript holds no messages")]
     Empty,
@@ -224,7 +315,9 @@ impl ImportError {
         match self {
             ImportError::Json { at, .. }
             | ImportError::Malformed { at, .. }
-            | ImportError::Refused { at, .. } => Some(at),
+            | ImportError::Refused { at, .. }
+            | ImportError::InvalidUtf8 { at }
+            | ImportError::DuplicateKey { at, .. } => Some(at),
             ImportError::Empty => None,
         }
     }
@@ -272,6 +365,11 @@ pub(crate) struct Assembler {
     orphans_as_text: usize,
     /// Orphan results kept as text, waiting for the open tool block to close.
     deferred: Vec<Part>,
+    /// Every call id stored so far, and the one renaming scheme for reused ones.
+    ids: texts::Renamer,
+    /// Calls of the open block stored under a fresh id: original id to the fresh ids, in
+    /// call order, that results naming the original still answer.
+    renamed: std::collections::HashMap<String, std::collections::VecDeque<String>>,
 }
 
 impl Assembler {
@@ -283,7 +381,51 @@ impl Assembler {
             tombstoned: Vec::new(),
             orphans_as_text: 0,
             deferred: Vec::new(),
+            ids: texts::Renamer::default(),
+            renamed: std::collections::HashMap::new(),
         }
+    }
+
+    /// A source that reuses a call id in a later turn (real OpenAI runs do, and the API
+    /// accepts it) keeps every call: the reused one is stored under a fresh id
+    /// (`{id}__{n}`), the original kept in `provider_metadata.import.original_id`, and the
+    /// results of its block that name the original are pointed at the fresh id.
+    fn rename_reused(&mut self, parts: &mut [Part], new_block: bool) {
+        if new_block {
+            self.renamed.clear();
+        }
+        for part in parts {
+            let Part::ToolUse { id, .. } = part else {
+                continue;
+            };
+            if id.is_empty() || self.ids.take(id) {
+                continue;
+            }
+            let fresh = self.ids.fresh(id);
+            let original = std::mem::replace(id, fresh.clone());
+            tag(part, json!({"import": {"original_id": original}}));
+            self.renamed.entry(original).or_default().push_back(fresh);
+        }
+    }
+
+    /// Points a result at the fresh id of a renamed call when its original id answers no
+    /// open call itself.
+    fn rename_result(&mut self, part: &mut Part) {
+        let Part::ToolResult { tool_use_id, .. } = part else {
+            return;
+        };
+        if self.walk.would_answer(tool_use_id) {
+            return;
+        }
+        let Some(fresh) = self
+            .renamed
+            .get_mut(tool_use_id.as_str())
+            .and_then(std::collections::VecDeque::pop_front)
+        else {
+            return;
+        };
+        let original = std::mem::replace(tool_use_id, fresh);
+        tag(part, json!({"import": {"original_id": original}}));
     }
 
     /// Appends a system, user or assistant message.
@@ -297,7 +439,22 @@ impl Assembler {
             self.close_tool_block(at, message.created_at)?;
             self.flush_deferred(at)?;
         }
+        let mut message = message;
+        if message.role == Role::Assistant {
+            self.rename_reused(&mut message.parts, true);
+        }
         self.accept(at, message)
+    }
+
+    /// How many messages were assembled so far (the index the next one gets, unless
+    /// tombstones go first).
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// True when a user message was assembled already.
+    pub(crate) fn has_user(&self) -> bool {
+        self.out.iter().any(|m| m.role == Role::User)
     }
 
     /// True when the last user-or-assistant message is an assistant message and only tool
@@ -322,6 +479,8 @@ impl Assembler {
         let Some(index) = self.out.iter().rposition(|m| m.role == Role::Assistant) else {
             return Err(ImportError::malformed(at, "no assistant message to extend"));
         };
+        let mut parts = parts;
+        self.rename_reused(&mut parts, false);
         pairing::check_extension(&mut self.walk, &parts).map_err(|reason| refused(at, reason))?;
         self.out[index].parts.extend(parts);
         Ok(())
@@ -337,7 +496,8 @@ impl Assembler {
         let mut answers = Vec::with_capacity(results.len());
         let mut orphans = Vec::new();
         let mut seen = HashSet::new();
-        for part in results {
+        for mut part in results {
+            self.rename_result(&mut part);
             let id = part.answers().unwrap_or_default().to_owned();
             let answers_a_call = self.walk.would_answer(&id) && seen.insert(id);
             if answers_a_call {
@@ -387,6 +547,7 @@ impl Assembler {
             messages: self.out,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
+            ..Imported::default()
         })
     }
 
@@ -442,6 +603,7 @@ fn orphan_text(part: Part) -> Part {
         content,
         is_error,
         provider_metadata,
+        ..
     } = part
     else {
         return part;
@@ -457,12 +619,24 @@ fn orphan_text(part: Part) -> Part {
         tool_use_id,
         content,
         is_error,
+        blocks: None,
         provider_metadata: None,
     });
     Part::Text {
         text,
         provider_metadata: Some(meta),
     }
+}
+
+/// A source's model name as `messages.model` keeps it: `"provider/model"` (a name that
+/// already holds a `/` is kept as it is).
+pub(crate) fn model_name(provider: &str, model: Option<&Value>) -> Option<String> {
+    let model = model?.as_str().filter(|m| !m.trim().is_empty())?;
+    Some(if model.contains('/') {
+        model.to_owned()
+    } else {
+        format!("{provider}/{model}")
+    })
 }
 
 /// Deep-merges `extra` into `base` (objects merge key by key; anything else replaces).
@@ -499,6 +673,21 @@ pub(crate) fn tag(part: &mut Part, extra: Value) {
         }
         | Part::ToolResult {
             provider_metadata, ..
+        }
+        | Part::Image {
+            provider_metadata, ..
+        }
+        | Part::Document {
+            provider_metadata, ..
+        }
+        | Part::ServerToolUse {
+            provider_metadata, ..
+        }
+        | Part::ServerToolResult {
+            provider_metadata, ..
+        }
+        | Part::Opaque {
+            provider_metadata, ..
         } => provider_metadata,
     };
     match slot {
@@ -528,15 +717,10 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// Parses a whole document, naming the line and column of a syntax error.
+/// Parses a whole document, naming the line and byte offset of a syntax error and the path
+/// of a duplicate key.
 pub(crate) fn parse_document(text: &str) -> Result<Value, ImportError> {
-    serde_json::from_str(text).map_err(|source| ImportError::Json {
-        at: Location {
-            line: Some(source.line()),
-            path: String::new(),
-        },
-        source,
-    })
+    json::parse(text, &Location::default(), Some(json::Origin::START))
 }
 
 /// The `messages` array of a request body.
@@ -621,10 +805,17 @@ mod tests {
 
     #[test]
     fn format_names_round_trip() {
-        for format in [Format::Anthropic, Format::OpenAi, Format::ClaudeCode] {
+        for format in [
+            Format::Anthropic,
+            Format::OpenAi,
+            Format::ClaudeCode,
+            Format::Responses,
+            Format::Gemini,
+            Format::Codex,
+        ] {
             assert_eq!(format.as_str().parse::<Format>(), Ok(format));
         }
-        assert!("codex".parse::<Format>().is_err());
+        assert!("chat".parse::<Format>().is_err());
     }
 
     mod never_panics {
@@ -659,6 +850,18 @@ mod tests {
                 "message",
                 "uuid",
                 "isSidechain",
+                "payload",
+                "response_item",
+                "function_call",
+                "function_call_output",
+                "call_id",
+                "parts",
+                "model",
+                "functionCall",
+                "functionResponse",
+                "response",
+                "reasoning",
+                "encrypted_content",
                 "",
                 "{}",
                 "[1]",
@@ -702,6 +905,11 @@ mod tests {
                 must_be_valid(openai::import(&body.to_string()));
                 let lines: Vec<String> = messages.iter().map(Value::to_string).collect();
                 must_be_valid(claude_code::import(&lines.join("\n")));
+                must_be_valid(codex::import(&lines.join("\n")));
+                let other = json!({"instructions": system, "input": messages, "systemInstruction": system});
+                must_be_valid(responses::import(&other.to_string()));
+                let contents = json!({"contents": messages});
+                must_be_valid(gemini::import(&contents.to_string()));
             }
         }
     }

@@ -33,6 +33,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
     let body = parse_document(text)?;
     let messages = messages_of(&body)?;
     let mut assembler = Assembler::new(Leniency::STRICT);
+    let model = super::model_name("openai", body.get("model"));
     // Ids given to calls that came without one, in call order, not yet answered.
     let mut unnamed: Vec<String> = Vec::new();
     for (index, message) in messages.iter().enumerate() {
@@ -66,6 +67,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     ));
                 }
                 let mut message = NewMessage::assistant(parts);
+                message.model = model.clone();
                 message.usage = super::usage::openai(object);
                 assembler.push(&at, message)?;
             }
@@ -150,20 +152,65 @@ fn content_part(item: &Value, at: &Location, assistant: bool) -> Result<Part, Im
             text: string_field(object, "refusal", at)?.to_owned(),
             provider_metadata: Some(json!({"openai": {"refusal": true}})),
         },
-        _ => {
-            let what = item
-                .get("image_url")
-                .and_then(|i| i.get("url"))
+        "image_url" => {
+            let image = item.get("image_url");
+            let url = image
+                .and_then(|i| i.get("url").or(Some(i)))
                 .and_then(Value::as_str)
-                .filter(|url| !url.starts_with("data:"))
-                .map(|url| format!("[{kind}: {url}]"))
-                .unwrap_or_else(|| format!("[{kind} part]"));
-            Part::Text {
-                text: what,
-                provider_metadata: Some(metadata("openai", "part", item.clone())),
+                .ok_or_else(|| {
+                    ImportError::malformed(&at.join("image_url"), "an image_url part needs a url")
+                })?;
+            let mut rest = image
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            rest.remove("url");
+            Part::Image {
+                source: source_of(url, None),
+                title: None,
+                provider_metadata: (!rest.is_empty())
+                    .then(|| metadata("openai", "attributes", Value::Object(rest))),
             }
         }
+        "file" => {
+            let file = item.get("file").and_then(Value::as_object);
+            let data = file
+                .and_then(|f| f.get("file_data"))
+                .and_then(Value::as_str);
+            let id = file.and_then(|f| f.get("file_id")).and_then(Value::as_str);
+            let title = file
+                .and_then(|f| f.get("filename"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let source = match (data, id) {
+                (Some(data), _) => source_of(data, Some("application/pdf")),
+                (None, Some(id)) => json!({"type": "file", "file_id": id}),
+                (None, None) => return Ok(Part::opaque("openai", item.clone())),
+            };
+            Part::Document {
+                source,
+                title,
+                provider_metadata: None,
+            }
+        }
+        // Audio and parts newer than this build: kept verbatim for OpenAI alone.
+        _ => Part::opaque("openai", item.clone()),
     })
+}
+
+/// A URL as a provider-neutral source: a `data:` URL becomes base64 data with its media
+/// type, anything else stays a URL. File data given without a `data:` prefix is base64 of
+/// `default_type`.
+fn source_of(url: &str, default_type: Option<&str>) -> Value {
+    if let Some(rest) = url.strip_prefix("data:") {
+        if let Some((media_type, data)) = rest.split_once(";base64,") {
+            return json!({"type": "base64", "media_type": media_type, "data": data});
+        }
+    }
+    match default_type {
+        Some(media_type) => json!({"type": "base64", "media_type": media_type, "data": url}),
+        None => json!({"type": "url", "url": url}),
+    }
 }
 
 /// An assistant message's parts (reasoning, content, refusal, tool_uses) and the ids given
@@ -270,15 +317,16 @@ fn tool_call(
     let (input, wrapped) = match function.get("arguments") {
         None | Some(Value::Null) => (json!({}), false),
         Some(Value::String(raw)) if raw.trim().is_empty() => (json!({}), false),
-        Some(Value::String(raw)) => match serde_json::from_str::<Value>(raw) {
+        Some(Value::String(raw)) => match super::json::parse(raw, &fat.join("arguments"), None) {
             Ok(Value::Object(args)) => (Value::Object(args), false),
             Ok(other) => (json!({ "value": other }), true),
-            Err(e) => {
+            Err(ImportError::Json { source, .. }) => {
                 return Err(ImportError::malformed(
                     &fat.join("arguments"),
-                    format!("not valid JSON: {e}"),
+                    format!("not valid JSON: {source}"),
                 ))
             }
+            Err(other) => return Err(other),
         },
         // Some clients send the object itself; accept it as what the string would hold.
         Some(Value::Object(args)) => (Value::Object(args.clone()), false),

@@ -69,7 +69,9 @@ const ALL_SUMMARIES: &str = "
 
 impl Store {
     /// Replaces the head of the session with `summary` in what the provider sees, keeping at
-    /// least `min_keep_tail` messages (and always the last turn) visible.
+    /// least `min_keep_tail` messages (and always the last turn) visible. System messages of
+    /// the head are instructions, not history: they stay in what the provider sees, before
+    /// the summary.
     ///
     /// The cut is planned by [`plan_compaction`]: it walks left from `len - min_keep_tail` to
     /// the start of that turn, so no turn is ever split and the tail may be longer than asked,
@@ -121,44 +123,7 @@ impl Store {
         }
         self.write(|tx| {
             require_session(tx, session)?;
-            let (seqs, items) = plan_rows(tx, session)?;
-            let cut = match plan_compaction(&items, min_keep_tail) {
-                CompactionPlan::Nothing { reason } => {
-                    return Ok(CompactionOutcome::NothingToCompact { reason })
-                }
-                CompactionPlan::Compact(cut) => cut,
-            };
-            // The plan only cuts at a user message after the first, so cut >= 1.
-            let (cut_seq, through_seq) = (seqs[cut.cut], seqs[cut.cut - 1]);
-            let newly_compacted = tx
-                .prepare_cached(MARK_HEAD)?
-                .execute(params![session.as_str(), cut_seq])?;
-            let created_at = now();
-            tx.prepare_cached(INSERT_SUMMARY)?.execute(params![
-                session.as_str(),
-                0i64,
-                cut.last_compacted_turn(),
-                cut.first_new_turn,
-                through_seq,
-                summary,
-                format_time(created_at),
-            ])?;
-            let id = tx.last_insert_rowid();
-            tx.prepare_cached(TOUCH_SESSION)?
-                .execute(params![session.as_str(), format_time(created_at)])?;
-            Ok(CompactionOutcome::Compacted {
-                summary: Summary {
-                    id,
-                    first_turn: 0,
-                    last_turn: cut.last_compacted_turn(),
-                    compacted_from_turn: cut.first_new_turn,
-                    through_seq,
-                    text: summary.to_owned(),
-                    created_at,
-                },
-                newly_compacted,
-                kept: seqs.len() - cut.cut,
-            })
+            compact_in(tx, session, min_keep_tail, summary)
         })
     }
 
@@ -191,6 +156,54 @@ impl Store {
             Ok(summaries)
         })
     }
+}
+
+/// [`Store::compact`] inside the caller's write transaction (the session exists; the summary
+/// is not blank): plan the cut, mark the head, store the summary.
+pub(crate) fn compact_in(
+    tx: &Connection,
+    session: &SessionId,
+    min_keep_tail: usize,
+    summary: &str,
+) -> Result<CompactionOutcome> {
+    let (seqs, items) = plan_rows(tx, session)?;
+    let cut = match plan_compaction(&items, min_keep_tail) {
+        CompactionPlan::Nothing { reason } => {
+            return Ok(CompactionOutcome::NothingToCompact { reason })
+        }
+        CompactionPlan::Compact(cut) => cut,
+    };
+    // The plan only cuts at a user message after the first, so cut >= 1.
+    let (cut_seq, through_seq) = (seqs[cut.cut], seqs[cut.cut - 1]);
+    let newly_compacted = tx
+        .prepare_cached(MARK_HEAD)?
+        .execute(params![session.as_str(), cut_seq])?;
+    let created_at = now();
+    tx.prepare_cached(INSERT_SUMMARY)?.execute(params![
+        session.as_str(),
+        0i64,
+        cut.last_compacted_turn(),
+        cut.first_new_turn,
+        through_seq,
+        summary,
+        format_time(created_at),
+    ])?;
+    let id = tx.last_insert_rowid();
+    tx.prepare_cached(TOUCH_SESSION)?
+        .execute(params![session.as_str(), format_time(created_at)])?;
+    Ok(CompactionOutcome::Compacted {
+        summary: Summary {
+            id,
+            first_turn: 0,
+            last_turn: cut.last_compacted_turn(),
+            compacted_from_turn: cut.first_new_turn,
+            through_seq,
+            text: summary.to_owned(),
+            created_at,
+        },
+        newly_compacted,
+        kept: seqs.len() - cut.cut,
+    })
 }
 
 /// The seq of each message of the session, in seq order.

@@ -1,8 +1,8 @@
 //! Export: the request body the library would send for a session now, and the thinking
 //! retention state kept in the session row (migration V3).
 //!
-//! The state is two columns of `sessions`: `thinking_latched` (0/1) and `last_completion_at`
-//! (RFC 3339 or NULL). Completions are recorded explicitly with [`Store::record_completion`]
+//! The state is three columns of `sessions`: `thinking_latched` (0/1), `last_completion_at`
+//! (RFC 3339 or NULL) and `thinking_stripped_through` (V9: the seq the latch last fired at). Completions are recorded explicitly with [`Store::record_completion`]
 //! (call it when a model response has been stored); when none was recorded, the `created_at`
 //! of the latest assistant message stands in (see `history::thinking::plan_retention`).
 //! [`Store::export`] turns the latch on in the row when it decides so; clearing the session's
@@ -17,7 +17,7 @@ use super::write::require_session;
 use super::{format_time, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::render::Provider;
-use crate::history::request::{build_request, Request};
+use crate::history::request::{build_request, build_request_without_digests, Request};
 use crate::history::thinking::{ThinkingConfig, ThinkingState};
 use crate::model::{Message, SessionId};
 
@@ -29,6 +29,10 @@ pub struct ExportOptions {
     /// Write the latch to the session row when it turns on (default). Turn off to export
     /// from a read-only store; the latch then only applies to this export.
     pub persist_latch: bool,
+    /// The model the request is for, `provider/model` (PROVIDER_RULES 10c): reasoning
+    /// signed by another model is not sent, a message's thinking all at once. `None`: the
+    /// model of the session's latest assistant message that has one.
+    pub model: Option<String>,
 }
 
 impl Default for ExportOptions {
@@ -36,20 +40,29 @@ impl Default for ExportOptions {
         Self {
             thinking: ThinkingConfig::default(),
             persist_latch: true,
+            model: None,
         }
     }
 }
 
-const THINKING_STATE: &str =
-    "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
-const SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = ?1";
+const THINKING_STATE: &str = "
+    SELECT thinking_latched, last_completion_at, thinking_stripped_through
+    FROM sessions WHERE id = ?1";
+/// The latch fired: on, and the point it stripped through (migration V9).
+const SET_LATCHED: &str =
+    "UPDATE sessions SET thinking_latched = 1, thinking_stripped_through = ?2 WHERE id = ?1";
 const RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = ?2 WHERE id = ?1";
-const CLEAR_THINKING: &str =
-    "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = ?1";
-const PG_SET_LATCHED: &str = "UPDATE sessions SET thinking_latched = 1 WHERE id = $1";
+const CLEAR_THINKING: &str = "
+    UPDATE sessions
+    SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
+    WHERE id = ?1";
+const PG_SET_LATCHED: &str =
+    "UPDATE sessions SET thinking_latched = 1, thinking_stripped_through = $2 WHERE id = $1";
 const PG_RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = $2 WHERE id = $1";
-const PG_CLEAR_THINKING: &str =
-    "UPDATE sessions SET thinking_latched = 0, last_completion_at = NULL WHERE id = $1";
+const PG_CLEAR_THINKING: &str = "
+    UPDATE sessions
+    SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
+    WHERE id = $1";
 
 impl Store {
     /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
@@ -64,7 +77,9 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Value> {
-        Ok(self.export_request(session, provider, now, options)?.body)
+        Ok(self
+            .build_export(session, provider, now, options, false)?
+            .body)
     }
 
     /// [`Store::export`] at the store's clock, for tools that do not read a clock themselves.
@@ -87,6 +102,18 @@ impl Store {
         now: DateTime<Utc>,
         options: &ExportOptions,
     ) -> Result<Request> {
+        self.build_export(session, provider, now, options, true)
+    }
+
+    /// [`Store::export_request`], with the per-message digests only when `digests` is set.
+    fn build_export(
+        &self,
+        session: &SessionId,
+        provider: Provider,
+        now: DateTime<Utc>,
+        options: &ExportOptions,
+        digests: bool,
+    ) -> Result<Request> {
         let ((summary, messages), state) = match self.postgres() {
             Some(pg) => pg.export_inputs(session)?,
             None => self.read(|conn| {
@@ -95,21 +122,29 @@ impl Store {
                 Ok((history, thinking_state(conn, session)?))
             })?,
         };
-        let request = build_request(
+        let build = if digests {
+            build_request
+        } else {
+            build_request_without_digests
+        };
+        let request = build(
             summary.as_deref(),
             &messages,
             &state,
             now,
             &options.thinking,
             provider,
+            options.model.as_deref(),
         );
-        if request.retention.newly_latched && options.persist_latch {
+        let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
+        if fired && options.persist_latch {
+            let through = request.retention.fired_through.or(state.stripped_through);
             if let Some(pg) = self.postgres() {
-                pg.update_session(session, PG_SET_LATCHED, None)?;
+                pg.set_latched(session, PG_SET_LATCHED, through)?;
             } else {
                 self.write(|tx| {
                     tx.prepare_cached(SET_LATCHED)?
-                        .execute([session.as_str()])?;
+                        .execute(params![session.as_str(), through])?;
                     Ok(())
                 })?;
             }
@@ -179,9 +214,11 @@ fn provider_messages(
 }
 
 fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {
-    let (latched, last): (i64, Option<String>) = conn
+    let (latched, last, stripped_through): (i64, Option<String>, Option<i64>) = conn
         .prepare_cached(THINKING_STATE)?
-        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .query_row([session.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .map_err(|e| match e {
             rusqlite::Error::QueryReturnedNoRows => Error::UnknownSession(session.clone()),
             e => Error::from(e),
@@ -191,6 +228,7 @@ fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingStat
     Ok(ThinkingState {
         latched: latched != 0,
         last_completion,
+        stripped_through,
     })
 }
 
@@ -367,7 +405,7 @@ mod tests {
         // Older code compacted the turn's first two messages only: the result is an orphan.
         let conn = rusqlite::Connection::open(&path)?;
         conn.execute("UPDATE messages SET compacted = 1 WHERE seq <= 2", [])?;
-        for provider in [Provider::Anthropic, Provider::OpenAi] {
+        for provider in Provider::ALL {
             let body = store.export(&session, provider, t0(), &ExportOptions::default())?;
             assert_eq!(check(provider, &body), vec![], "{provider}: {body:#}");
             assert!(!body.to_string().contains("\"old\""));

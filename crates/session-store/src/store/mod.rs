@@ -9,16 +9,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use r2d2::ManageConnection;
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
 
 mod apply;
 mod compaction;
 mod copy;
+pub mod file;
 mod fork;
+mod idempotency;
 mod import;
 mod overview;
 mod pg;
@@ -37,6 +40,7 @@ mod write;
 pub use compaction::CompactionOutcome;
 pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
+pub use import::ImportedSessions;
 pub use overview::SessionOverview;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
@@ -45,6 +49,7 @@ pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
 pub use export::ExportOptions;
 
+pub use file::PathProblem;
 pub use pg::{is_url as is_database_url, redact as redact_database_url};
 pub use schema::{latest_schema_version, schema_version};
 
@@ -114,10 +119,16 @@ enum Backend {
 impl Store {
     /// Opens (or creates) the database at `path` and brings it to the current schema.
     ///
-    /// A path that exists but is not SQLite, or a database whose migration history is not a
-    /// prefix of ours, is refused before anything is written to it. A `postgres://` or
-    /// `postgresql://` URL opens that PostgreSQL database instead (the same tables, migrated
-    /// with the PostgreSQL dialect of the same history).
+    /// `path` is a file path, never an SQLite URI: `:memory:`, `file:...`, a directory, a
+    /// FIFO, a device or a file in a missing folder is refused at once with
+    /// [`Error::InvalidPath`], and nothing is created. A path that exists but is not SQLite,
+    /// or a database whose migration history is not a prefix of ours, is refused before
+    /// anything is written to it. A new database is created and migrated under a temporary
+    /// name and then put in place, so a failure (a full disk) leaves no file behind. Errors
+    /// come back at once with their cause, never after the pool's connection timeout.
+    ///
+    /// A `postgres://` or `postgresql://` URL opens that PostgreSQL database instead (the
+    /// same tables, migrated with the PostgreSQL dialect of the same history).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, &StoreOptions::default())
     }
@@ -130,36 +141,42 @@ impl Store {
             });
         }
         let path = path.as_ref().to_path_buf();
-        schema::check_file(&path, options.read_only)?;
-        if path.exists() {
+        let usage = if options.read_only {
+            file::Use::Existing
+        } else {
+            file::Use::OpenOrCreate
+        };
+        if file::check_path(&path, usage)? == file::Found::Missing {
+            file::create_database(&path, options.max_page_count)?;
+        } else {
             // Before any pragma writes to the file: refuse a foreign migration history.
-            let flags = if options.read_only {
-                OpenFlags::SQLITE_OPEN_READ_ONLY
-            } else {
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-            };
-            let conn = Connection::open_with_flags(&path, flags)?;
+            let conn = Connection::open_with_flags(&path, file::flags(options.read_only))?;
             schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
         }
         let manager = connection_manager(&path, options);
+        // The first connection is opened here, not through the pool: the pool retries a
+        // failing open until its connection timeout and then reports only that it timed out.
+        let mut first = manager.connect()?;
+        if options.read_only {
+            schema::require_current(&first)?;
+        } else {
+            schema::migrate(&mut first)?;
+            views::refresh(&mut first)?;
+        }
+        drop(first);
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
             // No idle connection kept warm: a background top-up still opening when the process
             // exits would keep SQLite from checkpointing and removing the WAL on the last close.
             .min_idle(Some(0))
+            // A pooled SQLite connection does not go stale like a network one; checking it
+            // on every checkout ran an empty batch per call (~3% of an append, issue 16).
+            .test_on_check_out(false)
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
-        let store = Self {
+        Ok(Self {
             backend: Backend::Sqlite { pool, path },
-        };
-        if options.read_only {
-            store.read(schema::require_current)?;
-        } else {
-            let mut conn = store.sqlite_pool()?.get()?;
-            schema::migrate(&mut conn)?;
-            views::refresh(&mut conn)?;
-        }
-        Ok(store)
+        })
     }
 
     /// The database file; for a PostgreSQL store, its URL without the password.
@@ -255,13 +272,9 @@ fn not_a_database(error: Error, path: &Path) -> Error {
 }
 
 fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionManager {
-    let flags = if options.read_only {
-        OpenFlags::SQLITE_OPEN_READ_ONLY
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI
-    } else {
-        OpenFlags::default()
-    };
+    // Never SQLITE_OPEN_URI (a path is a path) and never CREATE: a database is only created
+    // by `file::create_database`, all-or-nothing.
+    let flags = file::flags(options.read_only);
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
     let max_page_count = options.max_page_count;
@@ -292,8 +305,20 @@ fn configure(
     }
     conn.pragma_update(None, "foreign_keys", true)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Every statement the store runs stays prepared on every pooled connection: an append
+    // alone runs a dozen, and rusqlite's default cache of 16 evicted them when reads ran
+    // on the same connection (issue 16, BENCHMARKS.md).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Reads map the file instead of copying each page into SQLite's cache (issue 16).
+    conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
     Ok(())
 }
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+/// Bytes of the database file each connection reads through a memory map.
+const MMAP_SIZE: i64 = 256 * 1024 * 1024;
 
 /// The store's clock, for tools that need `now` (export at this moment, backup names) but
 /// may not read the clock themselves (`clippy.toml`).

@@ -8,9 +8,9 @@ use super::{parse_time, Store};
 use crate::error::{Error, Result};
 use crate::model::{Message, SessionId, SessionInfo};
 
+/// `message_count` is kept by triggers (migration V9): one row per session, no message read.
 const LIST_SESSIONS: &str = "
-    SELECT s.id, s.created_at, s.updated_at,
-           (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+    SELECT s.id, s.created_at, s.updated_at, s.message_count
     FROM sessions s WHERE ?1 IS NULL OR s.id = ?1 ORDER BY s.created_at, s.id";
 
 impl Store {
@@ -31,6 +31,10 @@ impl Store {
     }
 
     /// Every session, oldest first.
+    ///
+    /// A session whose row holds a timestamp that is not one is left out (with a warning in
+    /// the log) rather than failing the whole list: [`Store::check`] reports it under the
+    /// rule `unreadable_row`, and [`Store::session`] fails for it with [`Error::CorruptRow`].
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
         self.list_sessions(None)
     }
@@ -46,16 +50,28 @@ impl Store {
             while let Some(row) = rows.next()? {
                 let id: String = row.get(0)?;
                 let time = |at: usize| -> Result<_> {
-                    let text: String = row.get(at)?;
-                    parse_time(&text).ok_or_else(|| Error::CorruptRow {
-                        table: "sessions",
-                        row_id: 0,
-                        detail: format!("session {id}: timestamp {text:?} is not RFC 3339"),
-                    })
+                    let text: Option<String> = row.get_ref(at)?.as_str().ok().map(str::to_owned);
+                    text.as_deref()
+                        .and_then(parse_time)
+                        .ok_or_else(|| Error::CorruptRow {
+                            table: "sessions",
+                            row_id: 0,
+                            detail: format!("session {id}: timestamp {text:?} is not one"),
+                        })
+                };
+                let (created_at, updated_at) = match (time(1), time(2)) {
+                    (Ok(created_at), Ok(updated_at)) => (created_at, updated_at),
+                    (Err(e), _) | (_, Err(e)) => {
+                        if only.is_some() {
+                            return Err(e);
+                        }
+                        tracing::warn!(session = %id, error = %e, "unreadable session row left out");
+                        continue;
+                    }
                 };
                 sessions.push(SessionInfo {
-                    created_at: time(1)?,
-                    updated_at: time(2)?,
+                    created_at,
+                    updated_at,
                     message_count: row.get(3)?,
                     id: SessionId::new(id),
                 });

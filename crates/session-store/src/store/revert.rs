@@ -40,8 +40,8 @@ const INSERT_REVERT: &str =
 
 const MOVE_MESSAGES_OUT: &str = "
     INSERT INTO reverted_messages
-        (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at)
-    SELECT ?3, id, session_id, seq, turn_index, role, compacted, created_at
+        (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at, model)
+    SELECT ?3, id, session_id, seq, turn_index, role, compacted, created_at, model
     FROM messages WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq";
 
 const MOVE_PARTS_OUT: &str = "
@@ -78,10 +78,10 @@ const LATEST_REVERT: &str =
 /// Keeps the original id unless another message took it meanwhile (ids are rowids and may be
 /// reused once the rows with the largest ids are gone).
 const MOVE_MESSAGES_BACK: &str = "
-    INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at)
+    INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at, model)
     SELECT CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
                 THEN NULL ELSE r.original_id END,
-           r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at
+           r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
     FROM reverted_messages r WHERE r.revert_id = ?1 ORDER BY r.seq";
 
 /// Matched on `(session_id, seq)`, which is unique, since a message id may have changed.

@@ -7,9 +7,6 @@
 //! deferred transaction, which fails at once with `SQLITE_BUSY_SNAPSHOT` when two processes
 //! open a fresh file together; under the write lock the second simply finds the work done.
 
-use std::io::Read;
-use std::path::Path;
-
 use refinery::Migration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
@@ -18,7 +15,6 @@ use crate::error::{Error, Result};
 refinery::embed_migrations!("../../migrations");
 
 const HISTORY_TABLE: &str = "refinery_schema_history";
-const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// The newest schema version this build carries.
 pub fn latest_schema_version() -> i64 {
@@ -46,38 +42,6 @@ fn embedded() -> Vec<Migration> {
     let mut migrations = migrations::runner().get_migrations().clone();
     migrations.sort_by_key(Migration::version);
     migrations
-}
-
-/// Refuses, before any connection touches it, a path that is a directory or a non-empty file
-/// that does not start with SQLite's header. A missing file is fine unless `read_only`.
-pub(crate) fn check_file(path: &Path, read_only: bool) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !read_only => return Ok(()),
-        Err(e) => return Err(io(e)),
-    };
-    if metadata.is_dir() {
-        return Err(io(std::io::Error::new(
-            std::io::ErrorKind::IsADirectory,
-            "is a directory",
-        )));
-    }
-    if metadata.len() == 0 {
-        return Ok(());
-    }
-    let mut header = [0u8; 16];
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let read = file.read(&mut header).map_err(io)?;
-    if read < header.len() || &header != SQLITE_MAGIC {
-        return Err(Error::NotADatabase {
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(())
 }
 
 /// The migrations this database still needs, after checking that what it has applied is a

@@ -123,7 +123,8 @@ impl Store {
     /// Searches the text, reasoning, tool inputs and tool results of every session (or of
     /// `options.session`) for all the words of `query`, best match first.
     ///
-    /// Any string is a valid query (see `fts_query`); one without words finds nothing.
+    /// Any string is a valid query (every term is quoted as a phrase); one without words
+    /// finds nothing.
     /// An unknown `options.session` is [`crate::Error::UnknownSession`].
     ///
     /// ```

@@ -25,6 +25,9 @@ const PAGE_TURNS: &str = "
 const HAS_TURNS_AFTER: &str =
     "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND turn_index > ?2)";
 
+/// The session's last turn: one probe at the end of the index.
+const LAST_TURN: &str = "SELECT MAX(turn_index) FROM messages WHERE session_id = ?1";
+
 /// The first of the last `k` distinct turns, walking the index backwards.
 const LAST_TURNS_START: &str = "
     SELECT MIN(turn_index) FROM (
@@ -134,6 +137,25 @@ impl Store {
         self.read(|conn| {
             require_session(conn, session)?;
             let k = i64::try_from(k).unwrap_or(i64::MAX);
+            if k == 0 {
+                return Ok(Vec::new());
+            }
+            // Turn indexes are dense in a session that keeps the contract (each user message
+            // opens the next one), so the last k turns start at `last - k + 1`: one probe
+            // instead of a walk over the distinct turns (BENCHMARKS.md, issue 16).
+            let last: Option<i64> = conn
+                .prepare_cached(LAST_TURN)?
+                .query_row([session.as_str()], |row| row.get(0))?;
+            let Some(last) = last else {
+                return Ok(Vec::new());
+            };
+            let first = last.saturating_sub(k - 1);
+            let messages = load_messages(conn, session, Range::Turns(first, i64::MAX))?;
+            if distinct_turns(&messages) == k {
+                return Ok(messages);
+            }
+            // Fewer turns than asked for: a session with fewer than k turns, or gaps in the
+            // turn indexes (rows another writer left broken). Walk the distinct turns instead.
             let first: Option<i64> = conn
                 .prepare_cached(LAST_TURNS_START)?
                 .query_row(params![session.as_str(), k], |row| row.get(0))?;
@@ -143,6 +165,19 @@ impl Store {
             }
         })
     }
+}
+
+/// How many distinct turn indexes `messages` (in turn order) hold.
+fn distinct_turns(messages: &[Message]) -> i64 {
+    let mut turns = 0;
+    let mut previous = None;
+    for message in messages {
+        if previous != Some(message.turn_index) {
+            turns += 1;
+            previous = Some(message.turn_index);
+        }
+    }
+    turns
 }
 
 fn has_turns_after(conn: &Connection, session: &SessionId, turn: i64) -> Result<bool> {

@@ -9,6 +9,7 @@
 //! the last build that opened it for writing. A read-only open, or a file SQLite cannot
 //! write, keeps the views it has.
 
+use crate::fnv;
 use std::collections::BTreeSet;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
@@ -21,16 +22,6 @@ const VIEWS_SQL: &str = include_str!("views.sql");
 /// Where the store records the views it made (created by migration V6).
 const TABLE: &str = "store_views";
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a, 64 bits, continued from `hash`: stable across builds and platforms, unlike
-/// `std`'s hasher.
-fn fnv1a64_from(hash: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(hash, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// The hash `store_views` records for this build's views, [`hash_of`] `views.sql`.
 pub(crate) fn definition_hash() -> String {
     hash_of(VIEWS_SQL)
@@ -39,8 +30,8 @@ pub(crate) fn definition_hash() -> String {
 /// FNV-1a 64 of SQL text with `\n` line ends (a checkout with `\r\n` gives the same hash),
 /// in hex.
 fn hash_of(sql: &str) -> String {
-    let hash = sql.lines().fold(FNV_OFFSET, |hash, line| {
-        fnv1a64_from(fnv1a64_from(hash, line.as_bytes()), b"\n")
+    let hash = sql.lines().fold(fnv::OFFSET, |hash, line| {
+        fnv::fold(fnv::fold(hash, line.as_bytes()), b"\n")
     });
     format!("{hash:016x}")
 }
@@ -147,17 +138,6 @@ fn recorded(conn: &Connection) -> Result<Vec<(String, String)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fnv1a64_matches_the_published_test_vectors() {
-        assert_eq!(fnv1a64_from(FNV_OFFSET, b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64_from(FNV_OFFSET, b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64_from(FNV_OFFSET, b"foobar"), 0x8594_4171_f739_67e8);
-        assert_eq!(
-            fnv1a64_from(fnv1a64_from(FNV_OFFSET, b"foo"), b"bar"),
-            0x8594_4171_f739_67e8
-        );
-    }
 
     #[test]
     fn the_hash_ignores_line_ends_but_not_the_sql() {

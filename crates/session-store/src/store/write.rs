@@ -111,15 +111,26 @@ pub(crate) fn append_in(
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
     require_session(conn, session)?;
+    if messages.is_empty() {
+        return Err(Error::Refused {
+            session: session.clone(),
+            index: 0,
+            reason: pairing::Refusal::EmptyMessage,
+        });
+    }
+    // A retry: the messages whose keys are stored come back as stored; the rest goes on.
+    let replayed = super::idempotency::replayed(conn, session, messages)?;
+    if replayed.len() == messages.len() {
+        return Ok(replayed);
+    }
+    let skip = replayed.len();
+    let messages = &messages[skip..];
     let mut position = tail_of(conn, session)?;
     let refused = |index, reason| Error::Refused {
         session: session.clone(),
-        index,
+        index: skip + index,
         reason,
     };
-    if messages.is_empty() {
-        return Err(refused(0, pairing::Refusal::EmptyMessage));
-    }
     let mut resume = std::mem::take(&mut position.resume);
     resume.taken = used_tool_use_ids(conn, session, messages)?;
     let mut walk = Walk::resume(resume);
@@ -129,7 +140,8 @@ pub(crate) fn append_in(
     // An append ends the chance to undo earlier reverts of the session.
     super::revert::forget_reverts(conn, session)?;
     let now = now();
-    let mut appended = Vec::with_capacity(messages.len());
+    let mut appended = replayed;
+    appended.reserve(messages.len());
     for message in messages {
         position.last_seq += 1;
         let turn_index = next_turn_index(position.last_user_turn, message.role);
@@ -148,6 +160,7 @@ pub(crate) fn append_in(
         if let Some(usage) = &message.usage {
             super::usage::insert_usage(conn, id, usage)?;
         }
+        super::idempotency::record(conn, session, message, id)?;
         appended.push(Appended {
             id,
             seq: position.last_seq,

@@ -1,7 +1,9 @@
 //! The Anthropic Messages API body: `{"system": ..., "messages": [...]}`.
 //!
 //! - `system` is top level: the text of every system message, joined with a blank line, in
-//!   order; the key is left out when there is none.
+//!   order; the key is left out when there is none. When a system text block came with
+//!   attributes (a `cache_control` mark), `system` is the list of blocks instead, so they
+//!   come back.
 //! - A `tool` message becomes a `user` message of `tool_result` blocks; results come first,
 //!   then the text of a following user message, joined into one message (rule 4).
 //! - Consecutive messages of one role are joined into one (rule 5), so roles alternate.
@@ -23,6 +25,7 @@ use crate::model::{Part, Role};
 /// Renders `view` as an Anthropic Messages request body.
 pub fn render(view: &View) -> Value {
     let mut system = Vec::new();
+    let mut system_blocks = Vec::new();
     let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in &view.messages {
         let (role, blocks) = match message.role {
@@ -31,9 +34,10 @@ pub fn render(view: &View) -> Value {
                 if !is_blank(&text) {
                     system.push(text);
                 }
+                system_blocks.extend(message.parts.iter().filter_map(system_block));
                 continue;
             }
-            Role::Assistant => ("assistant", blocks(&message.parts)),
+            Role::Assistant => ("assistant", assistant_blocks(&message.parts)),
             Role::User | Role::Tool => ("user", blocks(&message.parts)),
         };
         if blocks.is_empty() {
@@ -62,24 +66,84 @@ pub fn render(view: &View) -> Value {
             ),
         );
     }
+    trim_final_assistant(&mut messages);
     let mut body = Map::new();
-    if !system.is_empty() {
+    // A system prompt whose blocks carry attributes (a cache_control mark) goes as blocks,
+    // so they come back; otherwise as one string.
+    let attributed = view
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .flat_map(|m| &m.parts)
+        .any(|p| matches!(p, Part::Text { .. }) && attributes(p.provider_metadata()).is_some());
+    if attributed && !system_blocks.is_empty() {
+        body.insert("system".to_owned(), Value::Array(system_blocks));
+    } else if !system.is_empty() {
         body.insert("system".to_owned(), Value::String(system.join("\n\n")));
     }
     let messages = messages
         .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
+        .map(|(role, content)| {
+            // Built in place: `json!` would serialize (deep-copy) the whole content list.
+            let mut message = Map::new();
+            message.insert("role".to_owned(), Value::String(role.to_owned()));
+            message.insert("content".to_owned(), Value::Array(content));
+            Value::Object(message)
+        })
         .collect();
     body.insert("messages".to_owned(), Value::Array(messages));
     Value::Object(body)
 }
 
-/// The text parts of a user or system message, joined with a blank line.
+/// Rule 7b: a final assistant message (a prefill or a continuation) may not end with
+/// whitespace. Its last text block loses its trailing whitespace; a block left empty is left
+/// out, and a message left empty too (the single space kept between signed thinking blocks
+/// is not exempt here).
+fn trim_final_assistant(messages: &mut Vec<(&'static str, Vec<Value>)>) {
+    while let Some((role, blocks)) = messages.last_mut() {
+        if *role != "assistant" {
+            return;
+        }
+        let Some(last) = blocks.last_mut() else {
+            messages.pop();
+            continue;
+        };
+        if last.get("type").and_then(Value::as_str) != Some("text") {
+            return;
+        }
+        let Some(text) = last.get("text").and_then(Value::as_str) else {
+            return;
+        };
+        let trimmed = text.trim_end();
+        if trimmed.len() == text.len() {
+            return;
+        }
+        if is_blank(trimmed) {
+            blocks.pop();
+            if blocks.is_empty() {
+                messages.pop();
+            }
+            continue;
+        }
+        let trimmed = trimmed.to_owned();
+        if let Some(slot) = last.get_mut("text") {
+            *slot = Value::String(trimmed);
+        }
+        return;
+    }
+}
+
+/// The text parts of a system message, joined with a blank line; media and server tool
+/// parts (which `system` cannot hold) described.
 pub(crate) fn join_text(parts: &[Part]) -> String {
-    let texts: Vec<&str> = parts
+    let texts: Vec<String> = parts
         .iter()
         .filter_map(|part| match part {
-            Part::Text { text, .. } => Some(text.as_str()),
+            Part::Text { text, .. } if !is_blank(text) => Some(text.clone()),
+            Part::Image { .. }
+            | Part::Document { .. }
+            | Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. } => Some(crate::history::texts::describe(part)),
             _ => None,
         })
         .collect();
@@ -90,12 +154,67 @@ fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
 }
 
+/// A system part as a system block: text with its attributes, what `system` cannot hold
+/// described; `None` for what is left out (blank text, reasoning, opaque).
+fn system_block(part: &Part) -> Option<Value> {
+    match part {
+        Part::Text { text, .. } if !is_blank(text) => block(part),
+        Part::Image { .. }
+        | Part::Document { .. }
+        | Part::ServerToolUse { .. }
+        | Part::ServerToolResult { .. } => Some(text_block(&crate::history::texts::describe(part))),
+        _ => None,
+    }
+}
+
+/// An assistant message's blocks: Anthropic takes no image or document from the model, so
+/// those are described in text.
+fn assistant_blocks(parts: &[Part]) -> Vec<Value> {
+    parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Image { .. } | Part::Document { .. } => {
+                Some(text_block(&crate::history::texts::describe(part)))
+            }
+            _ => block(part),
+        })
+        .collect()
+}
+
 /// The content blocks of one view message, in part order.
 fn blocks(parts: &[Part]) -> Vec<Value> {
     parts.iter().filter_map(block).collect()
 }
 
+/// One part as an Anthropic block, with the block attributes the source gave it (citations,
+/// cache-control marks, ...: `provider_metadata.anthropic.attributes`) put back.
 fn block(part: &Part) -> Option<Value> {
+    let mut rendered = bare_block(part)?;
+    let Value::Object(out) = &mut rendered else {
+        return Some(rendered);
+    };
+    let metadata = part.provider_metadata();
+    // Citations stored by the first release's importer.
+    if let Some(citations) = metadata
+        .and_then(|m| m.get("anthropic"))
+        .and_then(|m| m.get("citations"))
+    {
+        out.insert("citations".to_owned(), citations.clone());
+    }
+    if let Some(Value::Object(attributes)) = attributes(metadata) {
+        for (key, value) in attributes {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    Some(rendered)
+}
+
+/// The block attributes an Anthropic source gave a part, kept for Anthropic alone.
+pub(crate) fn attributes(metadata: Option<&Value>) -> Option<&Value> {
+    metadata?.get("anthropic")?.get("attributes")
+}
+
+fn bare_block(part: &Part) -> Option<Value> {
     Some(match part {
         Part::Text { text, .. } => text_block(text),
         Part::Reasoning {
@@ -119,19 +238,114 @@ fn block(part: &Part) -> Option<Value> {
             tool_use_id,
             content,
             is_error,
+            blocks,
             ..
         } => {
             let mut result = Map::new();
             result.insert("type".to_owned(), json!("tool_result"));
             result.insert("tool_use_id".to_owned(), json!(tool_use_id));
-            // Empty content is left out rather than sent as an empty string.
-            if !content.is_empty() {
-                result.insert("content".to_owned(), json!(content));
+            // A structured result goes back whole; empty content is left out rather than
+            // sent as an empty string.
+            match blocks {
+                Some(blocks @ Value::Array(_)) => {
+                    result.insert("content".to_owned(), blocks.clone());
+                }
+                _ if !content.is_empty() => {
+                    result.insert("content".to_owned(), json!(content));
+                }
+                _ => {}
             }
             if *is_error {
                 result.insert("is_error".to_owned(), json!(true));
             }
             Value::Object(result)
         }
+        Part::Image { source, .. } => json!({"type": "image", "source": source}),
+        Part::Document { source, title, .. } => {
+            let mut document = Map::new();
+            document.insert("type".to_owned(), json!("document"));
+            document.insert("source".to_owned(), source.clone());
+            if let Some(title) = title {
+                document.insert("title".to_owned(), json!(title));
+            }
+            Value::Object(document)
+        }
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => json!({"type": "server_tool_use", "id": id, "name": name, "input": input}),
+        Part::ServerToolResult { block, .. } => block.clone(),
+        Part::Opaque { block, .. } => {
+            if part.opaque_provider() != Some("anthropic") {
+                return None;
+            }
+            block.clone()
+        }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::history::contract::{check_anthropic, ProviderRule};
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::history;
+
+    fn signed(text: &str) -> Part {
+        Part::reasoning(text, Some(json!({"anthropic": {"signature": "S"}})))
+    }
+
+    #[test]
+    fn a_final_assistant_message_never_ends_with_whitespace() {
+        for parts in [
+            vec![Part::text("Done.  \n")],
+            vec![signed("a"), Part::text(" ")],
+            vec![signed("a"), Part::text("x"), Part::text(" \t")],
+        ] {
+            let messages = history(vec![
+                (Role::User, vec![Part::text("go")]),
+                (Role::Assistant, parts.clone()),
+            ]);
+            let body = render(&sanitize(&messages));
+            assert_eq!(check_anthropic(&body), vec![], "{parts:?}: {body:#}");
+        }
+        // The check names it in a body that does end so.
+        let raw = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Done. "}]},
+        ]});
+        let rules: Vec<ProviderRule> = check_anthropic(&raw).into_iter().map(|v| v.rule).collect();
+        assert_eq!(rules, [ProviderRule::FinalAssistantTrailingWhitespace]);
+    }
+
+    #[test]
+    fn a_paused_turn_keeps_its_unanswered_server_call_and_a_later_turn_describes_it() {
+        let paused = vec![
+            (Role::User, vec![Part::text("search")]),
+            (
+                Role::Assistant,
+                vec![
+                    Part::server_tool_use("srvtoolu_1", "web_search", json!({"query": "q"})),
+                    Part::server_tool_result(
+                        "srvtoolu_1",
+                        json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
+                    ),
+                    Part::server_tool_use("srvtoolu_2", "web_search", json!({"query": "r"})),
+                ],
+            ),
+        ];
+        let body = render(&sanitize(&history(paused.clone())));
+        assert_eq!(body["messages"][1]["content"][2]["type"], "server_tool_use");
+        assert_eq!(check_anthropic(&body), vec![]);
+        let mut moved_on = paused;
+        moved_on.push((Role::User, vec![Part::text("never mind")]));
+        let body = render(&sanitize(&history(moved_on)));
+        assert_eq!(
+            body["messages"][1]["content"][1]["type"],
+            "web_search_tool_result"
+        );
+        assert_eq!(body["messages"][1]["content"][2]["type"], "text");
+        assert_eq!(check_anthropic(&body), vec![]);
+    }
 }

@@ -10,7 +10,12 @@
 //! can be compared to find where they diverge.
 //!
 //! One further exception, on Anthropic only: its `system` is a top-level field, so a system
-//! message appended mid-session changes `system`, not the messages.
+//! message appended mid-session changes `system`, not the messages. And a final assistant
+//! message (a prefill, or a turn paused with `pause_turn`) is sent as a final message must
+//! be: without trailing whitespace (rule 7b); and the latest assistant message sends its
+//! unanswered server tool calls as calls. Once a turn follows, such a message is sent as an
+//! earlier one must be (its text whole, a server call that never got its result described
+//! in text).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,7 +23,9 @@ use serde_json::Value;
 use crate::history::sanitize::View;
 
 pub mod anthropic;
+pub mod gemini;
 pub mod openai;
+pub mod responses;
 
 /// A request format the store can render.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -29,14 +36,28 @@ pub enum Provider {
     Anthropic,
     /// OpenAI Chat Completions: `{"messages": [...]}`.
     OpenAi,
+    /// OpenAI Responses: `{"instructions"?, "input": [...]}`.
+    Responses,
+    /// Gemini `generateContent`: `{"systemInstruction"?, "contents": [...]}`.
+    Gemini,
 }
 
 impl Provider {
-    /// The name used on the command line (`anthropic`, `openai`).
+    /// Every format, in the order the command line lists them.
+    pub const ALL: [Provider; 4] = [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Responses,
+        Provider::Gemini,
+    ];
+
+    /// The name used on the command line (`anthropic`, `openai`, `responses`, `gemini`).
     pub fn as_str(self) -> &'static str {
         match self {
             Provider::Anthropic => "anthropic",
             Provider::OpenAi => "openai",
+            Provider::Responses => "responses",
+            Provider::Gemini => "gemini",
         }
     }
 }
@@ -54,18 +75,30 @@ impl std::str::FromStr for Provider {
         match s {
             "anthropic" => Ok(Provider::Anthropic),
             "openai" => Ok(Provider::OpenAi),
+            "responses" => Ok(Provider::Responses),
+            "gemini" => Ok(Provider::Gemini),
             other => Err(format!(
-                "unknown provider {other:?} (expected anthropic or openai)"
+                "unknown provider {other:?} (expected anthropic, openai, responses or gemini)"
             )),
         }
     }
 }
 
-/// Renders `view` as `provider`'s request body.
+/// Renders `view` as `provider`'s request body, for the model that wrote the latest
+/// assistant message.
 pub fn render(view: &View, provider: Provider) -> Value {
+    render_for(view, provider, None)
+}
+
+/// Renders `view` as `provider`'s request body for `model` (`"provider/model"`; `None`: the
+/// model of the latest assistant message). Reasoning that came as an OpenAI-compatible
+/// `reasoning_content` goes back only to the model that wrote it.
+pub fn render_for(view: &View, provider: Provider, model: Option<&str>) -> Value {
     match provider {
         Provider::Anthropic => anthropic::render(view),
-        Provider::OpenAi => openai::render(view),
+        Provider::OpenAi => openai::render_for(view, model),
+        Provider::Responses => responses::render(view),
+        Provider::Gemini => gemini::render(view),
     }
 }
 
@@ -78,30 +111,52 @@ pub struct MessageDigest {
     pub digest: String,
 }
 
-/// One digest per rendered message of `body` (and one for an Anthropic `system` first, when
-/// present), in order. Two bodies diverge at the first path whose digests differ.
+/// One digest per rendered message of `body` (and one for the system prompt first, when
+/// present: Anthropic's `system`, Responses' `instructions`, Gemini's `systemInstruction`),
+/// in order; the messages are `messages`, Responses' `input` items or Gemini's `contents`.
+/// Two bodies diverge at the first path whose digests differ.
 ///
 /// The hash is FNV-1a 64 over `serde_json::to_string` of the value: cheap, dependency-free
 /// and stable across builds; it finds divergence, it is not a cryptographic hash.
 pub fn digests(body: &Value) -> Vec<MessageDigest> {
     let mut out = Vec::new();
-    if let Some(system) = body.get("system") {
-        out.push(digest_of("/system".to_owned(), system));
+    for key in ["system", "instructions", "systemInstruction"] {
+        if let Some(system) = body.get(key) {
+            out.push(digest_of(format!("/{key}"), system));
+        }
     }
-    if let Some(messages) = body.get("messages").and_then(Value::as_array) {
-        for (index, message) in messages.iter().enumerate() {
-            out.push(digest_of(format!("/messages/{index}"), message));
+    for key in ["messages", "input", "contents"] {
+        if let Some(messages) = body.get(key).and_then(Value::as_array) {
+            for (index, message) in messages.iter().enumerate() {
+                out.push(digest_of(format!("/{key}/{index}"), message));
+            }
         }
     }
     out
 }
 
 fn digest_of(path: String, value: &Value) -> MessageDigest {
-    // `Value`'s Display is its compact serialization; it cannot fail.
-    let text = value.to_string();
+    // The compact serialization streamed into the hash, never held as a string.
+    let mut hasher = Fnv1a64(crate::fnv::OFFSET);
+    // Writing into the hasher cannot fail, nor can serializing a `Value`.
+    let _ = serde_json::to_writer(&mut hasher, value);
     MessageDigest {
         path,
-        digest: format!("{:016x}", fnv1a64(text.as_bytes())),
+        digest: format!("{:016x}", hasher.0),
+    }
+}
+
+/// FNV-1a 64 as an `io::Write`, so a serializer can feed it directly.
+struct Fnv1a64(u64);
+
+impl std::io::Write for Fnv1a64 {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 = crate::fnv::fold(self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -112,15 +167,6 @@ pub fn first_divergence(a: &[MessageDigest], b: &[MessageDigest]) -> Option<usiz
         .zip(b)
         .position(|(x, y)| x != y)
         .or_else(|| (a.len() != b.len()).then(|| a.len().min(b.len())))
-}
-
-/// 64-bit FNV-1a of `bytes`.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    })
 }
 
 #[cfg(test)]
@@ -170,23 +216,30 @@ mod tests {
             let (old_view, new_view) = (sanitize(&history(before)), sanitize(&history(after)));
             for provider in [Provider::Anthropic, Provider::OpenAi] {
                 let (old, new) = (render(&old_view, provider), render(&new_view, provider));
-                let (old_messages, new_messages) = (rendered_messages(&old), rendered_messages(&new));
+                let (mut old_messages, new_messages) = (rendered_messages(&old), rendered_messages(&new));
                 prop_assert!(new_messages.len() >= old_messages.len());
+                // The latest assistant message (with its tool block) is rendered as the latest
+                // one when it holds server tool calls or is final (see the module docs).
+                let latest = old["messages"].as_array().and_then(|m| m.iter().rposition(|m| m["role"] == "assistant"));
+                let cut = latest.filter(|&i| {
+                    let message = &old["messages"][i];
+                    i + 1 == old_messages.len() || message.to_string().contains("server_tool_use")
+                });
+                let final_assistant = cut.is_some();
+                if let Some(cut) = cut {
+                    old_messages.truncate(cut);
+                }
                 prop_assert_eq!(&new_messages[..old_messages.len()], &old_messages[..], "{}", provider);
                 prop_assert_eq!(old.get("system"), new.get("system"));
                 // Deterministic: the same view renders to the same bytes.
                 prop_assert_eq!(render(&new_view, provider).to_string(), new.to_string());
-                let (old_digests, new_digests) = (digests(&old), digests(&new));
+                let (mut old_digests, new_digests) = (digests(&old), digests(&new));
+                if final_assistant {
+                    old_digests.truncate(old_messages.len() + usize::from(old.get("system").is_some()));
+                }
                 prop_assert_eq!(&new_digests[..old_digests.len()], &old_digests[..]);
             }
         }
-    }
-
-    #[test]
-    fn fnv1a64_matches_the_reference_vectors() {
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
     }
 
     #[test]

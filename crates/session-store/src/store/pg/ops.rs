@@ -387,6 +387,20 @@ impl PgStore {
         self.read(|tx| thinking_state_in(tx, session))
     }
 
+    /// Turns the thinking latch on, stripped through `through` (`$2`), under the session's lock.
+    pub(crate) fn set_latched(
+        &self,
+        session: &SessionId,
+        sql: &str,
+        through: Option<i64>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            lock_session(tx, session)?;
+            tx.execute(sql, &[&session.as_str(), &through])?;
+            Ok(())
+        })
+    }
+
     /// Runs one `UPDATE sessions ... WHERE id = $1` under the session's lock.
     pub(crate) fn update_session(
         &self,
@@ -408,14 +422,17 @@ impl PgStore {
 fn thinking_state_in(tx: &mut Tx<'_>, session: &SessionId) -> Result<ThinkingState> {
     let row = tx
         .query_opt(
-            "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = $1",
+            "SELECT thinking_latched, last_completion_at, thinking_stripped_through
+             FROM sessions WHERE id = $1",
             &[&session.as_str()],
         )?
         .ok_or_else(|| Error::UnknownSession(session.clone()))?;
     let latched: i64 = row.try_get(0)?;
     let last: Option<String> = row.try_get(1)?;
+    let stripped_through: Option<i64> = row.try_get(2)?;
     Ok(ThinkingState {
         latched: latched != 0,
         last_completion: last.as_deref().and_then(parse_time),
+        stripped_through,
     })
 }

@@ -6,15 +6,15 @@
 
 use super::Tx;
 use chrono::{DateTime, TimeDelta, Utc};
-use serde_json::Value;
 
 use super::apply::apply;
+use super::rows::part_from_row;
 use super::read::session_ids;
 use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
 use crate::history::mend::plan_mend;
 use crate::history::rules::{check_session, CheckOptions};
-use crate::model::{Message, Part, PartKind, Role, SessionId};
+use crate::model::{Message, Role, SessionId};
 use crate::store::repair::{CheckReport, Loaded, RepairOptions, SessionRepair};
 use crate::store::{now, parse_time};
 
@@ -30,8 +30,9 @@ fn check_options(options: &RepairOptions, now: DateTime<Utc>) -> CheckOptions {
 /// The session as the rules see it, with each part's row id (as `store/repair.rs` loads it).
 fn load_session(tx: &mut Tx<'_>, session: &SessionId, now: DateTime<Utc>) -> Result<Loaded> {
     let rows = tx.query(
-        "SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
-                p.id, p.kind, p.text, p.tool_use_id, p.is_error, p.tool_name, p.input
+        "SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
+                p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error,
+                p.provider_metadata
          FROM messages m LEFT JOIN parts p ON p.message_id = m.id
          WHERE m.session_id = $1
          ORDER BY m.seq, p.ordinal",
@@ -58,41 +59,16 @@ fn load_session(tx: &mut Tx<'_>, session: &SessionId, now: DateTime<Utc>) -> Res
                 role,
                 compacted: row.try_get::<_, i64>(4)? != 0,
                 created_at: created_at.as_deref().and_then(parse_time).unwrap_or(now),
+                model: row.try_get(6)?,
                 parts: Vec::new(),
             });
             loaded.part_ids.push(Vec::new());
         }
-        let Some(part_id) = row.try_get::<_, Option<i64>>(6)? else {
+        let Some(part_id) = row.try_get::<_, Option<i64>>(7)? else {
             continue;
         };
-        let kind: String = row.try_get(7)?;
-        let kind = kind.parse::<PartKind>().map_err(|e| Error::CorruptRow {
-            table: "parts",
-            row_id: part_id,
-            detail: e.to_string(),
-        })?;
-        let text_at = |i: usize| row.try_get::<_, Option<String>>(i);
-        let text = text_at(8)?.unwrap_or_default();
-        let tool_use_id = text_at(9)?.unwrap_or_default();
-        let part = match kind {
-            PartKind::Text => Part::text(text),
-            PartKind::Reasoning => Part::reasoning(text, None),
-            PartKind::RedactedReasoning => Part::RedactedReasoning {
-                data: text,
-                provider_metadata: None,
-            },
-            PartKind::ToolUse => Part::ToolUse {
-                id: tool_use_id,
-                name: text_at(11)?.unwrap_or_default(),
-                input: Value::String(text_at(12)?.unwrap_or_default()),
-                provider_metadata: None,
-            },
-            PartKind::ToolResult => Part::ToolResult {
-                tool_use_id,
-                content: text,
-                is_error: row.try_get::<_, i64>(10)? != 0,
-                provider_metadata: None,
-            },
+        let Some(part) = part_from_row(row, 7, true)? else {
+            continue;
         };
         if let (Some(message), Some(ids)) = (loaded.messages.last_mut(), loaded.part_ids.last_mut())
         {

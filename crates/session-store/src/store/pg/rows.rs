@@ -18,12 +18,12 @@ pub(crate) enum Range {
     All,
     /// Messages whose `turn_index` lies in `[first, last]`.
     Turns(i64, i64),
-    /// Messages the provider sees: `compacted = 0`.
+    /// Messages the provider sees: `compacted = 0`, and system messages always.
     Visible,
 }
 
 const COLUMNS: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at,
+    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
            p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id";
 
@@ -46,7 +46,7 @@ pub(crate) fn load_messages(
         )?,
         Range::Visible => tx.query(
             &format!(
-                "{COLUMNS} WHERE m.session_id = $1 AND m.compacted = 0 ORDER BY m.seq, p.ordinal"
+                "{COLUMNS} WHERE m.session_id = $1 AND (m.compacted = 0 OR m.role = 'system') ORDER BY m.seq, p.ordinal"
             ),
             &[&session.as_str()],
         )?,
@@ -57,7 +57,7 @@ pub(crate) fn load_messages(
         if messages.last().is_none_or(|m| m.id != id) {
             messages.push(message_from_row(row)?);
         }
-        if let Some(part) = part_from_row(row, 6)? {
+        if let Some(part) = part_from_row(row, 7, false)? {
             if let Some(message) = messages.last_mut() {
                 message.parts.push(part);
             }
@@ -66,7 +66,7 @@ pub(crate) fn load_messages(
     Ok(messages)
 }
 
-/// Decodes the message columns 0..=5 (id, seq, turn_index, role, compacted, created_at).
+/// Decodes the message columns 0..=6 (id, seq, turn_index, role, compacted, created_at, model).
 pub(crate) fn message_from_row(row: &Row) -> Result<Message> {
     let id: i64 = row.try_get(0)?;
     let role: String = row.try_get(3)?;
@@ -84,13 +84,16 @@ pub(crate) fn message_from_row(row: &Row) -> Result<Message> {
         compacted: row.try_get::<_, i64>(4)? != 0,
         created_at: parse_time(&created_at)
             .ok_or_else(|| corrupt(format!("created_at {created_at:?} is not RFC 3339")))?,
+        model: row.try_get(6)?,
         parts: Vec::new(),
     })
 }
 
 /// Decodes the part columns from `at` (id, kind, text, tool_use_id, tool_name, input,
-/// is_error, provider_metadata); `None` for a message without parts (LEFT JOIN).
-pub(crate) fn part_from_row(row: &Row, at: usize) -> Result<Option<Part>> {
+/// is_error, provider_metadata) as `store/rows.rs` does; `None` for a message without parts
+/// (LEFT JOIN). `for_check` reads as the health check does: a tool_use's input is its raw
+/// text, and no provider metadata.
+pub(crate) fn part_from_row(row: &Row, at: usize, for_check: bool) -> Result<Option<Part>> {
     let Some(part_id) = row.try_get::<_, Option<i64>>(at)? else {
         return Ok(None);
     };
@@ -101,9 +104,22 @@ pub(crate) fn part_from_row(row: &Row, at: usize) -> Result<Option<Part>> {
         detail: e.to_string(),
     })?;
     let text_at = |i: usize| row.try_get::<_, Option<String>>(at + i);
-    let text = text_at(2)?.unwrap_or_default();
+    let title = text_at(2)?;
+    let text = title.clone().unwrap_or_default();
     let tool_use_id = text_at(3)?.unwrap_or_default();
-    let provider_metadata = text_at(7)?.map(|raw| json_or_string(&raw));
+    let name = text_at(4)?.unwrap_or_default();
+    let raw_input = text_at(5)?;
+    let json_input = raw_input.as_deref().map(json_or_string);
+    let block = || {
+        json_input
+            .clone()
+            .unwrap_or_else(|| Value::Object(Default::default()))
+    };
+    let provider_metadata = if for_check {
+        None
+    } else {
+        text_at(7)?.map(|raw| json_or_string(&raw))
+    };
     Ok(Some(match kind {
         PartKind::Text => Part::Text {
             text,
@@ -119,17 +135,44 @@ pub(crate) fn part_from_row(row: &Row, at: usize) -> Result<Option<Part>> {
         },
         PartKind::ToolUse => Part::ToolUse {
             id: tool_use_id,
-            name: text_at(4)?.unwrap_or_default(),
-            input: text_at(5)?.map_or_else(
-                || Value::Object(Default::default()),
-                |raw| json_or_string(&raw),
-            ),
+            name,
+            input: if for_check {
+                Value::String(raw_input.clone().unwrap_or_default())
+            } else {
+                block()
+            },
             provider_metadata,
         },
         PartKind::ToolResult => Part::ToolResult {
             tool_use_id,
             content: text,
             is_error: row.try_get::<_, Option<i64>>(at + 6)?.unwrap_or(0) != 0,
+            blocks: json_input.clone(),
+            provider_metadata,
+        },
+        PartKind::Image => Part::Image {
+            source: block(),
+            title,
+            provider_metadata,
+        },
+        PartKind::Document => Part::Document {
+            source: block(),
+            title,
+            provider_metadata,
+        },
+        PartKind::ServerToolUse => Part::ServerToolUse {
+            id: tool_use_id,
+            name,
+            input: block(),
+            provider_metadata,
+        },
+        PartKind::ServerToolResult => Part::ServerToolResult {
+            tool_use_id,
+            block: block(),
+            provider_metadata,
+        },
+        PartKind::Opaque => Part::Opaque {
+            block: block(),
             provider_metadata,
         },
     }))
@@ -151,14 +194,15 @@ pub(crate) fn insert_message(
 ) -> Result<i64> {
     let id: i64 = tx
         .query_one(
-            "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
-             VALUES ($1, $2, $3, $4, 0, $5) RETURNING id",
+            "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
+             VALUES ($1, $2, $3, $4, 0, $5, $6) RETURNING id",
             &[
                 &session.as_str(),
                 &seq,
                 &turn_index,
                 &message.role.as_str(),
                 &created_at,
+                &message.model,
             ],
         )?
         .try_get(0)?;
@@ -203,13 +247,50 @@ pub(crate) fn part_columns(part: &Part) -> Result<PartColumns<'_>> {
             tool_use_id,
             content,
             is_error,
+            blocks,
             ..
         } => (
             Some(content),
             Some(tool_use_id),
             None,
-            None,
+            blocks.as_ref().map(serde_json::to_string).transpose()?,
             *is_error,
+            metadata,
+        ),
+        Part::Image { source, title, .. } | Part::Document { source, title, .. } => (
+            title.as_deref(),
+            None,
+            None,
+            Some(serde_json::to_string(source)?),
+            false,
+            metadata,
+        ),
+        Part::ServerToolUse {
+            id, name, input, ..
+        } => (
+            None,
+            Some(id),
+            Some(name),
+            Some(serde_json::to_string(input)?),
+            false,
+            metadata,
+        ),
+        Part::ServerToolResult {
+            tool_use_id, block, ..
+        } => (
+            None,
+            Some(tool_use_id),
+            None,
+            Some(serde_json::to_string(block)?),
+            false,
+            metadata,
+        ),
+        Part::Opaque { block, .. } => (
+            None,
+            None,
+            None,
+            Some(serde_json::to_string(block)?),
+            false,
             metadata,
         ),
     })

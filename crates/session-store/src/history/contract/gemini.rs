@@ -1,0 +1,481 @@
+//! The Gemini `generateContent` rules (PROVIDER_RULES 15) over a rendered
+//! `{"systemInstruction"?, "contents": [...]}` body. Independent of the renderer: it reads
+//! only the JSON.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::{push, ProviderRule, ProviderViolation};
+use crate::history::blank::is_blank;
+
+/// The keys that hold a part's data; a part has exactly one.
+const DATA_KEYS: &[&str] = &[
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+];
+
+/// A function call or response: (path, name, id).
+type Called<'a> = (String, &'a str, Option<&'a str>);
+
+/// Every violation of the Gemini rules (15) in `body`.
+pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
+    let mut out = Vec::new();
+    if !body.is_object() {
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "",
+            "body is not a JSON object",
+        );
+        return out;
+    }
+    if let Some(system) = body.get("systemInstruction") {
+        let texts_ok = system
+            .get("parts")
+            .and_then(Value::as_array)
+            .is_some_and(|parts| {
+                parts
+                    .iter()
+                    .all(|p| p.get("text").and_then(Value::as_str).is_some())
+            });
+        if !texts_ok {
+            push(
+                &mut out,
+                ProviderRule::Shape,
+                "/systemInstruction",
+                "systemInstruction is not {\"parts\": [{\"text\"}]}",
+            );
+        }
+    }
+    let Some(contents) = body.get("contents").and_then(Value::as_array) else {
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "/contents",
+            "body has no contents array",
+        );
+        return out;
+    };
+    let mut roles: Vec<&str> = Vec::with_capacity(contents.len());
+    let mut calls: Vec<Vec<Called<'_>>> = Vec::with_capacity(contents.len());
+    let mut responses: Vec<Vec<Called<'_>>> = Vec::with_capacity(contents.len());
+    // Whether each content holds something besides function responses (a person's turn).
+    let mut speaks: Vec<bool> = Vec::with_capacity(contents.len());
+    let mut first_calls: Vec<Option<(String, bool)>> = Vec::with_capacity(contents.len());
+    let mut ids = HashSet::new();
+    for (index, content) in contents.iter().enumerate() {
+        let path = format!("/contents/{index}");
+        let role = content
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if role != "user" && role != "model" {
+            push(
+                &mut out,
+                ProviderRule::Roles,
+                &format!("{path}/role"),
+                format!("role {role:?}: expected user or model"),
+            );
+        }
+        if index == 0 && role != "user" {
+            push(
+                &mut out,
+                ProviderRule::FirstMessageUser,
+                &path,
+                format!("first content is {role}"),
+            );
+        }
+        if index > 0 && roles.last() == Some(&role) {
+            push(
+                &mut out,
+                ProviderRule::ContentsAlternate,
+                &path,
+                format!("two {role} contents in a row"),
+            );
+        }
+        roles.push(role);
+        let (mut own_calls, mut own_responses) = (Vec::new(), Vec::new());
+        let mut speaking = false;
+        let mut first_call = None;
+        match content.get("parts").and_then(Value::as_array) {
+            Some(parts) if !parts.is_empty() => {
+                for (at, part) in parts.iter().enumerate() {
+                    let part_path = format!("{path}/parts/{at}");
+                    let model = role == "model";
+                    check_part(part, &part_path, model, &mut out);
+                    if let Some(call) = part.get("functionCall") {
+                        let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+                        let id = call.get("id").and_then(Value::as_str);
+                        if let Some(id) = id {
+                            if !ids.insert(id) {
+                                push(
+                                    &mut out,
+                                    ProviderRule::UniqueToolUseIds,
+                                    &part_path,
+                                    format!("function call id {id:?} used twice"),
+                                );
+                            }
+                        }
+                        if first_call.is_none() {
+                            let signed = part
+                                .get("thoughtSignature")
+                                .and_then(Value::as_str)
+                                .is_some_and(|s| !s.is_empty());
+                            first_call = Some((part_path.clone(), signed));
+                        }
+                        own_calls.push((part_path, name, id));
+                    } else if let Some(response) = part.get("functionResponse") {
+                        let name = response
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
+                        let id = response.get("id").and_then(Value::as_str);
+                        own_responses.push((part_path, name, id));
+                    } else {
+                        speaking = true;
+                    }
+                }
+            }
+            _ => push(
+                &mut out,
+                ProviderRule::Shape,
+                &format!("{path}/parts"),
+                "content without parts",
+            ),
+        }
+        calls.push(own_calls);
+        responses.push(own_responses);
+        speaks.push(speaking);
+        first_calls.push(first_call);
+    }
+    for index in 0..contents.len() {
+        let next_is_user = roles.get(index + 1) == Some(&"user");
+        let answers: &[Called<'_>] = if next_is_user {
+            &responses[index + 1]
+        } else {
+            &[]
+        };
+        let previous_calls: &[Called<'_>] = match index.checked_sub(1) {
+            Some(p) if roles[p] == "model" => &calls[p],
+            _ => &[],
+        };
+        // Calls of a model content, answered in the next user content.
+        let mut used = vec![false; answers.len()];
+        for (path, name, id) in &calls[index] {
+            let found = answers
+                .iter()
+                .enumerate()
+                .find(|(at, answer)| !used[*at] && matches(answer, name, *id));
+            match found {
+                Some((at, _)) => used[at] = true,
+                None => push(
+                    &mut out,
+                    ProviderRule::FunctionCallAnswered,
+                    path,
+                    format!(
+                        "function call {name:?} has no functionResponse in the next user content"
+                    ),
+                ),
+            }
+        }
+        // Responses of a user content, answering the model content before.
+        let mut taken = vec![false; previous_calls.len()];
+        for (path, name, id) in &responses[index] {
+            let found = previous_calls
+                .iter()
+                .enumerate()
+                .find(|(at, (_, call_name, call_id))| {
+                    !taken[*at] && *call_name == *name && (id.is_none() || *id == *call_id)
+                });
+            match found {
+                Some((at, _)) => taken[at] = true,
+                None => push(
+                    &mut out,
+                    ProviderRule::FunctionOutputAnswersCall,
+                    path,
+                    format!("functionResponse {name:?} answers no open call of the model content before"),
+                ),
+            }
+        }
+    }
+    // The current turn: everything after the last user content a person wrote.
+    let current = speaks
+        .iter()
+        .zip(&roles)
+        .rposition(|(speaks, role)| *speaks && *role == "user")
+        .map_or(0, |at| at + 1);
+    for (path, signed) in first_calls[current..].iter().flatten() {
+        if !signed {
+            push(
+                &mut out,
+                ProviderRule::ThoughtSignatureOnCall,
+                path,
+                "the first function call of a step in the current turn has no thoughtSignature",
+            );
+        }
+    }
+    out
+}
+
+fn matches(answer: &Called<'_>, name: &str, id: Option<&str>) -> bool {
+    let (_, answer_name, answer_id) = answer;
+    *answer_name == name && (id.is_none() || answer_id.is_none() || *answer_id == id)
+}
+
+fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<ProviderViolation>) {
+    let Some(object) = part.as_object() else {
+        push(out, ProviderRule::Shape, path, "part is not an object");
+        return;
+    };
+    let data: Vec<&&str> = DATA_KEYS
+        .iter()
+        .filter(|k| object.contains_key(**k))
+        .collect();
+    if data.len() != 1 {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            format!(
+                "a part holds exactly one of text, functionCall, functionResponse, ... (found {})",
+                data.len()
+            ),
+        );
+    }
+    let signature = object.get("thoughtSignature");
+    if let Some(signature) = signature {
+        if !model {
+            push(
+                out,
+                ProviderRule::ThoughtSignatureOnCall,
+                path,
+                "thoughtSignature on a user part",
+            );
+        }
+        if signature.as_str().is_none_or(str::is_empty) {
+            push(
+                out,
+                ProviderRule::ThoughtSignatureOnCall,
+                path,
+                "thoughtSignature is not a non-empty string",
+            );
+        }
+    }
+    let thought = object.get("thought").and_then(Value::as_bool) == Some(true);
+    if thought && !model {
+        push(
+            out,
+            ProviderRule::ThinkingInAssistant,
+            path,
+            "thought part in a user content",
+        );
+    }
+    if let Some(text) = object.get("text") {
+        match text.as_str() {
+            None => push(out, ProviderRule::Shape, path, "text is not a string"),
+            // A model part may be empty text carrying a signature, or a thought.
+            Some(text) if is_blank(text) && !(model && (signature.is_some() || thought)) => {
+                push(out, ProviderRule::NonEmptyText, path, "blank text part");
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(call) = object.get("functionCall") {
+        if !model {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionCall in a user content",
+            );
+        }
+        if call
+            .get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionCall without a name",
+            );
+        }
+        if call.get("args").is_some_and(|a| !a.is_object()) {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionCall args is not an object",
+            );
+        }
+    }
+    if let Some(response) = object.get("functionResponse") {
+        if model {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionResponse in a model content",
+            );
+        }
+        if response
+            .get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionResponse without a name",
+            );
+        }
+        if !response.get("response").is_some_and(Value::is_object) {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                "functionResponse response is not an object",
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn rules(body: Value) -> Vec<ProviderRule> {
+        check_gemini(&body).iter().map(|v| v.rule).collect()
+    }
+
+    fn user(text: &str) -> Value {
+        json!({"role": "user", "parts": [{"text": text}]})
+    }
+
+    fn call(name: &str, signature: Option<&str>) -> Value {
+        let mut part = json!({"functionCall": {"name": name, "args": {}}});
+        if let Some(signature) = signature {
+            part["thoughtSignature"] = json!(signature);
+        }
+        part
+    }
+
+    fn response(name: &str) -> Value {
+        json!({"functionResponse": {"name": name, "response": {"output": "ok"}}})
+    }
+
+    #[test]
+    fn a_healthy_body_passes() {
+        let body = json!({"systemInstruction": {"parts": [{"text": "s"}]}, "contents": [
+            user("q"),
+            {"role": "model", "parts": [call("a", Some("S")), call("b", None)]},
+            {"role": "user", "parts": [response("b"), response("a")]},
+            {"role": "model", "parts": [{"text": "", "thoughtSignature": "T"}, {"text": "done"}]},
+        ]});
+        assert_eq!(check_gemini(&body), vec![]);
+    }
+
+    #[test]
+    fn contents_alternate() {
+        assert_eq!(
+            rules(json!({"contents": [user("a"), user("b")]})),
+            [ProviderRule::ContentsAlternate]
+        );
+    }
+
+    #[test]
+    fn function_call_answered() {
+        let body = json!({"contents": [
+            user("q"),
+            {"role": "model", "parts": [call("a", Some("S")), call("b", None)]},
+            {"role": "user", "parts": [response("a")]},
+        ]});
+        assert_eq!(rules(body), [ProviderRule::FunctionCallAnswered]);
+    }
+
+    #[test]
+    fn function_output_answers_call() {
+        let body = json!({"contents": [
+            user("q"),
+            {"role": "model", "parts": [call("a", Some("S"))]},
+            {"role": "user", "parts": [response("a"), response("a"), response("z")]},
+        ]});
+        assert_eq!(
+            rules(body),
+            [
+                ProviderRule::FunctionOutputAnswersCall,
+                ProviderRule::FunctionOutputAnswersCall
+            ]
+        );
+    }
+
+    #[test]
+    fn thought_signature_on_call() {
+        let body = |signature: Option<&str>| {
+            json!({"contents": [
+                user("q"),
+                {"role": "model", "parts": [call("a", signature)]},
+                {"role": "user", "parts": [response("a")]},
+            ]})
+        };
+        assert_eq!(rules(body(None)), [ProviderRule::ThoughtSignatureOnCall]);
+        assert!(rules(body(Some(""))).contains(&ProviderRule::ThoughtSignatureOnCall));
+        assert_eq!(rules(body(Some("S"))), []);
+        // An earlier turn's unsigned call is not validated.
+        let earlier = json!({"contents": [
+            user("q"),
+            {"role": "model", "parts": [call("a", None)]},
+            {"role": "user", "parts": [response("a")]},
+            {"role": "model", "parts": [{"text": "ok"}]},
+            user("next"),
+        ]});
+        assert_eq!(rules(earlier), []);
+    }
+
+    #[test]
+    fn roles_first_user_shape_and_text_are_checked() {
+        let found = rules(json!({"contents": [
+            {"role": "model", "parts": [{"text": " "}]},
+            {"role": "assistant", "parts": [{"text": "x", "functionCall": {"name": "f"}}]},
+            {"role": "user", "parts": []},
+        ]}));
+        for rule in [
+            ProviderRule::FirstMessageUser,
+            ProviderRule::Roles,
+            ProviderRule::NonEmptyText,
+            ProviderRule::Shape,
+        ] {
+            assert!(found.contains(&rule), "{rule} not in {found:?}");
+        }
+    }
+
+    mod rendered {
+        use proptest::prelude::*;
+
+        use super::super::check_gemini;
+        use crate::history::render::gemini::render;
+        use crate::history::sanitize::sanitize;
+        use crate::history::testing::{arb, history};
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Any stored history, however broken, renders into a body the provider accepts.
+            #[test]
+            fn rendered_random_histories_pass_the_gemini_contract(raw in arb::messages(14)) {
+                let body = render(&sanitize(&history(raw)));
+                prop_assert_eq!(check_gemini(&body), vec![], "{:#}", body);
+            }
+        }
+    }
+}

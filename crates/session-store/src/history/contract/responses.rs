@@ -1,0 +1,407 @@
+//! The OpenAI Responses API rules (PROVIDER_RULES 14) over a rendered `{"instructions"?,
+//! "input": [...]}` body. Independent of the renderer: it reads only the JSON.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{push, ProviderRule, ProviderViolation};
+use crate::history::blank::is_blank;
+
+/// Every violation of the OpenAI Responses rules (14) in `body`.
+pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
+    let mut out = Vec::new();
+    if !body.is_object() {
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "",
+            "body is not a JSON object",
+        );
+        return out;
+    }
+    if let Some(instructions) = body.get("instructions") {
+        if !instructions.is_string() {
+            push(
+                &mut out,
+                ProviderRule::Shape,
+                "/instructions",
+                "instructions is not a string",
+            );
+        }
+    }
+    let Some(items) = body.get("input").and_then(Value::as_array) else {
+        push(
+            &mut out,
+            ProviderRule::Shape,
+            "/input",
+            "body has no input array",
+        );
+        return out;
+    };
+    // Each call by id: (its path, answered).
+    let mut calls: HashMap<&str, (String, bool)> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let path = format!("/input/{index}");
+        let Some(object) = item.as_object() else {
+            push(
+                &mut out,
+                ProviderRule::Shape,
+                &path,
+                "input item is not an object",
+            );
+            continue;
+        };
+        let kind = match object.get("type").and_then(Value::as_str) {
+            Some(kind) => kind,
+            None if object.contains_key("role") => "message",
+            None => {
+                push(
+                    &mut out,
+                    ProviderRule::Shape,
+                    &path,
+                    "input item without a type",
+                );
+                continue;
+            }
+        };
+        match kind {
+            "message" => check_message(item, &path, &mut out),
+            "function_call" => {
+                match item.get("call_id").and_then(Value::as_str) {
+                    Some(id) if !id.is_empty() => {
+                        if let Some((first, _)) = calls.get(id) {
+                            push(
+                                &mut out,
+                                ProviderRule::UniqueToolUseIds,
+                                &path,
+                                format!("call_id {id:?} already used at {first}"),
+                            );
+                        } else {
+                            calls.insert(id, (path.clone(), false));
+                            order.push(id);
+                        }
+                    }
+                    _ => push(
+                        &mut out,
+                        ProviderRule::Shape,
+                        &path,
+                        "function_call without a call_id",
+                    ),
+                }
+                if item
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    push(
+                        &mut out,
+                        ProviderRule::Shape,
+                        &path,
+                        "function_call without a name",
+                    );
+                }
+                let arguments = format!("{path}/arguments");
+                match item.get("arguments") {
+                    Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}
+                    Some(Value::String(_)) => push(
+                        &mut out,
+                        ProviderRule::ArgumentsJsonString,
+                        &arguments,
+                        "arguments are not valid JSON",
+                    ),
+                    _ => push(
+                        &mut out,
+                        ProviderRule::ArgumentsJsonString,
+                        &arguments,
+                        "arguments are not a string",
+                    ),
+                }
+            }
+            "function_call_output" => {
+                let id = item
+                    .get("call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match calls.get_mut(id) {
+                    Some((_, answered)) if !*answered => *answered = true,
+                    Some(_) => push(
+                        &mut out,
+                        ProviderRule::FunctionOutputAnswersCall,
+                        &path,
+                        format!("function_call {id:?} is answered twice"),
+                    ),
+                    None => push(
+                        &mut out,
+                        ProviderRule::FunctionOutputAnswersCall,
+                        &path,
+                        format!("no function_call with call_id {id:?} before this output"),
+                    ),
+                }
+                if !item
+                    .get("output")
+                    .is_some_and(|o| o.is_string() || o.is_array())
+                {
+                    push(
+                        &mut out,
+                        ProviderRule::Shape,
+                        &format!("{path}/output"),
+                        "function_call_output without an output",
+                    );
+                }
+            }
+            "reasoning" => {
+                if item
+                    .get("encrypted_content")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    push(
+                        &mut out,
+                        ProviderRule::ReasoningEncrypted,
+                        &path,
+                        "reasoning item without encrypted_content",
+                    );
+                }
+                if !item.get("summary").is_some_and(Value::is_array) {
+                    push(
+                        &mut out,
+                        ProviderRule::Shape,
+                        &format!("{path}/summary"),
+                        "reasoning item without a summary list",
+                    );
+                }
+                let follower = items[index + 1..]
+                    .iter()
+                    .find(|next| next.get("type").and_then(Value::as_str) != Some("reasoning"));
+                // An output item: an assistant message or a call of any kind, not an input.
+                let followed =
+                    follower.is_some_and(|next| match next.get("type").and_then(Value::as_str) {
+                        Some("message") | None => {
+                            next.get("role").and_then(Value::as_str) == Some("assistant")
+                        }
+                        Some(kind) => !kind.ends_with("_output") && kind != "item_reference",
+                    });
+                if !followed {
+                    push(
+                        &mut out,
+                        ProviderRule::ReasoningFollowed,
+                        &path,
+                        "reasoning item not followed by the assistant item it preceded",
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    for id in order {
+        if let Some((path, false)) = calls.get(id) {
+            push(
+                &mut out,
+                ProviderRule::FunctionCallAnswered,
+                path,
+                format!("no function_call_output for call_id {id:?}"),
+            );
+        }
+    }
+    out
+}
+
+fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
+    let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
+    let allowed: &[&str] = match role {
+        "user" | "system" | "developer" => {
+            &["input_text", "input_image", "input_file", "input_audio"]
+        }
+        "assistant" => &["output_text", "refusal"],
+        other => {
+            push(
+                out,
+                ProviderRule::Roles,
+                &format!("{path}/role"),
+                format!("role {other:?}: expected user, assistant, system or developer"),
+            );
+            return;
+        }
+    };
+    let content_path = format!("{path}/content");
+    match item.get("content") {
+        Some(Value::String(text)) => {
+            if is_blank(text) {
+                push(
+                    out,
+                    ProviderRule::NonEmptyText,
+                    &content_path,
+                    "blank message content",
+                );
+            }
+        }
+        Some(Value::Array(parts)) => {
+            if parts.is_empty() {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &content_path,
+                    "empty message content",
+                );
+            }
+            for (index, part) in parts.iter().enumerate() {
+                let part_path = format!("{content_path}/{index}");
+                let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+                if !allowed.contains(&kind) {
+                    push(
+                        out,
+                        ProviderRule::Shape,
+                        &part_path,
+                        format!("content part {kind:?} in a {role} message"),
+                    );
+                    continue;
+                }
+                let field = if kind == "refusal" { "refusal" } else { "text" };
+                if kind.ends_with("text") || kind == "refusal" {
+                    match part.get(field).and_then(Value::as_str) {
+                        Some(text) if is_blank(text) => {
+                            push(
+                                out,
+                                ProviderRule::NonEmptyText,
+                                &part_path,
+                                "blank text part",
+                            );
+                        }
+                        Some(_) => {}
+                        None => push(
+                            out,
+                            ProviderRule::Shape,
+                            &part_path,
+                            "text part without text",
+                        ),
+                    }
+                }
+            }
+        }
+        _ => push(
+            out,
+            ProviderRule::Shape,
+            &content_path,
+            "content is neither a string nor parts",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn rules(body: Value) -> Vec<ProviderRule> {
+        check_responses(&body).iter().map(|v| v.rule).collect()
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"type": "function_call", "call_id": id, "name": "f", "arguments": "{}"})
+    }
+
+    fn output(id: &str) -> Value {
+        json!({"type": "function_call_output", "call_id": id, "output": "ok"})
+    }
+
+    fn reasoning() -> Value {
+        json!({"type": "reasoning", "summary": [], "encrypted_content": "E"})
+    }
+
+    fn user(text: &str) -> Value {
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+    }
+
+    #[test]
+    fn a_healthy_body_passes() {
+        let body = json!({"instructions": "be brief", "input": [
+            user("q"), reasoning(), call("a"), call("b"), output("b"), output("a"),
+            {"role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        ]});
+        assert_eq!(check_responses(&body), vec![]);
+    }
+
+    #[test]
+    fn function_call_answered() {
+        assert_eq!(
+            rules(json!({"input": [user("q"), call("a")]})),
+            [ProviderRule::FunctionCallAnswered]
+        );
+    }
+
+    #[test]
+    fn function_output_answers_call() {
+        assert_eq!(
+            rules(json!({"input": [user("q"), output("a"), call("a"), output("a"), output("a")]})),
+            [
+                ProviderRule::FunctionOutputAnswersCall,
+                ProviderRule::FunctionOutputAnswersCall
+            ]
+        );
+    }
+
+    #[test]
+    fn reasoning_followed() {
+        assert_eq!(
+            rules(json!({"input": [user("q"), reasoning()]})),
+            [ProviderRule::ReasoningFollowed]
+        );
+        assert_eq!(
+            rules(json!({"input": [user("q"), reasoning(), user("r")]})),
+            [ProviderRule::ReasoningFollowed]
+        );
+        assert_eq!(
+            rules(json!({"input": [user("q"), reasoning(), reasoning(), call("a"), output("a")]})),
+            []
+        );
+    }
+
+    #[test]
+    fn reasoning_encrypted() {
+        let body = json!({"input": [user("q"), {"type": "reasoning", "summary": []}, call("a"), output("a")]});
+        assert_eq!(rules(body), [ProviderRule::ReasoningEncrypted]);
+    }
+
+    #[test]
+    fn unique_call_ids_arguments_roles_and_text_are_checked() {
+        let found = rules(json!({"input": [
+            {"role": "tool", "content": "x"},
+            user(" "),
+            call("a"), output("a"), call("a"),
+            {"type": "function_call", "call_id": "b", "name": "f", "arguments": {"k": 1}},
+            output("b"),
+        ]}));
+        for rule in [
+            ProviderRule::Roles,
+            ProviderRule::NonEmptyText,
+            ProviderRule::UniqueToolUseIds,
+            ProviderRule::ArgumentsJsonString,
+        ] {
+            assert!(found.contains(&rule), "{rule} not in {found:?}");
+        }
+        assert_eq!(rules(json!({"messages": []})), [ProviderRule::Shape]);
+    }
+
+    mod rendered {
+        use proptest::prelude::*;
+
+        use super::super::check_responses;
+        use crate::history::render::responses::render;
+        use crate::history::sanitize::sanitize;
+        use crate::history::testing::{arb, history};
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Any stored history, however broken, renders into a body the provider accepts.
+            #[test]
+            fn rendered_random_histories_pass_the_responses_contract(raw in arb::messages(14)) {
+                let body = render(&sanitize(&history(raw)));
+                prop_assert_eq!(check_responses(&body), vec![], "{:#}", body);
+            }
+        }
+    }
+}

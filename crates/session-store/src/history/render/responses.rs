@@ -1,0 +1,355 @@
+//! The OpenAI Responses API body: `{"instructions"?, "input": [...]}` (PROVIDER_RULES 14).
+//!
+//! - System messages that came in as a Responses body's `instructions` (their first part
+//!   says `{"openai": {"field": "instructions"}}`) are joined into `instructions`; every
+//!   other system message stays in place as a `system` (or, when it came as one, `developer`)
+//!   message item.
+//! - A user message is one message item with an `input_text` part per text part.
+//! - An assistant message becomes items in part order: consecutive text parts one `assistant`
+//!   message item of `output_text` parts, each tool_use a `function_call` (`call_id`, `name`,
+//!   `arguments` the input as a JSON string), each reasoning part that carries
+//!   `encrypted_content` a `reasoning` item, replayed as stored (`id` and `summary` when they
+//!   were stored, else the reasoning text as one `summary_text`). A reasoning item must be
+//!   followed by the item it preceded, so reasoning with no output item after it in its
+//!   message is left out, as is reasoning without `encrypted_content` (another provider's,
+//!   or one the server kept) and redacted reasoning.
+//! - Each tool_result becomes a `function_call_output` (`call_id`, `output`).
+//! - Images, documents and another provider's server tool parts are sent as text saying
+//!   what they were; a provider block the store kept verbatim goes back only when OpenAI
+//!   made it.
+//!
+//! Which reasoning may be sent (the model that wrote it) is decided before the loader
+//! ([`crate::history::models::bind_to_model`]); the view guarantees the pairing.
+
+use serde_json::{json, Map, Value};
+
+use crate::history::blank::is_blank;
+use crate::history::models::{encrypted_content, meta_str, OPENAI};
+use crate::history::render::anthropic::join_text;
+use crate::history::sanitize::View;
+use crate::history::texts::describe;
+use crate::model::{Part, Role};
+
+/// Renders `view` as an OpenAI Responses request body.
+pub fn render(view: &View) -> Value {
+    let mut instructions = Vec::new();
+    let mut input = Vec::new();
+    for message in &view.messages {
+        match message.role {
+            Role::System => {
+                let text = join_text(&message.parts);
+                if is_blank(&text) {
+                    continue;
+                }
+                let first = message.parts.first().and_then(Part::provider_metadata);
+                if meta_str(first, OPENAI, "field") == Some("instructions") {
+                    instructions.push(text);
+                } else {
+                    let role = match meta_str(first, OPENAI, "role") {
+                        Some("developer") => "developer",
+                        _ => "system",
+                    };
+                    input.push(message_item(role, "input_text", &[text.as_str()]));
+                }
+            }
+            Role::User => {
+                let content: Vec<Value> = message.parts.iter().filter_map(user_part).collect();
+                if !content.is_empty() {
+                    input.push(json!({"type": "message", "role": "user", "content": content}));
+                }
+            }
+            Role::Assistant => assistant(&message.parts, &mut input),
+            Role::Tool => {
+                for part in &message.parts {
+                    if let Part::ToolResult {
+                        tool_use_id,
+                        content,
+                        ..
+                    } = part
+                    {
+                        input.push(json!({
+                            "type": "function_call_output",
+                            "call_id": tool_use_id,
+                            "output": content,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    let mut body = Map::new();
+    if !instructions.is_empty() {
+        body.insert(
+            "instructions".to_owned(),
+            Value::String(instructions.join("\n\n")),
+        );
+    }
+    body.insert("input".to_owned(), Value::Array(input));
+    Value::Object(body)
+}
+
+/// One part of a user message: text, an image (`input_image`), a document (`input_file`),
+/// or a part OpenAI made, as it came.
+fn user_part(part: &Part) -> Option<Value> {
+    let as_url = |source: &Value| -> Option<String> {
+        match source.get("type").and_then(Value::as_str)? {
+            "url" => source.get("url").and_then(Value::as_str).map(str::to_owned),
+            "base64" => Some(format!(
+                "data:{};base64,{}",
+                source.get("media_type").and_then(Value::as_str)?,
+                source.get("data").and_then(Value::as_str)?
+            )),
+            _ => None,
+        }
+    };
+    match part {
+        Part::Text { text, .. } if !is_blank(text) => {
+            Some(json!({"type": "input_text", "text": text}))
+        }
+        Part::Image {
+            source,
+            provider_metadata,
+            ..
+        } => {
+            let mut image = Map::new();
+            image.insert("type".to_owned(), json!("input_image"));
+            if let Some(url) = as_url(source) {
+                image.insert("image_url".to_owned(), json!(url));
+            } else if let Some(id) = file_id(source) {
+                image.insert("file_id".to_owned(), json!(id));
+            } else {
+                return Some(json!({"type": "input_text", "text": describe(part)}));
+            }
+            if let Some(Value::Object(attributes)) = provider_metadata
+                .as_ref()
+                .and_then(|m| m.get(OPENAI))
+                .and_then(|o| o.get("attributes"))
+            {
+                for (key, value) in attributes {
+                    image.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+            Some(Value::Object(image))
+        }
+        Part::Document { source, title, .. } => {
+            let mut file = Map::new();
+            file.insert("type".to_owned(), json!("input_file"));
+            let base64 = source.get("type").and_then(Value::as_str) == Some("base64");
+            match (base64.then(|| as_url(source)).flatten(), file_id(source)) {
+                (Some(data), _) => {
+                    file.insert("file_data".to_owned(), json!(data));
+                }
+                (None, Some(id)) => {
+                    file.insert("file_id".to_owned(), json!(id));
+                }
+                (None, None) => return Some(json!({"type": "input_text", "text": describe(part)})),
+            }
+            if let Some(title) = title {
+                file.insert("filename".to_owned(), json!(title));
+            }
+            Some(Value::Object(file))
+        }
+        Part::Opaque { block, .. }
+            if part.opaque_provider() == Some(OPENAI)
+                && block
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|kind| USER_PARTS.contains(&kind)) =>
+        {
+            Some(block.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The content part types of a user message.
+const USER_PARTS: &[&str] = &["input_text", "input_image", "input_file", "input_audio"];
+
+fn file_id(source: &Value) -> Option<&str> {
+    (source.get("type").and_then(Value::as_str) == Some("file"))
+        .then(|| source.get("file_id").and_then(Value::as_str))
+        .flatten()
+}
+
+fn message_item(role: &str, kind: &str, texts: &[&str]) -> Value {
+    let content: Vec<Value> = texts
+        .iter()
+        .map(|text| json!({"type": kind, "text": text}))
+        .collect();
+    json!({"type": "message", "role": role, "content": content})
+}
+
+/// True when the part renders as an output item (what a reasoning item may precede).
+fn is_output(part: &Part) -> bool {
+    match part {
+        Part::Text { text, .. } => !is_blank(text),
+        Part::ToolUse { .. }
+        | Part::ServerToolUse { .. }
+        | Part::ServerToolResult { .. }
+        | Part::Image { .. }
+        | Part::Document { .. } => true,
+        Part::Opaque { .. } => part.opaque_provider() == Some(OPENAI),
+        _ => false,
+    }
+}
+
+fn assistant(parts: &[Part], input: &mut Vec<Value>) {
+    // The last part that renders as an output item: reasoning after it precedes nothing.
+    let last_output = parts.iter().rposition(is_output);
+    let mut pending_text: Vec<String> = Vec::new();
+    let flush = |pending: &mut Vec<String>, input: &mut Vec<Value>| {
+        if !pending.is_empty() {
+            let texts: Vec<&str> = pending.iter().map(String::as_str).collect();
+            input.push(message_item("assistant", "output_text", &texts));
+            pending.clear();
+        }
+    };
+    for (ordinal, part) in parts.iter().enumerate() {
+        match part {
+            Part::Text { text, .. } => {
+                if !is_blank(text) {
+                    pending_text.push(text.clone());
+                }
+            }
+            // Another provider's server tools and media: what they were, as text.
+            Part::ServerToolUse { .. }
+            | Part::ServerToolResult { .. }
+            | Part::Image { .. }
+            | Part::Document { .. } => pending_text.push(describe(part)),
+            Part::Opaque { block, .. } => {
+                if part.opaque_provider() == Some(OPENAI) {
+                    flush(&mut pending_text, input);
+                    input.push(block.clone());
+                }
+            }
+            Part::Reasoning {
+                text,
+                provider_metadata,
+            } => {
+                let Some(encrypted) = encrypted_content(provider_metadata.as_ref()) else {
+                    continue;
+                };
+                if last_output.is_none_or(|last| last < ordinal) {
+                    continue;
+                }
+                flush(&mut pending_text, input);
+                input.push(reasoning_item(text, provider_metadata.as_ref(), encrypted));
+            }
+            Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
+            Part::ToolUse {
+                id,
+                name,
+                input: args,
+                ..
+            } => {
+                flush(&mut pending_text, input);
+                input.push(json!({
+                    "type": "function_call",
+                    "call_id": id,
+                    "name": name,
+                    "arguments": args.to_string(),
+                }));
+            }
+        }
+    }
+    flush(&mut pending_text, input);
+}
+
+fn reasoning_item(text: &str, metadata: Option<&Value>, encrypted: &str) -> Value {
+    let openai = metadata.and_then(|m| m.get(OPENAI));
+    let mut item = Map::new();
+    item.insert("type".to_owned(), json!("reasoning"));
+    if let Some(id) = openai
+        .and_then(|o| o.get("id"))
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty())
+    {
+        item.insert("id".to_owned(), json!(id));
+    }
+    let summary = match openai.and_then(|o| o.get("summary")) {
+        Some(Value::Array(summary)) => Value::Array(summary.clone()),
+        _ if text.is_empty() => json!([]),
+        _ => json!([{"type": "summary_text", "text": text}]),
+    };
+    item.insert("summary".to_owned(), summary);
+    item.insert("encrypted_content".to_owned(), json!(encrypted));
+    Value::Object(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::{call, history};
+
+    fn encrypted(text: &str, blob: &str) -> Part {
+        Part::reasoning(text, Some(json!({"openai": {"encrypted_content": blob}})))
+    }
+
+    #[test]
+    fn reasoning_precedes_its_item_and_calls_pair_with_outputs() {
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![encrypted("r1", "E1"), call("c1"), encrypted("late", "E2")],
+            ),
+            (Role::Tool, vec![Part::tool_result("c1", "ok")]),
+            (
+                Role::Assistant,
+                vec![Part::reasoning("anthropic", None), Part::text("done")],
+            ),
+        ]));
+        let body = render(&view);
+        let types: Vec<&str> = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|item| item["type"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "message",
+                "reasoning",
+                "function_call",
+                "function_call_output",
+                "message"
+            ]
+        );
+        assert_eq!(body["input"][1]["encrypted_content"], "E1");
+        assert_eq!(body["input"][1]["summary"][0]["text"], "r1");
+        assert_eq!(body["input"][2]["arguments"], "{\"cmd\":\"ls\"}");
+        assert!(body.get("instructions").is_none());
+    }
+
+    mod prefix {
+        use proptest::prelude::*;
+
+        use super::super::render;
+        use crate::history::sanitize::sanitize;
+        use crate::history::testing::{arb, history};
+        use crate::model::{Part, Role};
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// Appending a turn leaves every item rendered before it byte for byte unchanged
+            /// (the prompt cache keeps hitting), whatever the history before.
+            #[test]
+            fn appending_a_turn_keeps_the_rendered_responses_prefix(
+                before in arb::messages(12),
+                rest in prop::collection::vec((prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::Tool)], prop::collection::vec(arb::part(), 0..4)), 0..6),
+            ) {
+                let mut after = before.clone();
+                after.push((Role::User, vec![Part::text("next question")]));
+                after.extend(rest);
+                let old = render(&sanitize(&history(before)));
+                let new = render(&sanitize(&history(after)));
+                let (old, new) = (old["input"].as_array().cloned().unwrap_or_default(), new["input"].as_array().cloned().unwrap_or_default());
+                prop_assert!(new.len() >= old.len());
+                prop_assert_eq!(&new[..old.len()], &old[..]);
+            }
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Codex CLI rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`).
+//!
+//! JSON Lines, each `{"timestamp", "type", "payload"}`. What becomes history:
+//! - `response_item` lines: the Responses API items the model saw and made, read as a
+//!   Responses body's items are ([`crate::import::responses`]): messages, reasoning with its
+//!   `encrypted_content`, `function_call`, `custom_tool_call` and `local_shell_call` with
+//!   their outputs. A shell output whose `metadata.exit_code` is not 0 is an error result.
+//!   `ghost_snapshot` items (Codex's undo snapshots) are not conversation and are skipped.
+//! - `session_meta`: its `instructions` (`base_instructions.text` in newer CLIs), when not
+//!   empty, become the first system message.
+//! - `turn_context`: its `model` is the model of the assistant messages that follow
+//!   (`openai/{model}`).
+//! - `compacted` lines (Codex's compaction marker, `{"message": summary}`): the whole turns
+//!   before the marker are the head a store compaction replaces, with the marker's summary
+//!   ([`Imported::compactions`]). `compaction` items (the encrypted form) are skipped.
+//! - `event_msg` lines repeat what the items hold for a UI (`user_message`, `agent_message`,
+//!   `agent_reasoning`, `token_count`, `turn_aborted`) and are skipped, as is any line type
+//!   this importer does not know.
+//! - Timestamps become the messages' `created_at`.
+//!
+//! A rollout records what happened, interrupted turns included (the output of an aborted
+//! call may be written after the `turn_aborted` event), so pairing is mended the way
+//! `store-repair` would: a call left unanswered when the conversation moves on gets a
+//! tombstone, an output that answers nothing becomes text, calls unanswered at the very end
+//! stay pending.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use super::responses::Items;
+use super::{as_object, ImportError, Imported, ImportedCompaction, Leniency, Location};
+use crate::model::{NewMessage, Part, Role};
+
+/// Imports a Codex CLI rollout.
+pub fn import(text: &str) -> Result<Imported, ImportError> {
+    let mut items = Items::new(Leniency::MEND);
+    items.log = true;
+    let mut system = None;
+    // (messages before the marker, summary) of each compaction marker, in order.
+    let mut markers: Vec<(usize, String)> = Vec::new();
+    let mut lines = 0;
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines += 1;
+        let at = Location::line(index + 1);
+        let value: Value = serde_json::from_str(line).map_err(|source| ImportError::Json {
+            at: at.clone(),
+            source,
+        })?;
+        let object = as_object(&value, &at, "a rollout line")?;
+        let created_at = timestamp(object);
+        let kind = object
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let payload = object.get("payload").unwrap_or(&Value::Null);
+        let at = at.join("payload");
+        match kind {
+            "session_meta" => {
+                // `instructions` (older CLIs) or `base_instructions.text` (newer ones).
+                let instructions = payload
+                    .get("instructions")
+                    .and_then(Value::as_str)
+                    .filter(|text| !text.trim().is_empty())
+                    .or_else(|| {
+                        payload
+                            .pointer("/base_instructions/text")
+                            .and_then(Value::as_str)
+                    });
+                if let Some(instructions) = instructions {
+                    if !instructions.trim().is_empty() && system.is_none() {
+                        system = Some(NewMessage::new(
+                            Role::System,
+                            vec![Part::text(instructions)],
+                        ));
+                    }
+                }
+            }
+            "turn_context" => {
+                if let Some(Value::String(model)) = payload.get("model") {
+                    items.model = Some(format!("openai/{model}"));
+                }
+            }
+            "compacted" => {
+                let summary = payload
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                items.flush()?;
+                markers.push((items.len(), summary));
+            }
+            "response_item" => match payload.get("type").and_then(Value::as_str) {
+                Some("ghost_snapshot") => {}
+                // The encrypted form of a compaction; its summary is the `compacted` line's.
+                Some("compaction" | "compaction_summary") => {}
+                _ => items.item(&at, payload, created_at)?,
+            },
+            _ => {}
+        }
+    }
+    if lines == 0 {
+        return Err(ImportError::Empty);
+    }
+    let mut imported = items.finish(system, &Location::line(text.lines().count().max(1)))?;
+    imported.compactions = compactions(&imported.messages, markers);
+    Ok(imported)
+}
+
+/// Each marker as a store compaction: the cut walks back from the marker to the user message
+/// that opens its turn (the first turn is never compacted); a marker without summary, or one
+/// that would not compact more than the one before, is left out.
+fn compactions(messages: &[NewMessage], markers: Vec<(usize, String)>) -> Vec<ImportedCompaction> {
+    let first_user = messages.iter().position(|m| m.role == Role::User);
+    let mut out: Vec<ImportedCompaction> = Vec::new();
+    for (before, summary) in markers {
+        if summary.trim().is_empty() {
+            continue;
+        }
+        let cut = (0..=before.min(messages.len().saturating_sub(1)))
+            .rev()
+            .find(|&i| messages[i].role == Role::User && Some(i) != first_user);
+        if let Some(at) = cut.filter(|at| out.last().is_none_or(|last| last.at < *at)) {
+            out.push(ImportedCompaction { at, summary });
+        }
+    }
+    out
+}
+
+fn timestamp(fields: &Map<String, Value>) -> Option<DateTime<Utc>> {
+    let text = fields.get("timestamp")?.as_str()?;
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn rollout(lines: &[Value]) -> String {
+        lines
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn item(payload: Value) -> Value {
+        json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "response_item", "payload": payload})
+    }
+
+    #[test]
+    fn calls_outputs_reasoning_and_the_compaction_marker_are_read() {
+        let text = rollout(&[
+            json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "session_meta", "payload": {"id": "x", "instructions": ""}}),
+            json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "turn_context", "payload": {"model": "gpt-5-codex"}}),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}),
+            ),
+            item(
+                json!({"type": "reasoning", "summary": [], "content": null, "encrypted_content": "E"}),
+            ),
+            item(
+                json!({"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "c1"}),
+            ),
+            json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "event_msg", "payload": {"type": "turn_aborted"}}),
+            item(
+                json!({"type": "function_call_output", "call_id": "c1", "output": "{\"output\":\"\",\"metadata\":{\"exit_code\":1}}"}),
+            ),
+            item(
+                json!({"type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "c2"}),
+            ),
+            item(json!({"type": "custom_tool_call_output", "call_id": "c2", "output": "done"})),
+            json!({"timestamp": "2025-09-25T02:12:24Z", "type": "compacted", "payload": {"message": "we listed files"}}),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "next"}]}),
+            ),
+            item(
+                json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c3"}),
+            ),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "stop"}]}),
+            ),
+        ]);
+        let imported = import(&text).expect("imports");
+        let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Assistant,
+                Role::Tool,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::User
+            ]
+        );
+        assert!(matches!(
+            imported.messages[2].parts[0],
+            Part::ToolResult { is_error: true, .. }
+        ));
+        assert_eq!(imported.tombstoned, ["c3"]);
+        assert_eq!(
+            imported.compactions,
+            [ImportedCompaction {
+                at: 5,
+                summary: "we listed files".into()
+            }]
+        );
+        assert!(imported.system.is_none());
+    }
+
+    #[test]
+    fn a_broken_line_is_refused_by_number() {
+        let err = import("{\"type\": \"session_meta\", \"payload\": {}}\n{oops").expect_err("bad");
+        assert_eq!(err.location().and_then(|l| l.line), Some(2));
+    }
+}

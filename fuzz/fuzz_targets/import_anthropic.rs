@@ -1,0 +1,9 @@
+//! The anthropic importer over arbitrary bytes (see `harness::import`).
+#![no_main]
+
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    harness::import(session_store::Format::Anthropic, data);
+});
