@@ -69,6 +69,8 @@ pub(crate) const TABLES: &[Table] = &[
             ("last_completion_at", Text),
             ("parent_id", Text),
             ("forked_at_turn", Int),
+            ("title", Text),
+            ("thinking_stripped_through", Int),
         ],
         filter: "id = {p}",
         references: &[],
@@ -85,6 +87,7 @@ pub(crate) const TABLES: &[Table] = &[
             ("role", Text),
             ("compacted", Int),
             ("created_at", Text),
+            ("model", Text),
         ],
         filter: "session_id = {p} ORDER BY seq",
         references: &[],
@@ -132,6 +135,21 @@ pub(crate) const TABLES: &[Table] = &[
         no_id: true,
     },
     Table {
+        name: "idempotency_keys",
+        columns: &[
+            ("session_id", Text),
+            ("key", Text),
+            ("message_id", Int),
+        ],
+        filter: "session_id = {p} ORDER BY key",
+        references: &[Reference {
+            column: "message_id",
+            table: "messages",
+        }],
+        keeps_id: false,
+        no_id: true,
+    },
+    Table {
         name: "reverts",
         columns: &[
             ("id", Int),
@@ -157,6 +175,7 @@ pub(crate) const TABLES: &[Table] = &[
             ("role", Text),
             ("compacted", Int),
             ("created_at", Text),
+            ("model", Text),
         ],
         filter: "session_id = {p} ORDER BY id",
         references: &[Reference {

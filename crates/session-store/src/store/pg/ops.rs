@@ -181,8 +181,8 @@ impl PgStore {
                 .try_get(0)?;
             let messages = tx.execute(
                 "INSERT INTO reverted_messages
-                    (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at)
-                 SELECT $3, id, session_id, seq, turn_index, role, compacted, created_at
+                    (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at, model)
+                 SELECT $3, id, session_id, seq, turn_index, role, compacted, created_at, model
                  FROM messages WHERE session_id = $1 AND seq >= $2 ORDER BY seq",
                 &[&session.as_str(), &from_seq, &revert_id],
             )?;
@@ -257,10 +257,10 @@ impl PgStore {
             };
             let (revert_id, from_turn): (i64, i64) = (latest.try_get(0)?, latest.try_get(1)?);
             let messages = tx.execute(
-                "INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at)
+                "INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at, model)
                  SELECT CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
                              THEN nextval(pg_get_serial_sequence('messages', 'id')) ELSE r.original_id END,
-                        r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at
+                        r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
                  FROM reverted_messages r WHERE r.revert_id = $1 ORDER BY r.seq",
                 &[&revert_id],
             )?;

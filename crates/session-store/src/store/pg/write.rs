@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::Tx;
 
-use super::rows::insert_message;
+use super::rows::{insert_message, load_messages, Range};
 use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
@@ -87,15 +87,26 @@ pub(crate) fn append_in(
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
+    if messages.is_empty() {
+        return Err(Error::Refused {
+            session: session.clone(),
+            index: 0,
+            reason: pairing::Refusal::EmptyMessage,
+        });
+    }
+    // A retry: the messages whose keys are stored come back as stored; the rest goes on.
+    let replayed = replayed(tx, session, messages)?;
+    if replayed.len() == messages.len() {
+        return Ok(replayed);
+    }
+    let skip = replayed.len();
+    let messages = &messages[skip..];
     let mut position = tail_of(tx, session)?;
     let refused = |index, reason| Error::Refused {
         session: session.clone(),
-        index,
+        index: skip + index,
         reason,
     };
-    if messages.is_empty() {
-        return Err(refused(0, pairing::Refusal::EmptyMessage));
-    }
     let mut resume = std::mem::take(&mut position.resume);
     resume.taken = used_tool_use_ids(tx, session, messages)?;
     let mut walk = Walk::resume(resume);
@@ -105,7 +116,8 @@ pub(crate) fn append_in(
     // An append ends the chance to undo earlier reverts of the session.
     forget_reverts(tx, session)?;
     let now = now();
-    let mut appended = Vec::with_capacity(messages.len());
+    let mut appended = replayed;
+    appended.reserve(messages.len());
     for message in messages {
         position.last_seq += 1;
         let turn_index = next_turn_index(position.last_user_turn, message.role);
@@ -136,6 +148,13 @@ pub(crate) fn append_in(
                 ],
             )?;
         }
+        if let Some(key) = &message.idempotency_key {
+            tx.execute(
+                "INSERT INTO idempotency_keys (session_id, key, message_id) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, key) DO UPDATE SET message_id = EXCLUDED.message_id",
+                &[&session.as_str(), key, &id],
+            )?;
+        }
         appended.push(Appended {
             id,
             seq: position.last_seq,
@@ -147,6 +166,67 @@ pub(crate) fn append_in(
         &[&session.as_str(), &format_time(now)],
     )?;
     Ok(appended)
+}
+
+/// The messages at the start of `messages` whose keys the session already stores, as they
+/// were stored (as `store/idempotency.rs` decides it): [`Error::IdempotencyConflict`] when a
+/// stored key names a message with other content, when a replayed message follows a new one,
+/// or when one key appears twice in the batch.
+fn replayed(tx: &mut Tx<'_>, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+    if messages.iter().all(|m| m.idempotency_key.is_none()) {
+        return Ok(Vec::new());
+    }
+    let conflict = |key: &str, detail: &str| Error::IdempotencyConflict {
+        session: session.clone(),
+        key: key.to_owned(),
+        detail: detail.to_owned(),
+    };
+    let mut seen = HashSet::new();
+    let mut replayed = Vec::new();
+    let mut new_seen = false;
+    for message in messages {
+        let Some(key) = message.idempotency_key.as_deref() else {
+            new_seen = true;
+            continue;
+        };
+        if !seen.insert(key) {
+            return Err(conflict(key, "appears twice in one append"));
+        }
+        let stored = tx.query_opt(
+            "SELECT m.id, m.seq, m.turn_index FROM idempotency_keys k JOIN messages m ON m.id = k.message_id
+             WHERE k.session_id = $1 AND k.key = $2",
+            &[&session.as_str(), &key],
+        )?;
+        let Some(row) = stored else {
+            new_seen = true;
+            continue;
+        };
+        if new_seen {
+            return Err(conflict(
+                key,
+                "already stored, but follows a message of the append that is new",
+            ));
+        }
+        let stored = Appended {
+            id: row.try_get(0)?,
+            seq: row.try_get(1)?,
+            turn_index: row.try_get(2)?,
+        };
+        let turn = load_messages(
+            tx,
+            session,
+            Range::Turns(stored.turn_index, stored.turn_index),
+        )?;
+        let same = turn
+            .iter()
+            .find(|m| m.id == stored.id)
+            .is_some_and(|m| m.role == message.role && m.parts == message.parts);
+        if !same {
+            return Err(conflict(key, "already names a message with other content"));
+        }
+        replayed.push(stored);
+    }
+    Ok(replayed)
 }
 
 /// Deletes the session's reverts (and, by cascade, the rows they hold).
