@@ -736,3 +736,100 @@ fn real_transcripts_import_the_same_on_every_backend() -> Result<()> {
     all_equal(&results);
     Ok(())
 }
+
+#[test]
+fn second_release_parts_model_and_idempotent_appends_behave_the_same_on_every_backend() -> Result<()>
+{
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = store.create_session()?;
+        let source = json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="});
+        let user = NewMessage::new(
+            Role::User,
+            vec![
+                Part::Text {
+                    text: "look".into(),
+                    provider_metadata: None,
+                },
+                Part::Image {
+                    source: source.clone(),
+                    title: None,
+                    provider_metadata: None,
+                },
+                Part::Document {
+                    source: json!({"type": "text", "data": "doc"}),
+                    title: Some("notes".into()),
+                    provider_metadata: Some(json!({"cache_control": {"type": "ephemeral"}})),
+                },
+            ],
+        )
+        .at(t(1))
+        .with_idempotency_key("k1");
+        let assistant = NewMessage::assistant(vec![
+            Part::ServerToolUse {
+                id: "srvtoolu_1".into(),
+                name: "web_search".into(),
+                input: json!({"query": "rust"}),
+                provider_metadata: None,
+            },
+            Part::ServerToolResult {
+                tool_use_id: "srvtoolu_1".into(),
+                block: json!({"type": "web_search_tool_result", "content": []}),
+                provider_metadata: None,
+            },
+            Part::Opaque {
+                block: json!({"type": "mystery", "x": 1}),
+                provider_metadata: None,
+            },
+            Part::tool_use("call_1", "read", json!({"path": "a"})),
+        ])
+        .by_model("claude-test")
+        .at(t(1))
+        .with_idempotency_key("k2");
+        let result = NewMessage::tool(vec![Part::ToolResult {
+            tool_use_id: "call_1".into(),
+            content: "ok".into(),
+            is_error: false,
+            blocks: Some(json!([{"type": "text", "text": "ok"}])),
+            provider_metadata: None,
+        }])
+        .at(t(1));
+        let batch = vec![user, assistant, result];
+        let first = store.append_batch(&session, batch.clone())?;
+        // A retry of the keyed prefix gets the stored messages back and writes nothing.
+        let again = store.append_batch(&session, batch[..2].to_vec())?;
+        ensure!(again == first[..2], "{again:?} != {first:?}");
+        let conflict = store.append_batch(
+            &session,
+            vec![NewMessage::user("other")
+                .at(t(2))
+                .with_idempotency_key("k1")],
+        );
+        ensure!(
+            matches!(conflict, Err(Error::IdempotencyConflict { .. })),
+            "{conflict:?}"
+        );
+        let messages = store.messages(&session)?;
+        ensure!(messages.len() == 3, "{}", messages.len());
+        ensure!(messages[1].model.as_deref() == Some("claude-test"));
+        let overview = store
+            .session_overviews()?
+            .into_iter()
+            .find(|o| o.id == session)
+            .context("overview")?;
+        ensure!(overview.messages == 3, "{overview:?}");
+        let count = b.count(&format!(
+            "SELECT message_count FROM sessions WHERE id = '{}'",
+            session.as_str()
+        ));
+        ensure!(count == 3, "message_count {count}");
+        // A revert and its undo keep the model.
+        store.revert_to_turn(&session, 0)?;
+        store.undo_revert(&session)?;
+        let back = store.messages(&session)?;
+        ensure!(back[1].model.as_deref() == Some("claude-test"));
+        Ok(shape(&back))
+    })?;
+    all_equal(&results);
+    Ok(())
+}

@@ -65,7 +65,7 @@ impl PgStore {
     pub(crate) fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
         self.read(|tx| {
             let rows = tx.query(
-                "SELECT s.id, s.created_at, s.updated_at,
+                "SELECT s.id, s.created_at, s.updated_at, s.title,
                         COUNT(m.id),
                         COUNT(DISTINCT m.turn_index),
                         COUNT(DISTINCT CASE WHEN m.compacted <> 0 THEN m.turn_index END)
@@ -87,11 +87,10 @@ impl PgStore {
                     id: SessionId::new(row.try_get::<_, String>(0)?),
                     created_at: time(1)?,
                     updated_at: time(2)?,
-                    // `sessions.title` arrives with migration V7, not yet in this dialect.
-                    title: None,
-                    messages: row.try_get(3)?,
-                    turns: row.try_get(4)?,
-                    compacted_turns: row.try_get(5)?,
+                    title: row.try_get(3)?,
+                    messages: row.try_get(4)?,
+                    turns: row.try_get(5)?,
+                    compacted_turns: row.try_get(6)?,
                     pending: Vec::new(),
                 });
             }

@@ -8,8 +8,8 @@ use super::Tx;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::apply::apply;
-use super::rows::part_from_row;
 use super::read::session_ids;
+use super::rows::part_from_row;
 use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
 use crate::history::mend::plan_mend;

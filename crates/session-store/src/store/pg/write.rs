@@ -172,7 +172,11 @@ pub(crate) fn append_in(
 /// were stored (as `store/idempotency.rs` decides it): [`Error::IdempotencyConflict`] when a
 /// stored key names a message with other content, when a replayed message follows a new one,
 /// or when one key appears twice in the batch.
-fn replayed(tx: &mut Tx<'_>, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+fn replayed(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    messages: &[NewMessage],
+) -> Result<Vec<Appended>> {
     if messages.iter().all(|m| m.idempotency_key.is_none()) {
         return Ok(Vec::new());
     }
