@@ -708,7 +708,7 @@ fn real_transcripts_import_the_same_on_every_backend() -> Result<()> {
             let text = std::fs::read_to_string(file)?;
             let imported =
                 session_store::import_transcript(session_store::Format::ClaudeCode, &text)?;
-            let session = b.store.import_session(imported.into_messages())?;
+            let session = b.store.import_session(imported.clone().into_messages())?;
             let report = b
                 .store
                 .check(std::slice::from_ref(&session), &RepairOptions::default())?;
@@ -725,10 +725,27 @@ fn real_transcripts_import_the_same_on_every_backend() -> Result<()> {
                 &ExportOptions::default(),
             )?;
             ensure!(check_anthropic(&body).is_empty());
+            // The whole import (title, compactions, child sessions) in one transaction.
+            let tree = b.store.import(&imported)?;
+            let messages = b.store.messages(&tree.session)?;
+            let overview = b
+                .store
+                .session_overviews()?
+                .into_iter()
+                .find(|o| o.id == tree.session)
+                .context("overview of the import")?;
+            let whole = (
+                tree.children.len(),
+                overview.title,
+                overview.messages,
+                overview.compacted_turns,
+                messages.iter().filter(|m| m.compacted).count(),
+            );
             out.push((
                 shape(&b.store.messages(&session)?),
                 b.store.pending_tool_uses(&session)?,
                 body,
+                whole,
             ));
         }
         Ok(out)

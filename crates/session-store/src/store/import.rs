@@ -72,6 +72,9 @@ impl Store {
     /// stays NULL: it is not a fork). A compaction that would not cut at a turn start is
     /// left out (the importers never make one).
     pub fn import(&self, imported: &Imported) -> Result<ImportedSessions> {
+        if let Some(pg) = self.postgres() {
+            return pg.import_tree(imported);
+        }
         self.write(|tx| {
             let mut children = Vec::new();
             let session = import_in(tx, imported, None, &mut children)?;

@@ -11,7 +11,11 @@ use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
 use crate::history::turns::next_turn_index;
+use serde_json::Value;
+
+use crate::import::Imported;
 use crate::model::{Appended, NewMessage, Part, Role, SessionId};
+use crate::store::ImportedSessions;
 use crate::store::{format_time, now};
 
 impl PgStore {
@@ -355,4 +359,122 @@ fn used_tool_use_ids(
         .filter(|id| taken.contains(*id))
         .map(str::to_owned)
         .collect())
+}
+
+impl PgStore {
+    /// [`crate::Store::import`] on PostgreSQL: the same rows as `store/import.rs` writes, in
+    /// one transaction.
+    pub(crate) fn import_tree(&self, imported: &Imported) -> Result<ImportedSessions> {
+        self.write(|tx| {
+            let mut children = Vec::new();
+            let session = import_in(tx, imported, None, &mut children)?;
+            Ok(ImportedSessions { session, children })
+        })
+    }
+}
+
+fn import_in(
+    tx: &mut Tx<'_>,
+    imported: &Imported,
+    parent: Option<&SessionId>,
+    children: &mut Vec<SessionId>,
+) -> Result<SessionId> {
+    let id = SessionId::random();
+    let created = format_time(now());
+    tx.execute(
+        "INSERT INTO sessions (id, created_at, updated_at, title, parent_id) VALUES ($1, $2, $2, $3, $4)",
+        &[
+            &id.as_str(),
+            &created,
+            &imported.title,
+            &parent.map(SessionId::as_str),
+        ],
+    )?;
+    lock_session(tx, &id)?;
+    let messages: Vec<NewMessage> = imported
+        .system
+        .iter()
+        .chain(&imported.messages)
+        .cloned()
+        .collect();
+    let appended = append_in(tx, &id, &messages)?;
+    let offset = usize::from(imported.system.is_some());
+    let mut compacted_from = 0;
+    for compaction in &imported.compactions {
+        let index = offset + compaction.at;
+        let (Some(cut), Some(before)) = (
+            appended.get(index),
+            index.checked_sub(1).and_then(|i| appended.get(i)),
+        ) else {
+            continue;
+        };
+        let opens_turn = messages[index].role == Role::User && cut.turn_index > before.turn_index;
+        if !opens_turn || cut.turn_index < 1 || cut.turn_index <= compacted_from {
+            continue;
+        }
+        tx.execute(
+            "UPDATE messages SET compacted = 1 WHERE session_id = $1 AND seq < $2 AND compacted = 0",
+            &[&id.as_str(), &cut.seq],
+        )?;
+        tx.execute(
+            "INSERT INTO summaries
+                (session_id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at)
+             VALUES ($1, 0, $2, $3, $4, $5, $6)",
+            &[
+                &id.as_str(),
+                &(cut.turn_index - 1),
+                &compacted_from,
+                &before.seq,
+                &compaction.summary,
+                &created,
+            ],
+        )?;
+        compacted_from = cut.turn_index;
+    }
+    for child in &imported.children {
+        let child_id = import_in(tx, &child.imported, Some(&id), children)?;
+        if let Some(call) = &child.spawned_by {
+            link_call(tx, &id, call, &child_id)?;
+        }
+        children.push(child_id);
+    }
+    Ok(id)
+}
+
+/// Records the child session on the call that spawned it (`session_store.child_session` in
+/// the call's provider metadata), as SQLite's `json_set` does.
+fn link_call(tx: &mut Tx<'_>, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+    let rows = tx.query(
+        "SELECT p.id, p.provider_metadata FROM parts p JOIN messages m ON m.id = p.message_id
+         WHERE m.session_id = $1 AND p.kind = 'tool_use' AND p.tool_use_id = $2",
+        &[&session.as_str(), &call],
+    )?;
+    for row in &rows {
+        let part: i64 = row.try_get(0)?;
+        let raw: Option<String> = row.try_get(1)?;
+        let mut metadata = raw
+            .as_deref()
+            .and_then(|raw| serde_json::from_str::<Value>(raw).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        if let Some(object) = metadata.as_object_mut() {
+            let entry = object
+                .entry("session_store")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if !entry.is_object() {
+                *entry = Value::Object(Default::default());
+            }
+            if let Some(inner) = entry.as_object_mut() {
+                inner.insert(
+                    "child_session".to_owned(),
+                    Value::String(child.as_str().to_owned()),
+                );
+            }
+        }
+        tx.execute(
+            "UPDATE parts SET provider_metadata = $2 WHERE id = $1",
+            &[&part, &serde_json::to_string(&metadata)?],
+        )?;
+    }
+    Ok(())
 }
