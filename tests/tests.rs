@@ -1,10 +1,12 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod backends;
 mod broken_db;
 mod cli;
 mod compaction;
 mod compaction_kill;
+mod conformance;
 mod contention;
 mod corrupt_file;
 mod crash;
@@ -23,6 +25,8 @@ mod lossless;
 mod manage_cli;
 mod migration_kill;
 mod pages;
+mod postgres;
+mod postgres_cli;
 mod prompt_cache;
 mod provider_transcripts;
 mod read_only;

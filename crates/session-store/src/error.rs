@@ -153,8 +153,25 @@ pub enum Error {
         /// What SQLite's check reported first.
         detail: String,
     },
-    /// The storage engine underneath failed (SQLite, the connection pool, a migration);
-    /// ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what kind.
+    /// A copied session did not read back from the destination as it was in the source.
+    #[error("copy of session {session} does not read back the same: {detail}")]
+    CopyMismatch {
+        /// The session.
+        session: SessionId,
+        /// What differs.
+        detail: String,
+    },
+    /// An operation this backend does not have (e.g. a file backup of a PostgreSQL store).
+    #[error("{operation} is not supported on a {backend} store")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// `sqlite` or `postgres`.
+        backend: &'static str,
+    },
+    /// The storage engine underneath failed (SQLite, PostgreSQL, the connection pool, a
+    /// migration); ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what
+    /// kind.
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// A JSON value could not be encoded.
@@ -173,7 +190,7 @@ impl Error {
                 code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             )
-        })
+        }) || self.postgres_code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE)
     }
 
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
@@ -184,6 +201,7 @@ impl Error {
     /// True when the database cannot be written (read-only file or connection).
     pub fn is_read_only(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
+            || self.postgres_code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
     }
 
     /// The refusal, when the error is a refused append.
@@ -205,6 +223,14 @@ impl Error {
             _ => None,
         }
     }
+
+    /// PostgreSQL's SQLSTATE, when the error is PostgreSQL's.
+    fn postgres_code(&self) -> Option<&postgres::error::SqlState> {
+        match self {
+            Error::Storage(StorageError(Engine::Postgres(e))) => e.code(),
+            _ => None,
+        }
+    }
 }
 
 /// A failure of the storage engine underneath the store. Opaque on purpose, so that no
@@ -220,6 +246,8 @@ enum Engine {
     Sqlite(#[source] rusqlite::Error),
     #[error("connection pool")]
     Pool(#[source] r2d2::Error),
+    #[error("postgres")]
+    Postgres(#[source] postgres::Error),
     #[error("migration")]
     Migration(#[source] refinery::Error),
 }
@@ -227,6 +255,12 @@ enum Engine {
 impl From<rusqlite::Error> for Error {
     fn from(error: rusqlite::Error) -> Self {
         Error::Storage(StorageError(Engine::Sqlite(error)))
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(error: postgres::Error) -> Self {
+        Error::Storage(StorageError(Engine::Postgres(error)))
     }
 }
 

@@ -62,6 +62,7 @@ pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
     ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,
 };
+pub use store::{is_database_url, redact_database_url, CopyReport};
 pub use store::{
     Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
     SessionUsage, SizeReport, TokenTotals, TurnUsage,
@@ -70,8 +71,8 @@ pub use store::{
 // Health: the contract's rules over stored sessions, and store-repair's mend.
 pub use history::rules::{check_session, CheckOptions, HealthRule, Problem, UnknownRule};
 pub use store::repair::{
-    backup_database, default_backup_path, inspect_database_file, CheckReport, DatabaseFile,
-    LoggedChange, RepairOptions, SessionRepair,
+    backup_database, default_backup_path, inspect_database_file, inspect_database_url, CheckReport,
+    DatabaseFile, LoggedChange, RepairOptions, SessionRepair,
 };
 
 // Provider requests: the defensive loader, renderers and the providers' contracts.

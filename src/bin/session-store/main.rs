@@ -14,6 +14,7 @@ use session_store::Provider;
 
 mod cancel;
 mod compact;
+mod copy;
 mod delete;
 mod export;
 mod fork;
@@ -133,6 +134,22 @@ enum Command {
             default_value = "cancelled with session-store cancel"
         )]
         reason: String,
+    },
+    /// Copy sessions, every row of each, from one database to another, either backend
+    /// (a file or a postgres:// URL), and verify each copy read back; prints a line per table.
+    ///
+    /// Each session is written in one transaction of the destination; a session the
+    /// destination already has is refused before anything of it is written.
+    Copy {
+        /// The source database (path or postgres:// URL; must exist).
+        #[arg(long, value_name = "DB")]
+        from: PathBuf,
+        /// The destination database (path or postgres:// URL; created and migrated if new).
+        #[arg(long, value_name = "DB")]
+        to: PathBuf,
+        /// Copy only this session (repeatable; id or unique prefix); every session when absent.
+        #[arg(long = "session", value_name = "ID")]
+        sessions: Vec<String>,
     },
     /// A new session holding the turns of SESSION before turn N; prints its id.
     Fork {
@@ -354,6 +371,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             &mut out,
         )?,
+        Command::Copy { from, to, sessions } => copy::run(&from, &to, &sessions, &mut out)?,
     }
     out.flush()?;
     Ok(())

@@ -24,17 +24,23 @@ pub fn path(db: &Option<PathBuf>) -> anyhow::Result<&Path> {
 /// every open); a missing file is an error, not a new empty database.
 pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
     let path = path(db)?;
-    if !path.exists() {
+    // A PostgreSQL URL names a database, not a file; the library connects to it.
+    if !session_store::is_database_url(&path.to_string_lossy()) && !path.exists() {
         bail!("no database at {}", path.display());
     }
-    tracing::info!(db = %path.display(), "opening");
-    Store::open(path).with_context(|| format!("cannot open {}", path.display()))
+    tracing::info!(db = %shown(path), "opening");
+    Store::open(path).with_context(|| format!("cannot open {}", shown(path)))
 }
 
 /// Opens the database, creating it when it does not exist yet.
 pub fn or_create(path: &Path) -> anyhow::Result<Store> {
-    tracing::info!(db = %path.display(), "opening (created if missing)");
-    Store::open(path).with_context(|| format!("cannot open {}", path.display()))
+    tracing::info!(db = %shown(path), "opening (created if missing)");
+    Store::open(path).with_context(|| format!("cannot open {}", shown(path)))
+}
+
+/// The database as a person may see it: a file's path, or a URL without its password.
+pub fn shown(path: &Path) -> String {
+    session_store::redact_database_url(&path.to_string_lossy())
 }
 
 /// The session with this id, or the one session whose id starts with it (8 characters or

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod args;
+mod postgres;
 mod report;
 mod run;
 #[path = "../session-store/terminal.rs"]

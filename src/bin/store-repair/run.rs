@@ -58,6 +58,9 @@ pub struct Plan {
 const PROGRESS_THRESHOLD: usize = 50;
 
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
+    if session_store::is_database_url(&args.db.to_string_lossy()) {
+        return crate::postgres::run(args);
+    }
     let db = &args.db;
     let file = inspect_database_file(db)
         .with_context(|| format!("refusing {}; nothing was changed", db.display()))?;
@@ -170,7 +173,7 @@ fn unreadable(found: &[Problem]) -> bool {
 /// Checks the sessions named (every session when none is) one at a time, with a progress
 /// bar on a big database. Each session is read in its own snapshot; the mend re-checks each
 /// broken one under its write lock anyway.
-fn check(
+pub(crate) fn check(
     store: &Store,
     named: &[SessionId],
     options: &RepairOptions,
@@ -208,7 +211,7 @@ fn check(
 }
 
 /// A bar on stderr, only when stderr is a terminal and the run is long enough to need one.
-fn progress(what: &str, len: usize) -> ProgressBar {
+pub(crate) fn progress(what: &str, len: usize) -> ProgressBar {
     if len < PROGRESS_THRESHOLD || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }

@@ -118,6 +118,9 @@ impl Store {
                 session: session.clone(),
             });
         }
+        if let Some(pg) = self.postgres() {
+            return pg.compact(session, min_keep_tail, summary);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             compact_in(tx, session, min_keep_tail, summary)
@@ -127,6 +130,9 @@ impl Store {
     /// The history to send to the provider now: the latest summary, then every message that
     /// is not compacted, in `seq` order, from one snapshot and with no truncation.
     pub fn provider_history(&self, session: &SessionId) -> Result<ProviderHistory> {
+        if let Some(pg) = self.postgres() {
+            return pg.provider_history(session);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             provider_history_in(conn, session)
@@ -136,6 +142,9 @@ impl Store {
     /// Every summary of the session, oldest first, each with the turns it covers. Summaries
     /// set aside by a revert that can still be undone are not listed.
     pub fn summaries(&self, session: &SessionId) -> Result<Vec<Summary>> {
+        if let Some(pg) = self.postgres() {
+            return pg.summaries(session);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             let mut stmt = conn.prepare_cached(ALL_SUMMARIES)?;

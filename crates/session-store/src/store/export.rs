@@ -56,6 +56,13 @@ const CLEAR_THINKING: &str = "
     UPDATE sessions
     SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
     WHERE id = ?1";
+const PG_SET_LATCHED: &str =
+    "UPDATE sessions SET thinking_latched = 1, thinking_stripped_through = $2 WHERE id = $1";
+const PG_RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = $2 WHERE id = $1";
+const PG_CLEAR_THINKING: &str = "
+    UPDATE sessions
+    SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
+    WHERE id = $1";
 
 impl Store {
     /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
@@ -107,11 +114,14 @@ impl Store {
         options: &ExportOptions,
         digests: bool,
     ) -> Result<Request> {
-        let ((summary, messages), state) = self.read(|conn| {
-            require_session(conn, session)?;
-            let history = provider_messages(conn, session)?;
-            Ok((history, thinking_state(conn, session)?))
-        })?;
+        let ((summary, messages), state) = match self.postgres() {
+            Some(pg) => pg.export_inputs(session)?,
+            None => self.read(|conn| {
+                require_session(conn, session)?;
+                let history = provider_messages(conn, session)?;
+                Ok((history, thinking_state(conn, session)?))
+            })?,
+        };
         let build = if digests {
             build_request
         } else {
@@ -129,11 +139,15 @@ impl Store {
         let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
         if fired && options.persist_latch {
             let through = request.retention.fired_through.or(state.stripped_through);
-            self.write(|tx| {
-                tx.prepare_cached(SET_LATCHED)?
-                    .execute(params![session.as_str(), through])?;
-                Ok(())
-            })?;
+            if let Some(pg) = self.postgres() {
+                pg.set_latched(session, PG_SET_LATCHED, through)?;
+            } else {
+                self.write(|tx| {
+                    tx.prepare_cached(SET_LATCHED)?
+                        .execute(params![session.as_str(), through])?;
+                    Ok(())
+                })?;
+            }
         }
         if !request.violations.is_empty() {
             tracing::warn!(
@@ -148,11 +162,17 @@ impl Store {
 
     /// The session's thinking retention state (latch and last completion).
     pub fn thinking_state(&self, session: &SessionId) -> Result<ThinkingState> {
+        if let Some(pg) = self.postgres() {
+            return pg.thinking_state(session);
+        }
         self.read(|conn| thinking_state(conn, session))
     }
 
     /// Records that an assistant response was completed at `at` (the idle clock starts here).
     pub fn record_completion(&self, session: &SessionId, at: DateTime<Utc>) -> Result<()> {
+        if let Some(pg) = self.postgres() {
+            return pg.update_session(session, PG_RECORD_COMPLETION, Some(&format_time(at)));
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             tx.prepare_cached(RECORD_COMPLETION)?
@@ -164,6 +184,9 @@ impl Store {
     /// Resets the session's thinking state: latch off, no completion recorded. Call it when
     /// the session is cleared.
     pub fn clear_thinking_state(&self, session: &SessionId) -> Result<()> {
+        if let Some(pg) = self.postgres() {
+            return pg.update_session(session, PG_CLEAR_THINKING, None);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             tx.prepare_cached(CLEAR_THINKING)?

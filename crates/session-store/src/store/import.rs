@@ -19,6 +19,9 @@ impl Store {
     /// Pairs with the importers in [`crate::import_transcript`], whose output it accepts as is:
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
+        if let Some(pg) = self.postgres() {
+            return pg.import_session(&messages);
+        }
         let id = SessionId::random();
         self.write(|tx| {
             tx.prepare_cached(INSERT_SESSION)?
@@ -69,6 +72,9 @@ impl Store {
     /// stays NULL: it is not a fork). A compaction that would not cut at a turn start is
     /// left out (the importers never make one).
     pub fn import(&self, imported: &Imported) -> Result<ImportedSessions> {
+        if let Some(pg) = self.postgres() {
+            return pg.import_tree(imported);
+        }
         self.write(|tx| {
             let mut children = Vec::new();
             let session = import_in(tx, imported, None, &mut children)?;

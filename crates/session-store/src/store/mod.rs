@@ -18,11 +18,13 @@ use crate::error::{Error, Result};
 
 mod apply;
 mod compaction;
+mod copy;
 pub mod file;
 mod fork;
 mod idempotency;
 mod import;
 mod overview;
+mod pg;
 mod read;
 pub mod repair;
 mod retention;
@@ -36,6 +38,7 @@ mod views;
 mod write;
 
 pub use compaction::CompactionOutcome;
+pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
 pub use import::ImportedSessions;
 pub use overview::SessionOverview;
@@ -47,12 +50,14 @@ mod export;
 pub use export::ExportOptions;
 
 pub use file::PathProblem;
+pub use pg::{is_url as is_database_url, redact as redact_database_url};
 pub use schema::{latest_schema_version, schema_version};
 
 /// How a [`Store`] opens its file.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// How long a connection waits for another's write lock before `SQLITE_BUSY`.
+    /// How long a connection waits for another's write lock before `SQLITE_BUSY` (on
+    /// PostgreSQL: for a session's row lock, as `lock_timeout`, and for a connection).
     pub busy_timeout: Duration,
     /// The most connections the pool opens at once.
     pub max_connections: u32,
@@ -63,6 +68,7 @@ pub struct StoreOptions {
     /// of the pool: a write that needs more fails with a typed error (`Error::is_full`) and
     /// leaves nothing behind, as on a full disk. `None` keeps SQLite's own limit. A quota,
     /// and the way the disk-full tests reach the store's connections.
+    /// Ignored on PostgreSQL (quotas are the server's).
     pub max_page_count: Option<u64>,
 }
 
@@ -90,13 +96,24 @@ pub struct ConnectionSettings {
     pub busy_timeout_ms: u64,
 }
 
-/// A session database: one SQLite file, migrated to the current schema, behind a pool.
+/// A session database: one SQLite file, or a PostgreSQL database named by a `postgres://`
+/// URL, migrated to the current schema, behind a pool.
 ///
 /// `Store` is `Send + Sync` and cheap to clone; clones share the pool.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: Pool<SqliteConnectionManager>,
-    path: PathBuf,
+    backend: Backend,
+}
+
+/// Which database a [`Store`] speaks to. Each public operation asks [`Store::postgres`]
+/// first and runs `store/pg/` there; everything else in `store/` is the SQLite half.
+#[derive(Clone, Debug)]
+enum Backend {
+    Sqlite {
+        pool: Pool<SqliteConnectionManager>,
+        path: PathBuf,
+    },
+    Postgres(pg::PgStore),
 }
 
 impl Store {
@@ -109,12 +126,20 @@ impl Store {
     /// anything is written to it. A new database is created and migrated under a temporary
     /// name and then put in place, so a failure (a full disk) leaves no file behind. Errors
     /// come back at once with their cause, never after the pool's connection timeout.
+    ///
+    /// A `postgres://` or `postgresql://` URL opens that PostgreSQL database instead (the
+    /// same tables, migrated with the PostgreSQL dialect of the same history).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, &StoreOptions::default())
     }
 
     /// [`Store::open`] with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
+        if let Some(url) = path.as_ref().to_str().filter(|p| pg::is_url(p)) {
+            return Ok(Self {
+                backend: Backend::Postgres(pg::PgStore::open(url, options)?),
+            });
+        }
         let path = path.as_ref().to_path_buf();
         let usage = if options.read_only {
             file::Use::Existing
@@ -149,17 +174,48 @@ impl Store {
             .test_on_check_out(false)
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
-        Ok(Self { pool, path })
+        Ok(Self {
+            backend: Backend::Sqlite { pool, path },
+        })
     }
 
-    /// The database file.
+    /// The database file; for a PostgreSQL store, its URL without the password.
     pub fn path(&self) -> &Path {
-        &self.path
+        match &self.backend {
+            Backend::Sqlite { path, .. } => path,
+            Backend::Postgres(pg) => Path::new(pg.shown()),
+        }
+    }
+
+    /// True when this store is a PostgreSQL database (opened on a `postgres://` URL).
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// The PostgreSQL half, when this store is one: each public operation asks first.
+    fn postgres(&self) -> Option<&pg::PgStore> {
+        match &self.backend {
+            Backend::Postgres(pg) => Some(pg),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
+    /// The SQLite pool; a PostgreSQL store has none ([`Error::Unsupported`]).
+    fn sqlite_pool(&self) -> Result<&Pool<SqliteConnectionManager>> {
+        match &self.backend {
+            Backend::Sqlite { pool, .. } => Ok(pool),
+            // The operations not built for PostgreSQL yet end here.
+            Backend::Postgres(_) => Err(Error::Unsupported {
+                operation: "this operation (fork, lineage, prune, search, the usage and size \
+                            reports are SQLite-only so far)",
+                backend: "postgres",
+            }),
+        }
     }
 
     /// The settings a pooled connection runs with, read back from SQLite.
     pub fn connection_settings(&self) -> Result<ConnectionSettings> {
-        let conn = self.pool.get()?;
+        let conn = self.sqlite_pool()?.get()?;
         let pragma = |name: &str| -> Result<String> {
             Ok(
                 conn.query_row(&format!("SELECT * FROM pragma_{name}"), [], |row| {
@@ -184,7 +240,7 @@ impl Store {
     /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
     /// leaves no trace.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.pool.get()?;
+        let mut conn = self.sqlite_pool()?.get()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = f(&tx)?;
         tx.commit()?;
@@ -193,7 +249,7 @@ impl Store {
 
     /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let mut conn = self.pool.get()?;
+        let mut conn = self.sqlite_pool()?.get()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
         let value = f(&tx)?;
         tx.finish()?;

@@ -59,11 +59,17 @@ impl Store {
     /// Cost: one aggregate query over the `messages` rows (never the parts), plus the tail
     /// of each session (its last messages) for the pending calls.
     pub fn session_overviews(&self) -> Result<Vec<SessionOverview>> {
+        if let Some(pg) = self.postgres() {
+            return pg.overviews(None);
+        }
         self.read(|conn| overviews(conn, None))
     }
 
     /// One session's [`SessionOverview`], or `None` when it does not exist.
     pub fn session_overview(&self, session: &SessionId) -> Result<Option<SessionOverview>> {
+        if let Some(pg) = self.postgres() {
+            return Ok(pg.overviews(Some(session))?.pop());
+        }
         self.read(|conn| Ok(overviews(conn, Some(session))?.pop()))
     }
 
@@ -71,6 +77,9 @@ impl Store {
     /// comes back alone only if no longer id shares it as a prefix, so callers that accept
     /// a prefix check for an exact match first.
     pub fn sessions_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<SessionId>> {
+        if let Some(pg) = self.postgres() {
+            return pg.sessions_with_prefix(prefix, limit);
+        }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(WITH_PREFIX)?;

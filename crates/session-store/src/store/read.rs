@@ -16,6 +16,9 @@ const LIST_SESSIONS: &str = "
 impl Store {
     /// Every message of the session, in `seq` order, with its parts in ordinal order.
     pub fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
+        if let Some(pg) = self.postgres() {
+            return pg.messages(session);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             load_messages(conn, session, Range::All)
@@ -37,6 +40,9 @@ impl Store {
     }
 
     fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
+        if let Some(pg) = self.postgres() {
+            return pg.list_sessions(only);
+        }
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(LIST_SESSIONS)?;
             let mut rows = stmt.query([only.map(SessionId::as_str)])?;
@@ -76,6 +82,9 @@ impl Store {
 
     /// True when a session with this id exists.
     pub fn has_session(&self, session: &SessionId) -> Result<bool> {
+        if let Some(pg) = self.postgres() {
+            return pg.has_session(session);
+        }
         self.read(|conn| {
             Ok(conn
                 .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?

@@ -117,6 +117,9 @@ fn session_ids(conn: &Connection) -> Result<Vec<SessionId>> {
 impl Store {
     /// The id of every session, in id order.
     pub fn session_ids(&self) -> Result<Vec<SessionId>> {
+        if let Some(pg) = self.postgres() {
+            return pg.session_ids();
+        }
         self.read(session_ids)
     }
 
@@ -124,6 +127,9 @@ impl Store {
     /// when `sessions` is empty, else those named ([`Error::UnknownSession`] for one that
     /// does not exist). All sessions are read from one snapshot.
     pub fn check(&self, sessions: &[SessionId], options: &RepairOptions) -> Result<CheckReport> {
+        if let Some(pg) = self.postgres() {
+            return pg.check(sessions, options);
+        }
         let check_options = options.at(now());
         self.read(|conn| {
             let ids = if sessions.is_empty() {
@@ -161,6 +167,9 @@ impl Store {
         session: &SessionId,
         options: &RepairOptions,
     ) -> Result<SessionRepair> {
+        if let Some(pg) = self.postgres() {
+            return pg.repair_session(session, options, false);
+        }
         let now = now();
         let check_options = options.at(now);
         self.write(|tx| {
@@ -199,4 +208,30 @@ impl Store {
             Ok(repair)
         })
     }
+
+    /// [`Store::repair_session`] rolled back at the end: what the mend would change, with
+    /// nothing written (`store-repair --dry-run` on a PostgreSQL URL). PostgreSQL only: a
+    /// SQLite dry run mends a private copy of the file instead ([`Error::Unsupported`]).
+    pub fn repair_session_rolled_back(
+        &self,
+        session: &SessionId,
+        options: &RepairOptions,
+    ) -> Result<SessionRepair> {
+        match self.postgres() {
+            Some(pg) => pg.repair_session(session, options, true),
+            None => Err(Error::Unsupported {
+                operation: "a rolled-back mend (mend a copy instead)",
+                backend: "sqlite",
+            }),
+        }
+    }
+}
+
+/// [`inspect_database_file`] for a PostgreSQL URL: connects, and refuses a migration history
+/// from a newer build or a foreign one without writing anything.
+pub fn inspect_database_url(url: &str) -> Result<DatabaseFile> {
+    Ok(DatabaseFile {
+        empty: false,
+        pending_migrations: super::pg::schema::pending_at(url)?,
+    })
 }

@@ -122,6 +122,9 @@ impl Store {
     /// deleted, when it does not exist. The freed pages stay in the file until
     /// [`Store::reclaim_space`].
     pub fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
+        if let Some(pg) = self.postgres() {
+            return pg.delete_session(session);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             delete_in(tx, session)
@@ -252,7 +255,7 @@ impl Store {
 
     fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
         let before_bytes = self.bytes_on_disk();
-        let conn = self.pool.get()?;
+        let conn = self.sqlite_pool()?.get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
         let full_vacuum = always_full || mode != 2;
         // FTS5 records a deleted row as a delete marker in a new index segment; the entries

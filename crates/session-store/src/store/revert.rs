@@ -127,6 +127,9 @@ impl Store {
     /// behind a summary of turns that are gone, and the revert is refused with
     /// [`Error::RevertSplitsCompaction`].
     pub fn revert_to_turn(&self, session: &SessionId, turn: i64) -> Result<Reverted> {
+        if let Some(pg) = self.postgres() {
+            return pg.revert_to_turn(session, turn);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             let from_seq: Option<i64> = tx
@@ -179,6 +182,9 @@ impl Store {
     /// Returns `None` when there is nothing to undo: no revert, or an append since (which
     /// deleted the reverted messages for good). Call it again to undo the revert before.
     pub fn undo_revert(&self, session: &SessionId) -> Result<Option<Reverted>> {
+        if let Some(pg) = self.postgres() {
+            return pg.undo_revert(session);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             let latest: Option<(i64, i64)> = tx

@@ -69,6 +69,9 @@ impl Store {
         max_messages: usize,
     ) -> Result<Page> {
         let after_turn = after.map_or(i64::MIN, TurnCursor::last_turn);
+        if let Some(pg) = self.postgres() {
+            return pg.page(session, after_turn, max_messages);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             // One row past the limit tells whether the last turn that starts in the page fits.
@@ -113,6 +116,9 @@ impl Store {
             Bound::Excluded(&n) => n.saturating_sub(1),
             Bound::Unbounded => i64::MAX,
         };
+        if let Some(pg) = self.postgres() {
+            return pg.turns(session, first, last);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             if first > last {
@@ -125,6 +131,9 @@ impl Store {
     /// The messages of the last `k` turns of the session, whole, in `seq` order (all of them
     /// when the session has `k` turns or fewer; none for `k = 0`).
     pub fn last_turns(&self, session: &SessionId, k: usize) -> Result<Vec<Message>> {
+        if let Some(pg) = self.postgres() {
+            return pg.last_turns(session, k);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             let k = i64::try_from(k).unwrap_or(i64::MAX);

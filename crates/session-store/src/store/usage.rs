@@ -132,6 +132,9 @@ impl Store {
     /// The usage row of each message of the session that has one, as `(seq, usage)` in seq
     /// order.
     pub fn message_usage(&self, session: &SessionId) -> Result<Vec<(i64, Usage)>> {
+        if let Some(pg) = self.postgres() {
+            return pg.message_usage(session);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             let mut stmt = conn.prepare_cached(

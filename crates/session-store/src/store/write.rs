@@ -21,6 +21,9 @@ impl Store {
 
     /// Creates a session with the caller's id; [`Error::SessionExists`] if it is taken.
     pub fn create_session_with_id(&self, id: &SessionId) -> Result<()> {
+        if let Some(pg) = self.postgres() {
+            return pg.create_session_with_id(id);
+        }
         self.write(|tx| {
             let now = format_time(now());
             let inserted = tx.execute(
@@ -54,6 +57,9 @@ impl Store {
         session: &SessionId,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
+        if let Some(pg) = self.postgres() {
+            return pg.append_batch(session, &messages);
+        }
         self.write(|tx| append_in(tx, session, &messages))
     }
 
@@ -64,6 +70,9 @@ impl Store {
     /// Call it when a turn is interrupted between storing the assistant message and storing
     /// the results, and on start-up for sessions a crash left pending.
     pub fn cancel_pending(&self, session: &SessionId, reason: &str) -> Result<Vec<String>> {
+        if let Some(pg) = self.postgres() {
+            return pg.cancel_pending(session, reason);
+        }
         self.write(|tx| {
             require_session(tx, session)?;
             let position = tail_of(tx, session)?;
@@ -84,6 +93,9 @@ impl Store {
 
     /// The tool_uses of the session still waiting for a result, in part order.
     pub fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
+        if let Some(pg) = self.postgres() {
+            return pg.pending_tool_uses(session);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             pending_of(conn, session)

@@ -1,0 +1,573 @@
+//! Copying sessions between stores, whatever their backends (`session-store copy --from A
+//! --to B`): every row of each session (the session row with its thinking latch, messages,
+//! parts, summaries, reverts with their moved rows, the repair log) read in one snapshot of
+//! the source and written in one transaction of the destination, row for row. Row ids are
+//! the destination's own; the references between rows follow them. Rows are copied as they
+//! are, healthy or not (a copy is not a mend), and each copied session is verified: its
+//! messages, summaries and per-table row counts read back from the destination equal the
+//! source's, or the copy fails with [`Error::CopyMismatch`].
+
+use std::collections::HashMap;
+
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+use serde::Serialize;
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::model::{Message, SessionId};
+
+/// A column's type in both dialects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// INTEGER / BIGINT.
+    Int,
+    /// TEXT.
+    Text,
+}
+
+/// One value of a copied row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Cell {
+    Null,
+    Int(i64),
+    Text(String),
+}
+
+/// A column whose value is the id of a row of another table (remapped on the way).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reference {
+    pub(crate) column: &'static str,
+    pub(crate) table: &'static str,
+}
+
+/// How one table is copied: its columns (the first is `id`), which of the session's rows
+/// (a `WHERE` clause with the session id as its one parameter, `{p}`), and its references.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Table {
+    pub(crate) name: &'static str,
+    pub(crate) columns: &'static [(&'static str, Kind)],
+    pub(crate) filter: &'static str,
+    pub(crate) references: &'static [Reference],
+    /// The id is the session's own text key, kept as is (only `sessions`).
+    pub(crate) keeps_id: bool,
+    /// The table has no id column at all (`usage`, `reverted_usage`): every column is copied.
+    pub(crate) no_id: bool,
+}
+
+use Kind::{Int, Text};
+
+/// Every table a session's rows live in, parents first.
+pub(crate) const TABLES: &[Table] = &[
+    Table {
+        name: "sessions",
+        columns: &[
+            ("id", Text),
+            ("created_at", Text),
+            ("updated_at", Text),
+            ("thinking_latched", Int),
+            ("last_completion_at", Text),
+            ("parent_id", Text),
+            ("forked_at_turn", Int),
+            ("title", Text),
+            ("thinking_stripped_through", Int),
+        ],
+        filter: "id = {p}",
+        references: &[],
+        keeps_id: true,
+        no_id: false,
+    },
+    Table {
+        name: "messages",
+        columns: &[
+            ("id", Int),
+            ("session_id", Text),
+            ("seq", Int),
+            ("turn_index", Int),
+            ("role", Text),
+            ("compacted", Int),
+            ("created_at", Text),
+            ("model", Text),
+        ],
+        filter: "session_id = {p} ORDER BY seq",
+        references: &[],
+        keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "parts",
+        columns: &[
+            ("id", Int),
+            ("message_id", Int),
+            ("ordinal", Int),
+            ("kind", Text),
+            ("text", Text),
+            ("tool_use_id", Text),
+            ("tool_name", Text),
+            ("input", Text),
+            ("is_error", Int),
+            ("provider_metadata", Text),
+        ],
+        filter: "message_id IN (SELECT id FROM messages WHERE session_id = {p}) ORDER BY id",
+        references: &[Reference {
+            column: "message_id",
+            table: "messages",
+        }],
+        keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "usage",
+        columns: &[
+            ("message_id", Int),
+            ("model", Text),
+            ("input_tokens", Int),
+            ("output_tokens", Int),
+            ("cache_read_tokens", Int),
+            ("cache_write_tokens", Int),
+        ],
+        filter: "message_id IN (SELECT id FROM messages WHERE session_id = {p}) ORDER BY message_id",
+        references: &[Reference {
+            column: "message_id",
+            table: "messages",
+        }],
+        keeps_id: false,
+        no_id: true,
+    },
+    Table {
+        name: "idempotency_keys",
+        columns: &[
+            ("session_id", Text),
+            ("key", Text),
+            ("message_id", Int),
+        ],
+        filter: "session_id = {p} ORDER BY key",
+        references: &[Reference {
+            column: "message_id",
+            table: "messages",
+        }],
+        keeps_id: false,
+        no_id: true,
+    },
+    Table {
+        name: "reverts",
+        columns: &[
+            ("id", Int),
+            ("session_id", Text),
+            ("from_turn", Int),
+            ("from_seq", Int),
+            ("created_at", Text),
+        ],
+        filter: "session_id = {p} ORDER BY id",
+        references: &[],
+        keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "reverted_messages",
+        columns: &[
+            ("id", Int),
+            ("revert_id", Int),
+            ("original_id", Int),
+            ("session_id", Text),
+            ("seq", Int),
+            ("turn_index", Int),
+            ("role", Text),
+            ("compacted", Int),
+            ("created_at", Text),
+            ("model", Text),
+        ],
+        filter: "session_id = {p} ORDER BY id",
+        references: &[Reference {
+            column: "revert_id",
+            table: "reverts",
+        }],
+        keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "reverted_parts",
+        columns: &[
+            ("id", Int),
+            ("reverted_message_id", Int),
+            ("ordinal", Int),
+            ("kind", Text),
+            ("text", Text),
+            ("tool_use_id", Text),
+            ("tool_name", Text),
+            ("input", Text),
+            ("is_error", Int),
+            ("provider_metadata", Text),
+        ],
+        filter: "reverted_message_id IN (SELECT id FROM reverted_messages WHERE session_id = {p}) ORDER BY id",
+        references: &[Reference {
+            column: "reverted_message_id",
+            table: "reverted_messages",
+        }],
+        keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "reverted_usage",
+        columns: &[
+            ("reverted_message_id", Int),
+            ("model", Text),
+            ("input_tokens", Int),
+            ("output_tokens", Int),
+            ("cache_read_tokens", Int),
+            ("cache_write_tokens", Int),
+        ],
+        filter: "reverted_message_id IN (SELECT id FROM reverted_messages WHERE session_id = {p}) ORDER BY reverted_message_id",
+        references: &[Reference {
+            column: "reverted_message_id",
+            table: "reverted_messages",
+        }],
+        keeps_id: false,
+        no_id: true,
+    },
+    Table {
+        name: "summaries",
+        columns: &[
+            ("id", Int),
+            ("session_id", Text),
+            ("first_turn", Int),
+            ("last_turn", Int),
+            ("compacted_from_turn", Int),
+            ("through_seq", Int),
+            ("text", Text),
+            ("created_at", Text),
+            ("reverted_by", Int),
+        ],
+        filter: "session_id = {p} ORDER BY id",
+        references: &[Reference {
+            column: "reverted_by",
+            table: "reverts",
+        }],
+        keeps_id: false,
+        no_id: false,
+    },
+    Table {
+        name: "repair_log",
+        columns: &[
+            ("id", Int),
+            ("session_id", Text),
+            ("rule", Text),
+            ("action", Text),
+            ("message_id", Int),
+            ("part_id", Int),
+            ("before_json", Text),
+            ("after_json", Text),
+            ("repaired_at", Text),
+        ],
+        filter: "session_id = {p} ORDER BY id",
+        references: &[
+            Reference {
+                column: "message_id",
+                table: "messages",
+            },
+            Reference {
+                column: "part_id",
+                table: "parts",
+            },
+        ],
+        keeps_id: false,
+        no_id: false,
+    },
+];
+
+impl Table {
+    /// `SELECT <columns> FROM <table> WHERE <filter>` with `placeholder` for the session id.
+    pub(crate) fn select(&self, placeholder: &str) -> String {
+        let columns: Vec<&str> = self.columns.iter().map(|(name, _)| *name).collect();
+        format!(
+            "SELECT {} FROM {} WHERE {}",
+            columns.join(", "),
+            self.name,
+            self.filter.replace("{p}", placeholder)
+        )
+    }
+
+    /// True when the destination draws a new id for each row (then references follow it).
+    pub(crate) fn generates_id(&self) -> bool {
+        !self.keeps_id && !self.no_id
+    }
+
+    /// The columns an insert names: all but a generated id.
+    pub(crate) fn inserted(&self) -> &'static [(&'static str, Kind)] {
+        if self.keeps_id || self.no_id {
+            self.columns
+        } else {
+            &self.columns[1..]
+        }
+    }
+
+    /// `INSERT INTO <table> (...) VALUES (<placeholders>)`; `placeholder(n)` for the n-th
+    /// (1-based) value.
+    pub(crate) fn insert(&self, placeholder: impl Fn(usize) -> String) -> String {
+        let columns: Vec<&str> = self.inserted().iter().map(|(name, _)| *name).collect();
+        let values: Vec<String> = (1..=columns.len()).map(placeholder).collect();
+        format!(
+            "INSERT INTO {} ({}) VALUES ({})",
+            self.name,
+            columns.join(", "),
+            values.join(", ")
+        )
+    }
+}
+
+/// Every row of one session, table by table in [`TABLES`] order.
+pub(crate) type SessionRows = Vec<Vec<Vec<Cell>>>;
+
+/// Old id to new id, per table.
+#[derive(Default)]
+pub(crate) struct IdMap(HashMap<&'static str, HashMap<i64, i64>>);
+
+impl IdMap {
+    /// The values to insert for `row` of `table`: references followed, generated id dropped.
+    pub(crate) fn values(&self, table: &Table, row: &[Cell]) -> Vec<Cell> {
+        let mut values: Vec<Cell> = row.to_vec();
+        for reference in table.references {
+            let Some(at) = table
+                .columns
+                .iter()
+                .position(|(name, _)| *name == reference.column)
+            else {
+                continue;
+            };
+            if let Cell::Int(old) = values[at] {
+                if let Some(new) = self.0.get(reference.table).and_then(|m| m.get(&old)) {
+                    values[at] = Cell::Int(*new);
+                }
+            }
+        }
+        if table.generates_id() {
+            values.remove(0);
+        }
+        values
+    }
+
+    /// Records that `table`'s row `old` is `new` in the destination.
+    pub(crate) fn record(&mut self, table: &Table, old: &[Cell], new: i64) {
+        if !table.generates_id() {
+            return;
+        }
+        if let Some(Cell::Int(old)) = old.first() {
+            self.0.entry(table.name).or_default().insert(*old, new);
+        }
+    }
+}
+
+/// What [`Store::copy_to`] copied.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CopyReport {
+    /// Sessions copied (and verified).
+    pub sessions: usize,
+    /// Rows copied per table, in the order of the schema.
+    pub rows: Vec<(String, usize)>,
+}
+
+/// A SQLite value as a cell of a column of `kind`: lenient as the readers are (a number in a
+/// text column becomes its text, bytes are read as UTF-8), strict where nothing fits.
+fn sqlite_cell(value: ValueRef<'_>, kind: Kind, table: &'static str, column: &str) -> Result<Cell> {
+    Ok(match (value, kind) {
+        (ValueRef::Null, _) => Cell::Null,
+        (ValueRef::Integer(n), Int) => Cell::Int(n),
+        (ValueRef::Integer(n), Text) => Cell::Text(n.to_string()),
+        (ValueRef::Real(x), Text) => Cell::Text(x.to_string()),
+        (ValueRef::Text(t) | ValueRef::Blob(t), Text) => {
+            Cell::Text(String::from_utf8_lossy(t).into_owned())
+        }
+        (ValueRef::Text(t), Int) => match String::from_utf8_lossy(t).trim().parse::<i64>() {
+            Ok(n) => Cell::Int(n),
+            Err(_) => {
+                return Err(Error::CorruptRow {
+                    table,
+                    row_id: 0,
+                    detail: format!(
+                        "{column} holds {:?}, not an integer",
+                        String::from_utf8_lossy(t)
+                    ),
+                })
+            }
+        },
+        (other, Int) => {
+            return Err(Error::CorruptRow {
+                table,
+                row_id: 0,
+                detail: format!("{column} holds {other:?}, not an integer"),
+            })
+        }
+    })
+}
+
+/// Reads every row of `session` from a SQLite connection (one snapshot: the caller's).
+pub(crate) fn read_sqlite(conn: &Connection, session: &SessionId) -> Result<SessionRows> {
+    let mut all = Vec::with_capacity(TABLES.len());
+    for table in TABLES {
+        let mut stmt = conn.prepare(&table.select("?1"))?;
+        let mut rows = stmt.query([session.as_str()])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let mut cells = Vec::with_capacity(table.columns.len());
+            for (i, (column, kind)) in table.columns.iter().enumerate() {
+                cells.push(sqlite_cell(row.get_ref(i)?, *kind, table.name, column)?);
+            }
+            out.push(cells);
+        }
+        all.push(out);
+    }
+    Ok(all)
+}
+
+/// Writes `rows` (as [`read_sqlite`] or its PostgreSQL twin read them) into a SQLite
+/// connection, in the caller's transaction.
+pub(crate) fn write_sqlite(conn: &Connection, rows: &SessionRows) -> Result<()> {
+    let mut ids = IdMap::default();
+    for (table, table_rows) in TABLES.iter().zip(rows) {
+        let sql = table.insert(|n| format!("?{n}"));
+        let mut stmt = conn.prepare(&sql)?;
+        for row in table_rows {
+            let mut row = row.clone();
+            if let Some(parent) = lineage_parent(table, &mut row) {
+                let present = conn
+                    .query_row(
+                        "SELECT 1 FROM sessions WHERE id = ?1",
+                        [parent.as_str()],
+                        |_| Ok(()),
+                    )
+                    .is_ok();
+                if !present {
+                    forget_parent(&mut row);
+                }
+            }
+            let row = &row;
+            let values: Vec<rusqlite::types::Value> = ids
+                .values(table, row)
+                .into_iter()
+                .map(|cell| match cell {
+                    Cell::Null => rusqlite::types::Value::Null,
+                    Cell::Int(n) => rusqlite::types::Value::Integer(n),
+                    Cell::Text(t) => rusqlite::types::Value::Text(t),
+                })
+                .collect();
+            stmt.execute(rusqlite::params_from_iter(values))?;
+            ids.record(table, row, conn.last_insert_rowid());
+        }
+    }
+    Ok(())
+}
+
+/// Where the `sessions` row's `parent_id` is, and its value, when `row` is a session with a
+/// parent: a fork copied without its parent keeps no lineage (the parent is not there to
+/// point at), while one copied after it does.
+pub(crate) fn lineage_parent(table: &Table, row: &mut [Cell]) -> Option<String> {
+    if table.name != "sessions" {
+        return None;
+    }
+    let at = table
+        .columns
+        .iter()
+        .position(|(name, _)| *name == "parent_id")?;
+    match &row[at] {
+        Cell::Text(parent) => Some(parent.clone()),
+        _ => None,
+    }
+}
+
+/// Clears a `sessions` row's `parent_id` and `forked_at_turn`.
+pub(crate) fn forget_parent(row: &mut [Cell]) {
+    let table = &TABLES[0];
+    for column in ["parent_id", "forked_at_turn"] {
+        if let Some(at) = table.columns.iter().position(|(name, _)| *name == column) {
+            row[at] = Cell::Null;
+        }
+    }
+}
+
+/// A message as it must read back after a copy: everything but its row id.
+fn comparable(messages: Vec<Message>) -> Vec<Message> {
+    messages
+        .into_iter()
+        .map(|message| Message { id: 0, ..message })
+        .collect()
+}
+
+impl Store {
+    /// Every row of `session`, read in one snapshot.
+    fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
+        if let Some(pg) = self.postgres() {
+            return pg.read_session_rows(session);
+        }
+        self.read(|conn| {
+            super::write::require_session(conn, session)?;
+            read_sqlite(conn, session)
+        })
+    }
+
+    /// Writes a session's rows in one transaction; [`Error::SessionExists`] when the
+    /// destination has a session of that id (nothing is written then).
+    fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
+        if self.has_session(session)? {
+            return Err(Error::SessionExists(session.clone()));
+        }
+        if let Some(pg) = self.postgres() {
+            return pg.write_session_rows(rows);
+        }
+        self.write(|tx| write_sqlite(tx, rows))
+    }
+
+    /// Copies `sessions` (every session when empty) into `dest`, each in one transaction of
+    /// `dest`, and verifies each one read back. A session that `dest` already has is refused
+    /// ([`Error::SessionExists`]) before anything of it is written; sessions copied before it
+    /// stay copied.
+    pub fn copy_to(&self, dest: &Store, sessions: &[SessionId]) -> Result<CopyReport> {
+        // Oldest first: a fork comes after the session it was forked from, so its parent is
+        // there to point at when it is written.
+        let ids = if sessions.is_empty() {
+            self.sessions()?.into_iter().map(|s| s.id).collect()
+        } else {
+            sessions.to_vec()
+        };
+        let mut report = CopyReport {
+            sessions: 0,
+            rows: TABLES.iter().map(|t| (t.name.to_owned(), 0)).collect(),
+        };
+        for session in &ids {
+            let rows = self.session_rows(session)?;
+            dest.put_session_rows(session, &rows)?;
+            let back = dest.session_rows(session)?;
+            let mismatch = |detail: String| Error::CopyMismatch {
+                session: session.clone(),
+                detail,
+            };
+            for ((table, ours), theirs) in TABLES.iter().zip(&rows).zip(&back) {
+                if ours.len() != theirs.len() {
+                    return Err(mismatch(format!(
+                        "{}: {} rows copied, {} read back",
+                        table.name,
+                        ours.len(),
+                        theirs.len()
+                    )));
+                }
+            }
+            if comparable(self.messages(session)?) != comparable(dest.messages(session)?) {
+                return Err(mismatch("messages read back differ".to_owned()));
+            }
+            let texts = |store: &Store| -> Result<Vec<(i64, i64, String)>> {
+                Ok(store
+                    .summaries(session)?
+                    .into_iter()
+                    .map(|s| (s.last_turn, s.through_seq, s.text))
+                    .collect())
+            };
+            if texts(self)? != texts(dest)? {
+                return Err(mismatch("summaries read back differ".to_owned()));
+            }
+            for ((_, count), table_rows) in report.rows.iter_mut().zip(&rows) {
+                *count += table_rows.len();
+            }
+            report.sessions += 1;
+        }
+        Ok(report)
+    }
+}

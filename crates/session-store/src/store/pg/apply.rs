@@ -1,0 +1,358 @@
+//! Applying a mend plan on PostgreSQL: `store/apply.rs` with PostgreSQL's placeholders
+//! and `RETURNING id`; the same three steps.
+//!
+//! The original's description:
+//!
+//! [`crate::history::mend`] decides what the session should be; this module writes it in
+//! the caller's transaction, in three steps: messages (seq, turn, role, compacted, new
+//! ones), parts (moves and new ones, renumbered), then part contents with one log row per
+//! change. Compaction summaries follow the messages they cover.
+
+use std::collections::HashMap;
+
+use super::Tx;
+use chrono::{DateTime, Utc};
+
+use super::flag;
+use super::rows::insert_part;
+use crate::error::Result;
+use crate::history::mend::{Action, MendPlan, MessageRef, PartRef};
+use crate::history::rules::HealthRule;
+use crate::model::{Message, Part, SessionId};
+use crate::store::format_time;
+use crate::store::repair::{Loaded, LoggedChange};
+
+/// Temporary `seq` / `ordinal` values while rows are renumbered: `UNIQUE(session_id, seq)`
+/// and `UNIQUE(message_id, ordinal)` hold after every statement, so rows move in two steps.
+const PARKED: i64 = -(1 << 40);
+
+const PARK_MESSAGE: &str = "UPDATE messages SET seq = $2 WHERE id = $1";
+const INSERT_MESSAGE: &str = "
+    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6) RETURNING id";
+const UPDATE_MESSAGE: &str =
+    "UPDATE messages SET seq = $2, turn_index = $3, role = $4, compacted = $5 WHERE id = $1";
+const PARK_PART: &str = "UPDATE parts SET message_id = $2, ordinal = $3 WHERE id = $1";
+const PLACE_PART: &str = "UPDATE parts SET ordinal = $2 WHERE id = $1";
+const RESULT_TO_TEXT: &str =
+    "UPDATE parts SET kind = 'text', text = $2, tool_use_id = NULL, is_error = 0 WHERE id = $1";
+const USE_TO_TEXT: &str = "UPDATE parts SET kind = 'text', text = $2, tool_use_id = NULL, tool_name = NULL, input = NULL WHERE id = $1";
+const RENAME_TOOL_USE_ID: &str = "UPDATE parts SET tool_use_id = $2 WHERE id = $1";
+const INSERT_LOG: &str = "
+    INSERT INTO repair_log (session_id, rule, action, message_id, part_id, before_json, after_json, repaired_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = $2 WHERE id = $1";
+
+/// Writes the plan over the loaded session; the caller owns the transaction.
+pub(crate) fn apply(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    loaded: &Loaded,
+    plan: &MendPlan,
+    now: DateTime<Utc>,
+) -> Result<Vec<LoggedChange>> {
+    let stamp = format_time(now);
+    let original: HashMap<i64, &Message> = loaded.messages.iter().map(|m| (m.id, m)).collect();
+    let mut part_rows: HashMap<PartRef, i64> = HashMap::new();
+    for (message, ids) in loaded.messages.iter().zip(&loaded.part_ids) {
+        for (index, id) in ids.iter().enumerate() {
+            part_rows.insert(
+                PartRef::Existing {
+                    message_id: message.id,
+                    index,
+                },
+                *id,
+            );
+        }
+    }
+    let message_rows = apply_messages(tx, session, &original, plan)?;
+    let final_parts = apply_parts(tx, &original, plan, &message_rows, &mut part_rows)?;
+    let mut logged = apply_changes(
+        tx,
+        session,
+        plan,
+        &message_rows,
+        &part_rows,
+        &final_parts,
+        &stamp,
+    )?;
+    logged.extend(follow_summaries(tx, session, loaded, plan, &stamp)?);
+    tx.execute(TOUCH_SESSION, &[&session.as_str(), &stamp])?;
+    Ok(logged)
+}
+
+/// Messages: parks those whose seq changes, inserts the new ones, then sets the final values.
+/// Returns the row id of every planned message.
+fn apply_messages(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    original: &HashMap<i64, &Message>,
+    plan: &MendPlan,
+) -> Result<HashMap<MessageRef, i64>> {
+    for planned in &plan.messages {
+        if let MessageRef::Existing(id) = planned.origin {
+            if original.get(&id).is_some_and(|m| m.seq != planned.seq) {
+                tx.execute(PARK_MESSAGE, &[&id, &(PARKED - id)])?;
+            }
+        }
+    }
+    let mut message_rows: HashMap<MessageRef, i64> = HashMap::new();
+    for planned in &plan.messages {
+        match planned.origin {
+            MessageRef::New(_) => {
+                let id: i64 = tx
+                    .query_one(
+                        INSERT_MESSAGE,
+                        &[
+                            &session.as_str(),
+                            &planned.seq,
+                            &planned.turn_index,
+                            &planned.role.as_str(),
+                            &flag(planned.compacted),
+                            &format_time(planned.created_at),
+                        ],
+                    )?
+                    .try_get(0)?;
+                message_rows.insert(planned.origin, id);
+            }
+            MessageRef::Existing(id) => {
+                message_rows.insert(planned.origin, id);
+                let Some(before) = original.get(&id) else {
+                    continue;
+                };
+                if before.seq != planned.seq
+                    || before.turn_index != planned.turn_index
+                    || before.role != planned.role
+                    || before.compacted != planned.compacted
+                {
+                    tx.execute(
+                        UPDATE_MESSAGE,
+                        &[
+                            &id,
+                            &planned.seq,
+                            &planned.turn_index,
+                            &planned.role.as_str(),
+                            &flag(planned.compacted),
+                        ],
+                    )?;
+                }
+            }
+        }
+    }
+
+    Ok(message_rows)
+}
+
+/// Parts: a message whose part list changed gets its parts renumbered 0... Every moving
+/// part is parked before any is placed, since a part may leave the message another part
+/// moves into. Returns the final content of every planned part.
+fn apply_parts<'p>(
+    tx: &mut Tx<'_>,
+    original: &HashMap<i64, &Message>,
+    plan: &'p MendPlan,
+    message_rows: &HashMap<MessageRef, i64>,
+    part_rows: &mut HashMap<PartRef, i64>,
+) -> Result<HashMap<PartRef, &'p Part>> {
+    let mut final_parts: HashMap<PartRef, &Part> = HashMap::new();
+    let mut renumbered = Vec::new();
+    for planned in &plan.messages {
+        for part in &planned.parts {
+            final_parts.insert(part.origin, &part.part);
+        }
+        let unchanged = match planned.origin {
+            MessageRef::Existing(id) => {
+                original.get(&id).map(|m| m.parts.len()) == Some(planned.parts.len())
+                    && planned.parts.iter().enumerate().all(|(index, p)| {
+                        p.origin
+                            == PartRef::Existing {
+                                message_id: id,
+                                index,
+                            }
+                    })
+            }
+            MessageRef::New(_) => false,
+        };
+        if unchanged {
+            continue;
+        }
+        let row = message_rows[&planned.origin];
+        for part in &planned.parts {
+            if let Some(&id) = part_rows.get(&part.origin) {
+                tx.execute(PARK_PART, &[&id, &row, &(PARKED - id)])?;
+            }
+        }
+        renumbered.push((row, planned));
+    }
+    for (row, planned) in renumbered {
+        for (ordinal, part) in planned.parts.iter().enumerate() {
+            match part_rows.get(&part.origin) {
+                Some(&id) => {
+                    tx.execute(PLACE_PART, &[&id, &(ordinal as i64)])?;
+                }
+                None => {
+                    let id = insert_part(tx, row, ordinal as i64, &part.part)?;
+                    part_rows.insert(part.origin, id);
+                }
+            }
+        }
+    }
+
+    Ok(final_parts)
+}
+
+/// Part contents, and one log row per change.
+fn apply_changes(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    plan: &MendPlan,
+    message_rows: &HashMap<MessageRef, i64>,
+    part_rows: &HashMap<PartRef, i64>,
+    final_parts: &HashMap<PartRef, &Part>,
+    stamp: &str,
+) -> Result<Vec<LoggedChange>> {
+    let mut logged = Vec::with_capacity(plan.changes.len());
+    for change in &plan.changes {
+        let part_id = change.part.and_then(|p| part_rows.get(&p).copied());
+        let content = change.part.and_then(|p| final_parts.get(&p).copied());
+        match (change.action, part_id, content) {
+            (Action::ResultToText, Some(id), Some(Part::Text { text, .. })) => {
+                tx.execute(RESULT_TO_TEXT, &[&id, &text])?;
+            }
+            (Action::UseToText, Some(id), Some(Part::Text { text, .. })) => {
+                tx.execute(USE_TO_TEXT, &[&id, &text])?;
+            }
+            (Action::RenameToolUseId, Some(id), Some(part)) => {
+                let new_id = part.tool_use_id();
+                tx.execute(RENAME_TOOL_USE_ID, &[&id, &new_id])?;
+            }
+            _ => {}
+        }
+        let message_id = message_rows.get(&change.message).copied().unwrap_or(0);
+        let before = change
+            .before
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        tx.execute(
+            INSERT_LOG,
+            &[
+                &session.as_str(),
+                &change.rule.as_str(),
+                &change.action.as_str(),
+                &message_id,
+                &part_id,
+                &before,
+                &serde_json::to_string(&change.after)?,
+                &stamp,
+            ],
+        )?;
+        logged.push(LoggedChange {
+            rule: change.rule,
+            action: change.action.as_str(),
+            message_id,
+            part_id,
+            before: change.before.clone(),
+            after: change.after.clone(),
+        });
+    }
+    Ok(logged)
+}
+
+const LIVE_SUMMARIES: &str = "
+    SELECT id, last_turn, through_seq FROM summaries
+    WHERE session_id = $1 AND reverted_by IS NULL ORDER BY id";
+const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = $2, through_seq = $3 WHERE id = $1";
+
+/// Keeps the compaction summaries (migration V2) pointing at the messages they cover: their
+/// `through_seq` follows the seq shift, and when the mend un-compacted the end of the head,
+/// the summary ends where the compacted prefix now ends. `last_turn` follows the recomputed
+/// turn indexes. One log row per summary moved.
+fn follow_summaries(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    loaded: &Loaded,
+    plan: &MendPlan,
+    stamp: &str,
+) -> Result<Vec<LoggedChange>> {
+    let planned_seq: HashMap<i64, i64> = plan
+        .messages
+        .iter()
+        .filter_map(|p| match p.origin {
+            MessageRef::Existing(id) => Some((id, p.seq)),
+            MessageRef::New(_) => None,
+        })
+        .collect();
+    let new_seq: HashMap<i64, i64> = loaded
+        .messages
+        .iter()
+        .filter_map(|m| planned_seq.get(&m.id).map(|&seq| (m.seq, seq)))
+        .collect();
+    let by_seq: HashMap<i64, (i64, i64)> = plan
+        .messages
+        .iter()
+        .filter_map(|p| match p.origin {
+            MessageRef::Existing(id) => Some((p.seq, (id, p.turn_index))),
+            MessageRef::New(_) => None,
+        })
+        .collect();
+    let head_end = plan
+        .messages
+        .iter()
+        .rev()
+        .find(|p| p.compacted)
+        .map(|p| p.seq);
+    let rule_of = |action: Action| {
+        plan.changes
+            .iter()
+            .find(|c| c.action == action)
+            .map(|c| c.rule)
+    };
+    let summaries: Vec<(i64, i64, i64)> = tx
+        .query(LIVE_SUMMARIES, &[&session.as_str()])?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+        .collect::<Result<_>>()?;
+    let mut logged = Vec::new();
+    for (id, last_turn, through_seq) in summaries {
+        let Some(&shifted) = new_seq.get(&through_seq) else {
+            continue;
+        };
+        let (through, rule) = match head_end {
+            Some(end) if shifted > end => (end, rule_of(Action::Uncompact)),
+            _ => (shifted, rule_of(Action::ShiftSeq)),
+        };
+        let Some(&(message_id, turn)) = by_seq.get(&through) else {
+            continue;
+        };
+        if (turn, through) == (last_turn, through_seq) {
+            continue;
+        }
+        tx.execute(MOVE_SUMMARY, &[&id, &turn, &through])?;
+        let before = serde_json::json!({"summary_id": id, "last_turn": last_turn, "through_seq": through_seq});
+        let after =
+            serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
+        let rule = rule.unwrap_or(HealthRule::TurnIndexMismatch);
+        tx.execute(
+            INSERT_LOG,
+            &[
+                &session.as_str(),
+                &rule.as_str(),
+                &"follow_summary",
+                &message_id,
+                &None::<i64>,
+                &serde_json::to_string(&before)?,
+                &serde_json::to_string(&after)?,
+                &stamp,
+            ],
+        )?;
+        logged.push(LoggedChange {
+            rule,
+            action: "follow_summary",
+            message_id,
+            part_id: None,
+            before: Some(before),
+            after,
+        });
+    }
+    Ok(logged)
+}

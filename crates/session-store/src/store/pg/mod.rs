@@ -1,0 +1,281 @@
+//! The PostgreSQL backend: the same operations as the SQLite half of `store/`, over the same
+//! tables (migrations in `migrations-postgres/`), calling the same pure history functions.
+//!
+//! A [`PgStore`] owns an r2d2 pool of `postgres` clients. Every write is one transaction that
+//! first takes the session's row lock (`SELECT ... FROM sessions WHERE id = $1 FOR UPDATE`),
+//! so writers of one session queue on that lock and `seq` never collides, while writers of
+//! different sessions run side by side; the pairing check runs inside that transaction,
+//! after the lock, against what is committed. Every read is one `REPEATABLE READ READ ONLY`
+//! transaction: all its queries see one snapshot, as a SQLite read transaction does.
+//!
+//! `Store` dispatches here when it was opened on a `postgres://` (or `postgresql://`) URL.
+
+use std::time::Duration;
+
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
+use r2d2::Pool;
+use r2d2_postgres::PostgresConnectionManager;
+
+use super::StoreOptions;
+use crate::error::{Error, Result};
+use crate::model::SessionId;
+
+mod apply;
+mod copy;
+mod extra;
+mod ops;
+mod read;
+mod repair;
+mod rows;
+pub(crate) mod schema;
+mod write;
+
+/// True when `location` names a PostgreSQL database (`postgres://` or `postgresql://`)
+/// rather than a file: what [`crate::Store::open`] and the tools' `--db` dispatch on.
+pub fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// A pooled connection with the statements it has prepared, by SQL text: each statement is
+/// parsed once per connection instead of once per call (a round trip saved on every query).
+pub(crate) struct Connection {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+/// r2d2_postgres's manager, with a statement cache beside each client and the store's busy
+/// timeout as the connection's `lock_timeout` (a writer waits that long for a session's row
+/// lock, as a SQLite writer waits for the file's, then fails with `Error::is_busy`).
+#[derive(Debug)]
+pub(crate) struct Manager {
+    inner: PostgresConnectionManager<NoTls>,
+    lock_timeout_ms: u128,
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Connection;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<Connection, postgres::Error> {
+        let mut client = self.inner.connect()?;
+        client.batch_execute(&format!("SET lock_timeout = {}", self.lock_timeout_ms))?;
+        Ok(Connection {
+            client,
+            statements: HashMap::new(),
+        })
+    }
+
+    fn is_valid(&self, conn: &mut Connection) -> Result<(), postgres::Error> {
+        self.inner.is_valid(&mut conn.client)
+    }
+
+    fn has_broken(&self, conn: &mut Connection) -> bool {
+        self.inner.has_broken(&mut conn.client)
+    }
+}
+
+/// A transaction and its connection's statement cache: the same query methods as
+/// `postgres::Transaction`, taking SQL text.
+pub(crate) struct Tx<'a> {
+    tx: Transaction<'a>,
+    statements: &'a mut HashMap<String, Statement>,
+}
+
+type Params<'p> = [&'p (dyn ToSql + Sync)];
+
+impl Tx<'_> {
+    fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.tx.prepare(sql)?;
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Every row `sql` returns.
+    pub(crate) fn query(&mut self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query(&statement, params)?)
+    }
+
+    /// The one row `sql` returns.
+    pub(crate) fn query_one(&mut self, sql: &str, params: &Params<'_>) -> Result<Row> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query_one(&statement, params)?)
+    }
+
+    /// The row `sql` returns, if any.
+    pub(crate) fn query_opt(&mut self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.query_opt(&statement, params)?)
+    }
+
+    /// Runs `sql`; how many rows it changed.
+    pub(crate) fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64> {
+        let statement = self.statement(sql)?;
+        Ok(self.tx.execute(&statement, params)?)
+    }
+}
+
+/// A pooled PostgreSQL store.
+#[derive(Clone)]
+pub(crate) struct PgStore {
+    pool: Pool<Manager>,
+    /// The URL without its password, for messages.
+    shown: String,
+    /// Every transaction starts `READ ONLY`: a write fails (`Error::is_read_only`).
+    read_only: bool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("url", &self.shown).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` and migrates (unless `read_only`, which requires the current schema).
+    pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<Self> {
+        let mut config: postgres::Config = url.parse()?;
+        config.connect_timeout(options.busy_timeout.min(Duration::from_secs(30)));
+        if config.get_application_name().is_none() {
+            config.application_name("session-store");
+        }
+        // One direct connection first: a refused connection (wrong password, no server) fails
+        // here at once with its cause, where the pool would retry until its timeout. It
+        // runs the migrations, then closes.
+        let mut first = config.connect(NoTls)?;
+        if options.read_only {
+            schema::require_current(&mut first)?;
+        } else {
+            schema::migrate(&mut first)?;
+        }
+        drop(first);
+        let manager = Manager {
+            inner: PostgresConnectionManager::new(config, NoTls),
+            lock_timeout_ms: options.busy_timeout.as_millis().max(1),
+        };
+        let pool = Pool::builder()
+            .max_size(options.max_connections.max(1))
+            .min_idle(Some(0))
+            .connection_timeout(options.busy_timeout + Duration::from_secs(5))
+            .build(manager)?;
+        Ok(Self {
+            pool,
+            shown: redact(url),
+            read_only: options.read_only,
+        })
+    }
+
+    /// The URL without its password.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Runs `f` in one read-write transaction and commits if it returns `Ok`. Callers that
+    /// touch a session take its row lock first ([`lock_session`]).
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        self.transaction(false, f)
+    }
+
+    /// [`PgStore::write`], or with `rollback` the same work rolled back at the end.
+    pub(crate) fn transaction<T>(
+        &self,
+        rollback: bool,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let Connection { client, statements } = &mut *conn;
+        let tx = client
+            .build_transaction()
+            .read_only(self.read_only)
+            .start()?;
+        let mut tx = Tx { tx, statements };
+        let value = f(&mut tx)?;
+        if rollback {
+            tx.tx.rollback()?;
+        } else {
+            tx.tx.commit()?;
+        }
+        Ok(value)
+    }
+
+    /// Runs `f` in one `REPEATABLE READ READ ONLY` transaction: one snapshot for all its
+    /// queries.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let Connection { client, statements } = &mut *conn;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let mut tx = Tx { tx, statements };
+        let value = f(&mut tx)?;
+        tx.tx.commit()?;
+        Ok(value)
+    }
+}
+
+/// Takes the session's row lock for the rest of the transaction; [`Error::UnknownSession`]
+/// when there is no such session. Every write to a session's rows starts here, so writers of
+/// one session run one after another and each sees what the previous one committed.
+pub(crate) fn lock_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
+    tx.query_opt(
+        "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+        &[&session.as_str()],
+    )?
+    .map(|_| ())
+    .ok_or_else(|| Error::UnknownSession(session.clone()))
+}
+
+/// Fails with [`Error::UnknownSession`] unless the session exists (reads).
+pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
+    tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
+        .map(|_| ())
+        .ok_or_else(|| Error::UnknownSession(session.clone()))
+}
+
+/// A flag as the schema stores it (BIGINT 0/1, as in SQLite).
+pub(crate) fn flag(value: bool) -> i64 {
+    i64::from(value)
+}
+
+/// A database URL fit to print: `postgres://user:secret@host/db` shown as
+/// `postgres://user@host/db`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("postgres://u:secret@127.0.0.1:5432/db?options=x"),
+            "postgres://u@127.0.0.1:5432/db?options=x"
+        );
+        assert_eq!(redact("postgres://127.0.0.1/db"), "postgres://127.0.0.1/db");
+        assert!(is_url("postgresql://x/y"));
+        assert!(!is_url("/tmp/postgres://x"));
+    }
+}
