@@ -295,6 +295,25 @@ pub enum Part {
     },
 }
 
+/// Matches every variant of [`Part`] for a field they all have, so an accessor names the
+/// kinds once (a new kind that forgets the field fails to compile here).
+macro_rules! every_kind {
+    ($part:expr, $field:ident => $body:expr) => {
+        match $part {
+            Part::Text { $field, .. }
+            | Part::Reasoning { $field, .. }
+            | Part::RedactedReasoning { $field, .. }
+            | Part::ToolUse { $field, .. }
+            | Part::ToolResult { $field, .. }
+            | Part::Image { $field, .. }
+            | Part::Document { $field, .. }
+            | Part::ServerToolUse { $field, .. }
+            | Part::ServerToolResult { $field, .. }
+            | Part::Opaque { $field, .. } => $body,
+        }
+    };
+}
+
 impl Part {
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
@@ -421,74 +440,12 @@ impl Part {
 
     /// The provider metadata, whatever the kind.
     pub fn provider_metadata(&self) -> Option<&Value> {
-        match self {
-            Part::Text {
-                provider_metadata, ..
-            }
-            | Part::Reasoning {
-                provider_metadata, ..
-            }
-            | Part::RedactedReasoning {
-                provider_metadata, ..
-            }
-            | Part::ToolUse {
-                provider_metadata, ..
-            }
-            | Part::ToolResult {
-                provider_metadata, ..
-            }
-            | Part::Image {
-                provider_metadata, ..
-            }
-            | Part::Document {
-                provider_metadata, ..
-            }
-            | Part::ServerToolUse {
-                provider_metadata, ..
-            }
-            | Part::ServerToolResult {
-                provider_metadata, ..
-            }
-            | Part::Opaque {
-                provider_metadata, ..
-            } => provider_metadata.as_ref(),
-        }
+        every_kind!(self, provider_metadata => provider_metadata.as_ref())
     }
 
     /// The provider metadata, whatever the kind, to change it.
     pub fn provider_metadata_mut(&mut self) -> &mut Option<Value> {
-        match self {
-            Part::Text {
-                provider_metadata, ..
-            }
-            | Part::Reasoning {
-                provider_metadata, ..
-            }
-            | Part::RedactedReasoning {
-                provider_metadata, ..
-            }
-            | Part::ToolUse {
-                provider_metadata, ..
-            }
-            | Part::ToolResult {
-                provider_metadata, ..
-            }
-            | Part::Image {
-                provider_metadata, ..
-            }
-            | Part::Document {
-                provider_metadata, ..
-            }
-            | Part::ServerToolUse {
-                provider_metadata, ..
-            }
-            | Part::ServerToolResult {
-                provider_metadata, ..
-            }
-            | Part::Opaque {
-                provider_metadata, ..
-            } => provider_metadata,
-        }
+        every_kind!(self, provider_metadata => provider_metadata)
     }
 
     /// The `tool_use_id` column: a tool_use's own id, or the id a tool_result answers (and

@@ -879,3 +879,95 @@ mod tests {
         }
     }
 }
+
+/// One compaction summary that follows the mend: its last turn and last covered `seq`
+/// before and after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SummaryMove {
+    /// `summaries.id`.
+    pub(crate) id: i64,
+    /// `messages.id` of the message the summary now ends at.
+    pub(crate) message_id: i64,
+    /// `(last_turn, through_seq)` before the mend.
+    pub(crate) before: (i64, i64),
+    /// `(last_turn, through_seq)` after it.
+    pub(crate) after: (i64, i64),
+    /// The rule whose mend moved it.
+    pub(crate) rule: HealthRule,
+}
+
+impl SummaryMove {
+    /// The repair log's before and after values.
+    pub(crate) fn log_values(&self) -> (Value, Value) {
+        let json = |(last_turn, through_seq): (i64, i64)| json!({"summary_id": self.id, "last_turn": last_turn, "through_seq": through_seq});
+        (json(self.before), json(self.after))
+    }
+}
+
+/// Keeps compaction summaries pointing at the messages they cover: `through_seq` follows
+/// the seq shift, and when the mend un-compacted the end of the head, the summary ends where
+/// the compacted prefix now ends; `last_turn` follows the recomputed turn indexes.
+/// `summaries` are `(id, last_turn, through_seq)` of the session's live summaries; both
+/// storage backends write what this returns.
+pub(crate) fn summary_moves(
+    original: &[Message],
+    plan: &MendPlan,
+    summaries: &[(i64, i64, i64)],
+) -> Vec<SummaryMove> {
+    let planned_seq: HashMap<i64, i64> = plan
+        .messages
+        .iter()
+        .filter_map(|p| match p.origin {
+            MessageRef::Existing(id) => Some((id, p.seq)),
+            MessageRef::New(_) => None,
+        })
+        .collect();
+    let new_seq: HashMap<i64, i64> = original
+        .iter()
+        .filter_map(|m| planned_seq.get(&m.id).map(|&seq| (m.seq, seq)))
+        .collect();
+    let by_seq: HashMap<i64, (i64, i64)> = plan
+        .messages
+        .iter()
+        .filter_map(|p| match p.origin {
+            MessageRef::Existing(id) => Some((p.seq, (id, p.turn_index))),
+            MessageRef::New(_) => None,
+        })
+        .collect();
+    let head_end = plan
+        .messages
+        .iter()
+        .rev()
+        .find(|p| p.compacted)
+        .map(|p| p.seq);
+    let rule_of = |action: Action| {
+        plan.changes
+            .iter()
+            .find(|c| c.action == action)
+            .map(|c| c.rule)
+    };
+    let mut moves = Vec::new();
+    for &(id, last_turn, through_seq) in summaries {
+        let Some(&shifted) = new_seq.get(&through_seq) else {
+            continue;
+        };
+        let (through, rule) = match head_end {
+            Some(end) if shifted > end => (end, rule_of(Action::Uncompact)),
+            _ => (shifted, rule_of(Action::ShiftSeq)),
+        };
+        let Some(&(message_id, turn)) = by_seq.get(&through) else {
+            continue;
+        };
+        if (turn, through) == (last_turn, through_seq) {
+            continue;
+        }
+        moves.push(SummaryMove {
+            id,
+            message_id,
+            before: (last_turn, through_seq),
+            after: (turn, through),
+            rule: rule.unwrap_or(HealthRule::TurnIndexMismatch),
+        });
+    }
+    moves
+}

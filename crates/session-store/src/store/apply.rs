@@ -14,8 +14,7 @@ use super::format_time;
 use super::repair::{Loaded, LoggedChange};
 use super::rows::insert_part;
 use crate::error::Result;
-use crate::history::mend::{Action, MendPlan, MessageRef, PartRef};
-use crate::history::rules::HealthRule;
+use crate::history::mend::{summary_moves, Action, MendPlan, MessageRef, PartRef};
 use crate::model::{Message, Part, SessionId};
 
 /// Temporary `seq` / `ordinal` values while rows are renumbered: `UNIQUE(session_id, seq)`
@@ -255,10 +254,8 @@ const LIVE_SUMMARIES: &str = "
     WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id";
 const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = ?2, through_seq = ?3 WHERE id = ?1";
 
-/// Keeps the compaction summaries (migration V2) pointing at the messages they cover: their
-/// `through_seq` follows the seq shift, and when the mend un-compacted the end of the head,
-/// the summary ends where the compacted prefix now ends. `last_turn` follows the recomputed
-/// turn indexes. One log row per summary moved.
+/// Moves the compaction summaries (migration V2) with the messages they cover, as
+/// [`summary_moves`] decides; one log row per summary moved.
 fn follow_summaries(
     conn: &Connection,
     session: &SessionId,
@@ -266,39 +263,6 @@ fn follow_summaries(
     plan: &MendPlan,
     stamp: &str,
 ) -> Result<Vec<LoggedChange>> {
-    let planned_seq: HashMap<i64, i64> = plan
-        .messages
-        .iter()
-        .filter_map(|p| match p.origin {
-            MessageRef::Existing(id) => Some((id, p.seq)),
-            MessageRef::New(_) => None,
-        })
-        .collect();
-    let new_seq: HashMap<i64, i64> = loaded
-        .messages
-        .iter()
-        .filter_map(|m| planned_seq.get(&m.id).map(|&seq| (m.seq, seq)))
-        .collect();
-    let by_seq: HashMap<i64, (i64, i64)> = plan
-        .messages
-        .iter()
-        .filter_map(|p| match p.origin {
-            MessageRef::Existing(id) => Some((p.seq, (id, p.turn_index))),
-            MessageRef::New(_) => None,
-        })
-        .collect();
-    let head_end = plan
-        .messages
-        .iter()
-        .rev()
-        .find(|p| p.compacted)
-        .map(|p| p.seq);
-    let rule_of = |action: Action| {
-        plan.changes
-            .iter()
-            .find(|c| c.action == action)
-            .map(|c| c.rule)
-    };
     let summaries: Vec<(i64, i64, i64)> = conn
         .prepare_cached(LIVE_SUMMARIES)?
         .query_map([session.as_str()], |r| {
@@ -306,40 +270,25 @@ fn follow_summaries(
         })?
         .collect::<rusqlite::Result<_>>()?;
     let mut logged = Vec::new();
-    for (id, last_turn, through_seq) in summaries {
-        let Some(&shifted) = new_seq.get(&through_seq) else {
-            continue;
-        };
-        let (through, rule) = match head_end {
-            Some(end) if shifted > end => (end, rule_of(Action::Uncompact)),
-            _ => (shifted, rule_of(Action::ShiftSeq)),
-        };
-        let Some(&(message_id, turn)) = by_seq.get(&through) else {
-            continue;
-        };
-        if (turn, through) == (last_turn, through_seq) {
-            continue;
-        }
+    for moved in summary_moves(&loaded.messages, plan, &summaries) {
+        let (turn, through) = moved.after;
         conn.prepare_cached(MOVE_SUMMARY)?
-            .execute(params![id, turn, through])?;
-        let before = serde_json::json!({"summary_id": id, "last_turn": last_turn, "through_seq": through_seq});
-        let after =
-            serde_json::json!({"summary_id": id, "last_turn": turn, "through_seq": through});
-        let rule = rule.unwrap_or(HealthRule::TurnIndexMismatch);
+            .execute(params![moved.id, turn, through])?;
+        let (before, after) = moved.log_values();
         conn.prepare_cached(INSERT_LOG)?.execute(params![
             session.as_str(),
-            rule.as_str(),
+            moved.rule.as_str(),
             "follow_summary",
-            message_id,
+            moved.message_id,
             None::<i64>,
             serde_json::to_string(&before)?,
             serde_json::to_string(&after)?,
             stamp
         ])?;
         logged.push(LoggedChange {
-            rule,
+            rule: moved.rule,
             action: "follow_summary",
-            message_id,
+            message_id: moved.message_id,
             part_id: None,
             before: Some(before),
             after,
