@@ -1,0 +1,208 @@
+//! Streamed imports: a transcript read from a reader and handed out in batches, so that an
+//! import holds one source message and the open end of the conversation at a time, never the
+//! whole file or its parsed tree.
+//!
+//! A request body (Anthropic, OpenAI, Responses, Gemini) is read twice:
+//! 1. [`json::scan_document`] checks the whole document (syntax with line and byte offset,
+//!    duplicate keys with their path) building only the small top-level fields (`system`,
+//!    `model`, ...), so every error the parse layer finds comes before any message is
+//!    handed out, as with a whole-file parse;
+//! 2. [`json::each_element`] reads the long array (`messages`, `input`, `contents`) one
+//!    element at a time into the format's [`Document::element`], and the [`Assembler`]'s
+//!    settled messages go to the [`Sink`] every [`super::BATCH`] messages.
+//!
+//! An input that is not one UTF-8 text is refused first ([`json::utf8_stream`]), as
+//! [`super::import_bytes`] does. The same code reads a `&str` (the in-memory importers are
+//! this path with a sink that collects), so the two cannot drift apart.
+
+use std::io::{BufRead, Cursor, Seek, SeekFrom};
+
+use serde_json::Value;
+
+use super::json::{self, Pass, Top};
+use super::{Assembler, Format, ImportError, Imported, Rest};
+use crate::model::NewMessage;
+
+/// Where a streamed import's messages go, batch by batch, in order (the system prompt first).
+pub(crate) trait Sink {
+    /// What the sink can fail with.
+    type Error;
+    /// The next messages.
+    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error>;
+}
+
+/// Why a streamed import stopped.
+#[derive(Debug)]
+pub(crate) enum Halt<E> {
+    /// The transcript was refused.
+    Import(ImportError),
+    /// The sink failed.
+    Sink(E),
+}
+
+impl<E> From<ImportError> for Halt<E> {
+    fn from(error: ImportError) -> Self {
+        Halt::Import(error)
+    }
+}
+
+/// What a streamed import found besides the messages it handed out.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Streamed {
+    /// Messages handed out, the system prompt included.
+    pub(crate) messages: usize,
+    /// Whether the first message handed out is the session's system prompt.
+    pub(crate) has_system: bool,
+    /// See [`Imported::tombstoned`].
+    pub(crate) tombstoned: Vec<String>,
+    /// See [`Imported::orphans_as_text`].
+    pub(crate) orphans_as_text: usize,
+}
+
+/// A request-body format, read as its top level and then one element of its long array at
+/// a time.
+pub(crate) trait Document: Sized {
+    /// The long array's key.
+    const STREAM: &'static str;
+    /// The top-level fields [`Document::begin`] reads.
+    const FIELDS: &'static [&'static str];
+    /// Checks the top level (in the order the whole-file importer did) and starts the
+    /// assembly, the system prompt set. An empty array in [`Top::stream`] stands for the long
+    /// array, whose elements come to [`Document::element`].
+    fn begin(top: Top) -> Result<Self, ImportError>;
+    /// One element of the long array.
+    fn element(&mut self, index: usize, value: Value) -> Result<(), ImportError>;
+    /// The assembler, for [`Assembler::take_ready`].
+    fn assembler(&mut self) -> &mut Assembler;
+    /// The end of the document.
+    fn finish(self) -> Result<Rest, ImportError>;
+}
+
+/// True for the formats [`stream`] reads a message at a time; the others (the JSON Lines
+/// logs) are read whole.
+pub(crate) fn streams(format: Format) -> bool {
+    matches!(
+        format,
+        Format::Anthropic | Format::OpenAi | Format::Responses | Format::Gemini
+    )
+}
+
+/// Imports `input` in `format`, handing the messages to `sink` in batches. `input` is read
+/// from its current position, more than once. Formats [`streams`] does not cover are refused
+/// here with `None` (the caller reads them whole).
+pub(crate) fn stream<R: BufRead + Seek, S: Sink>(
+    format: Format,
+    input: &mut R,
+    sink: &mut S,
+) -> Option<Result<Streamed, Halt<S::Error>>> {
+    let start = match input.stream_position() {
+        Ok(start) => start,
+        Err(source) => return Some(Err(ImportError::Io { source }.into())),
+    };
+    let checked = json::utf8_stream(input).map_err(Halt::from).and_then(|()| {
+        input
+            .seek(SeekFrom::Start(start))
+            .map(drop)
+            .map_err(|source| ImportError::Io { source }.into())
+    });
+    if let Err(halt) = checked {
+        return Some(Err(halt));
+    }
+    read(format, input, sink)
+}
+
+/// [`stream`] without the UTF-8 pass (for a `&str`).
+fn read<R: BufRead + Seek, S: Sink>(
+    format: Format,
+    input: &mut R,
+    sink: &mut S,
+) -> Option<Result<Streamed, Halt<S::Error>>> {
+    Some(match format {
+        Format::Anthropic => document::<super::anthropic::Body, _, _>(input, sink),
+        Format::OpenAi => document::<super::openai::Body, _, _>(input, sink),
+        Format::Responses => document::<super::responses::Body, _, _>(input, sink),
+        Format::Gemini => document::<super::gemini::Body, _, _>(input, sink),
+        Format::ClaudeCode | Format::Codex => return None,
+    })
+}
+
+/// Reads one request body: pass one, [`Document::begin`], pass two, [`Document::finish`].
+fn document<D: Document, R: BufRead + Seek, S: Sink>(
+    input: &mut R,
+    sink: &mut S,
+) -> Result<Streamed, Halt<S::Error>> {
+    let start = input
+        .stream_position()
+        .map_err(|source| ImportError::Io { source })?;
+    let top = json::scan_document(&mut *input, D::FIELDS, D::STREAM)?;
+    let is_array = matches!(top.stream, Some(Value::Array(_)));
+    let mut body = D::begin(top)?;
+    let mut handed = 0;
+    if is_array {
+        input
+            .seek(SeekFrom::Start(start))
+            .map_err(|source| ImportError::Io { source })?;
+        let each = |index, value| -> Result<(), Halt<S::Error>> {
+            body.element(index, value)?;
+            let ready = body.assembler().take_ready();
+            if !ready.is_empty() {
+                handed += ready.len();
+                sink.batch(ready).map_err(Halt::Sink)?;
+            }
+            Ok(())
+        };
+        match json::each_element(&mut *input, D::STREAM, each) {
+            Ok(()) => {}
+            Err(Pass::Halted(halt)) => return Err(halt),
+            Err(Pass::Import(error)) => return Err(error.into()),
+        }
+    }
+    let rest = body.finish()?;
+    handed += rest.messages.len();
+    if !rest.messages.is_empty() {
+        sink.batch(rest.messages).map_err(Halt::Sink)?;
+    }
+    Ok(Streamed {
+        messages: handed,
+        has_system: rest.has_system,
+        tombstoned: rest.tombstoned,
+        orphans_as_text: rest.orphans_as_text,
+    })
+}
+
+/// A sink that keeps everything (the in-memory importers).
+#[derive(Default)]
+struct Collect(Vec<NewMessage>);
+
+impl Sink for Collect {
+    type Error = std::convert::Infallible;
+
+    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+        self.0.extend(messages);
+        Ok(())
+    }
+}
+
+/// A request body in memory, read by the streaming path, collected into an [`Imported`].
+pub(crate) fn collect<D: Document>(text: &str) -> Result<Imported, ImportError> {
+    let mut sink = Collect::default();
+    let mut input = Cursor::new(text.as_bytes());
+    let streamed = match document::<D, _, _>(&mut input, &mut sink) {
+        Ok(streamed) => streamed,
+        Err(Halt::Import(error)) => return Err(error),
+        Err(Halt::Sink(never)) => match never {},
+    };
+    let mut messages = sink.0.into_iter();
+    let system = if streamed.has_system {
+        messages.next()
+    } else {
+        None
+    };
+    Ok(Imported {
+        system,
+        messages: messages.collect(),
+        tombstoned: streamed.tombstoned,
+        orphans_as_text: streamed.orphans_as_text,
+        ..Imported::default()
+    })
+}
