@@ -4,10 +4,13 @@
 //! variant's allocations do not hide another's. Reads `VmHWM` (peak resident set) from
 //! `/proc/self/status` after opening and after loading; the difference is what the load cost.
 //!
-//! Last, the peak of importing one large Anthropic request body (`session-store import`'s
-//! work: read, parse, store), against the size of the file.
+//! Last, the peak of importing large Anthropic request bodies (`session-store import`'s work:
+//! `Store::import_reader` streams the file into the store), against the size of the file, at
+//! two sizes so that peak / file is seen to stay flat; and once the whole-file path (read,
+//! parse, store) beside it.
 //!
-//! Run with `cargo bench --bench memory`; criterion is not involved (no timing here).
+//! Run with `cargo bench --bench memory` (`IMPORT_ONLY=1` for the imports alone,
+//! `IMPORT_TURNS=5000,20000` for other sizes); criterion is not involved.
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
 mod common;
@@ -102,8 +105,16 @@ fn child(variant: &str, dir: &Path) {
             (opened, black_box(jsonl.load()).len())
         }
         "import_anthropic" => {
-            // What `session-store import` does: read the file, parse it, store one session.
+            // What `session-store import` does: stream the file into one session.
             let store = Store::open(dir.join("import.db")).unwrap();
+            let opened = peak_kib();
+            let file = std::fs::File::open(dir.join("transcript.json")).unwrap();
+            let stored = black_box(store.import_reader(Format::Anthropic, file).unwrap());
+            (opened, stored.messages)
+        }
+        "import_anthropic_whole" => {
+            // The whole-file path, for comparison: read the file, parse it, store it.
+            let store = Store::open(dir.join("import-whole.db")).unwrap();
             let opened = peak_kib();
             let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
             let imported = session_store::import_transcript(Format::Anthropic, &text).unwrap();
@@ -127,58 +138,82 @@ fn child(variant: &str, dir: &Path) {
     );
 }
 
-/// Tool turns in the transcript imported by `import_peak` (`IMPORT_TURNS` to change; the
-/// default makes a ~50 MB Anthropic body).
-const IMPORT_TURNS: u64 = 5_000;
+/// Tool turns in the transcripts imported by `import_peak` (`IMPORT_TURNS`, comma-separated,
+/// to change; the defaults make Anthropic bodies of ~46 and ~92 MB).
+const IMPORT_TURNS: &str = "5000,10000";
 
-/// Peak memory of importing one large Anthropic request body, against the file's size.
+/// Peak memory of importing large Anthropic request bodies, against the file's size: the
+/// streamed import (`Store::import_reader`) at each size, and the whole-file path (read,
+/// parse, store) at the first size, for comparison.
 fn import_peak(dir: &Path) {
-    let turns = std::env::var("IMPORT_TURNS").map_or(IMPORT_TURNS, |n| n.parse().unwrap());
-    {
-        let store = Store::open(dir.join("transcript-source.db")).unwrap();
-        let session = store.create_session().unwrap();
-        for first in (0..turns).step_by(100) {
-            let batch = (first..(first + 100).min(turns))
-                .flat_map(tool_turn)
-                .collect();
-            store.append_batch(&session, batch).unwrap();
-        }
-        let options = ExportOptions {
-            persist_latch: false,
-            ..ExportOptions::default()
-        };
-        let body = store
-            .export_now(&session, Provider::Anthropic, &options)
-            .unwrap();
-        std::fs::write(
-            dir.join("transcript.json"),
-            serde_json::to_vec(&body).unwrap(),
-        )
-        .unwrap();
-    }
-    let size = std::fs::metadata(dir.join("transcript.json"))
-        .unwrap()
-        .len() as f64
-        / 1024.0;
-    let out = Command::new(std::env::current_exe().unwrap())
-        .env(VARIANT, "import_anthropic")
-        .env(DIR, dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "import failed: {out:?}");
-    let fields: Vec<u64> = String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(|f| f.parse().unwrap())
+    let sizes = std::env::var("IMPORT_TURNS").unwrap_or_else(|_| IMPORT_TURNS.to_owned());
+    let sizes: Vec<u64> = sizes
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
         .collect();
-    let (opened, peak, count) = (fields[0], fields[1], fields[2]);
-    println!(
-        "== import: an Anthropic body of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file ==",
-        size / 1024.0,
-        peak as f64 / 1024.0,
-        (peak - opened) as f64 / 1024.0,
-        (peak - opened) as f64 / size
-    );
+    for (round, turns) in sizes.into_iter().enumerate() {
+        write_transcript(dir, turns);
+        let size = std::fs::metadata(dir.join("transcript.json"))
+            .unwrap()
+            .len() as f64
+            / 1024.0;
+        let variants: &[&str] = if round == 0 {
+            &["import_anthropic", "import_anthropic_whole"]
+        } else {
+            &["import_anthropic"]
+        };
+        for variant in variants {
+            let _ = std::fs::remove_file(dir.join("import.db"));
+            let _ = std::fs::remove_file(dir.join("import-whole.db"));
+            let started = std::time::Instant::now();
+            let out = Command::new(std::env::current_exe().unwrap())
+                .env(VARIANT, variant)
+                .env(DIR, dir)
+                .output()
+                .unwrap();
+            let took = started.elapsed();
+            assert!(out.status.success(), "import failed: {out:?}");
+            let fields: Vec<u64> = String::from_utf8(out.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(|f| f.parse().unwrap())
+                .collect();
+            let (opened, peak, count) = (fields[0], fields[1], fields[2]);
+            println!(
+                "== {variant}: an Anthropic body of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file; process {:.1} s ==",
+                size / 1024.0,
+                peak as f64 / 1024.0,
+                (peak - opened) as f64 / 1024.0,
+                (peak - opened) as f64 / size,
+                took.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// An Anthropic body of `turns` tool turns, exported by the store, at `transcript.json`.
+fn write_transcript(dir: &Path, turns: u64) {
+    let _ = std::fs::remove_file(dir.join("transcript-source.db"));
+    let store = Store::open(dir.join("transcript-source.db")).unwrap();
+    let session = store.create_session().unwrap();
+    for first in (0..turns).step_by(100) {
+        let batch = (first..(first + 100).min(turns))
+            .flat_map(tool_turn)
+            .collect();
+        store.append_batch(&session, batch).unwrap();
+    }
+    let options = ExportOptions {
+        persist_latch: false,
+        ..ExportOptions::default()
+    };
+    let body = store
+        .export_now(&session, Provider::Anthropic, &options)
+        .unwrap();
+    std::fs::write(
+        dir.join("transcript.json"),
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .unwrap();
 }
 
 fn main() {
@@ -187,6 +222,10 @@ fn main() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    if std::env::var_os("IMPORT_ONLY").is_some() {
+        import_peak(dir.path());
+        return;
+    }
     {
         let store = Store::open(dir.path().join("store.db")).unwrap();
         let session = store.create_session().unwrap();

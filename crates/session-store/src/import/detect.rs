@@ -20,13 +20,16 @@
 //! [`Evidence::Fits`] in [`CANDIDATES`] order, and refuses otherwise. Adding a format: a
 //! variant of [`Format`], an arm of [`sniff`] (the match is exhaustive, so the compiler asks
 //! for it), and its place in [`CANDIDATES`]; a sign it has that an older format reads
-//! wrongly belongs in that format's sniffer as [`Evidence::IsNot`]. Pure: no I/O.
+//! wrongly belongs in that format's sniffer as [`Evidence::IsNot`]. Pure: no I/O but
+//! [`Sample::read`], which takes its sample from a reader.
 
 use std::fmt;
 
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+
 use serde_json::{Map, Value};
 
-use super::Format;
+use super::{Format, ImportError};
 
 /// Every format [`detect`] considers, in the order it prefers one whose shape merely fits.
 pub const CANDIDATES: &[Format] = &[
@@ -92,6 +95,61 @@ impl Sample {
         } else {
             Sample::Lines(lines)
         }
+    }
+}
+
+/// How many elements of each array a [`Sample::read`] of a document keeps.
+const SAMPLE_ELEMENTS: usize = 256;
+
+impl Sample {
+    /// Reads a sample of the text `input` yields, holding no more of it than the sample: a
+    /// document with each array cut to its first 256 elements, or the first 64 non-blank
+    /// lines of JSON Lines. Refuses bytes that are not UTF-8 first, naming where, as
+    /// [`crate::import::text_of`] does. `input` is read from its current position, more
+    /// than once; the only I/O of this module.
+    pub fn read<R: Read + Seek>(input: R) -> Result<Self, ImportError> {
+        let io = |source| ImportError::Io { source };
+        let mut input = BufReader::with_capacity(64 * 1024, input);
+        let start = input.stream_position().map_err(io)?;
+        super::json::utf8_stream(&mut input)?;
+        input.seek(SeekFrom::Start(start)).map_err(io)?;
+        let error = match super::json::bounded_document(&mut input, SAMPLE_ELEMENTS) {
+            Ok(value) => return Ok(Sample::Document(value)),
+            Err(error) if error.is_io() => return Err(io(error.into())),
+            Err(error) => error,
+        };
+        input.seek(SeekFrom::Start(start)).map_err(io)?;
+        let mut lines = Vec::new();
+        let mut blank = true;
+        let mut line = String::new();
+        let mut number = 0;
+        let mut taken = 0;
+        while taken < SAMPLE_LINES {
+            line.clear();
+            if input.read_line(&mut line).map_err(io)? == 0 {
+                break;
+            }
+            number += 1;
+            let text = line.strip_suffix('\n').unwrap_or(&line);
+            let text = text.strip_suffix('\r').unwrap_or(text);
+            if text.trim().is_empty() {
+                continue;
+            }
+            blank = false;
+            taken += 1;
+            if let Ok(value) = serde_json::from_str::<Value>(text) {
+                lines.push((number, value));
+            }
+        }
+        Ok(if !lines.is_empty() {
+            Sample::Lines(lines)
+        } else if blank {
+            Sample::Unreadable("the input is empty".to_owned())
+        } else {
+            Sample::Unreadable(format!(
+                "it is neither one JSON document nor JSON Lines ({error})"
+            ))
+        })
     }
 }
 

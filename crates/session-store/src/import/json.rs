@@ -31,6 +31,7 @@ pub(crate) struct Origin {
 
 impl Origin {
     /// A whole input.
+    #[cfg(test)]
     pub(crate) const START: Origin = Origin { line: 1, byte: 0 };
 }
 
@@ -551,7 +552,7 @@ impl<'de> Visitor<'de> for TopVisitor<'_> {
         self.check().visit_seq(seq).map(drop)
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen: HashSet<String> = HashSet::new();
         let mut first = true;
         while let Some(key) = map.next_key::<String>()? {
@@ -736,6 +737,91 @@ impl<'de> Visitor<'de> for Checked<'_> {
         } else {
             Value::Null
         })
+    }
+}
+
+/// `input` as one JSON document, each array cut to its first `limit` elements (the rest read
+/// and dropped): a sample of a document too large to hold whole, built as `serde_json`'s
+/// `Value` is (the last of repeated keys wins, numbers digit for digit).
+pub(crate) fn bounded_document(input: impl BufRead, limit: usize) -> serde_json::Result<Value> {
+    let mut deserializer = serde_json::Deserializer::from_reader(input);
+    let value = Bounded { limit }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
+/// The visitor of [`bounded_document`].
+#[derive(Clone, Copy)]
+struct Bounded {
+    limit: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while out.len() < self.limit {
+            match seq.next_element_seed(self)? {
+                Some(value) => out.push(value),
+                None => return Ok(Value::Array(out)),
+            }
+        }
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        let mut first = true;
+        while let Some(key) = map.next_key::<String>()? {
+            if first && key == NUMBER_TOKEN {
+                let digits: String = map.next_value()?;
+                let number: serde_json::Number = digits.parse().map_err(de::Error::custom)?;
+                return Ok(Value::Number(number));
+            }
+            first = false;
+            let value = map.next_value_seed(self)?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
     }
 }
 

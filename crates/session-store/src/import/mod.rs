@@ -57,7 +57,7 @@ pub mod gemini;
 mod json;
 pub mod openai;
 pub mod responses;
-pub(crate) mod stream;
+pub mod stream;
 mod usage;
 
 /// A transcript format [`import`] understands.

@@ -15,7 +15,7 @@
 //! [`super::import_bytes`] does. The same code reads a `&str` (the in-memory importers are
 //! this path with a sink that collects), so the two cannot drift apart.
 
-use std::io::{BufRead, Cursor, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Cursor, Read, Seek, SeekFrom};
 
 use serde_json::Value;
 
@@ -205,4 +205,38 @@ pub(crate) fn collect<D: Document>(text: &str) -> Result<Imported, ImportError> 
         orphans_as_text: streamed.orphans_as_text,
         ..Imported::default()
     })
+}
+
+/// A sink that only counts (a dry run).
+#[derive(Default)]
+struct Count(usize);
+
+impl Sink for Count {
+    type Error = std::convert::Infallible;
+
+    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+        self.0 += messages.len();
+        Ok(())
+    }
+}
+
+/// Reads `input` as [`crate::Store::import_reader`] would and stores nothing: the error it
+/// would refuse the transcript with, or how many messages it would store (its system prompt
+/// included). Request bodies are read a message at a time; the JSON Lines logs whole.
+pub fn validate<R: Read + Seek>(format: Format, input: R) -> Result<usize, ImportError> {
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut sink = Count::default();
+    match stream(format, &mut input, &mut sink) {
+        Some(Ok(streamed)) => Ok(streamed.messages),
+        Some(Err(Halt::Import(error))) => Err(error),
+        Some(Err(Halt::Sink(never))) => match never {},
+        None => {
+            let mut bytes = Vec::new();
+            input
+                .read_to_end(&mut bytes)
+                .map_err(|source| ImportError::Io { source })?;
+            let imported = super::import_bytes(format, &bytes)?;
+            Ok(usize::from(imported.system.is_some()) + imported.messages.len())
+        }
+    }
 }
