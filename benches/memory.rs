@@ -61,7 +61,7 @@ fn note_mapped() {
 }
 
 fn child(variant: &str, dir: &Path) {
-    let session = SessionId::new(std::fs::read_to_string(dir.join("session")).unwrap());
+    let session = SessionId::new(std::fs::read_to_string(dir.join("session")).unwrap_or_default());
     let (opened, messages) = match variant {
         "store_provider_history" => {
             let store = Store::open(dir.join("store.db")).unwrap();

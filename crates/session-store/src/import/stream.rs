@@ -240,3 +240,151 @@ pub fn validate<R: Read + Seek>(format: Format, input: R) -> Result<usize, Impor
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::io::{self, Read, Seek, SeekFrom};
+    use std::rc::Rc;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A reader over bytes that tells where it is.
+    struct Watched {
+        bytes: Cursor<Vec<u8>>,
+        at: Rc<Cell<u64>>,
+    }
+
+    impl Read for Watched {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.bytes.read(buf)?;
+            self.at.set(self.bytes.position());
+            Ok(n)
+        }
+    }
+
+    impl Seek for Watched {
+        fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+            let at = self.bytes.seek(to)?;
+            self.at.set(at);
+            Ok(at)
+        }
+    }
+
+    /// Records where the reader was when each batch came, and the batch's size.
+    struct Batches {
+        at: Rc<Cell<u64>>,
+        seen: Vec<(u64, usize)>,
+    }
+
+    impl Sink for Batches {
+        type Error = std::convert::Infallible;
+
+        fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+            self.seen.push((self.at.get(), messages.len()));
+            Ok(())
+        }
+    }
+
+    fn long_body(turns: usize) -> Vec<u8> {
+        let mut messages = Vec::new();
+        for n in 0..turns {
+            let id = format!("call_{n}");
+            messages.push(
+                json!({"role": "user", "content": format!("question {n} {}", "x".repeat(200))}),
+            );
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "text", "text": "looking"},
+                {"type": "tool_use", "id": id, "name": "read", "input": {"path": "a"}}]}));
+            messages.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "y".repeat(300)}]}));
+            messages.push(json!({"role": "assistant", "content": "done"}));
+        }
+        json!({"system": "be brief", "model": "claude-x", "messages": messages})
+            .to_string()
+            .into_bytes()
+    }
+
+    /// The regression this module exists for: an importer that reads the whole input (or
+    /// builds the whole message list) before handing anything out. The first batch must come
+    /// while the second pass is still in the first half of the input, and no batch may hold
+    /// more than the window of one turn past [`super::super::BATCH`].
+    #[test]
+    fn messages_are_handed_out_while_the_input_is_still_being_read() {
+        let bytes = long_body(2_000);
+        let len = bytes.len() as u64;
+        assert!(
+            len > 8 * 64 * 1024,
+            "the input outgrows the read buffer: {len}"
+        );
+        let at = Rc::new(Cell::new(0));
+        let mut input = BufReader::with_capacity(
+            64 * 1024,
+            Watched {
+                bytes: Cursor::new(bytes),
+                at: Rc::clone(&at),
+            },
+        );
+        let mut sink = Batches {
+            at: Rc::clone(&at),
+            seen: Vec::new(),
+        };
+        let streamed = stream(Format::Anthropic, &mut input, &mut sink)
+            .expect("a body streams")
+            .expect("imports");
+        assert_eq!(streamed.messages, 1 + 4 * 2_000);
+        assert!(streamed.has_system);
+        let (first_at, _) = sink.seen[0];
+        assert!(
+            first_at < len / 2,
+            "the first batch came at byte {first_at} of {len}: the input was read whole first"
+        );
+        assert!(sink.seen.len() > 100, "{} batches", sink.seen.len());
+        let largest = sink.seen.iter().map(|(_, n)| *n).max().unwrap_or_default();
+        assert!(largest <= super::super::BATCH + 4, "a batch of {largest}");
+        let total: usize = sink.seen.iter().map(|(_, n)| *n).sum();
+        assert_eq!(total, streamed.messages);
+    }
+
+    /// Streamed or read whole, a body gives the same messages (what `collect` builds is what
+    /// the batches held, in order).
+    #[test]
+    fn batches_in_order_are_the_whole_import() {
+        let bytes = long_body(100);
+        let text = String::from_utf8(bytes.clone()).expect("utf-8");
+        let whole = super::super::import(Format::Anthropic, &text).expect("imports");
+        let mut input = Cursor::new(bytes);
+        let mut sink = Collect::default();
+        stream(Format::Anthropic, &mut input, &mut sink)
+            .expect("a body streams")
+            .expect("imports");
+        assert_eq!(sink.0, whole.into_messages());
+    }
+
+    /// Errors keep their precedence: a duplicate key at the end of the file is found before
+    /// a malformed message at its start (pass one checks the whole document first), and bytes
+    /// that are not UTF-8 before either.
+    #[test]
+    fn the_whole_document_is_checked_before_any_message_is_read() {
+        let body =
+            r#"{"messages": [{"role": "robot", "content": "hi"}], "model": "a", "model": "b"}"#;
+        let err = super::super::import(Format::Anthropic, body).expect_err("duplicate");
+        assert!(
+            matches!(err, ImportError::DuplicateKey { ref key, .. } if key == "model"),
+            "{err}"
+        );
+        let mut bytes = body.as_bytes().to_vec();
+        bytes.extend(b" \xff");
+        let mut sink = Count::default();
+        let err = stream(Format::Anthropic, &mut Cursor::new(bytes), &mut sink)
+            .expect("a body streams")
+            .expect_err("not UTF-8");
+        assert!(
+            matches!(err, Halt::Import(ImportError::InvalidUtf8 { .. })),
+            "{err:?}"
+        );
+        assert_eq!(sink.0, 0);
+    }
+}
