@@ -391,6 +391,9 @@ pub(crate) struct Assembler {
     /// `finish` re-checks), fed as messages are handed out; its first refusal.
     recheck: Walk,
     rechecked: Option<Refusal>,
+    /// The role of every message assembled, in order (a log's compactions are placed by
+    /// them once the messages are handed out).
+    roles: Vec<Role>,
 }
 
 /// What [`Assembler::take_ready`] waits for before it hands out a batch.
@@ -407,6 +410,8 @@ pub(crate) struct Rest {
     pub(crate) tombstoned: Vec<String>,
     /// See [`Imported::orphans_as_text`].
     pub(crate) orphans_as_text: usize,
+    /// The role of every message of the conversation (the system prompt not counted).
+    pub(crate) roles: Vec<Role>,
 }
 
 impl Assembler {
@@ -427,6 +432,7 @@ impl Assembler {
             last_not_tool: None,
             recheck: Walk::default(),
             rechecked: None,
+            roles: Vec::new(),
         }
     }
 
@@ -662,6 +668,7 @@ impl Assembler {
             has_system: self.has_system,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
+            roles: self.roles,
         })
     }
 
@@ -706,6 +713,7 @@ impl Assembler {
             Role::Tool => {}
             role => self.last_not_tool = Some(role),
         }
+        self.roles.push(message.role);
         self.out.push(message);
         Ok(())
     }

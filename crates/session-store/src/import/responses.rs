@@ -119,7 +119,7 @@ impl Document for Body {
 
 /// Builds messages from Responses items, one at a time (shared with Codex rollouts).
 pub(crate) struct Items {
-    assembler: Assembler,
+    pub(crate) assembler: Assembler,
     /// The assistant message being built: its parts, where it started, when.
     open: Vec<Part>,
     open_at: Option<(Location, Option<DateTime<Utc>>)>,
@@ -252,16 +252,6 @@ impl Items {
                 format!("expected user, assistant, system or developer, found {other:?}"),
             )),
         }
-    }
-
-    /// The messages, checked once more from the start as the store will check them.
-    pub(crate) fn finish(
-        mut self,
-        system: Option<NewMessage>,
-        at_end: &Location,
-    ) -> Result<Imported, ImportError> {
-        self.flush()?;
-        self.assembler.finish(system, at_end)
     }
 }
 

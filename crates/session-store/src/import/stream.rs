@@ -20,15 +20,16 @@ use std::io::{BufRead, BufReader, Cursor, Read, Seek, SeekFrom};
 use serde_json::Value;
 
 use super::json::{self, Pass, Top};
-use super::{Assembler, Format, ImportError, Imported, Rest};
+use super::{Assembler, Format, ImportError, Imported, ImportedChild, ImportedCompaction, Rest};
 use crate::model::NewMessage;
 
 /// Where a streamed import's messages go, batch by batch, in order (the system prompt first).
 pub(crate) trait Sink {
     /// What the sink can fail with.
     type Error;
-    /// The next messages.
-    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error>;
+    /// The next messages of conversation `stream`: 0 is the imported one, `k` its `k`-th
+    /// child ([`Streamed::children`]), whose first batch may come before or after others'.
+    fn batch(&mut self, stream: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error>;
 }
 
 /// Why a streamed import stopped.
@@ -57,6 +58,29 @@ pub(crate) struct Streamed {
     pub(crate) tombstoned: Vec<String>,
     /// See [`Imported::orphans_as_text`].
     pub(crate) orphans_as_text: usize,
+    /// See [`Imported::warnings`].
+    pub(crate) warnings: Vec<String>,
+    /// See [`Imported::title`].
+    pub(crate) title: Option<String>,
+    /// See [`Imported::compactions`] (indexes after the system prompt).
+    pub(crate) compactions: Vec<ImportedCompaction>,
+    /// The child conversations, in order: conversation `k + 1` of the batches.
+    pub(crate) children: Vec<StreamedChild>,
+}
+
+/// A child conversation of a streamed import (a Claude Code sub-agent).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StreamedChild {
+    /// See [`super::ImportedChild::spawned_by`].
+    pub(crate) spawned_by: Option<String>,
+    /// Its compactions.
+    pub(crate) compactions: Vec<ImportedCompaction>,
+    /// Messages handed out.
+    pub(crate) messages: usize,
+    /// See [`Imported::tombstoned`].
+    pub(crate) tombstoned: Vec<String>,
+    /// See [`Imported::orphans_as_text`].
+    pub(crate) orphans_as_text: usize,
 }
 
 /// A request-body format, read as its top level and then one element of its long array at
@@ -78,52 +102,73 @@ pub(crate) trait Document: Sized {
     fn finish(self) -> Result<Rest, ImportError>;
 }
 
-/// True for the formats [`stream`] reads a message at a time; the others (the JSON Lines
-/// logs) are read whole.
-pub(crate) fn streams(format: Format) -> bool {
-    matches!(
-        format,
-        Format::Anthropic | Format::OpenAi | Format::Responses | Format::Gemini
-    )
-}
-
 /// Imports `input` in `format`, handing the messages to `sink` in batches. `input` is read
-/// from its current position, more than once. Formats [`streams`] does not cover are refused
-/// here with `None` (the caller reads them whole).
+/// from its current position, more than once.
 pub(crate) fn stream<R: BufRead + Seek, S: Sink>(
     format: Format,
     input: &mut R,
     sink: &mut S,
-) -> Option<Result<Streamed, Halt<S::Error>>> {
-    let start = match input.stream_position() {
-        Ok(start) => start,
-        Err(source) => return Some(Err(ImportError::Io { source }.into())),
-    };
-    let checked = json::utf8_stream(input).map_err(Halt::from).and_then(|()| {
-        input
-            .seek(SeekFrom::Start(start))
-            .map(drop)
-            .map_err(|source| ImportError::Io { source }.into())
-    });
-    if let Err(halt) = checked {
-        return Some(Err(halt));
-    }
-    read(format, input, sink)
-}
-
-/// [`stream`] without the UTF-8 pass (for a `&str`).
-fn read<R: BufRead + Seek, S: Sink>(
-    format: Format,
-    input: &mut R,
-    sink: &mut S,
-) -> Option<Result<Streamed, Halt<S::Error>>> {
-    Some(match format {
+) -> Result<Streamed, Halt<S::Error>> {
+    let io = |source| ImportError::Io { source };
+    let start = input.stream_position().map_err(io)?;
+    json::utf8_stream(input)?;
+    input.seek(SeekFrom::Start(start)).map_err(io)?;
+    match format {
         Format::Anthropic => document::<super::anthropic::Body, _, _>(input, sink),
         Format::OpenAi => document::<super::openai::Body, _, _>(input, sink),
         Format::Responses => document::<super::responses::Body, _, _>(input, sink),
         Format::Gemini => document::<super::gemini::Body, _, _>(input, sink),
-        Format::ClaudeCode | Format::Codex => return None,
-    })
+        Format::Codex => log::<super::codex::Rollout, _, _>(input, sink),
+        Format::ClaudeCode => whole(format, input, sink),
+    }
+}
+
+/// A format still read whole: the text, then its [`Imported`] handed out as batches.
+fn whole<R: BufRead, S: Sink>(
+    format: Format,
+    input: &mut R,
+    sink: &mut S,
+) -> Result<Streamed, Halt<S::Error>> {
+    let mut text = String::new();
+    input
+        .read_to_string(&mut text)
+        .map_err(|source| ImportError::Io { source })?;
+    let imported = super::import(format, &text)?;
+    drop(text);
+    let has_system = imported.system.is_some();
+    let mut streamed = Streamed {
+        has_system,
+        tombstoned: imported.tombstoned,
+        orphans_as_text: imported.orphans_as_text,
+        warnings: imported.warnings,
+        title: imported.title,
+        compactions: imported.compactions,
+        ..Streamed::default()
+    };
+    let main: Vec<NewMessage> = imported
+        .system
+        .into_iter()
+        .chain(imported.messages)
+        .collect();
+    streamed.messages = main.len();
+    sink.batch(0, main).map_err(Halt::Sink)?;
+    for (k, child) in imported.children.into_iter().enumerate() {
+        let imported = child.imported;
+        let messages: Vec<NewMessage> = imported
+            .system
+            .into_iter()
+            .chain(imported.messages)
+            .collect();
+        streamed.children.push(StreamedChild {
+            spawned_by: child.spawned_by,
+            compactions: imported.compactions,
+            messages: messages.len(),
+            tombstoned: imported.tombstoned,
+            orphans_as_text: imported.orphans_as_text,
+        });
+        sink.batch(k + 1, messages).map_err(Halt::Sink)?;
+    }
+    Ok(streamed)
 }
 
 /// Reads one request body: pass one, [`Document::begin`], pass two, [`Document::finish`].
@@ -147,7 +192,7 @@ fn document<D: Document, R: BufRead + Seek, S: Sink>(
             let ready = body.assembler().take_ready();
             if !ready.is_empty() {
                 handed += ready.len();
-                sink.batch(ready).map_err(Halt::Sink)?;
+                sink.batch(0, ready).map_err(Halt::Sink)?;
             }
             Ok(())
         };
@@ -160,50 +205,168 @@ fn document<D: Document, R: BufRead + Seek, S: Sink>(
     let rest = body.finish()?;
     handed += rest.messages.len();
     if !rest.messages.is_empty() {
-        sink.batch(rest.messages).map_err(Halt::Sink)?;
+        sink.batch(0, rest.messages).map_err(Halt::Sink)?;
     }
     Ok(Streamed {
         messages: handed,
         has_system: rest.has_system,
         tombstoned: rest.tombstoned,
         orphans_as_text: rest.orphans_as_text,
+        ..Streamed::default()
     })
 }
 
-/// A sink that keeps everything (the in-memory importers).
+/// A JSON Lines format, read one line at a time.
+pub(crate) trait Log: Sized {
+    /// Pass one, over as much of the input as the format needs to know before the first
+    /// message is handed out (its system prompt, which lines are a sub-agent's, ...); the
+    /// errors a whole-file importer finds before assembling anything.
+    fn begin(input: &mut dyn BufRead) -> Result<Self, ImportError>;
+    /// One line, without its line break; `number` is 1-based, `byte` its offset in the
+    /// input, `ended` whether a line break followed it.
+    fn line(
+        &mut self,
+        number: usize,
+        byte: usize,
+        line: &str,
+        ended: bool,
+    ) -> Result<(), ImportError>;
+    /// The messages ready to hand out, by conversation.
+    fn ready(&mut self) -> Vec<(usize, Vec<NewMessage>)>;
+    /// The end of the input (`lines` lines were read); the rest of each conversation, by
+    /// conversation, and what the import found besides.
+    fn finish(self, lines: usize)
+        -> Result<(Vec<(usize, Vec<NewMessage>)>, Streamed), ImportError>;
+}
+
+/// Reads one JSON Lines log: [`Log::begin`], then every line, then [`Log::finish`].
+fn log<L: Log, R: BufRead + Seek, S: Sink>(
+    input: &mut R,
+    sink: &mut S,
+) -> Result<Streamed, Halt<S::Error>> {
+    let io = |source| ImportError::Io { source };
+    let start = input.stream_position().map_err(io)?;
+    let mut log = L::begin(&mut *input)?;
+    input.seek(SeekFrom::Start(start)).map_err(io)?;
+    let mut handed: Vec<usize> = Vec::new();
+    let mut hand = |batches: Vec<(usize, Vec<NewMessage>)>, sink: &mut S| {
+        for (stream, batch) in batches {
+            if batch.is_empty() {
+                continue;
+            }
+            if handed.len() <= stream {
+                handed.resize(stream + 1, 0);
+            }
+            handed[stream] += batch.len();
+            sink.batch(stream, batch).map_err(Halt::Sink)?;
+        }
+        Ok::<(), Halt<S::Error>>(())
+    };
+    let mut buffer = Vec::new();
+    let mut number = 0;
+    let mut byte = 0;
+    loop {
+        buffer.clear();
+        let read = input.read_until(b'\n', &mut buffer).map_err(io)?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        let text = json::utf8(&buffer).map_err(|error| match error {
+            // The input changed since it was checked: name the place in the whole input.
+            ImportError::InvalidUtf8 { at } => ImportError::InvalidUtf8 {
+                at: super::Location {
+                    line: Some(number),
+                    byte: at.byte.map(|b| byte + b),
+                    path: String::new(),
+                },
+            },
+            other => other,
+        })?;
+        let (text, ended) = match text.strip_suffix('\n') {
+            Some(text) => (text.strip_suffix('\r').unwrap_or(text), true),
+            None => (text, false),
+        };
+        log.line(number, byte, text, ended)?;
+        byte += read;
+        let ready = log.ready();
+        hand(ready, sink)?;
+    }
+    let (rest, mut streamed) = log.finish(number)?;
+    hand(rest, sink)?;
+    streamed.messages = handed.first().copied().unwrap_or_default();
+    for (k, child) in streamed.children.iter_mut().enumerate() {
+        child.messages = handed.get(k + 1).copied().unwrap_or_default();
+    }
+    Ok(streamed)
+}
+
+/// A JSON Lines log in memory, read by the streaming path, collected into an [`Imported`].
+pub(crate) fn collect_log<L: Log>(text: &str) -> Result<Imported, ImportError> {
+    collected(|sink| log::<L, _, _>(&mut Cursor::new(text.as_bytes()), sink))
+}
+
+/// A sink that keeps everything (the in-memory importers), by conversation.
 #[derive(Default)]
-struct Collect(Vec<NewMessage>);
+struct Collect(Vec<Vec<NewMessage>>);
 
 impl Sink for Collect {
     type Error = std::convert::Infallible;
 
-    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
-        self.0.extend(messages);
+    fn batch(&mut self, stream: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+        if self.0.len() <= stream {
+            self.0.resize_with(stream + 1, Vec::new);
+        }
+        self.0[stream].extend(messages);
         Ok(())
     }
 }
 
 /// A request body in memory, read by the streaming path, collected into an [`Imported`].
 pub(crate) fn collect<D: Document>(text: &str) -> Result<Imported, ImportError> {
+    collected(|sink| document::<D, _, _>(&mut Cursor::new(text.as_bytes()), sink))
+}
+
+/// What a streamed import handed out, as the [`Imported`] the whole-file importers return.
+fn collected(
+    read: impl FnOnce(&mut Collect) -> Result<Streamed, Halt<std::convert::Infallible>>,
+) -> Result<Imported, ImportError> {
     let mut sink = Collect::default();
-    let mut input = Cursor::new(text.as_bytes());
-    let streamed = match document::<D, _, _>(&mut input, &mut sink) {
+    let streamed = match read(&mut sink) {
         Ok(streamed) => streamed,
         Err(Halt::Import(error)) => return Err(error),
         Err(Halt::Sink(never)) => match never {},
     };
-    let mut messages = sink.0.into_iter();
+    let mut conversations = sink.0.into_iter();
+    let mut messages = conversations.next().unwrap_or_default().into_iter();
     let system = if streamed.has_system {
         messages.next()
     } else {
         None
     };
+    let children = streamed
+        .children
+        .into_iter()
+        .map(|child| ImportedChild {
+            spawned_by: child.spawned_by,
+            imported: Imported {
+                messages: conversations.next().unwrap_or_default(),
+                compactions: child.compactions,
+                tombstoned: child.tombstoned,
+                orphans_as_text: child.orphans_as_text,
+                ..Imported::default()
+            },
+        })
+        .collect();
     Ok(Imported {
         system,
         messages: messages.collect(),
         tombstoned: streamed.tombstoned,
         orphans_as_text: streamed.orphans_as_text,
-        ..Imported::default()
+        warnings: streamed.warnings,
+        title: streamed.title,
+        compactions: streamed.compactions,
+        children,
     })
 }
 
@@ -214,7 +377,7 @@ struct Count(usize);
 impl Sink for Count {
     type Error = std::convert::Infallible;
 
-    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+    fn batch(&mut self, _: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
         self.0 += messages.len();
         Ok(())
     }
@@ -222,22 +385,14 @@ impl Sink for Count {
 
 /// Reads `input` as [`crate::Store::import_reader`] would and stores nothing: the error it
 /// would refuse the transcript with, or how many messages it would store (its system prompt
-/// included). Request bodies are read a message at a time; the JSON Lines logs whole.
+/// included).
 pub fn validate<R: Read + Seek>(format: Format, input: R) -> Result<usize, ImportError> {
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let mut sink = Count::default();
     match stream(format, &mut input, &mut sink) {
-        Some(Ok(streamed)) => Ok(streamed.messages),
-        Some(Err(Halt::Import(error))) => Err(error),
-        Some(Err(Halt::Sink(never))) => match never {},
-        None => {
-            let mut bytes = Vec::new();
-            input
-                .read_to_end(&mut bytes)
-                .map_err(|source| ImportError::Io { source })?;
-            let imported = super::import_bytes(format, &bytes)?;
-            Ok(usize::from(imported.system.is_some()) + imported.messages.len())
-        }
+        Ok(streamed) => Ok(streamed.messages),
+        Err(Halt::Import(error)) => Err(error),
+        Err(Halt::Sink(never)) => match never {},
     }
 }
 
@@ -282,7 +437,7 @@ mod tests {
     impl Sink for Batches {
         type Error = std::convert::Infallible;
 
-        fn batch(&mut self, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+        fn batch(&mut self, _: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
             self.seen.push((self.at.get(), messages.len()));
             Ok(())
         }
@@ -331,9 +486,7 @@ mod tests {
             at: Rc::clone(&at),
             seen: Vec::new(),
         };
-        let streamed = stream(Format::Anthropic, &mut input, &mut sink)
-            .expect("a body streams")
-            .expect("imports");
+        let streamed = stream(Format::Anthropic, &mut input, &mut sink).expect("imports");
         assert_eq!(streamed.messages, 1 + 4 * 2_000);
         assert!(streamed.has_system);
         let (first_at, _) = sink.seen[0];
@@ -357,10 +510,8 @@ mod tests {
         let whole = super::super::import(Format::Anthropic, &text).expect("imports");
         let mut input = Cursor::new(bytes);
         let mut sink = Collect::default();
-        stream(Format::Anthropic, &mut input, &mut sink)
-            .expect("a body streams")
-            .expect("imports");
-        assert_eq!(sink.0, whole.into_messages());
+        stream(Format::Anthropic, &mut input, &mut sink).expect("imports");
+        assert_eq!(sink.0, [whole.into_messages()]);
     }
 
     /// Errors keep their precedence: a duplicate key at the end of the file is found before
@@ -378,9 +529,8 @@ mod tests {
         let mut bytes = body.as_bytes().to_vec();
         bytes.extend(b" \xff");
         let mut sink = Count::default();
-        let err = stream(Format::Anthropic, &mut Cursor::new(bytes), &mut sink)
-            .expect("a body streams")
-            .expect_err("not UTF-8");
+        let err =
+            stream(Format::Anthropic, &mut Cursor::new(bytes), &mut sink).expect_err("not UTF-8");
         assert!(
             matches!(err, Halt::Import(ImportError::InvalidUtf8 { .. })),
             "{err:?}"

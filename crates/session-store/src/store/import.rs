@@ -10,7 +10,7 @@ use super::write::append_in;
 use super::{format_time, now, Store};
 use crate::error::Result;
 use crate::import::stream::{self, Halt, Sink};
-use crate::import::{Format, ImportError, Imported};
+use crate::import::{Format, Imported, ImportedCompaction};
 use crate::model::{Appended, NewMessage, Role, SessionId};
 
 const INSERT_SESSION: &str =
@@ -96,23 +96,6 @@ impl Store {
     /// current position and read more than once (hence `Seek`).
     pub fn import_reader<R: Read + Seek>(&self, format: Format, input: R) -> Result<ImportSummary> {
         let mut input = BufReader::with_capacity(READ_BUFFER, input);
-        if !stream::streams(format) {
-            let mut bytes = Vec::new();
-            input
-                .read_to_end(&mut bytes)
-                .map_err(|source| ImportError::Io { source })?;
-            let imported = crate::import::import_bytes(format, &bytes)?;
-            drop(bytes);
-            let sessions = self.import(&imported)?;
-            return Ok(ImportSummary {
-                session: sessions.session,
-                children: sessions.children,
-                messages: usize::from(imported.system.is_some()) + imported.messages.len(),
-                tombstoned: imported.tombstoned,
-                orphans_as_text: imported.orphans_as_text,
-                warnings: imported.warnings,
-            });
-        }
         if let Some(pg) = self.postgres() {
             return pg.write(|tx| import_streamed(tx, format, &mut input));
         }
@@ -150,6 +133,8 @@ pub(crate) trait ImportTarget {
         title: Option<&str>,
         parent: Option<&SessionId>,
     ) -> Result<SessionId>;
+    /// Sets the session's title.
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()>;
     /// Checks `messages` against the session's tail and appends them.
     fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>>;
     /// Marks every message before `seq` compacted and stores the summary.
@@ -199,6 +184,13 @@ impl ImportTarget for Sqlite<'_> {
                 .execute(params![id.as_str(), parent.as_str()])?;
         }
         Ok(id)
+    }
+
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        self.0
+            .prepare_cached(SET_TITLE)?
+            .execute(params![session.as_str(), title])?;
+        Ok(())
     }
 
     fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
@@ -255,33 +247,9 @@ fn import_in<T: ImportTarget>(
         .cloned()
         .collect();
     let appended = target.append(&id, &messages)?;
+    let rows: Vec<(Role, Appended)> = messages.iter().map(|m| m.role).zip(appended).collect();
     let offset = usize::from(imported.system.is_some());
-    let mut compacted_from = 0;
-    for compaction in &imported.compactions {
-        let index = offset + compaction.at;
-        let (Some(cut), Some(before)) = (
-            appended.get(index),
-            index.checked_sub(1).and_then(|i| appended.get(i)),
-        ) else {
-            continue;
-        };
-        let opens_turn = messages[index].role == Role::User && cut.turn_index > before.turn_index;
-        if !opens_turn || cut.turn_index < 1 || cut.turn_index <= compacted_from {
-            continue;
-        }
-        target.compact(
-            &id,
-            &Compaction {
-                seq: cut.seq,
-                last_turn: cut.turn_index - 1,
-                compacted_from,
-                through_seq: before.seq,
-                text: &compaction.summary,
-                created: &created,
-            },
-        )?;
-        compacted_from = cut.turn_index;
-    }
+    compact_in(target, &id, &rows, offset, &imported.compactions, &created)?;
     for child in &imported.children {
         let child_id = import_in(target, &child.imported, Some(&id), children)?;
         if let Some(call) = &child.spawned_by {
@@ -292,21 +260,82 @@ fn import_in<T: ImportTarget>(
     Ok(id)
 }
 
-/// Appends each batch a streamed import hands out to the new session.
+/// Appends each batch a streamed import hands out to its session (a child's session is
+/// created with its first batch), keeping what placing compactions needs.
 struct Appender<'a, T> {
     target: &'a mut T,
-    session: &'a SessionId,
+    created: &'a str,
+    /// The session of each conversation (0: the imported one), once created.
+    sessions: Vec<Option<SessionId>>,
+    /// Per conversation, the role, `seq` and turn of every message appended.
+    rows: Vec<Vec<(Role, Appended)>>,
 }
 
 impl<T: ImportTarget> Sink for Appender<'_, T> {
     type Error = crate::Error;
 
-    fn batch(&mut self, messages: Vec<NewMessage>) -> Result<()> {
-        self.target.append(self.session, &messages).map(drop)
+    fn batch(&mut self, stream: usize, messages: Vec<NewMessage>) -> Result<()> {
+        if self.sessions.len() <= stream {
+            self.sessions.resize(stream + 1, None);
+            self.rows.resize_with(stream + 1, Vec::new);
+        }
+        let session = match &self.sessions[stream] {
+            Some(session) => session.clone(),
+            None => {
+                let parent = self.sessions.first().cloned().flatten();
+                let session = self
+                    .target
+                    .create_session(self.created, None, parent.as_ref())?;
+                self.sessions[stream] = Some(session.clone());
+                session
+            }
+        };
+        let appended = self.target.append(&session, &messages)?;
+        self.rows[stream].extend(messages.iter().map(|m| m.role).zip(appended));
+        Ok(())
     }
 }
 
-/// [`Store::import_reader`] for a format [`stream::streams`], inside the caller's transaction.
+/// Stores the compactions of one conversation, placed on the rows appended (`offset`: 1 when
+/// the first row is the system prompt, which compaction indexes do not count).
+fn compact_in<T: ImportTarget>(
+    target: &mut T,
+    session: &SessionId,
+    rows: &[(Role, Appended)],
+    offset: usize,
+    compactions: &[ImportedCompaction],
+    created: &str,
+) -> Result<()> {
+    let mut compacted_from = 0;
+    for compaction in compactions {
+        let index = offset + compaction.at;
+        let (Some((role, cut)), Some((_, before))) = (
+            rows.get(index),
+            index.checked_sub(1).and_then(|i| rows.get(i)),
+        ) else {
+            continue;
+        };
+        let opens_turn = *role == Role::User && cut.turn_index > before.turn_index;
+        if !opens_turn || cut.turn_index < 1 || cut.turn_index <= compacted_from {
+            continue;
+        }
+        target.compact(
+            session,
+            &Compaction {
+                seq: cut.seq,
+                last_turn: cut.turn_index - 1,
+                compacted_from,
+                through_seq: before.seq,
+                text: &compaction.summary,
+                created,
+            },
+        )?;
+        compacted_from = cut.turn_index;
+    }
+    Ok(())
+}
+
+/// [`Store::import_reader`] inside the caller's transaction.
 fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
     target: &mut T,
     format: Format,
@@ -316,21 +345,57 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
     let session = target.create_session(&created, None, None)?;
     let mut sink = Appender {
         target,
-        session: &session,
+        created: &created,
+        sessions: vec![Some(session.clone())],
+        rows: vec![Vec::new()],
     };
     let streamed = match stream::stream(format, input, &mut sink) {
-        Some(Ok(streamed)) => streamed,
-        Some(Err(Halt::Import(error))) => return Err(error.into()),
-        Some(Err(Halt::Sink(error))) => return Err(error),
-        // `streams(format)` was checked by the caller.
-        None => return Err(ImportError::Empty.into()),
+        Ok(streamed) => streamed,
+        Err(Halt::Import(error)) => return Err(error.into()),
+        Err(Halt::Sink(error)) => return Err(error),
     };
+    let Appender {
+        target,
+        sessions,
+        rows,
+        ..
+    } = sink;
+    if let Some(title) = &streamed.title {
+        target.set_title(&session, title)?;
+    }
+    let no_rows = Vec::new();
+    compact_in(
+        target,
+        &session,
+        rows.first().unwrap_or(&no_rows),
+        usize::from(streamed.has_system),
+        &streamed.compactions,
+        &created,
+    )?;
+    let mut children = Vec::new();
+    for (k, child) in streamed.children.iter().enumerate() {
+        let Some(Some(child_id)) = sessions.get(k + 1) else {
+            continue;
+        };
+        compact_in(
+            target,
+            child_id,
+            rows.get(k + 1).unwrap_or(&no_rows),
+            0,
+            &child.compactions,
+            &created,
+        )?;
+        if let Some(call) = &child.spawned_by {
+            target.link_call(&session, call, child_id)?;
+        }
+        children.push(child_id.clone());
+    }
     Ok(ImportSummary {
         session,
-        children: Vec::new(),
+        children,
         messages: streamed.messages,
         tombstoned: streamed.tombstoned,
         orphans_as_text: streamed.orphans_as_text,
-        warnings: Vec::new(),
+        warnings: streamed.warnings,
     })
 }

@@ -378,6 +378,14 @@ impl ImportTarget for Tx<'_> {
         Ok(id)
     }
 
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        self.execute(
+            "UPDATE sessions SET title = $2 WHERE id = $1",
+            &[&session.as_str(), &title],
+        )?;
+        Ok(())
+    }
+
     fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
         append_in(self, session, messages)
     }
