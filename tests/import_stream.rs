@@ -1,8 +1,9 @@
-//! Streamed imports (`Store::import_reader`): a request body is appended in batches while it
-//! is read, so the failures this file guards against are a streamed import that stores
-//! something other than what the whole-file importer builds (different rows, order, models,
-//! usage), and a refusal found after batches were written that leaves a half-imported
-//! session behind. Both backends (PostgreSQL when `SESSION_STORE_TEST_PG` is set).
+//! Streamed imports (`Store::import_reader`): a transcript is appended in batches while it is
+//! read (a request body a message at a time, a log a line at a time), so the failures this
+//! file guards against are a streamed import that stores something other than what the
+//! whole-file importer builds (different rows, order, models, usage, titles, compactions,
+//! child sessions), and a refusal found after batches were written that leaves a
+//! half-imported session behind. Both backends (PostgreSQL when `SESSION_STORE_TEST_PG` is set).
 
 use std::io::Cursor;
 
@@ -13,38 +14,76 @@ use session_store::{import_transcript, Format, ImportError, Message, SessionId, 
 use crate::backends::backends;
 use crate::import_fixtures::transcripts;
 
-/// What an import stored, without the ids and times the store assigns.
-fn rows(store: &Store, session: &SessionId) -> Vec<(i64, i64, String, Option<String>, Value)> {
-    store
-        .messages(session)
-        .expect("messages")
-        .into_iter()
-        .map(|m: Message| {
-            (
-                m.seq,
-                m.turn_index,
-                format!("{:?}", m.role),
-                m.model,
-                serde_json::to_value(&m.parts).expect("parts"),
-            )
-        })
-        .collect()
+/// What an import stored (title, messages, summaries, then each child's), without the ids
+/// and times the store assigns; the child sessions' ids named by their place.
+fn stored(store: &Store, session: &SessionId, children: &[SessionId]) -> String {
+    let conversation = |id: &SessionId| {
+        let title = store
+            .session_overviews()
+            .expect("overviews")
+            .into_iter()
+            .find(|o| o.id == *id)
+            .and_then(|o| o.title);
+        let messages: Vec<_> = store
+            .messages(id)
+            .expect("messages")
+            .into_iter()
+            .map(|m: Message| {
+                (
+                    m.seq,
+                    m.turn_index,
+                    format!("{:?}", m.role),
+                    m.compacted,
+                    m.model,
+                    serde_json::to_value(&m.parts).expect("parts"),
+                )
+            })
+            .collect();
+        let summaries: Vec<_> = store
+            .summaries(id)
+            .expect("summaries")
+            .into_iter()
+            .map(|s| {
+                (
+                    s.first_turn,
+                    s.last_turn,
+                    s.compacted_from_turn,
+                    s.through_seq,
+                    s.text,
+                )
+            })
+            .collect();
+        format!("{title:?}\n{messages:?}\n{summaries:?}\n")
+    };
+    let mut out = conversation(session);
+    for child in children {
+        out.push_str(&conversation(child));
+    }
+    for (k, child) in children.iter().enumerate() {
+        out = out.replace(child.as_str(), &format!("child-{k}"));
+    }
+    out
 }
 
 /// Imports `text` both ways into `store` and checks they stored the same rows.
 fn same_both_ways(store: &Store, format: Format, text: &str) {
-    let whole = store
-        .import(&import_transcript(format, text).expect("imports whole"))
-        .expect("stored whole")
-        .session;
+    let imported = import_transcript(format, text).expect("imports whole");
+    let whole = store.import(&imported).expect("stored whole");
     let streamed = store
         .import_reader(format, Cursor::new(text.as_bytes()))
         .expect("streams");
-    assert_eq!(rows(store, &streamed.session), rows(store, &whole));
+    assert_eq!(
+        stored(store, &streamed.session, &streamed.children),
+        stored(store, &whole.session, &whole.children),
+        "{format}"
+    );
     assert_eq!(
         streamed.messages,
-        store.messages(&whole).expect("messages").len()
+        store.messages(&whole.session).expect("messages").len()
     );
+    assert_eq!(streamed.tombstoned, imported.tombstoned);
+    assert_eq!(streamed.orphans_as_text, imported.orphans_as_text);
+    assert_eq!(streamed.warnings, imported.warnings);
 }
 
 /// A body of `turns` tool turns, past several batches.
@@ -65,12 +104,16 @@ fn long_body(turns: usize) -> Value {
 }
 
 #[test]
-fn streamed_request_bodies_store_what_the_whole_file_importer_builds() {
-    let fixtures: Vec<_> = transcripts()
-        .into_iter()
-        .filter(|(_, format)| *format != Format::ClaudeCode)
-        .collect();
-    assert!(!fixtures.is_empty());
+fn streamed_transcripts_store_what_the_whole_file_importer_builds() {
+    let mut fixtures = transcripts();
+    let codex = crate::util::transcripts().join("agentcmd/codex");
+    for entry in std::fs::read_dir(&codex).expect("codex folder") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            fixtures.push((path, Format::Codex));
+        }
+    }
+    assert!(fixtures.len() > 15, "{fixtures:?}");
     for backend in backends() {
         for (path, format) in &fixtures {
             let text = std::fs::read_to_string(path).expect("fixture");
@@ -106,6 +149,38 @@ fn a_refusal_after_batches_were_written_leaves_no_session_behind() {
         assert!(
             backend.store.sessions().expect("sessions").is_empty(),
             "{}: a half-imported session was left behind",
+            backend.name
+        );
+    }
+    // A log: its 1,201st line holds a message without content.
+    let mut log = String::new();
+    for n in 0..300 {
+        let id = format!("toolu_{n}");
+        for line in [
+            json!({"type": "user", "uuid": format!("u{n}"), "message": {"role": "user", "content": format!("q {n}")}}),
+            json!({"type": "assistant", "uuid": format!("a{n}"), "message": {"id": format!("m{n}"), "role": "assistant",
+                "content": [{"type": "tool_use", "id": id, "name": "f", "input": {}}]}}),
+            json!({"type": "user", "uuid": format!("r{n}"), "message": {"role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": id, "content": "ok"}]}}),
+            json!({"type": "assistant", "uuid": format!("b{n}"), "message": {"id": format!("n{n}"), "role": "assistant", "content": "done"}}),
+        ] {
+            log.push_str(&line.to_string());
+            log.push('\n');
+        }
+    }
+    log.push_str("{\"type\": \"user\", \"uuid\": \"last\", \"message\": {\"role\": \"user\"}}\n");
+    for backend in backends() {
+        let err = backend
+            .store
+            .import_reader(Format::ClaudeCode, Cursor::new(log.as_bytes()))
+            .expect_err("refused");
+        let session_store::Error::Import(ImportError::Malformed { at, .. }) = &err else {
+            panic!("{}: {err:?}", backend.name);
+        };
+        assert_eq!(at.line, Some(1201), "{}", backend.name);
+        assert!(
+            backend.store.sessions().expect("sessions").is_empty(),
+            "{}: a half-imported log was left behind",
             backend.name
         );
     }

@@ -621,31 +621,6 @@ impl Assembler {
         self.accept(at, message)
     }
 
-    /// The messages, checked once more from the start as the store will check them.
-    pub(crate) fn finish(
-        mut self,
-        system: Option<NewMessage>,
-        at_end: &Location,
-    ) -> Result<Imported, ImportError> {
-        if system.is_some() {
-            self.set_system(system);
-        }
-        let rest = self.finish_rest(at_end)?;
-        let mut messages = rest.messages.into_iter();
-        let system = if rest.has_system {
-            messages.next()
-        } else {
-            None
-        };
-        Ok(Imported {
-            system,
-            messages: messages.collect(),
-            tombstoned: rest.tombstoned,
-            orphans_as_text: rest.orphans_as_text,
-            ..Imported::default()
-        })
-    }
-
     /// The end of a streamed assembly: the messages not handed out yet, the whole output
     /// checked from the start as the store will check it (the first refusal named at
     /// `at_end`).

@@ -119,56 +119,8 @@ pub(crate) fn stream<R: BufRead + Seek, S: Sink>(
         Format::Responses => document::<super::responses::Body, _, _>(input, sink),
         Format::Gemini => document::<super::gemini::Body, _, _>(input, sink),
         Format::Codex => log::<super::codex::Rollout, _, _>(input, sink),
-        Format::ClaudeCode => whole(format, input, sink),
+        Format::ClaudeCode => log::<super::claude_code::Session, _, _>(input, sink),
     }
-}
-
-/// A format still read whole: the text, then its [`Imported`] handed out as batches.
-fn whole<R: BufRead, S: Sink>(
-    format: Format,
-    input: &mut R,
-    sink: &mut S,
-) -> Result<Streamed, Halt<S::Error>> {
-    let mut text = String::new();
-    input
-        .read_to_string(&mut text)
-        .map_err(|source| ImportError::Io { source })?;
-    let imported = super::import(format, &text)?;
-    drop(text);
-    let has_system = imported.system.is_some();
-    let mut streamed = Streamed {
-        has_system,
-        tombstoned: imported.tombstoned,
-        orphans_as_text: imported.orphans_as_text,
-        warnings: imported.warnings,
-        title: imported.title,
-        compactions: imported.compactions,
-        ..Streamed::default()
-    };
-    let main: Vec<NewMessage> = imported
-        .system
-        .into_iter()
-        .chain(imported.messages)
-        .collect();
-    streamed.messages = main.len();
-    sink.batch(0, main).map_err(Halt::Sink)?;
-    for (k, child) in imported.children.into_iter().enumerate() {
-        let imported = child.imported;
-        let messages: Vec<NewMessage> = imported
-            .system
-            .into_iter()
-            .chain(imported.messages)
-            .collect();
-        streamed.children.push(StreamedChild {
-            spawned_by: child.spawned_by,
-            compactions: imported.compactions,
-            messages: messages.len(),
-            tombstoned: imported.tombstoned,
-            orphans_as_text: imported.orphans_as_text,
-        });
-        sink.batch(k + 1, messages).map_err(Halt::Sink)?;
-    }
-    Ok(streamed)
 }
 
 /// Reads one request body: pass one, [`Document::begin`], pass two, [`Document::finish`].
