@@ -110,6 +110,16 @@ fn child(variant: &str, dir: &Path) {
             let opened = peak_kib();
             let file = std::fs::File::open(dir.join("transcript.json")).unwrap();
             let stored = black_box(store.import_reader(Format::Anthropic, file).unwrap());
+            note_mapped();
+            (opened, stored.messages)
+        }
+        "import_claude_code" => {
+            // The same conversation as a Claude Code log, streamed a line at a time.
+            let store = Store::open(dir.join("import.db")).unwrap();
+            let opened = peak_kib();
+            let file = std::fs::File::open(dir.join("transcript.jsonl")).unwrap();
+            let stored = black_box(store.import_reader(Format::ClaudeCode, file).unwrap());
+            note_mapped();
             (opened, stored.messages)
         }
         "import_anthropic_whole" => {
@@ -122,6 +132,7 @@ fn child(variant: &str, dir: &Path) {
             let messages = imported.into_messages();
             let count = messages.len();
             black_box(store.import_session(messages).unwrap());
+            note_mapped();
             (opened, count)
         }
         "blob" => {
@@ -153,16 +164,22 @@ fn import_peak(dir: &Path) {
         .collect();
     for (round, turns) in sizes.into_iter().enumerate() {
         write_transcript(dir, turns);
-        let size = std::fs::metadata(dir.join("transcript.json"))
-            .unwrap()
-            .len() as f64
-            / 1024.0;
+        let size_of = |name: &str| std::fs::metadata(dir.join(name)).unwrap().len() as f64 / 1024.0;
         let variants: &[&str] = if round == 0 {
-            &["import_anthropic", "import_anthropic_whole"]
+            &[
+                "import_anthropic",
+                "import_claude_code",
+                "import_anthropic_whole",
+            ]
         } else {
-            &["import_anthropic"]
+            &["import_anthropic", "import_claude_code"]
         };
         for variant in variants {
+            let (size, what) = if *variant == "import_claude_code" {
+                (size_of("transcript.jsonl"), "a Claude Code log")
+            } else {
+                (size_of("transcript.json"), "an Anthropic body")
+            };
             let _ = std::fs::remove_file(dir.join("import.db"));
             let _ = std::fs::remove_file(dir.join("import-whole.db"));
             let started = std::time::Instant::now();
@@ -178,13 +195,14 @@ fn import_peak(dir: &Path) {
                 .split_whitespace()
                 .map(|f| f.parse().unwrap())
                 .collect();
-            let (opened, peak, count) = (fields[0], fields[1], fields[2]);
+            let (opened, peak, count, mapped) = (fields[0], fields[1], fields[2], fields[3]);
             println!(
-                "== {variant}: an Anthropic body of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file; process {:.1} s ==",
+                "== {variant}: {what} of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file (mapped file pages resident after it {:.1} MiB); process {:.1} s ==",
                 size / 1024.0,
                 peak as f64 / 1024.0,
                 (peak - opened) as f64 / 1024.0,
                 (peak - opened) as f64 / size,
+                mapped as f64 / 1024.0,
                 took.as_secs_f64()
             );
         }
@@ -214,6 +232,19 @@ fn write_transcript(dir: &Path, turns: u64) {
         serde_json::to_vec(&body).unwrap(),
     )
     .unwrap();
+    // The same messages as a Claude Code log: one line per message.
+    let mut log = Vec::new();
+    for (n, message) in body["messages"].as_array().unwrap().iter().enumerate() {
+        let role = message["role"].as_str().unwrap();
+        let mut inner = message.clone();
+        if role == "assistant" {
+            inner["id"] = serde_json::json!(format!("msg_{n}"));
+        }
+        let line = serde_json::json!({"type": role, "uuid": format!("u{n}"), "message": inner});
+        serde_json::to_writer(&mut log, &line).unwrap();
+        log.push(b'\n');
+    }
+    std::fs::write(dir.join("transcript.jsonl"), log).unwrap();
 }
 
 fn main() {

@@ -46,7 +46,7 @@ use serde_json::{json, Map, Value};
 use std::io::BufRead;
 
 use super::blocks::{content_blocks, split};
-use super::stream::{Log, Streamed, StreamedChild};
+use super::stream::{Batches, Log, Streamed, StreamedChild};
 use super::{
     as_object, json as parse, tag, Assembler, ImportError, Imported, ImportedCompaction, Leniency,
     Location,
@@ -284,7 +284,7 @@ impl Log for Session {
         Ok(())
     }
 
-    fn ready(&mut self) -> Vec<(usize, Vec<NewMessage>)> {
+    fn ready(&mut self) -> Batches {
         let mut out = vec![(0, self.main.assembler.take_ready())];
         for (k, child) in self.children.iter_mut().enumerate() {
             if child.refused.is_none() {
@@ -295,10 +295,7 @@ impl Log for Session {
         out
     }
 
-    fn finish(
-        mut self,
-        _: usize,
-    ) -> Result<(Vec<(usize, Vec<NewMessage>)>, Streamed), ImportError> {
+    fn finish(mut self, _: usize) -> Result<(Batches, Streamed), ImportError> {
         let end = Location::line(self.last_line);
         let main = std::mem::replace(&mut self.main, Conversation::new());
         let rest = main.assembler.finish_rest(&end)?;

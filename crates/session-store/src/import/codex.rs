@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 use std::io::BufRead;
 
 use super::responses::Items;
-use super::stream::{Log, Streamed};
+use super::stream::{Batches, Log, Streamed};
 use super::{as_object, ImportError, Imported, ImportedCompaction, Leniency, Location};
 use crate::model::{NewMessage, Part, Role};
 
@@ -139,14 +139,11 @@ impl Log for Rollout {
         Ok(())
     }
 
-    fn ready(&mut self) -> Vec<(usize, Vec<NewMessage>)> {
+    fn ready(&mut self) -> Batches {
         vec![(0, self.items.assembler.take_ready())]
     }
 
-    fn finish(
-        mut self,
-        lines: usize,
-    ) -> Result<(Vec<(usize, Vec<NewMessage>)>, Streamed), ImportError> {
+    fn finish(mut self, lines: usize) -> Result<(Batches, Streamed), ImportError> {
         if self.lines == 0 {
             return Err(ImportError::Empty);
         }

@@ -5,9 +5,12 @@
 //! [`gemini`] (a Gemini `generateContent` request body), [`claude_code`] (a Claude Code
 //! session log, JSON Lines) and [`codex`] (a Codex CLI rollout, JSON Lines). Each records
 //! the model of the assistant messages where the source names it (`NewMessage::model`).
-//! They are pure functions from `&str` to an [`Imported`]: no I/O, no clock. The messages they
-//! return already satisfy the pairing rules ([`crate::history::pairing`]), so
+//! They are functions from `&str` to an [`Imported`]: no clock, no I/O but their input. The
+//! messages they return already satisfy the pairing rules ([`crate::history::pairing`]), so
 //! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.
+//! Each also reads from a reader a message (or a line) at a time, handing out batches
+//! ([`stream`]); [`Store::import_reader`](crate::Store::import_reader) stores a transcript
+//! that way, and the `&str` functions are that same path, collected.
 //!
 //! Malformed input is refused with an [`ImportError`] whose [`Location`] names the line
 //! (JSON Lines) or the JSON path (`messages[3].content[1]`) at fault.

@@ -168,6 +168,9 @@ fn document<D: Document, R: BufRead + Seek, S: Sink>(
     })
 }
 
+/// Messages to hand out, each batch with its conversation (see [`Sink::batch`]).
+pub(crate) type Batches = Vec<(usize, Vec<NewMessage>)>;
+
 /// A JSON Lines format, read one line at a time.
 pub(crate) trait Log: Sized {
     /// Pass one, over as much of the input as the format needs to know before the first
@@ -184,11 +187,10 @@ pub(crate) trait Log: Sized {
         ended: bool,
     ) -> Result<(), ImportError>;
     /// The messages ready to hand out, by conversation.
-    fn ready(&mut self) -> Vec<(usize, Vec<NewMessage>)>;
+    fn ready(&mut self) -> Batches;
     /// The end of the input (`lines` lines were read); the rest of each conversation, by
     /// conversation, and what the import found besides.
-    fn finish(self, lines: usize)
-        -> Result<(Vec<(usize, Vec<NewMessage>)>, Streamed), ImportError>;
+    fn finish(self, lines: usize) -> Result<(Batches, Streamed), ImportError>;
 }
 
 /// Reads one JSON Lines log: [`Log::begin`], then every line, then [`Log::finish`].
@@ -201,7 +203,7 @@ fn log<L: Log, R: BufRead + Seek, S: Sink>(
     let mut log = L::begin(&mut *input)?;
     input.seek(SeekFrom::Start(start)).map_err(io)?;
     let mut handed: Vec<usize> = Vec::new();
-    let mut hand = |batches: Vec<(usize, Vec<NewMessage>)>, sink: &mut S| {
+    let mut hand = |batches: Batches, sink: &mut S| {
         for (stream, batch) in batches {
             if batch.is_empty() {
                 continue;
