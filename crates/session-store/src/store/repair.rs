@@ -195,7 +195,7 @@ impl Store {
                 return Ok(repair);
             }
             let plan = plan_mend(&loaded.messages, &check_options);
-            repair.changes = apply(tx, session, &loaded, &plan, now)?;
+            repair.changes = apply(&mut &**tx, session, &loaded, &plan, now)?;
             let after = load_session(tx, session)?;
             let left = check_session(session, &after.messages, &check_options);
             if let Some(first) = left.first() {

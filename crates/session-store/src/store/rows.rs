@@ -21,6 +21,7 @@ use rusqlite::{params, Connection, Row, Statement};
 use serde_json::Value;
 
 use super::parse_time;
+use super::sql::{values, Sql};
 use crate::error::{Error, Result};
 use crate::history::rules::{HealthRule, Problem};
 use crate::model::{Message, NewMessage, Part, PartKind, Role, SessionId};
@@ -500,41 +501,45 @@ const INSERT_PART: &str = "
     INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
-/// Inserts one message and its parts; returns the new `messages.id`.
+/// Inserts one message and its parts; returns the new `messages.id`. Either engine.
 pub(crate) fn insert_message(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     seq: i64,
     turn_index: i64,
     message: &NewMessage,
     created_at: &str,
 ) -> Result<i64> {
-    conn.prepare_cached(INSERT_MESSAGE)?.execute(params![
-        session.as_str(),
-        seq,
-        turn_index,
-        message.role.as_str(),
-        created_at,
-        message.model
-    ])?;
-    let message_id = conn.last_insert_rowid();
+    let message_id = db.insert(
+        INSERT_MESSAGE,
+        &values![
+            session.as_str(),
+            seq,
+            turn_index,
+            message.role.as_str(),
+            created_at,
+            message.model.as_deref(),
+        ],
+    )?;
     for (ordinal, part) in message.parts.iter().enumerate() {
-        insert_part(conn, message_id, ordinal as i64, part)?;
+        insert_part(db, message_id, ordinal as i64, part)?;
     }
     Ok(message_id)
 }
 
-/// Inserts one part at `ordinal` of message `message_id`.
+/// Inserts one part at `ordinal` of message `message_id`; returns its id. Either engine.
 pub(crate) fn insert_part(
-    conn: &Connection,
+    db: &mut impl Sql,
     message_id: i64,
     ordinal: i64,
     part: &Part,
-) -> Result<()> {
+) -> Result<i64> {
     let metadata = part
         .provider_metadata()
         .map(serde_json::to_string)
         .transpose()?;
+    let json = |value: &Value| serde_json::to_string(value);
+    // text, tool_use_id, tool_name, input (JSON), is_error
     let (text, tool_use_id, tool_name, input, is_error): (
         Option<&str>,
         Option<&str>,
@@ -548,13 +553,10 @@ pub(crate) fn insert_part(
         Part::RedactedReasoning { data, .. } => (Some(data), None, None, None, false),
         Part::ToolUse {
             id, name, input, ..
-        } => (
-            None,
-            Some(id),
-            Some(name),
-            Some(serde_json::to_string(input)?),
-            false,
-        ),
+        }
+        | Part::ServerToolUse {
+            id, name, input, ..
+        } => (None, Some(id), Some(name), Some(json(input)?), false),
         Part::ToolResult {
             tool_use_id,
             content,
@@ -568,45 +570,26 @@ pub(crate) fn insert_part(
             blocks.as_ref().map(serde_json::to_string).transpose()?,
             *is_error,
         ),
-        Part::Image { source, title, .. } | Part::Document { source, title, .. } => (
-            title.as_deref(),
-            None,
-            None,
-            Some(serde_json::to_string(source)?),
-            false,
-        ),
-        Part::ServerToolUse {
-            id, name, input, ..
-        } => (
-            None,
-            Some(id),
-            Some(name),
-            Some(serde_json::to_string(input)?),
-            false,
-        ),
+        Part::Image { source, title, .. } | Part::Document { source, title, .. } => {
+            (title.as_deref(), None, None, Some(json(source)?), false)
+        }
         Part::ServerToolResult {
             tool_use_id, block, ..
-        } => (
-            None,
-            Some(tool_use_id),
-            None,
-            Some(serde_json::to_string(block)?),
-            false,
-        ),
-        Part::Opaque { block, .. } => {
-            (None, None, None, Some(serde_json::to_string(block)?), false)
-        }
+        } => (None, Some(tool_use_id), None, Some(json(block)?), false),
+        Part::Opaque { block, .. } => (None, None, None, Some(json(block)?), false),
     };
-    conn.prepare_cached(INSERT_PART)?.execute(params![
-        message_id,
-        ordinal,
-        part.kind().as_str(),
-        text,
-        tool_use_id,
-        tool_name,
-        input,
-        is_error,
-        metadata
-    ])?;
-    Ok(())
+    db.insert(
+        INSERT_PART,
+        &values![
+            message_id,
+            ordinal,
+            part.kind().as_str(),
+            text,
+            tool_use_id,
+            tool_name,
+            input.as_deref(),
+            is_error,
+            metadata.as_deref(),
+        ],
+    )
 }

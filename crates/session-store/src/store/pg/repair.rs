@@ -7,7 +7,6 @@
 use super::Tx;
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::apply::apply;
 use super::read::session_ids;
 use super::rows::part_from_row;
 use super::{lock_session, require_session, PgStore};
@@ -15,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::history::mend::plan_mend;
 use crate::history::rules::{check_session, CheckOptions};
 use crate::model::{Message, Role, SessionId};
+use crate::store::apply::apply;
 use crate::store::repair::{CheckReport, Loaded, RepairOptions, SessionRepair};
 use crate::store::{now, parse_time};
 
