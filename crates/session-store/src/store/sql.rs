@@ -11,7 +11,9 @@ use rusqlite::types::ToSqlOutput;
 use rusqlite::{params_from_iter, Connection};
 
 use super::pg::Tx;
+use super::rows::{Loaded, Unreadable};
 use crate::error::Result;
+use crate::model::SessionId;
 
 /// A value bound to a placeholder.
 #[derive(Clone, Copy, Debug)]
@@ -99,6 +101,19 @@ pub(crate) trait Sql {
         sql: &str,
         params: &[Value<'_>],
     ) -> Result<Vec<[i64; N]>>;
+
+    /// The id of every session, in id order (bytewise, on both engines).
+    fn session_ids(&mut self) -> Result<Vec<SessionId>>;
+
+    /// [`crate::Error::UnknownSession`] unless the session exists.
+    fn require_session(&mut self, session: &SessionId) -> Result<()>;
+
+    /// The whole session for the check and the mend, through the one row decoder; the inner
+    /// `Err` is the first row outside the contract.
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>>;
 }
 
 impl Sql for &Connection {
@@ -130,6 +145,26 @@ impl Sql for &Connection {
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        let mut statement = self.prepare_cached("SELECT id FROM sessions ORDER BY id")?;
+        let ids = statement
+            .query_map([], |row| row.get::<_, String>(0))?
+            .map(|id| id.map(SessionId::new))
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(ids)
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        super::write::require_session(self, session)
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        super::rows::load_for_check(self, session)
+    }
 }
 
 impl Sql for Tx<'_> {
@@ -158,6 +193,21 @@ impl Sql for Tx<'_> {
             })
             .collect()
     }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        super::pg::read::session_ids(self)
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        super::pg::require_session(self, session)
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        super::pg::rows::load_for_check(self, session)
+    }
 }
 
 fn pg_params<'v>(params: &'v [Value<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
@@ -166,7 +216,7 @@ fn pg_params<'v>(params: &'v [Value<'_>]) -> Vec<&'v (dyn postgres::types::ToSql
 
 /// `?1` -> `$1`: SQLite's numbered placeholders in PostgreSQL's spelling. The statements of
 /// this module hold no `?` other than placeholders (no string literal carries one).
-fn dollar_placeholders(sql: &str) -> String {
+pub(crate) fn dollar_placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {

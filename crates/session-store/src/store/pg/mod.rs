@@ -26,9 +26,9 @@ use crate::model::SessionId;
 mod copy;
 mod extra;
 mod ops;
-mod read;
+pub(crate) mod read;
 mod repair;
-mod rows;
+pub(crate) mod rows;
 pub(crate) mod schema;
 mod write;
 
