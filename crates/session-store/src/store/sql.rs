@@ -7,13 +7,13 @@
 //! store writes is one of those on both engines, flags included), each with its own NULL, as
 //! PostgreSQL binds a NULL with a type.
 
-use rusqlite::types::ToSqlOutput;
-use rusqlite::{params_from_iter, Connection};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::pg::Tx;
-use super::rows::{Loaded, Unreadable};
+use super::rows::{Cells, Loaded, Range, Unreadable};
 use crate::error::Result;
-use crate::model::SessionId;
+use crate::model::{Message, SessionId};
 
 /// A value bound to a placeholder.
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +102,12 @@ pub(crate) trait Sql {
         params: &[Value<'_>],
     ) -> Result<Vec<[i64; N]>>;
 
+    /// The first column of the first row of a query, when there is a row and it is not NULL.
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>>;
+
+    /// Messages with their parts, through the one row decoder ([`super::rows::load_messages`]).
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>>;
+
     /// The id of every session, in id order (bytewise, on both engines).
     fn session_ids(&mut self) -> Result<Vec<SessionId>>;
 
@@ -146,6 +152,18 @@ impl Sql for &Connection {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        Ok(self
+            .prepare_cached(sql)?
+            .query_row(params_from_iter(params), |row| row.get(0))
+            .optional()?
+            .flatten())
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        super::rows::load_messages(self, session, range)
+    }
+
     fn session_ids(&mut self) -> Result<Vec<SessionId>> {
         let mut statement = self.prepare_cached("SELECT id FROM sessions ORDER BY id")?;
         let ids = statement
@@ -187,11 +205,22 @@ impl Sql for Tx<'_> {
             .map(|row| {
                 let mut values = [0; N];
                 for (at, value) in values.iter_mut().enumerate() {
-                    *value = row.try_get(at)?;
+                    *value = pg_int(row, at)?.unwrap_or_default();
                 }
                 Ok(values)
             })
             .collect()
+    }
+
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        match self.query_opt(&dollar_placeholders(sql), &pg_params(params))? {
+            Some(row) => pg_int(&row, 0),
+            None => Ok(None),
+        }
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        super::pg::rows::load_messages(self, session, range)
     }
 
     fn session_ids(&mut self) -> Result<Vec<SessionId>> {
@@ -207,6 +236,24 @@ impl Sql for Tx<'_> {
         session: &SessionId,
     ) -> Result<std::result::Result<Loaded, Unreadable>> {
         super::pg::rows::load_for_check(self, session)
+    }
+}
+
+/// An integer column of any width (`SELECT 1` is an `int4`, a count an `int8`).
+fn pg_int(row: &postgres::Row, at: usize) -> Result<Option<i64>> {
+    match row.cell(at) {
+        Ok(ValueRef::Integer(n)) => Ok(Some(n)),
+        Ok(ValueRef::Null) => Ok(None),
+        Ok(other) => Err(crate::Error::CorruptRow {
+            table: "(a query of the store)",
+            row_id: 0,
+            detail: format!("column {at} is {other:?}, not an integer"),
+        }),
+        Err(detail) => Err(crate::Error::CorruptRow {
+            table: "(a query of the store)",
+            row_id: 0,
+            detail,
+        }),
     }
 }
 
