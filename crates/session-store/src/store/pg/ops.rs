@@ -1,5 +1,5 @@
-//! PostgreSQL compaction, revert, turn-aligned reads and the export's inputs: the SQL of
-//! `store/compaction.rs`, `store/revert.rs`, `store/turns.rs` and `store/export.rs` in
+//! PostgreSQL compaction, revert and the export's inputs: the SQL of
+//! `store/compaction.rs`, `store/revert.rs` and `store/export.rs` in
 //! PostgreSQL's dialect, planned by the same pure functions.
 
 use postgres::Row;
@@ -10,7 +10,6 @@ use super::rows::{load_messages, Range};
 use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
 use crate::history::compaction::{plan_compaction, CompactionPlan, ProviderHistory, Summary};
-use crate::history::paging::{page_last_turn, Page, TurnCursor};
 use crate::history::thinking::ThinkingState;
 use crate::model::{Message, Role, SessionId};
 use crate::store::{format_time, now, parse_time, CompactionOutcome, Reverted};
@@ -295,80 +294,6 @@ impl PgStore {
                 messages: usize::try_from(messages).unwrap_or(usize::MAX),
                 summaries: usize::try_from(summaries).unwrap_or(usize::MAX),
             }))
-        })
-    }
-
-    pub(crate) fn page(
-        &self,
-        session: &SessionId,
-        after_turn: i64,
-        max_messages: usize,
-    ) -> Result<Page> {
-        self.read(|tx| {
-            require_session(tx, session)?;
-            let probe = i64::try_from(max_messages)
-                .unwrap_or(i64::MAX)
-                .saturating_add(1);
-            let turns: Vec<i64> = tx
-                .query(
-                    "SELECT turn_index FROM messages
-                     WHERE session_id = $1 AND turn_index > $2
-                     ORDER BY turn_index, seq LIMIT $3",
-                    &[&session.as_str(), &after_turn, &probe],
-                )?
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<Result<_, _>>()?;
-            let Some(last_turn) = page_last_turn(&turns, max_messages) else {
-                return Ok(Page {
-                    messages: Vec::new(),
-                    next: None,
-                });
-            };
-            let messages = load_messages(
-                tx,
-                session,
-                Range::Turns(after_turn.saturating_add(1), last_turn),
-            )?;
-            let more: bool = tx
-                .query_one(
-                    "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = $1 AND turn_index > $2)",
-                    &[&session.as_str(), &last_turn],
-                )?
-                .try_get(0)?;
-            Ok(Page {
-                messages,
-                next: more.then(|| TurnCursor::after(last_turn)),
-            })
-        })
-    }
-
-    pub(crate) fn turns(&self, session: &SessionId, first: i64, last: i64) -> Result<Vec<Message>> {
-        self.read(|tx| {
-            require_session(tx, session)?;
-            if first > last {
-                return Ok(Vec::new());
-            }
-            load_messages(tx, session, Range::Turns(first, last))
-        })
-    }
-
-    pub(crate) fn last_turns(&self, session: &SessionId, k: usize) -> Result<Vec<Message>> {
-        self.read(|tx| {
-            require_session(tx, session)?;
-            let k = i64::try_from(k).unwrap_or(i64::MAX);
-            let first: Option<i64> = tx
-                .query_one(
-                    "SELECT MIN(turn_index) FROM (
-                        SELECT DISTINCT turn_index FROM messages
-                        WHERE session_id = $1 ORDER BY turn_index DESC LIMIT $2) AS t",
-                    &[&session.as_str(), &k],
-                )?
-                .try_get(0)?;
-            match first {
-                Some(first) => load_messages(tx, session, Range::Turns(first, i64::MAX)),
-                None => Ok(Vec::new()),
-            }
         })
     }
 
