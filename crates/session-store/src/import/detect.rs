@@ -98,13 +98,14 @@ impl Sample {
     }
 }
 
-/// How many elements of each array a [`Sample::read`] of a document keeps.
-const SAMPLE_ELEMENTS: usize = 256;
+/// About how many bytes of text (strings and keys) a [`Sample::read`] of a document keeps.
+const SAMPLE_BYTES: usize = 8 * 1024 * 1024;
 
 impl Sample {
     /// Reads a sample of the text `input` yields, holding no more of it than the sample: a
-    /// document with each array cut to its first 256 elements, or the first 64 non-blank
-    /// lines of JSON Lines. Refuses bytes that are not UTF-8 first, naming where, as
+    /// document cut to about 8 MiB of text (each array's elements while that lasts, each
+    /// string's first 64 KiB; a smaller document whole), or the first 64 non-blank lines of
+    /// JSON Lines. Refuses bytes that are not UTF-8 first, naming where, as
     /// [`crate::import::text_of`] does. `input` is read from its current position, more
     /// than once; the only I/O of this module.
     pub fn read<R: Read + Seek>(input: R) -> Result<Self, ImportError> {
@@ -113,7 +114,7 @@ impl Sample {
         let start = input.stream_position().map_err(io)?;
         super::json::utf8_stream(&mut input)?;
         input.seek(SeekFrom::Start(start)).map_err(io)?;
-        let error = match super::json::bounded_document(&mut input, SAMPLE_ELEMENTS) {
+        let error = match super::json::bounded_document(&mut input, SAMPLE_BYTES) {
             Ok(value) => return Ok(Sample::Document(value)),
             Err(error) if error.is_io() => return Err(io(error.into())),
             Err(error) => error,
@@ -540,6 +541,7 @@ impl fmt::Display for Evidence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const PLAIN: &str = r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
     const ANTHROPIC: &str = r#"{"messages": [{"role": "user", "content": "hi"},
@@ -555,6 +557,50 @@ mod tests {
     );
     const CODEX: &str = r#"{"timestamp":"t","type":"session_meta","payload":{}}
 {"timestamp":"t","type":"response_item","payload":{"type":"message"}}"#;
+
+    /// `Sample::read` (what the CLI detects from) tells the same formats as the whole text, and
+    /// holds a bounded part of a large document, not all of it.
+    #[test]
+    fn a_sample_read_from_a_reader_tells_formats_as_the_whole_text_does() {
+        use std::io::Cursor;
+        for text in [
+            PLAIN,
+            ANTHROPIC,
+            OPENAI,
+            CLAUDE_CODE,
+            CODEX,
+            "",
+            "  \n",
+            "{\"messages\": [1,",
+        ] {
+            let read = Sample::read(Cursor::new(text.as_bytes())).expect("reads");
+            for format in CANDIDATES {
+                assert_eq!(
+                    sniff(*format, &read),
+                    sniff(*format, &Sample::of(text)),
+                    "{format} on {text:?}"
+                );
+            }
+            assert_eq!(detect_sample(&read), detect(text), "{text:?}");
+        }
+        let message = json!({"role": "user", "content": "x".repeat(100_000)});
+        let mut messages = vec![json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t", "name": "f", "input": {}}]})];
+        messages.extend(std::iter::repeat_n(message, 300));
+        let big = json!({"messages": messages}).to_string();
+        let read = Sample::read(Cursor::new(big.as_bytes())).expect("reads");
+        let Sample::Document(value) = &read else {
+            panic!("a document");
+        };
+        let kept = value["messages"].as_array().map_or(0, Vec::len);
+        assert!((1..300).contains(&kept), "{kept} of 301 messages kept");
+        assert_eq!(detect_sample(&read), Ok(Format::Anthropic));
+        let bad = Sample::read(Cursor::new(b"{\"a\": \"\xff\"}".as_slice()));
+        assert!(
+            matches!(bad, Err(ImportError::InvalidUtf8 { .. })),
+            "{bad:?}"
+        );
+    }
 
     #[test]
     fn each_format_is_told_by_its_own_signs() {

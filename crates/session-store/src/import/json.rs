@@ -740,23 +740,43 @@ impl<'de> Visitor<'de> for Checked<'_> {
     }
 }
 
-/// `input` as one JSON document, each array cut to its first `limit` elements (the rest read
-/// and dropped): a sample of a document too large to hold whole, built as `serde_json`'s
+/// `input` as one JSON document, cut to a sample of about `budget` bytes of text (strings and
+/// keys): each array keeps elements while the budget lasts (at least its first), each string
+/// its first [`SAMPLE_STRING`] bytes; the rest is read and dropped. Built as `serde_json`'s
 /// `Value` is (the last of repeated keys wins, numbers digit for digit).
-pub(crate) fn bounded_document(input: impl BufRead, limit: usize) -> serde_json::Result<Value> {
+pub(crate) fn bounded_document(input: impl BufRead, budget: usize) -> serde_json::Result<Value> {
+    let left = std::cell::Cell::new(budget);
     let mut deserializer = serde_json::Deserializer::from_reader(input);
-    let value = Bounded { limit }.deserialize(&mut deserializer)?;
+    let value = Bounded { left: &left }.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)
 }
 
-/// The visitor of [`bounded_document`].
+/// The longest string a [`bounded_document`] sample keeps whole.
+const SAMPLE_STRING: usize = 64 * 1024;
+
+/// The visitor of [`bounded_document`]: `left` is the budget not spent yet.
 #[derive(Clone, Copy)]
-struct Bounded {
-    limit: usize,
+struct Bounded<'a> {
+    left: &'a std::cell::Cell<usize>,
 }
 
-impl<'de> DeserializeSeed<'de> for Bounded {
+impl Bounded<'_> {
+    fn spend(&self, bytes: usize) {
+        self.left.set(self.left.get().saturating_sub(bytes));
+    }
+
+    fn string(&self, text: &str) -> Value {
+        let mut end = text.len().min(SAMPLE_STRING);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.spend(end);
+        Value::String(text[..end].to_owned())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
@@ -764,7 +784,7 @@ impl<'de> DeserializeSeed<'de> for Bounded {
     }
 }
 
-impl<'de> Visitor<'de> for Bounded {
+impl<'de> Visitor<'de> for Bounded<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -784,10 +804,7 @@ impl<'de> Visitor<'de> for Bounded {
         Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+        Ok(self.string(v))
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
         Ok(Value::Null)
@@ -798,7 +815,7 @@ impl<'de> Visitor<'de> for Bounded {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut out = Vec::new();
-        while out.len() < self.limit {
+        while out.is_empty() || self.left.get() > 0 {
             match seq.next_element_seed(self)? {
                 Some(value) => out.push(value),
                 None => return Ok(Value::Array(out)),
@@ -818,6 +835,7 @@ impl<'de> Visitor<'de> for Bounded {
                 return Ok(Value::Number(number));
             }
             first = false;
+            self.spend(key.len());
             let value = map.next_value_seed(self)?;
             out.insert(key, value);
         }
