@@ -122,6 +122,27 @@ fn child(variant: &str, dir: &Path) {
             note_mapped();
             (opened, stored.messages)
         }
+        "parse_anthropic" => {
+            // Reading alone, no store: the streamed importer (`validate_transcript`) against
+            // parsing the text into one `Value` as the whole-file importer once did; the time
+            // goes to stderr.
+            let opened = peak_kib();
+            let started = std::time::Instant::now();
+            let file = std::fs::File::open(dir.join("transcript.json")).unwrap();
+            let count = session_store::validate_transcript(Format::Anthropic, file).unwrap();
+            let streamed = started.elapsed();
+            let started = std::time::Instant::now();
+            let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            black_box(&value);
+            let whole = started.elapsed();
+            eprintln!(
+                "parse: streamed importer {:.2} s, whole text into one Value {:.2} s",
+                streamed.as_secs_f64(),
+                whole.as_secs_f64()
+            );
+            (opened, count)
+        }
         "import_anthropic_whole" => {
             // The whole-file path, for comparison: read the file, parse it, store it.
             let store = Store::open(dir.join("import-whole.db")).unwrap();

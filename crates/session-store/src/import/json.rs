@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fmt;
-use std::io::{BufRead, Read};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -266,57 +266,55 @@ pub(crate) fn utf8_stream(input: &mut impl Read) -> Result<(), ImportError> {
     }
 }
 
-/// A reader that knows where the line being read starts, so that a `serde_json` error's line
-/// and column become a byte offset without keeping the input.
-struct Tracked<R> {
-    inner: R,
-    /// Bytes handed out so far.
-    read: usize,
-    /// 1-based line of the next byte, and where it and the line before it start.
-    line: usize,
-    line_start: usize,
-    previous_start: usize,
-}
+/// How much of the input a pass reads at once. `serde_json` reads a byte at a time: through
+/// a `BufReader` it owns, each byte is a read from the buffer, not a call down the stack.
+const PASS_BUFFER: usize = 64 * 1024;
 
-impl<R: BufRead> Tracked<R> {
-    fn new(inner: R) -> Self {
-        Self {
-            inner,
-            read: 0,
-            line: 1,
-            line_start: 0,
-            previous_start: 0,
-        }
-    }
-
-    /// Where `error` lies: its line and its byte offset in the input.
-    fn locate(&self, error: &serde_json::Error) -> (usize, usize) {
-        let start = if error.line() == self.line {
-            self.line_start
-        } else {
-            self.previous_start
+/// Where `error` (found by a pass that started at `start`) lies: its line, and its byte offset
+/// in the input, found by reading the input again up to that line (errors are rare; a pass
+/// keeps no line table).
+fn locate<R: Read + Seek>(input: &mut R, start: u64, error: &serde_json::Error) -> (usize, usize) {
+    let line = error.line();
+    let Ok(_) = input.seek(SeekFrom::Start(start)) else {
+        return (line, 0);
+    };
+    let mut reader = BufReader::with_capacity(PASS_BUFFER, input);
+    let mut line_start = 0;
+    let mut read = 0;
+    let mut newlines = 0;
+    while newlines + 1 < line {
+        let Ok(buffer) = reader.fill_buf() else {
+            break;
         };
-        let byte = (start + error.column().saturating_sub(1)).min(self.read);
-        (error.line(), byte)
-    }
-}
-
-impl<R: BufRead> Read for Tracked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let available = self.inner.fill_buf()?;
-        let n = available.len().min(buf.len());
-        buf[..n].copy_from_slice(&available[..n]);
-        self.inner.consume(n);
-        for (i, &b) in buf[..n].iter().enumerate() {
+        if buffer.is_empty() {
+            break;
+        }
+        let mut used = buffer.len();
+        for (i, &b) in buffer.iter().enumerate() {
             if b == b'\n' {
-                self.previous_start = self.line_start;
-                self.line_start = self.read + i + 1;
-                self.line += 1;
+                newlines += 1;
+                if newlines + 1 == line {
+                    line_start = read + i + 1;
+                    used = i + 1;
+                    break;
+                }
             }
         }
-        self.read += n;
-        Ok(n)
+        read += used;
+        reader.consume(used);
     }
+    // The end of the input caps an offset past it (an error at the end of the text).
+    let mut rest = 0;
+    while let Ok(buffer) = reader.fill_buf() {
+        if buffer.is_empty() {
+            break;
+        }
+        rest += buffer.len();
+        let n = buffer.len();
+        reader.consume(n);
+    }
+    let byte = (line_start + error.column().saturating_sub(1)).min(read + rest);
+    (line, byte)
 }
 
 /// The top level of a request body, read without building its long array: what
@@ -336,17 +334,20 @@ pub(crate) struct Top {
 /// line and byte offset, duplicate keys with their path), building only the top-level
 /// `fields` asked for and, for the `stream` field, its value unless it is an array. Memory
 /// stays bounded by those fields, whatever the input's size.
-pub(crate) fn scan_document(
-    input: impl BufRead,
+pub(crate) fn scan_document<R: Read + Seek>(
+    input: &mut R,
     fields: &[&str],
     stream: &str,
 ) -> Result<Top, ImportError> {
     let duplicate = RefCell::new(None);
     let mut path = Vec::new();
     let mut top = Top::default();
-    let mut reader = Tracked::new(input);
+    let start = input
+        .stream_position()
+        .map_err(|source| ImportError::Io { source })?;
     let checked = {
-        let mut deserializer = serde_json::Deserializer::from_reader(&mut reader);
+        let reader = BufReader::with_capacity(PASS_BUFFER, &mut *input);
+        let mut deserializer = serde_json::Deserializer::from_reader(reader);
         let result = TopVisitor {
             path: &mut path,
             duplicate: &duplicate,
@@ -366,7 +367,7 @@ pub(crate) fn scan_document(
             source: source.into(),
         });
     }
-    let (line, byte) = reader.locate(&source);
+    let (line, byte) = locate(input, start, &source);
     if let Some((path, key)) = duplicate.into_inner() {
         return Err(ImportError::DuplicateKey {
             at: Location {
@@ -390,15 +391,18 @@ pub(crate) fn scan_document(
 /// Pass two over a request body [`scan_document`] accepted: hands each element of the
 /// `stream` array to `each` as it is read, one at a time; everything else is skipped. The
 /// first error `each` returns stops the reading and is returned.
-pub(crate) fn each_element<H>(
-    input: impl BufRead,
+pub(crate) fn each_element<H, R: Read + Seek>(
+    input: &mut R,
     stream: &str,
     each: impl FnMut(usize, Value) -> Result<(), H>,
 ) -> Result<(), Pass<H>> {
     let mut halted = None;
-    let mut reader = Tracked::new(input);
+    let start = input
+        .stream_position()
+        .map_err(|source| Pass::Import(ImportError::Io { source }))?;
     let result = {
-        let mut deserializer = serde_json::Deserializer::from_reader(&mut reader);
+        let reader = BufReader::with_capacity(PASS_BUFFER, &mut *input);
+        let mut deserializer = serde_json::Deserializer::from_reader(reader);
         let mut elements = Elements {
             stream,
             each,
@@ -417,7 +421,7 @@ pub(crate) fn each_element<H>(
             });
         }
         // The input changed between the two passes.
-        let (line, byte) = reader.locate(&source);
+        let (line, byte) = locate(input, start, &source);
         Pass::Import(ImportError::Json {
             at: Location {
                 line: Some(line),
@@ -744,9 +748,10 @@ impl<'de> Visitor<'de> for Checked<'_> {
 /// keys): each array keeps elements while the budget lasts (at least its first), each string
 /// its first [`SAMPLE_STRING`] bytes; the rest is read and dropped. Built as `serde_json`'s
 /// `Value` is (the last of repeated keys wins, numbers digit for digit).
-pub(crate) fn bounded_document(input: impl BufRead, budget: usize) -> serde_json::Result<Value> {
+pub(crate) fn bounded_document(input: impl Read, budget: usize) -> serde_json::Result<Value> {
     let left = std::cell::Cell::new(budget);
-    let mut deserializer = serde_json::Deserializer::from_reader(input);
+    let reader = BufReader::with_capacity(PASS_BUFFER, input);
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
     let value = Bounded { left: &left }.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)

@@ -11,6 +11,13 @@
 //!    element at a time into the format's [`Document::element`], and the [`Assembler`]'s
 //!    settled messages go to the [`Sink`] every [`super::BATCH`] messages.
 //!
+//!
+//! A JSON Lines log (Claude Code, Codex) is read a line at a time ([`Log`]), after a first
+//! pass for what must be known before any message is handed out (Codex: the system prompt;
+//! Claude Code: every line's syntax and shape errors, the title, which lines are a
+//! sub-agent's). A Claude Code log's sub-agents are assembled beside the main conversation
+//! and handed out as conversations `1..` ([`Sink::batch`]).
+//!
 //! An input that is not one UTF-8 text is refused first ([`json::utf8_stream`]), as
 //! [`super::import_bytes`] does. The same code reads a `&str` (the in-memory importers are
 //! this path with a sink that collects), so the two cannot drift apart.
