@@ -61,23 +61,26 @@ pub struct Lineage {
     pub depth: usize,
 }
 
-const USER_COUNT_AND_ANY: &str =
+/// The statements both backends run, in SQLite's placeholders (`?N`; `pg/fork.rs` reads them
+/// as `$N`).
+pub(crate) const USER_COUNT_AND_ANY: &str =
     "SELECT COUNT(*) FILTER (WHERE role = 'user'), COUNT(*) FROM messages WHERE session_id = ?1";
 
 /// The seq of the user message opening turn `?2` (the `?2 + 1`-th user message).
-const TURN_START_SEQ: &str =
+pub(crate) const TURN_START_SEQ: &str =
     "SELECT seq FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?2";
 
 const INSERT_FORK: &str = "
     INSERT INTO sessions (id, created_at, updated_at, parent_id, forked_at_turn, thinking_latched, last_completion_at)
     SELECT ?1, ?3, ?3, id, ?4, thinking_latched, last_completion_at FROM sessions WHERE id = ?2";
 
-const LATEST_COPIED_COVER: &str =
+pub(crate) const LATEST_COPIED_COVER: &str =
     "SELECT last_turn FROM summaries WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
 
-const UNCOMPACT_UNCOVERED: &str = "
+/// `?2`: the last turn a copied summary covers, `i64::MIN` when none does.
+pub(crate) const UNCOMPACT_UNCOVERED: &str = "
     UPDATE messages SET compacted = 0
-    WHERE session_id = ?1 AND compacted = 1 AND (?2 IS NULL OR turn_index > ?2)";
+    WHERE session_id = ?1 AND compacted = 1 AND turn_index > ?2";
 
 const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions ORDER BY created_at, id";
 
@@ -111,12 +114,18 @@ impl Store {
     /// # }
     /// ```
     pub fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
+        if let Some(pg) = self.postgres() {
+            return pg.fork(source, at_turn);
+        }
         self.write(|tx| fork_in(tx, source, at_turn))
     }
 
     /// Every session with its place in the fork tree, depth first: each root (a session
     /// that is not a fork, or whose parent was deleted) followed by its forks, oldest first.
     pub fn lineage(&self) -> Result<Vec<Lineage>> {
+        if let Some(pg) = self.postgres() {
+            return pg.lineage();
+        }
         let rows = self.read(|conn| {
             let mut stmt = conn.prepare_cached(LINEAGE)?;
             let rows = stmt.query_map([], |row| {
@@ -153,7 +162,7 @@ fn fork_in(conn: &Connection, source: &SessionId, at_turn: i64) -> Result<Forked
         .optional()?;
     let uncompacted = conn
         .prepare_cached(UNCOMPACT_UNCOVERED)?
-        .execute(params![id.as_str(), cover])?;
+        .execute(params![id.as_str(), cover.unwrap_or(i64::MIN)])?;
     let walk = Walk::resume(tail_of(conn, &id)?.resume);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
@@ -182,6 +191,24 @@ fn cut_seq(conn: &Connection, session: &SessionId, at_turn: i64) -> Result<i64> 
     let (users, messages): (i64, i64) = conn
         .prepare_cached(USER_COUNT_AND_ANY)?
         .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    match cut_bound(session, users, messages, at_turn)? {
+        Some(bound) => Ok(bound),
+        None => Ok(conn
+            .prepare_cached(TURN_START_SEQ)?
+            .query_row(params![session.as_str(), at_turn], |row| row.get(0))?),
+    }
+}
+
+/// Where a fork at `at_turn` cuts a session of `users` user messages among `messages`:
+/// `i64::MIN` for turn 0, `i64::MAX` for the turn after the last, `None` when the cut is
+/// the seq of the user message opening `at_turn` ([`TURN_START_SEQ`]); [`Error::NoSuchTurn`]
+/// outside `0..=turns`. Both backends decide here.
+pub(crate) fn cut_bound(
+    session: &SessionId,
+    users: i64,
+    messages: i64,
+    at_turn: i64,
+) -> Result<Option<i64>> {
     // Turn 0 runs to the second user message: u user messages make max(u, 1) turns.
     let turns = if messages == 0 { 0 } else { users.max(1) };
     if !(0..=turns).contains(&at_turn) {
@@ -191,19 +218,17 @@ fn cut_seq(conn: &Connection, session: &SessionId, at_turn: i64) -> Result<i64> 
             turns,
         });
     }
-    if at_turn == 0 {
-        return Ok(i64::MIN);
-    }
-    if at_turn == turns {
-        return Ok(i64::MAX);
-    }
-    Ok(conn
-        .prepare_cached(TURN_START_SEQ)?
-        .query_row(params![session.as_str(), at_turn], |row| row.get(0))?)
+    Ok(if at_turn == 0 {
+        Some(i64::MIN)
+    } else if at_turn == turns {
+        Some(i64::MAX)
+    } else {
+        None
+    })
 }
 
 /// One table a fork copies: which columns the copy sets itself, and how the rows are chosen.
-trait CopySpec {
+pub(crate) trait CopySpec {
     /// The table.
     const TABLE: &'static str;
     /// Columns not copied as they are (ids, keys the copy rewrites).
@@ -213,7 +238,7 @@ trait CopySpec {
     fn sql(columns: &str, source_columns: &str) -> String;
 }
 
-struct CopyMessages;
+pub(crate) struct CopyMessages;
 impl CopySpec for CopyMessages {
     const TABLE: &'static str = "messages";
     const SKIP: &'static [&'static str] = &["id", "session_id"];
@@ -226,7 +251,7 @@ impl CopySpec for CopyMessages {
     }
 }
 
-struct CopyParts;
+pub(crate) struct CopyParts;
 impl CopySpec for CopyParts {
     const TABLE: &'static str = "parts";
     const SKIP: &'static [&'static str] = &["id", "message_id"];
@@ -241,7 +266,7 @@ impl CopySpec for CopyParts {
     }
 }
 
-struct CopyUsage;
+pub(crate) struct CopyUsage;
 impl CopySpec for CopyUsage {
     const TABLE: &'static str = "usage";
     const SKIP: &'static [&'static str] = &["message_id"];
@@ -257,7 +282,7 @@ impl CopySpec for CopyUsage {
 }
 
 /// Live summaries that cover only copied turns (`last_turn < at_turn`), in their order.
-struct CopySummaries;
+pub(crate) struct CopySummaries;
 impl CopySpec for CopySummaries {
     const TABLE: &'static str = "summaries";
     const SKIP: &'static [&'static str] = &["id", "session_id", "reverted_by"];
@@ -278,7 +303,16 @@ fn copy_rows<S: CopySpec>(
     source: &SessionId,
     bound: i64,
 ) -> Result<usize> {
-    let columns = columns_of(conn, S::TABLE)?
+    let sql = copy_sql::<S>(columns_of(conn, S::TABLE)?);
+    Ok(conn
+        .prepare_cached(&sql)?
+        .execute(params![fork.as_str(), source.as_str(), bound])?)
+}
+
+/// The copy statement of one [`CopySpec`], given every column of its table in schema order
+/// (both backends build it here).
+pub(crate) fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
+    let columns = columns
         .into_iter()
         .filter(|c| !S::SKIP.contains(&c.as_str()))
         .map(|c| format!("\"{}\"", c.replace('"', "\"\"")))
@@ -290,10 +324,7 @@ fn copy_rows<S: CopySpec>(
         .collect::<Vec<_>>()
         .join(", ");
     // Column names come from the schema, never from input; values are bound.
-    let sql = S::sql(&plain, &prefixed);
-    Ok(conn
-        .prepare_cached(&sql)?
-        .execute(params![fork.as_str(), source.as_str(), bound])?)
+    S::sql(&plain, &prefixed)
 }
 
 /// The columns of `table`, in schema order.
@@ -305,7 +336,7 @@ pub(crate) fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> 
 
 /// Orders `(id, parent, forked_at_turn)` rows (oldest first) depth first under their roots.
 /// A parent that no longer exists (or a cycle written by other code) makes a root.
-fn tree(rows: Vec<(String, Option<String>, Option<i64>)>) -> Vec<Lineage> {
+pub(crate) fn tree(rows: Vec<(String, Option<String>, Option<i64>)>) -> Vec<Lineage> {
     use std::collections::{HashMap, HashSet};
     let ids: HashSet<&str> = rows.iter().map(|(id, _, _)| id.as_str()).collect();
     let mut children: HashMap<&str, Vec<usize>> = HashMap::new();
