@@ -1177,7 +1177,34 @@ fn search_finds_and_ranks_the_same_parts_on_every_backend() -> Result<()> {
             store.search("weather", &all)?.is_empty(),
             "a deleted part was found"
         );
-        Ok((found, hit_shapes(&mine)))
+        // A long text: a window of about `snippet_tokens` words around the match, cut
+        // with `…` on the sides it stops short of.
+        let long = named_session(
+            b,
+            "long",
+            &[vec![NewMessage::user(
+                "one two three four five six seven eight nine ten eleven twelve thirteen \
+                 fourteen fifteen sixteen seventeen eighteen nineteen twenty kubernetes \
+                 twentyone twentytwo twentythree twentyfour twentyfive twentysix twentyseven",
+            )
+            .at(t(6))]],
+        )?;
+        let mut windows = Vec::new();
+        for (query, tokens) in [
+            ("kubernetes", 6),
+            ("kubernetes", 64),
+            ("one", 5),
+            ("twentyseven", 5),
+            ("kubernetes twentyfive", 8),
+        ] {
+            let options = SearchOptions {
+                session: Some(long.clone()),
+                snippet_tokens: tokens,
+                ..Default::default()
+            };
+            windows.push(hit_shapes(&store.search(query, &options)?));
+        }
+        Ok((found, hit_shapes(&mine), windows))
     })?;
     all_equal(&results);
     Ok(())

@@ -2,17 +2,19 @@
 //! migration V11 (`parts_search_document`, see that migration for what is indexed).
 //!
 //! The same hits as SQLite's FTS5 index for the same query: the same words (every run of
-//! non-alphanumeric characters separates words, both sides lowercase), every term required,
-//! a quoted term a phrase of its words in order, `term*` a prefix search. The query goes
-//! through the same [`query_terms`] as FTS5's, and is built as a `tsquery` of bare words and
-//! operators only, so no query is a syntax error. What differs:
-//! - ranking is `ts_rank` (term frequency over log document length), not bm25; the score is
-//!   its negation, so lower is better on both backends and hits come best first;
-//! - snippets are `ts_headline`'s (the passage starts at a match, FTS5 centres it), with
-//!   `…` added where the passage does not reach the start or end of the text, as FTS5 does;
-//!   a word PostgreSQL's parser reads as part of a larger token (a file name, a URL) is
-//!   found but not highlighted;
-//! - diacritics count (`café` does not match `cafe`; SQLite removes them).
+//! characters that is not a letter or digit separates words, both sides lowercase), every
+//! term required, a quoted term a phrase of its words in order, `term*` a prefix search. The
+//! query goes through the same [`query_terms`] as FTS5's, and is built as a `tsquery` of bare
+//! words and operators only, so no query is a syntax error. Snippets are cut here, in Rust,
+//! the way FTS5's `snippet()` cuts them (the column with the best window of about
+//! `snippet_tokens` words, phrases highlighted whole, `…` where the window stops short), from
+//! the hit's columns: only the returned hits are read. What differs from SQLite:
+//! - ranking is `ts_rank` normalised by the log of the part's length, not bm25: the same
+//!   order where one part says the words more often or in fewer words, not the same numbers;
+//!   the score is its negation, so lower is better on both backends;
+//! - FTS5 may move a long snippet's window to a sentence start; this one centres it on the
+//!   matches;
+//! - diacritics count (`café` does not match `cafe`; SQLite's tokenizer removes them).
 
 use postgres::Row;
 
@@ -25,33 +27,60 @@ use crate::store::{SearchHit, SearchOptions};
 /// What the index holds for part `p` (the index's expression, so the index is used).
 const DOCUMENT: &str = "parts_search_document(p.kind, p.text, p.tool_name, p.input)";
 
-/// Marks around a highlighted word inside the server (private-use characters, replaced by
-/// the caller's highlight afterwards): no quoting rules of `ts_headline`'s options to meet.
-const OPEN_MARK: char = '\u{E000}';
-const CLOSE_MARK: char = '\u{E001}';
+/// One term of a query: its words in order (a phrase), the last one a prefix when `prefix`.
+#[derive(Debug, PartialEq, Eq)]
+struct Phrase {
+    words: Vec<String>,
+    prefix: bool,
+}
 
-/// A person's query as a `tsquery` text for `to_tsquery('simple', ...)`: each term's words
-/// joined by `<->` (a phrase), the last with `:*` for a prefix term, the terms joined by `&`.
-/// Words are runs of letters and digits only, so the text is never a syntax error. `None`
-/// when the query has no word.
-pub(crate) fn ts_query(query: &str) -> Option<String> {
-    let terms: Vec<String> = query_terms(query)
+/// A person's query as phrases: each term of [`query_terms`] split into its words (runs of
+/// letters and digits, lowercased), as the index splits the text.
+fn phrases(query: &str) -> Vec<Phrase> {
+    query_terms(query)
         .into_iter()
         .filter_map(|(stem, prefix)| {
-            let words: Vec<String> = stem
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .map(str::to_lowercase)
-                .collect();
-            if words.is_empty() {
-                return None;
+            let words: Vec<String> = words(&stem).into_iter().map(|w| w.2).collect();
+            (!words.is_empty()).then_some(Phrase { words, prefix })
+        })
+        .collect()
+}
+
+/// The words of `text`: byte range and lowercase form of each run of letters and digits
+/// (what the index's `regexp_replace` leaves for the parser, and SQLite's unicode61 finds).
+fn words(text: &str) -> Vec<(usize, usize, String)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                out.push((from, at, text[from..at].to_lowercase()));
+                start = None;
             }
-            let phrase = words.join(" <-> ");
-            Some(if prefix {
-                format!("({phrase}:*)")
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        out.push((from, text.len(), text[from..].to_lowercase()));
+    }
+    out
+}
+
+/// A person's query as a `tsquery` text for `to_tsquery('simple', ...)`: each phrase's words
+/// joined by `<->`, the last with `:*` for a prefix term, the phrases joined by `&`. Words
+/// are runs of letters and digits only, so the text is never a syntax error. `None` when the
+/// query has no word.
+pub(crate) fn ts_query(query: &str) -> Option<String> {
+    let terms: Vec<String> = phrases(query)
+        .into_iter()
+        .map(|phrase| {
+            let joined = phrase.words.join(" <-> ");
+            if phrase.prefix {
+                format!("({joined}:*)")
             } else {
-                format!("({phrase})")
-            })
+                format!("({joined})")
+            }
         })
         .collect();
     (!terms.is_empty()).then(|| terms.join(" & "))
@@ -66,62 +95,170 @@ fn newest_bound_sql() -> String {
 }
 
 /// The best `$2` hits among parts with `id >= $3` (all sessions, or session `$4` when set),
-/// with the text their snippet is cut from; `$5` is `ts_headline`'s options.
+/// with the columns their snippet is cut from. `ts_rank` normalised by the log of the
+/// document's length (1): a shorter part that says the words as often ranks first, as bm25
+/// ranks it.
 fn search_sql() -> String {
     format!(
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q),
          hits AS (
-             SELECT p.id AS part_id, p.message_id, p.kind,
-                    -ts_rank({DOCUMENT}, q.q)::FLOAT8 AS score,
-                    COALESCE(CASE WHEN p.kind <> 'redacted_reasoning' THEN p.text END,
-                             concat_ws(' ', p.tool_name, p.input)) AS source
+             SELECT p.id AS part_id, p.message_id, p.kind, p.text, p.tool_name, p.input,
+                    -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
              FROM parts p CROSS JOIN q
              WHERE {DOCUMENT} @@ q.q AND p.id >= $3
                AND ($4::TEXT IS NULL OR p.message_id IN (SELECT id FROM messages WHERE session_id = $4))
              ORDER BY score, p.id LIMIT $2)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, h.kind,
-                ts_headline('simple', h.source, q.q, $5), h.source, h.score
-         FROM hits h CROSS JOIN q JOIN messages m ON m.id = h.message_id
+                h.text, h.tool_name, h.input, h.score
+         FROM hits h JOIN messages m ON m.id = h.message_id
          ORDER BY h.score, h.part_id"
     )
 }
 
-/// `ts_headline`'s options for a snippet of about `tokens` words.
-fn headline_options(tokens: usize) -> String {
-    let max = tokens.clamp(2, 64);
-    let min = (max / 2).max(1);
-    format!(
-        "StartSel={OPEN_MARK}, StopSel={CLOSE_MARK}, MaxWords={max}, MinWords={min}, ShortWord=0"
-    )
+/// Where one phrase occurs in a column: first and last word index.
+type Instance = (usize, usize, usize);
+
+fn instances(words: &[(usize, usize, String)], phrases: &[Phrase]) -> Vec<Instance> {
+    let mut out = Vec::new();
+    for (index, phrase) in phrases.iter().enumerate() {
+        let n = phrase.words.len();
+        for at in 0..words.len().saturating_sub(n - 1) {
+            let hit = phrase.words.iter().enumerate().all(|(k, word)| {
+                let found = &words[at + k].2;
+                if phrase.prefix && k + 1 == n {
+                    found.starts_with(word.as_str())
+                } else {
+                    found == word
+                }
+            });
+            if hit {
+                out.push((index, at, at + n - 1));
+            }
+        }
+    }
+    out.sort_by_key(|&(_, first, last)| (first, last));
+    out
 }
 
-/// The snippet as FTS5 gives it: the caller's highlight around each match, and `…` where the
-/// passage stops short of the text's start or end.
-fn snippet(headline: &str, source: &str, highlight: &(String, String)) -> String {
-    let plain: String = headline
-        .chars()
-        .filter(|&c| c != OPEN_MARK && c != CLOSE_MARK)
-        .collect();
-    let plain = plain.trim();
-    let mut out = String::new();
-    if !source.trim_start().starts_with(plain) {
-        out.push('…');
+/// FTS5's window score: 1000 for each phrase found in `[from, from + size)`, 1 for each
+/// repeat; with the first word of the first and the word after the last instance in it.
+fn window_score(
+    instances: &[Instance],
+    phrases: usize,
+    from: usize,
+    size: usize,
+) -> (u64, usize, usize) {
+    let mut seen = vec![false; phrases];
+    let (mut score, mut first, mut last) = (0, None, 0);
+    for &(phrase, start, end) in instances {
+        if start >= from && start < from + size {
+            score += if std::mem::replace(&mut seen[phrase], true) {
+                1
+            } else {
+                1000
+            };
+            first.get_or_insert(start);
+            last = end + 1;
+        }
     }
-    out.push_str(
-        &headline
-            .trim()
-            .replace(OPEN_MARK, &highlight.0)
-            .replace(CLOSE_MARK, &highlight.1),
-    );
-    if !source.trim_end().ends_with(plain) {
+    (score, first.unwrap_or(from), last)
+}
+
+/// The snippet as SQLite's FTS5 `snippet()` cuts it (the column with the best window, about
+/// `size` words around the matches, `…` where it stops short of the column's start or end,
+/// each phrase found wrapped in the highlight); computed here from the part's columns.
+fn snippet(
+    columns: &[Option<&str>],
+    phrases: &[Phrase],
+    size: usize,
+    highlight: &(String, String),
+) -> String {
+    let size = size.max(1);
+    // (score, column, first word)
+    let mut best: Option<(u64, usize, usize)> = None;
+    for (index, column) in columns.iter().enumerate() {
+        let Some(text) = column else { continue };
+        let words = words(text);
+        let found = instances(&words, phrases);
+        let mut consider = |score: u64, start: usize| {
+            if best.is_none_or(|(top, _, _)| score > top) {
+                best = Some((score, index, start));
+            }
+        };
+        if words.len() <= size {
+            consider(window_score(&found, phrases.len(), 0, size).0, 0);
+            continue;
+        }
+        for &(_, start, _) in &found {
+            let (score, first, last) = window_score(&found, phrases.len(), start, size);
+            let centred = first.saturating_sub(size.saturating_sub(last - first) / 2);
+            consider(score, centred.min(words.len() - size));
+        }
+    }
+    let Some((_, column, start)) = best else {
+        return String::new();
+    };
+    let text = columns[column].unwrap_or_default();
+    let words = words(text);
+    if words.is_empty() {
+        return text.to_owned();
+    }
+    let end = (start + size - 1).min(words.len() - 1);
+    // The phrases found, merged where they overlap, clipped to the window.
+    let mut marks: Vec<(usize, usize)> = Vec::new();
+    for (_, first, last) in instances(&words, phrases) {
+        let (first, last) = (first.max(start), last.min(end));
+        if first > last {
+            continue;
+        }
+        match marks.last_mut() {
+            Some(previous) if first <= previous.1 => previous.1 = previous.1.max(last),
+            _ => marks.push((first, last)),
+        }
+    }
+    let mut out = String::new();
+    let mut offset = 0;
+    if start > 0 {
+        out.push('…');
+        offset = words[start].0;
+    }
+    for (first, last) in marks {
+        out.push_str(&text[offset..words[first].0]);
+        out.push_str(&highlight.0);
+        out.push_str(&text[words[first].0..words[last].1]);
+        out.push_str(&highlight.1);
+        offset = words[last].1;
+    }
+    if end + 1 >= words.len() {
+        out.push_str(&text[offset..]);
+    } else {
+        out.push_str(&text[offset..words[end].1]);
         out.push('…');
     }
     out
 }
 
-fn hit_from_row(row: &Row, highlight: &(String, String)) -> Result<SearchHit> {
-    let headline: Option<String> = row.try_get(7)?;
-    let source: Option<String> = row.try_get(8)?;
+/// The columns a part's snippet may come from, as the index reads them: its text (not for
+/// redacted reasoning), and a call's tool name and input.
+fn snippet_columns<'r>(
+    kind: &str,
+    text: Option<&'r str>,
+    name: Option<&'r str>,
+    input: Option<&'r str>,
+) -> [Option<&'r str>; 3] {
+    let call = matches!(kind, "tool_use" | "server_tool_use");
+    [
+        text.filter(|_| kind != "redacted_reasoning"),
+        name.filter(|_| call),
+        input.filter(|_| call),
+    ]
+}
+
+fn hit_from_row(row: &Row, phrases: &[Phrase], options: &SearchOptions) -> Result<SearchHit> {
+    let kind: String = row.try_get(6)?;
+    let (text, name, input): (Option<&str>, Option<&str>, Option<&str>) =
+        (row.try_get(7)?, row.try_get(8)?, row.try_get(9)?);
+    let columns = snippet_columns(&kind, text, name, input);
     Ok(SearchHit {
         session: SessionId::new(row.try_get::<_, String>(0)?),
         message_id: row.try_get(1)?,
@@ -129,13 +266,14 @@ fn hit_from_row(row: &Row, highlight: &(String, String)) -> Result<SearchHit> {
         turn: row.try_get(3)?,
         role: row.try_get(4)?,
         part_id: row.try_get(5)?,
-        kind: row.try_get(6)?,
         snippet: snippet(
-            &headline.unwrap_or_default(),
-            &source.unwrap_or_default(),
-            highlight,
+            &columns,
+            phrases,
+            options.snippet_tokens.clamp(1, 64),
+            &options.highlight,
         ),
-        score: row.try_get(9)?,
+        kind,
+        score: row.try_get(10)?,
     })
 }
 
@@ -143,6 +281,7 @@ impl PgStore {
     /// `Store::search` on PostgreSQL: the same hits, best first (see the module).
     pub(crate) fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
         let ts = ts_query(query);
+        let phrases = phrases(query);
         let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
         self.read(|tx| {
             if let Some(session) = &options.session {
@@ -163,19 +302,10 @@ impl PgStore {
                 }
             };
             let session = options.session.as_ref().map(SessionId::as_str);
-            tx.query(
-                &search_sql(),
-                &[
-                    &ts,
-                    &limit,
-                    &from,
-                    &session,
-                    &headline_options(options.snippet_tokens),
-                ],
-            )?
-            .iter()
-            .map(|row| hit_from_row(row, &options.highlight))
-            .collect()
+            tx.query(&search_sql(), &[&ts, &limit, &from, &session])?
+                .iter()
+                .map(|row| hit_from_row(row, &phrases, options))
+                .collect()
         })
     }
 }
@@ -202,15 +332,36 @@ mod tests {
         assert_eq!(ts_query("a\u{0}b:*'").as_deref(), Some("(a) & (b)"));
     }
 
-    #[test]
-    fn snippets_say_where_they_were_cut() {
+    fn cut(text: &str, query: &str, size: usize) -> String {
         let marks = ("[".to_owned(), "]".to_owned());
-        let whole = format!("{OPEN_MARK}Deploy{CLOSE_MARK} the cluster");
+        snippet(&[Some(text)], &phrases(query), size, &marks)
+    }
+
+    #[test]
+    fn snippets_highlight_phrases_and_say_where_they_were_cut() {
         assert_eq!(
-            snippet(&whole, "Deploy the cluster", &marks),
-            "[Deploy] the cluster"
+            cut("Deploy the staging cluster", "staging deploy", 16),
+            "[Deploy] the [staging] cluster"
         );
-        let inner = format!("{OPEN_MARK}b{CLOSE_MARK} c");
-        assert_eq!(snippet(&inner, "a b c d", &marks), "…[b] c…");
+        assert_eq!(
+            cut("path: src/main.rs, line 3", "\"src/main.rs\"", 16),
+            "path: [src/main.rs], line 3"
+        );
+        assert_eq!(cut("run_shell", "run_shell", 16), "[run_shell]");
+        assert_eq!(cut("Deployed it", "depl*", 16), "[Deployed] it");
+        assert_eq!(cut("a b c d e f g h i j", "e", 4), "…d [e] f g…");
+        assert_eq!(cut("a b c d e f g h i j", "j", 4), "…g h i [j]");
+        assert_eq!(cut("a b c d e f g h i j", "a", 4), "[a] b c d…");
+        // The column with the best window: the tool name over the input that lacks the word.
+        let marks = ("[".to_owned(), "]".to_owned());
+        let columns = [None, Some("read_file"), Some("{\"path\": \"notes\"}")];
+        assert_eq!(
+            snippet(&columns, &phrases("notes"), 16, &marks),
+            "{\"path\": \"[notes]\"}"
+        );
+        assert_eq!(
+            snippet(&columns, &phrases("read"), 16, &marks),
+            "[read]_file"
+        );
     }
 }
