@@ -88,4 +88,27 @@ fn a_read_only_store_refuses_every_write_with_a_typed_error() {
         .expect_err("a read-only store writes nothing");
     assert!(err.is_read_only(), "{err:?}");
     assert!(reader.messages(&session).expect("reads work").is_empty());
+    // The second release's writes too: fork, delete, prune, and VACUUM (which runs outside
+    // a transaction, so the read-only transaction cannot refuse it by itself).
+    let far = session_store::clock() + chrono::TimeDelta::days(1);
+    let refused = [
+        reader.fork(&session, 0).map(drop),
+        reader.delete_session(&session).map(drop),
+        reader.prune(far).map(drop),
+        reader.reclaim_space().map(drop),
+        reader.vacuum().map(drop),
+    ];
+    for result in refused {
+        let err = result.expect_err("a read-only store writes nothing");
+        assert!(err.is_read_only(), "{err:?}");
+    }
+    assert!(reader.has_session(&session).expect("still there"));
+    // Reads of the second release work.
+    assert_eq!(reader.prune_candidates(far).expect("candidates").len(), 1);
+    assert_eq!(reader.lineage().expect("lineage").len(), 1);
+    reader.size_report(1).expect("size report");
+    reader.usage(&session).expect("usage");
+    reader
+        .search("anything", &Default::default())
+        .expect("search");
 }

@@ -262,6 +262,13 @@ fn fork_tree_search_usage_prune_and_size_run_on_a_url() {
         size["reclaimed"]["after_bytes"].as_u64().unwrap_or(0) > 0,
         "{size}"
     );
+    let text = run(TOOL, &["--db", &url, "size", "--vacuum"]);
+    assert_eq!(code(&text), 0, "{text:?}");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("(full VACUUM)") && text.contains("tables and indexes"),
+        "{text}"
+    );
 
     // Nothing is that old: a dry run and a prune keep everything.
     let before = pg.dump();

@@ -170,7 +170,7 @@ impl PgStore {
     pub(crate) fn reclaim(&self, full: bool) -> Result<Reclaimed> {
         let before_bytes = self.bytes_on_disk()?;
         let tables: Vec<String> = self
-            .read(|tx| Ok(tx.query(TABLES, &[])?))?
+            .read(|tx| tx.query(TABLES, &[]))?
             .iter()
             .map(|row| row.try_get(0))
             .collect::<std::result::Result<_, _>>()?;
