@@ -1306,3 +1306,210 @@ fn the_size_report_counts_the_same_content_and_reclaim_runs_on_every_backend() -
     all_equal(&results);
     Ok(())
 }
+
+#[test]
+fn a_common_word_is_ranked_among_its_newest_matches_only_on_every_backend() -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "birds", &[])?;
+        store.append(&session, NewMessage::user("heron heron heron").at(t(1)))?;
+        for n in 0..10 {
+            store.append(
+                &session,
+                NewMessage::user(format!(
+                    "a heron and {n} other birds in a long list of words"
+                ))
+                .at(t(1)),
+            )?;
+        }
+        let all = store.search("heron", &SearchOptions::default())?;
+        ensure!(all.len() == 11 && all[0].seq == 1, "{:?}", hit_shapes(&all));
+        let newest = SearchOptions {
+            max_ranked: 5,
+            ..SearchOptions::default()
+        };
+        let mut seqs: Vec<i64> = store
+            .search("heron", &newest)?
+            .iter()
+            .map(|h| h.seq)
+            .collect();
+        seqs.sort_unstable();
+        ensure!(seqs == [7, 8, 9, 10, 11], "{seqs:?}");
+        Ok(hit_shapes(&all))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn rows_other_code_writes_updates_and_deletes_are_searched_as_they_are_on_every_backend(
+) -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        named_session(b, "script", &[turn("s", 1, 1)])?;
+        b.exec(
+            "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+                 VALUES ('script', 99, 0, 'assistant', 0, '2026-01-01T00:00:00Z');
+             INSERT INTO parts (message_id, ordinal, kind, text, is_error)
+                 VALUES ((SELECT id FROM messages WHERE session_id = 'script' AND seq = 99),
+                         0, 'text', 'written by a python script: pelican', 0);",
+        );
+        let found = |query: &str| -> Result<Vec<i64>> {
+            Ok(store
+                .search(query, &SearchOptions::default())?
+                .iter()
+                .map(|h| h.seq)
+                .collect())
+        };
+        ensure!(found("pelican")? == [99]);
+        b.exec("UPDATE parts SET text = 'now it says flamingo' WHERE text LIKE '%pelican%'");
+        ensure!(
+            found("pelican")?.is_empty(),
+            "an updated part is found by its old text"
+        );
+        ensure!(found("flamingo")? == [99]);
+        b.exec("DELETE FROM parts WHERE text LIKE '%flamingo%'");
+        ensure!(found("flamingo")?.is_empty(), "a deleted part is found");
+        Ok(())
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn search_syntax_in_a_query_is_just_text_on_every_backend() -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "syntax", &[])?;
+        store.append(
+            &session,
+            NewMessage::user("error: \"file not found\" (code 2) NEAR the AND gate, é and 漢字")
+                .at(t(1)),
+        )?;
+        let mut counts = Vec::new();
+        for query in [
+            "\"file",
+            "(code",
+            "NEAR(",
+            "AND",
+            "OR",
+            "NOT",
+            "code:2",
+            "*",
+            "-",
+            "^gate",
+            "file*",
+            "\"\"\"",
+            "gate)",
+            "col:text",
+            "{text}",
+            "+",
+            "a\u{0}b",
+            "'",
+            "\\",
+            "a & b | !c",
+            "<->",
+            "gate:*",
+            "\"file not\"",
+            "AND gate",
+            "fou*",
+            "漢字",
+            "é",
+        ] {
+            let hits = store.search(query, &SearchOptions::default());
+            let hits = hits.with_context(|| format!("query {query:?}"))?;
+            counts.push((query, hits.len()));
+        }
+        Ok(counts)
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn forks_beside_a_live_writer_are_whole_turn_prefixes_on_every_backend() -> Result<()> {
+    on_each(|b| {
+        let store = &b.store;
+        let source = session_of(b, &[1])?;
+        let writer = {
+            let (store, source) = (b.reopen(), source.clone());
+            std::thread::spawn(move || -> session_store::Result<()> {
+                for n in 0..20 {
+                    store.append_batch(&source, turn(&format!("live{n}"), 1 + n % 3, 5))?;
+                }
+                Ok(())
+            })
+        };
+        let mut forks = Vec::new();
+        for _ in 0..10 {
+            let turns = store
+                .messages(&source)?
+                .last()
+                .map_or(0, |m| m.turn_index + 1);
+            forks.push(store.fork(&source, turns)?);
+        }
+        writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("writer panicked"))??;
+        let all = store.messages(&source)?;
+        for fork in forks {
+            let copied = store.messages(&fork.id)?;
+            ensure!(fork.tombstoned.is_empty(), "each turn is appended whole");
+            ensure!(copied.len() <= all.len());
+            for (copy, original) in copied.iter().zip(&all) {
+                ensure!((copy.seq, &copy.parts) == (original.seq, &original.parts));
+            }
+            let next = all.get(copied.len()).map(|m| m.role);
+            ensure!(
+                matches!(next, None | Some(Role::User)),
+                "a fork ends at a turn boundary"
+            );
+        }
+        let report = store.check(&[], &RepairOptions::default())?;
+        ensure!(report.violations.is_empty(), "{:?}", report.violations);
+        Ok(())
+    })?;
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// No string a person can type makes the search fail, and both backends find it in the
+    /// same parts. (The text has no accented letter: SQLite's tokenizer removes diacritics
+    /// and PostgreSQL's does not, a documented difference a random `e` would hit.)
+    #[test]
+    fn no_query_is_an_error_and_both_backends_agree(
+        query in "\\PC{0,30}",
+        ascii in "[ -~]{0,30}",
+    ) {
+        thread_local! {
+            static BACKENDS: Vec<Backend> = {
+                let all = backends();
+                for b in &all {
+                    let session = SessionId::new("text");
+                    b.store.create_session_with_id(&session).expect("session");
+                    b.store
+                        .append(&session, NewMessage::user("some text to match against, 漢字 (x) \"y\" a-b c_d"))
+                        .expect("append");
+                }
+                all
+            };
+        }
+        BACKENDS.with(|all| {
+            for q in [&query, &ascii] {
+                let mut found = Vec::new();
+                for b in all {
+                    let hits = b.store.search(q, &session_store::SearchOptions::default());
+                    proptest::prop_assert!(hits.is_ok(), "{}: {:?}: {:?}", b.name, q, hits);
+                    found.push(hits.map(|h| hit_shapes(&h)).unwrap_or_default());
+                }
+                proptest::prop_assert!(found.windows(2).all(|w| w[0] == w[1]), "{:?}: {:?}", q, found);
+            }
+            Ok(())
+        })?;
+    }
+}
