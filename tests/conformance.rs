@@ -549,6 +549,8 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
     let results = on_each(|b| {
         session_of(b, &[1, 2])?;
         b.exec(BROKEN);
+        // A second answer to an answered call: an orphan, not a second pairing.
+        b.exec(ANSWERED_TWICE);
         let mut checked: Vec<String> = b
             .store
             .check(&[], &RepairOptions::default())?
@@ -562,8 +564,14 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
         checked.sort();
         let viewed = view_rows(b);
         ensure!(viewed == checked, "views {viewed:?}, check {checked:?}");
-        b.store
-            .repair_session(&SessionId::new("broken"), &RepairOptions::default())?;
+        ensure!(
+            viewed.iter().any(|row| row == "orphan_tool_result 4 0"),
+            "the second answer is not an orphan in the views: {viewed:?}"
+        );
+        for session in ["broken", "twice"] {
+            b.store
+                .repair_session(&SessionId::new(session), &RepairOptions::default())?;
+        }
         ensure!(
             view_rows(b).is_empty(),
             "views after the mend: {:?}",
