@@ -9,10 +9,12 @@
 -- keeps every word (no stemming, no stop words), as unicode61 does. What differs from
 -- SQLite: diacritics stay (`café` does not match `cafe`), ranking is ts_rank, not bm25.
 --
--- The GIN index is over the function's value: no column, no trigger, nothing to keep
--- current; every writer's rows (plain SQL from other code included) are indexed by the
--- server, and a deleted part leaves the index with its row. `store/pg/search.rs` queries
--- with the same expression, so the planner uses the index.
+-- The value is kept in a stored generated column, `parts.search_document`, with a GIN index
+-- on it: the server computes it for every row any writer inserts or updates (plain SQL from
+-- other code included), so nothing here needs a trigger, and a search reads it instead of
+-- parsing the text again (ranking, and the recheck of a phrase, read the stored value). The
+-- column is PostgreSQL's own: it is not in the contract, and the store never writes it
+-- (the fork and copy column lists leave generated columns out).
 CREATE OR REPLACE FUNCTION parts_search_document(kind TEXT, text TEXT, tool_name TEXT, input TEXT)
 RETURNS tsvector
 LANGUAGE SQL IMMUTABLE PARALLEL SAFE
@@ -25,5 +27,7 @@ AS $$
         '[^[:alnum:]]+', ' ', 'g'))
 $$;
 
-CREATE INDEX IF NOT EXISTS parts_search ON parts
-    USING GIN (parts_search_document(kind, text, tool_name, input));
+ALTER TABLE parts ADD COLUMN IF NOT EXISTS search_document tsvector
+    GENERATED ALWAYS AS (parts_search_document(kind, text, tool_name, input)) STORED;
+
+CREATE INDEX IF NOT EXISTS parts_search ON parts USING GIN (search_document);

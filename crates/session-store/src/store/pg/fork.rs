@@ -1,7 +1,8 @@
 //! Fork and lineage on PostgreSQL: the twin of `store/fork.rs`, running its statements (the
 //! same SQL text, `?N` read as `$N`) and its decisions (`cut_bound`, `copy_sql`, `tree`).
 //! Column lists come from `pg_attribute` for the table the search path finds, as SQLite's come
-//! from `pragma_table_info`, so columns later migrations add are copied too.
+//! from `pragma_table_info`, so columns later migrations add are copied too; generated
+//! columns (V11's `parts.search_document`) are left out, the server computes them.
 
 use super::write::{append_in, tail_of};
 use super::{lock_session, PgStore, Tx};
@@ -31,7 +32,8 @@ const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions
 
 const COLUMNS: &str = "
     SELECT attname::TEXT FROM pg_attribute
-    WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum";
+    WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''
+    ORDER BY attnum";
 
 impl PgStore {
     /// `Store::fork` on PostgreSQL: one transaction that holds the source's row lock (no

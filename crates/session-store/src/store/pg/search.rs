@@ -1,5 +1,6 @@
-//! Full-text search on PostgreSQL: the twin of `store/search.rs` over the GIN index of
-//! migration V11 (`parts_search_document`, see that migration for what is indexed).
+//! Full-text search on PostgreSQL: the twin of `store/search.rs` over migration V11's
+//! `parts.search_document` (a stored generated column, `parts_search_document` of the part,
+//! see that migration for what is indexed) and its GIN index.
 //!
 //! The same hits as SQLite's FTS5 index for the same query: the same words (every run of
 //! characters that is not a letter or digit separates words, both sides lowercase), every
@@ -24,8 +25,8 @@ use crate::model::SessionId;
 use crate::store::search::query_terms;
 use crate::store::{SearchHit, SearchOptions};
 
-/// What the index holds for part `p` (the index's expression, so the index is used).
-const DOCUMENT: &str = "parts_search_document(p.kind, p.text, p.tool_name, p.input)";
+/// What the index holds for part `p`: V11's stored generated column, indexed by GIN.
+const DOCUMENT: &str = "p.search_document";
 
 /// One term of a query: its words in order (a phrase), the last one a prefix when `prefix`.
 #[derive(Debug, PartialEq, Eq)]
