@@ -95,10 +95,9 @@ fn newest_bound_sql() -> String {
     )
 }
 
-/// The best `$2` hits among parts with `id >= $3` (all sessions, or session `$4` when set),
-/// with the columns their snippet is cut from. `ts_rank` normalised by the log of the
-/// document's length (1): a shorter part that says the words as often ranks first, as bm25
-/// ranks it.
+/// The best `$2` hits among parts with `id >= $3` over all sessions, with the columns their
+/// snippet is cut from. `ts_rank` normalised by the log of the document's length (1): a
+/// shorter part that says the words as often ranks first, as bm25 ranks it.
 fn search_sql() -> String {
     format!(
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q),
@@ -107,12 +106,25 @@ fn search_sql() -> String {
                     -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
              FROM parts p CROSS JOIN q
              WHERE {DOCUMENT} @@ q.q AND p.id >= $3
-               AND ($4::TEXT IS NULL OR p.message_id IN (SELECT id FROM messages WHERE session_id = $4))
              ORDER BY score, p.id LIMIT $2)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, h.kind,
                 h.text, h.tool_name, h.input, h.score
          FROM hits h JOIN messages m ON m.id = h.message_id
          ORDER BY h.score, h.part_id"
+    )
+}
+
+/// The best `$2` hits of session `$3`: read from the session's messages (an index on
+/// `session_id`, then each message's parts), so the cost follows the session, not how often
+/// the words occur elsewhere.
+fn search_session_sql() -> String {
+    format!(
+        "WITH q AS (SELECT to_tsquery('simple', $1) AS q)
+         SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, p.id, p.kind,
+                p.text, p.tool_name, p.input, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
+         FROM messages m JOIN parts p ON p.message_id = m.id CROSS JOIN q
+         WHERE m.session_id = $3 AND {DOCUMENT} @@ q.q
+         ORDER BY score, p.id LIMIT $2"
     )
 }
 
@@ -291,20 +303,21 @@ impl PgStore {
             let Some(ts) = ts else {
                 return Ok(Vec::new());
             };
-            let from = match &options.session {
-                // A session's matches are few: every one of them is ranked.
-                Some(_) => i64::MIN,
+            let rows = match &options.session {
+                Some(session) => {
+                    tx.query(&search_session_sql(), &[&ts, &limit, &session.as_str()])?
+                }
                 None => {
                     let offset = i64::try_from(options.max_ranked.max(1) - 1).unwrap_or(i64::MAX);
-                    tx.query_opt(&newest_bound_sql(), &[&ts, &offset])?
+                    let from = tx
+                        .query_opt(&newest_bound_sql(), &[&ts, &offset])?
                         .map(|row| row.try_get(0))
                         .transpose()?
-                        .unwrap_or(i64::MIN)
+                        .unwrap_or(i64::MIN);
+                    tx.query(&search_sql(), &[&ts, &limit, &from])?
                 }
             };
-            let session = options.session.as_ref().map(SessionId::as_str);
-            tx.query(&search_sql(), &[&ts, &limit, &from, &session])?
-                .iter()
+            rows.iter()
                 .map(|row| hit_from_row(row, &phrases, options))
                 .collect()
         })
