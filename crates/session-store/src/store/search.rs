@@ -1,4 +1,5 @@
-//! Full-text search over every live part of every session (SQLite FTS5, migration V8).
+//! Full-text search over every live part of every session (SQLite FTS5, migration V8; the
+//! PostgreSQL twin is `pg/search.rs`, over migration V11).
 //!
 //! The index (`parts_fts`) holds text, reasoning and tool_result content, and each call's tool
 //! name and JSON input; triggers on `parts` keep it current for every writer, so there is
@@ -73,7 +74,8 @@ pub struct SearchHit {
     pub kind: String,
     /// The matched passage with the terms highlighted.
     pub snippet: String,
-    /// bm25 relevance: lower is better (SQLite's sign convention).
+    /// bm25 relevance: lower is better (SQLite's sign convention). On PostgreSQL: `ts_rank`
+    /// normalised by length, negated (lower is better there too; the numbers differ).
     pub score: f64,
 }
 
@@ -125,6 +127,10 @@ impl Store {
     ///
     /// Any string is a valid query (every term is quoted as a phrase); one without words
     /// finds nothing.
+    ///
+    /// On PostgreSQL the same query finds the same parts (migration V11's index, the same
+    /// words) with snippets cut the same way; the score is `ts_rank`'s (negated: lower is
+    /// better here too), not bm25's, and accents are not removed (`store/pg/search.rs`).
     /// An unknown `options.session` is [`crate::Error::UnknownSession`].
     ///
     /// ```
