@@ -34,7 +34,8 @@ pub struct Deleted {
     pub messages: i64,
 }
 
-/// Space given back by [`Store::reclaim_space`], measured on the file system.
+/// Space given back by [`Store::reclaim_space`], measured on the file system (PostgreSQL:
+/// in the bytes of the store's relations, [`SizeReport::file_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reclaimed {
     /// Bytes of the database file and its WAL before.
@@ -42,22 +43,29 @@ pub struct Reclaimed {
     /// Bytes of the database file and its WAL after.
     pub after_bytes: u64,
     /// True when this call rewrote the file with a full `VACUUM` (the first reclaim of a file,
-    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]).
+    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]). PostgreSQL: true
+    /// for `VACUUM FULL` ([`Store::vacuum`]), false for `VACUUM`.
     pub full_vacuum: bool,
 }
 
-/// Where the bytes of the database are.
+/// Where the bytes of the database are. Each field says what it is on SQLite, then on
+/// PostgreSQL, where "the database" is the relations of the store's schema.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SizeReport {
-    /// Bytes of the database file (`page_count * page_size`).
+    /// Bytes of the database file (`page_count * page_size`). PostgreSQL: of every table
+    /// (with its TOAST data) and index of the store's schema.
     pub file_bytes: u64,
-    /// Bytes of free pages inside it, which [`Store::reclaim_space`] gives back.
+    /// Bytes of free pages inside it, which [`Store::reclaim_space`] gives back. PostgreSQL:
+    /// 0 (the server keeps no such count without an extension).
     pub free_bytes: u64,
-    /// Bytes of the write-ahead log beside it.
+    /// Bytes of the write-ahead log beside it. PostgreSQL: 0 (the server's log is shared by
+    /// every database on it).
     pub wal_bytes: u64,
-    /// Bytes per table or index (SQLite's `dbstat`), largest first.
+    /// Bytes per table or index (SQLite's `dbstat`), largest first. PostgreSQL:
+    /// `pg_table_size` per table, `pg_relation_size` per index.
     pub objects: Vec<ObjectSize>,
-    /// Bytes of the full-text search index (the `parts_fts` tables).
+    /// Bytes of the full-text search index (the `parts_fts` tables). PostgreSQL: the GIN
+    /// index `parts_search` (the indexed values are in `parts`).
     pub search_index_bytes: u64,
     /// How many sessions the database holds.
     pub sessions: u64,
