@@ -207,7 +207,7 @@ impl Store {
             Backend::Sqlite { pool, .. } => Ok(pool),
             // Only SQLite's own settings end here (`connection_settings`).
             Backend::Postgres(_) => Err(Error::Unsupported {
-                operation: "reading SQLite connection settings",
+                operation: "an SQLite-only operation (reading connection settings)",
                 backend: "postgres",
             }),
         }
