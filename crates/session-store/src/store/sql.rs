@@ -114,6 +114,11 @@ pub(crate) trait Sql {
     /// [`crate::Error::UnknownSession`] unless the session exists.
     fn require_session(&mut self, session: &SessionId) -> Result<()>;
 
+    /// [`Sql::require_session`], and the session's write lock held to the end of the
+    /// transaction (SQLite's `BEGIN IMMEDIATE` holds the file's already; PostgreSQL takes the
+    /// session row's).
+    fn lock_session(&mut self, session: &SessionId) -> Result<()>;
+
     /// The whole session for the check and the mend, through the one row decoder; the inner
     /// `Err` is the first row outside the contract.
     fn load_for_check(
@@ -177,6 +182,10 @@ impl Sql for &Connection {
         super::write::require_session(self, session)
     }
 
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        super::write::require_session(self, session)
+    }
+
     fn load_for_check(
         &mut self,
         session: &SessionId,
@@ -229,6 +238,10 @@ impl Sql for Tx<'_> {
 
     fn require_session(&mut self, session: &SessionId) -> Result<()> {
         super::pg::require_session(self, session)
+    }
+
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        super::pg::lock_session(self, session)
     }
 
     fn load_for_check(
