@@ -1,7 +1,8 @@
 //! Compaction and the provider's view of a compacted session.
 //!
-//! [`Store::compact`] plans the cut with the pure [`plan_compaction`] over the session's
-//! roles, then marks the head `compacted = 1` and stores the summary with the turn range it
+//! [`Store::compact`] plans the cut with the pure [`TailSearch`] (the plan of
+//! [`crate::plan_compaction`], found from the session's last messages and the end of its
+//! compacted head instead of every message's role), then marks the head `compacted = 1` and stores the summary with the turn range it
 //! covers, in one `BEGIN IMMEDIATE` transaction: a reader sees either the old history or the
 //! compacted one with its summary, never a head hidden without a summary. Nothing is deleted:
 //! compacted messages stay in the database, and every summary is kept.
@@ -14,7 +15,7 @@ use super::write::require_session;
 use super::{format_time, now, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::compaction::{
-    plan_compaction, CompactionPlan, NothingToCompact, ProviderHistory, Summary,
+    Head, NothingToCompact, ProviderHistory, Summary, TailCut, TailSearch,
 };
 use crate::model::{Role, SessionId};
 
@@ -45,9 +46,16 @@ impl CompactionOutcome {
     }
 }
 
-/// What the planner needs of each message: role and compacted flag, with the seq to cut at.
-const PLAN_ROWS: &str =
-    "SELECT seq, role, compacted, id FROM messages WHERE session_id = ?1 ORDER BY seq";
+/// The planner's walk back from the end: seq and role, newest first.
+const TAIL_ROWS: &str =
+    "SELECT seq, role, id FROM messages WHERE session_id = ?1 ORDER BY seq DESC";
+
+/// The head's walk from the start, up to its first message not compacted.
+const HEAD_ROWS: &str = "SELECT seq, compacted FROM messages WHERE session_id = ?1 ORDER BY seq";
+
+/// User messages up to a seq: index-only on `messages_user_starts`.
+const USERS_THROUGH: &str =
+    "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq <= ?2";
 
 const MARK_HEAD: &str =
     "UPDATE messages SET compacted = 1 WHERE session_id = ?1 AND seq < ?2 AND compacted = 0";
@@ -73,7 +81,7 @@ impl Store {
     /// the head are instructions, not history: they stay in what the provider sees, before
     /// the summary.
     ///
-    /// The cut is planned by [`plan_compaction`]: it walks left from `len - min_keep_tail` to
+    /// The cut is planned as [`crate::plan_compaction`] plans it: it walks left from `len - min_keep_tail` to
     /// the start of that turn, so no turn is ever split and the tail may be longer than asked,
     /// never shorter. When the walk reaches the first turn, or does not reach past an earlier
     /// compaction, nothing changes and the outcome says why. A session can be compacted again
@@ -166,15 +174,11 @@ pub(crate) fn compact_in(
     min_keep_tail: usize,
     summary: &str,
 ) -> Result<CompactionOutcome> {
-    let (seqs, items) = plan_rows(tx, session)?;
-    let cut = match plan_compaction(&items, min_keep_tail) {
-        CompactionPlan::Nothing { reason } => {
-            return Ok(CompactionOutcome::NothingToCompact { reason })
-        }
-        CompactionPlan::Compact(cut) => cut,
+    let cut = match plan_from_tail(tx, session, min_keep_tail)? {
+        Ok(cut) => cut,
+        Err(reason) => return Ok(CompactionOutcome::NothingToCompact { reason }),
     };
-    // The plan only cuts at a user message after the first, so cut >= 1.
-    let (cut_seq, through_seq) = (seqs[cut.cut], seqs[cut.cut - 1]);
+    let (cut_seq, through_seq) = (cut.cut_seq, cut.through_seq);
     let newly_compacted = tx
         .prepare_cached(MARK_HEAD)?
         .execute(params![session.as_str(), cut_seq])?;
@@ -202,14 +206,9 @@ pub(crate) fn compact_in(
             created_at,
         },
         newly_compacted,
-        kept: seqs.len() - cut.cut,
+        kept: cut.kept,
     })
 }
-
-/// The seq of each message of the session, in seq order.
-type Seqs = Vec<i64>;
-/// The planner's view of each message: role and compacted flag.
-type PlanItems = Vec<(Role, bool)>;
 
 /// [`Store::provider_history`] inside the caller's read transaction.
 pub(crate) fn provider_history_in(
@@ -227,28 +226,60 @@ pub(crate) fn provider_history_in(
     })
 }
 
-/// Seqs and planner items of the whole session, in seq order.
-fn plan_rows(conn: &Connection, session: &SessionId) -> Result<(Seqs, PlanItems)> {
-    let mut stmt = conn.prepare_cached(PLAN_ROWS)?;
-    let mut rows = stmt.query([session.as_str()])?;
-    let (mut seqs, mut items) = (Vec::new(), Vec::new());
-    while let Some(row) = rows.next()? {
-        let seq: i64 = row.get(0)?;
-        let role = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
-        let role = match role.parse::<Role>() {
-            Ok(role) => role,
-            Err(e) => {
-                return Err(Error::CorruptRow {
-                    table: "messages",
-                    row_id: row.get(3)?,
-                    detail: e.to_string(),
-                })
+/// Plans the cut with [`TailSearch`]: the session's last messages back to the cut, a count
+/// of its user messages up to it, and its head up to the first message not compacted (no
+/// more than the `UPDATE` that marks the head walks anyway).
+fn plan_from_tail(
+    conn: &Connection,
+    session: &SessionId,
+    min_keep_tail: usize,
+) -> Result<std::result::Result<TailCut, NothingToCompact>> {
+    let mut search = TailSearch::new(min_keep_tail);
+    {
+        let mut stmt = conn.prepare_cached(TAIL_ROWS)?;
+        let mut rows = stmt.query([session.as_str()])?;
+        while let Some(row) = rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let role = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
+            let role = role.parse::<Role>().map_err(|e| Error::CorruptRow {
+                table: "messages",
+                row_id: row.get(2).unwrap_or_default(),
+                detail: e.to_string(),
+            })?;
+            if !search.feed(seq, role) {
+                break;
             }
-        };
-        seqs.push(seq);
-        items.push((role, row.get::<_, i64>(2)? != 0));
+        }
     }
-    Ok((seqs, items))
+    let cut_seq = match search.candidate() {
+        Ok(seq) => seq,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let mut users_through = conn.prepare_cached(USERS_THROUGH)?;
+    let mut users = |seq: i64| -> Result<i64> {
+        Ok(users_through.query_row(params![session.as_str(), seq], |r| r.get(0))?)
+    };
+    let users_through_cut = users(cut_seq)?;
+    let mut head = Head {
+        compacted: 0,
+        first_open_seq: None,
+        users_through_first_open: 0,
+    };
+    {
+        let mut stmt = conn.prepare_cached(HEAD_ROWS)?;
+        let mut rows = stmt.query([session.as_str()])?;
+        while let Some(row) = rows.next()? {
+            if row.get::<_, i64>(1)? == 0 {
+                head.first_open_seq = Some(row.get(0)?);
+                break;
+            }
+            head.compacted += 1;
+        }
+    }
+    if let Some(seq) = head.first_open_seq.filter(|_| head.compacted > 0) {
+        head.users_through_first_open = users(seq)?;
+    }
+    Ok(search.plan(users_through_cut, &head))
 }
 
 /// Decodes a summaries row selected as in [`LATEST_SUMMARY`]; the outer result is SQLite's.
