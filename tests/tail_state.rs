@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
-use session_store::{Error, NewMessage, Part, Refusal, SessionId, Store};
+use session_store::{Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store};
 
 use crate::backends::PgSchema;
 use crate::util::{raw, temp_store};
@@ -123,15 +123,15 @@ fn is_refused(result: session_store::Result<impl std::fmt::Debug>) -> Option<Ref
 const FOREIGN_ROWS: &str = "
     INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
     INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
-        (1, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
-        (2, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
-        (3, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
-        (4, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
-    INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
-        (1, 0, 'text', 'go', NULL, NULL, NULL),
-        (2, 0, 'tool_use', NULL, 'c1', 'bash', '{}'),
-        (3, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
-        (4, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
+        (1001, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
+        (1002, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
+        (1003, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
+        (1004, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
+    INSERT INTO parts (id, message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+        (1001, 1001, 0, 'text', 'go', NULL, NULL, NULL),
+        (1002, 1002, 0, 'tool_use', NULL, 'c1', 'bash', '{}'),
+        (1003, 1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
+        (1004, 1004, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
 
 /// The refusals and acceptances a session with `c2` pending must give, whatever its tail state.
 fn assert_checked_from_the_rows(store: &Store, session: &SessionId) {
@@ -283,9 +283,9 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
     client
         .batch_execute(
             "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
-                 VALUES (100, 's', 7, 1, 'assistant', '2026-01-01T00:00:00Z');
-             INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input)
-                 VALUES (100, 0, 'tool_use', 'c3', 'bash', '{}');",
+                 VALUES (2000, 's', 7, 1, 'assistant', '2026-01-01T00:00:00Z');
+             INSERT INTO parts (id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+                 VALUES (2000, 2000, 0, 'tool_use', 'c3', 'bash', '{}');",
         )
         .expect("foreign append");
     let state: Option<String> = client
@@ -297,6 +297,103 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
         is_refused(store.append(&session, NewMessage::user("again"))),
         Some(Refusal::PendingToolUses { .. })
     ));
+}
+
+/// The tail state of a session from its messages as the store reads them (any backend).
+fn expected_from(messages: &[Message]) -> Value {
+    let last_seq = messages.iter().map(|m| m.seq).max().unwrap_or(0);
+    let last_user_turn = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.turn_index);
+    let speaker = messages
+        .iter()
+        .rposition(|m| matches!(m.role, Role::User | Role::Assistant));
+    let (mut open, mut answered) = (Vec::<String>::new(), Vec::<String>::new());
+    if let Some(at) = speaker.filter(|&at| messages[at].role == Role::Assistant) {
+        let results: Vec<&str> = messages[at + 1..]
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .flat_map(|m| m.parts.iter().filter_map(Part::answers))
+            .collect();
+        for id in messages[at].parts.iter().filter_map(Part::call_id) {
+            if results.contains(&id) {
+                answered.push(id.to_owned());
+            } else {
+                open.push(id.to_owned());
+            }
+        }
+        answered.sort();
+        answered.dedup();
+    }
+    json!([
+        1,
+        last_seq,
+        last_user_turn,
+        speaker.map(|at| messages[at].role.as_str()),
+        open,
+        answered
+    ])
+}
+
+#[test]
+fn the_stored_tail_state_is_the_rows_state_on_postgres() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("open");
+    let mut client = schema.client();
+    let session = store.create_session().expect("create");
+    let mut check = |store: &Store| {
+        let state: Option<String> = client
+            .query_one(
+                "SELECT tail_state FROM sessions WHERE id = $1",
+                &[&session.as_str()],
+            )
+            .and_then(|row| row.try_get(0))
+            .expect("state");
+        if let Some(state) = state {
+            let state: Value = serde_json::from_str(&state).expect("JSON");
+            let messages = store.messages(&session).expect("messages");
+            assert_eq!(state, expected_from(&messages));
+        }
+    };
+    let mut next = 0u32;
+    for round in 0..3 {
+        for message in turn(2, &mut next) {
+            store.append(&session, message).expect("append");
+            check(&store);
+        }
+        store
+            .append(&session, NewMessage::user("and"))
+            .expect("user");
+        store
+            .append(&session, NewMessage::assistant(vec![call(&format!("x{round}"))]))
+            .expect("call");
+        check(&store);
+        store.cancel_pending(&session, "stop").expect("cancel");
+        check(&store);
+    }
+    store.revert_to_turn(&session, 3).expect("revert");
+    check(&store);
+    store.undo_revert(&session).expect("undo");
+    check(&store);
+    store.compact(&session, 4, "summary").expect("compact");
+    check(&store);
+    store.revert_to_turn(&session, 4).expect("revert");
+    store
+        .append(&session, NewMessage::user("again"))
+        .expect("append after revert");
+    check(&store);
+    let state: Option<String> = client
+        .query_one(
+            "SELECT tail_state FROM sessions WHERE id = $1",
+            &[&session.as_str()],
+        )
+        .and_then(|row| row.try_get(0))
+        .expect("state");
+    assert!(state.is_some(), "an append leaves the state stored");
 }
 
 #[derive(Clone, Debug)]
@@ -410,6 +507,9 @@ proptest! {
                 }
             };
             assert_tail_states_true(&conn);
+            if let Some(state) = stored(&conn, session.as_str()) {
+                prop_assert_eq!(state, expected_from(&store.messages(&session).expect("messages")));
+            }
             if appended {
                 prop_assert!(
                     stored(&conn, session.as_str()).is_some(),
