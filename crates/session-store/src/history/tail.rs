@@ -9,8 +9,6 @@
 //! as before and writes it back with the append. After an append it is taken from the walk
 //! that checked the append ([`Walk::resume_point`]), so it states the grammar's own decision.
 
-use serde_json::Value;
-
 use super::grammar::{Resume, Walk};
 use crate::model::Role;
 
@@ -86,53 +84,44 @@ impl TailState {
 
     /// The stored text: a JSON array `[1, last_seq, last_user_turn, speaker, open, answered]`.
     pub fn encode(&self) -> String {
-        serde_json::json!([
+        let stored = (
             VERSION,
             self.last_seq,
             self.last_user_turn,
             self.speaker.map(Role::as_str),
-            self.open,
-            self.answered,
-        ])
-        .to_string()
+            &self.open,
+            &self.answered,
+        );
+        // Serialising integers, strings and lists of strings into a String cannot fail.
+        serde_json::to_string(&stored).unwrap_or_default()
     }
 
     /// Reads a stored text; `None` for anything that is not this version's encoding (the
     /// store then reads the rows).
     pub fn decode(text: &str) -> Option<Self> {
-        let value: Value = serde_json::from_str(text).ok()?;
-        let [version, last_seq, last_user_turn, speaker, open, answered] = value.as_array()?.as_slice()
-        else {
-            return None;
-        };
-        if version.as_i64()? != VERSION {
+        type Stored = (
+            i64,
+            i64,
+            Option<i64>,
+            Option<String>,
+            Vec<String>,
+            Vec<String>,
+        );
+        let (version, last_seq, last_user_turn, speaker, open, answered): Stored =
+            serde_json::from_str(text).ok()?;
+        if version != VERSION {
             return None;
         }
-        let last_user_turn = match last_user_turn {
-            Value::Null => None,
-            turn => Some(turn.as_i64()?),
+        let speaker = match speaker.as_deref().map(str::parse::<Role>) {
+            None => None,
+            Some(Ok(role @ (Role::User | Role::Assistant))) => Some(role),
+            Some(_) => return None,
         };
-        let speaker = match speaker {
-            Value::Null => None,
-            Value::String(role) => match role.parse::<Role>().ok()? {
-                role @ (Role::User | Role::Assistant) => Some(role),
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let ids = |value: &Value| -> Option<Vec<String>> {
-            value
-                .as_array()?
-                .iter()
-                .map(|id| id.as_str().map(str::to_owned))
-                .collect()
-        };
-        let (open, answered) = (ids(open)?, ids(answered)?);
         if speaker != Some(Role::Assistant) && !(open.is_empty() && answered.is_empty()) {
             return None;
         }
         Some(TailState {
-            last_seq: last_seq.as_i64()?,
+            last_seq,
             last_user_turn,
             speaker,
             open,
