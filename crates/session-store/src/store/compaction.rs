@@ -7,10 +7,11 @@
 //! compacted one with its summary, never a head hidden without a summary. Nothing is deleted:
 //! compacted messages stay in the database, and every summary is kept.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::rows::{load_messages, Range};
+use super::sql::{values, Sql};
 use super::write::require_session;
 use super::{format_time, now, parse_time, Store};
 use crate::error::{Error, Result};
@@ -46,14 +47,21 @@ impl CompactionOutcome {
     }
 }
 
-/// The planner's walk back from the end: seq and role, newest first.
-const TAIL_ROWS: &str =
-    "SELECT seq, role, id FROM messages WHERE session_id = ?1 ORDER BY seq DESC";
+/// The planner's walk back from the end, a page at a time: seq, role (1 user, 0 another
+/// role of the contract, -1 none) and id, newest first.
+const TAIL_ROWS: &str = "
+    SELECT seq,
+           CAST(CASE WHEN role = 'user' THEN 1
+                     WHEN role IN ('assistant', 'tool', 'system') THEN 0 ELSE -1 END AS BIGINT),
+           id
+    FROM messages WHERE session_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3";
 
-/// The head's walk from the start, up to its first message not compacted.
-const HEAD_ROWS: &str = "SELECT seq, compacted FROM messages WHERE session_id = ?1 ORDER BY seq";
+/// The head's walk from the start, a page at a time, up to its first message not compacted.
+const HEAD_ROWS: &str = "
+    SELECT seq, compacted FROM messages WHERE session_id = ?1 AND seq > ?2
+    ORDER BY seq LIMIT ?3";
 
-/// User messages up to a seq: index-only on `messages_user_starts`.
+/// User messages up to a seq: on SQLite through `messages_user_starts`.
 const USERS_THROUGH: &str =
     "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq <= ?2";
 
@@ -130,8 +138,9 @@ impl Store {
             return pg.compact(session, min_keep_tail, summary);
         }
         self.write(|tx| {
+            let mut tx: &Connection = tx;
             require_session(tx, session)?;
-            compact_in(tx, session, min_keep_tail, summary)
+            compact_in(&mut tx, session, min_keep_tail, summary)
         })
     }
 
@@ -166,10 +175,11 @@ impl Store {
     }
 }
 
-/// [`Store::compact`] inside the caller's write transaction (the session exists; the summary
-/// is not blank): plan the cut, mark the head, store the summary.
+/// [`Store::compact`] inside the caller's write transaction (the session exists and is
+/// locked; the summary is not blank), on either engine: plan the cut, mark the head, store
+/// the summary.
 pub(crate) fn compact_in(
-    tx: &Connection,
+    tx: &mut impl Sql,
     session: &SessionId,
     min_keep_tail: usize,
     summary: &str,
@@ -179,22 +189,22 @@ pub(crate) fn compact_in(
         Err(reason) => return Ok(CompactionOutcome::NothingToCompact { reason }),
     };
     let (cut_seq, through_seq) = (cut.cut_seq, cut.through_seq);
-    let newly_compacted = tx
-        .prepare_cached(MARK_HEAD)?
-        .execute(params![session.as_str(), cut_seq])?;
+    let newly_compacted = tx.run(MARK_HEAD, &values![session.as_str(), cut_seq])?;
     let created_at = now();
-    tx.prepare_cached(INSERT_SUMMARY)?.execute(params![
-        session.as_str(),
-        0i64,
-        cut.last_compacted_turn(),
-        cut.first_new_turn,
-        through_seq,
-        summary,
-        format_time(created_at),
-    ])?;
-    let id = tx.last_insert_rowid();
-    tx.prepare_cached(TOUCH_SESSION)?
-        .execute(params![session.as_str(), format_time(created_at)])?;
+    let stamp = format_time(created_at);
+    let id = tx.insert(
+        INSERT_SUMMARY,
+        &values![
+            session.as_str(),
+            0i64,
+            cut.last_compacted_turn(),
+            cut.first_new_turn,
+            through_seq,
+            summary,
+            &stamp,
+        ],
+    )?;
+    tx.run(TOUCH_SESSION, &values![session.as_str(), &stamp])?;
     Ok(CompactionOutcome::Compacted {
         summary: Summary {
             id,
@@ -205,7 +215,7 @@ pub(crate) fn compact_in(
             text: summary.to_owned(),
             created_at,
         },
-        newly_compacted,
+        newly_compacted: usize::try_from(newly_compacted).unwrap_or(usize::MAX),
         kept: cut.kept,
     })
 }
@@ -226,60 +236,82 @@ pub(crate) fn provider_history_in(
     })
 }
 
-/// Plans the cut with [`TailSearch`]: the session's last messages back to the cut, a count
-/// of its user messages up to it, and its head up to the first message not compacted (no
-/// more than the `UPDATE` that marks the head walks anyway).
+/// Plans the cut with [`TailSearch`]: the session's last messages back to the cut (read in
+/// growing pages, newest first), a count of its user messages up to it, and its head up to
+/// the first message not compacted (no more than the `UPDATE` that marks the head walks).
 fn plan_from_tail(
-    conn: &Connection,
+    tx: &mut impl Sql,
     session: &SessionId,
     min_keep_tail: usize,
 ) -> Result<std::result::Result<TailCut, NothingToCompact>> {
     let mut search = TailSearch::new(min_keep_tail);
-    {
-        let mut stmt = conn.prepare_cached(TAIL_ROWS)?;
-        let mut rows = stmt.query([session.as_str()])?;
-        while let Some(row) = rows.next()? {
-            let seq: i64 = row.get(0)?;
-            let role = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
-            let role = role.parse::<Role>().map_err(|e| Error::CorruptRow {
-                table: "messages",
-                row_id: row.get(2).unwrap_or_default(),
-                detail: e.to_string(),
-            })?;
-            if !search.feed(seq, role) {
-                break;
+    let mut page = i64::try_from(min_keep_tail)
+        .unwrap_or(i64::MAX)
+        .saturating_add(16);
+    let mut before = i64::MAX;
+    'walk: loop {
+        let rows: Vec<[i64; 3]> =
+            tx.int_rows(TAIL_ROWS, &values![session.as_str(), before, page])?;
+        for [seq, role, id] in &rows {
+            let role = match role {
+                1 => Role::User,
+                0 => Role::Assistant,
+                _ => {
+                    return Err(Error::CorruptRow {
+                        table: "messages",
+                        row_id: *id,
+                        detail: "role outside the contract".to_owned(),
+                    })
+                }
+            };
+            before = *seq;
+            if !search.feed(*seq, role) {
+                break 'walk;
             }
         }
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < page {
+            break;
+        }
+        page = page.saturating_mul(2);
     }
     let cut_seq = match search.candidate() {
         Ok(seq) => seq,
         Err(reason) => return Ok(Err(reason)),
     };
-    let mut users_through = conn.prepare_cached(USERS_THROUGH)?;
-    let mut users = |seq: i64| -> Result<i64> {
-        Ok(users_through.query_row(params![session.as_str(), seq], |r| r.get(0))?)
-    };
-    let users_through_cut = users(cut_seq)?;
+    let users_through_cut = users_through(tx, session, cut_seq)?;
     let mut head = Head {
         compacted: 0,
         first_open_seq: None,
         users_through_first_open: 0,
     };
-    {
-        let mut stmt = conn.prepare_cached(HEAD_ROWS)?;
-        let mut rows = stmt.query([session.as_str()])?;
-        while let Some(row) = rows.next()? {
-            if row.get::<_, i64>(1)? == 0 {
-                head.first_open_seq = Some(row.get(0)?);
-                break;
+    let (mut after, mut page) = (i64::MIN, 16i64);
+    'head: loop {
+        let rows: Vec<[i64; 2]> =
+            tx.int_rows(HEAD_ROWS, &values![session.as_str(), after, page])?;
+        for [seq, compacted] in &rows {
+            if *compacted == 0 {
+                head.first_open_seq = Some(*seq);
+                break 'head;
             }
             head.compacted += 1;
+            after = *seq;
         }
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < page {
+            break;
+        }
+        page = page.saturating_mul(2);
     }
     if let Some(seq) = head.first_open_seq.filter(|_| head.compacted > 0) {
-        head.users_through_first_open = users(seq)?;
+        head.users_through_first_open = users_through(tx, session, seq)?;
     }
     Ok(search.plan(users_through_cut, &head))
+}
+
+/// How many user messages the session has up to `seq`.
+fn users_through(tx: &mut impl Sql, session: &SessionId, seq: i64) -> Result<i64> {
+    Ok(tx
+        .optional_int(USERS_THROUGH, &values![session.as_str(), seq])?
+        .unwrap_or(0))
 }
 
 /// Decodes a summaries row selected as in [`LATEST_SUMMARY`]; the outer result is SQLite's.
