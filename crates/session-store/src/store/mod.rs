@@ -41,7 +41,7 @@ mod write;
 pub use compaction::CompactionOutcome;
 pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
-pub use import::ImportedSessions;
+pub use import::{ImportSummary, ImportedSessions};
 pub use overview::SessionOverview;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
