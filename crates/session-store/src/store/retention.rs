@@ -189,7 +189,8 @@ impl Store {
 
     /// Where the bytes are: the file, its free pages and WAL, each table and index, the
     /// search index, and the `top` largest sessions with how much of each is tool output.
-    /// Reads one snapshot; writes nothing.
+    /// Reads one snapshot; the only write is the search index's catch-up (parts appended
+    /// since the last search are indexed first, so the index is measured as a search uses it).
     ///
     /// On PostgreSQL the same report describes the relations of the store's schema (what
     /// each figure is there: `store/pg/retention.rs`, `PgStore::size_report`): `file_bytes`
@@ -199,6 +200,9 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.size_report(top);
         }
+        // The index's share is the share of a current index (parts appended since the last
+        // search are indexed first, V12).
+        self.catch_up_search_index()?;
         let wal_bytes = file_len(&wal_path(self.path()));
         self.read(|conn| {
             let pragma = |name: &str| -> Result<u64> {
@@ -285,6 +289,7 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.reclaim(always_full);
         }
+        self.catch_up_search_index()?;
         let before_bytes = self.bytes_on_disk();
         let conn = self.sqlite_pool()?.get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;

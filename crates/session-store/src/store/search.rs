@@ -2,8 +2,10 @@
 //! PostgreSQL twin is `pg/search.rs`, over migration V11).
 //!
 //! The index (`parts_fts`) holds text, reasoning and tool_result content, and each call's tool
-//! name and JSON input; triggers on `parts` keep it current for every writer, so there is
-//! nothing to refresh here. Results are ranked by bm25 (best first) and carry a snippet, the
+//! name and JSON input. Appends do not index (migration V12: that cost an append more than
+//! the rows themselves); [`catch_up`] indexes every part above `search_state.indexed_through`
+//! in one batch before a search, and triggers keep the rows already indexed exact for every
+//! writer. A read-only store cannot catch up: it finds what the last writable search indexed. Results are ranked by bm25 (best first) and carry a snippet, the
 //! session, the message and the turn.
 //!
 //! Cost: ranking reads every match it ranks, so a word found in one part of ten would cost in
@@ -17,7 +19,7 @@
 //! as a phrase (all terms must match), so `"`, `*`, `(`, `NEAR`, `AND` or a lone `-` cannot make
 //! the query an error. A term ending in `*` stays a prefix search (`deploy*`).
 
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::write::require_session;
@@ -107,6 +109,64 @@ const SEARCH_SESSION: &str = "
     WHERE parts_fts MATCH ?1 AND parts_fts.rowid BETWEEN ?7 AND ?8 AND m.session_id = ?6
     ORDER BY parts_fts.rank, parts_fts.rowid LIMIT ?5";
 
+/// The index's mark and the highest part id: parts above the mark wait to be indexed.
+const BACKLOG: &str =
+    "SELECT (SELECT indexed_through FROM search_state), (SELECT MAX(id) FROM parts)";
+
+const INDEX_ABOVE: &str = "
+    INSERT INTO parts_fts (rowid, text, tool_name, input)
+    SELECT id, text, tool_name, input FROM parts_search_source WHERE id > ?1";
+
+const REBUILD: &str = "INSERT INTO parts_fts (parts_fts) VALUES ('rebuild')";
+
+/// The mark never moves down: ids below a deleted maximum may come back (rowid reuse), and
+/// the triggers index those at once.
+const MOVE_MARK: &str = "
+    INSERT INTO search_state (id, indexed_through) VALUES (1, ?1)
+    ON CONFLICT (id) DO UPDATE SET indexed_through = MAX(indexed_through, excluded.indexed_through)";
+
+/// Whether [`catch_up`] has anything to do (a missing mark counts).
+pub(crate) fn index_behind(conn: &Connection) -> Result<bool> {
+    let (mark, max): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(BACKLOG)?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(mark.is_none_or(|mark| max.unwrap_or(0) > mark))
+}
+
+/// Indexes every part above the mark and moves the mark to the highest part id; without a
+/// mark, rebuilds the index. The caller's write transaction makes both one step.
+pub(crate) fn catch_up(conn: &Connection) -> Result<()> {
+    let (mark, max): (Option<i64>, Option<i64>) = conn
+        .prepare_cached(BACKLOG)?
+        .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    let max = max.unwrap_or(0);
+    match mark {
+        None => {
+            conn.prepare_cached(REBUILD)?.execute([])?;
+        }
+        Some(mark) if max > mark => {
+            conn.prepare_cached(INDEX_ABOVE)?.execute([mark])?;
+        }
+        Some(_) => return Ok(()),
+    }
+    conn.prepare_cached(MOVE_MARK)?.execute([max])?;
+    Ok(())
+}
+
+impl Store {
+    /// Brings the full-text index up to the last part (see the module docs); a read-only
+    /// store, which cannot write the index, searches what it has.
+    pub(crate) fn catch_up_search_index(&self) -> Result<()> {
+        if !self.read(index_behind)? {
+            return Ok(());
+        }
+        match self.write(|tx| catch_up(tx)) {
+            Err(error) if error.is_read_only() => Ok(()),
+            other => other,
+        }
+    }
+}
+
 fn hit_from_row(row: &Row<'_>) -> rusqlite::Result<SearchHit> {
     Ok(SearchHit {
         session: SessionId::new(row.get::<_, String>(0)?),
@@ -152,12 +212,13 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.search(query, options);
         }
+        if let Some(session) = &options.session {
+            self.read(|conn| require_session(conn, session))?;
+        }
         let Some(fts) = fts_query(query) else {
-            if let Some(session) = &options.session {
-                self.read(|conn| require_session(conn, session))?;
-            }
             return Ok(Vec::new());
         };
+        self.catch_up_search_index()?;
         let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
         let tokens = options.snippet_tokens.clamp(1, 64) as i64;
         let (open, close) = (&options.highlight.0, &options.highlight.1);
