@@ -11,6 +11,9 @@
 //!   the `anthropic`, `bedrock` or `vertex` namespace), `redacted_thinking` carries `data`,
 //!   both byte for byte and in place. Reasoning without a signature came from another
 //!   provider and cannot be sent back: it is left out.
+//! - A block the store kept verbatim goes back only when Anthropic made it: as it came when
+//!   its type is not one this renderer writes from typed parts, else as text saying what it
+//!   was.
 //! - The first message must be `user` (rule 1; Bedrock enforces it): when the view starts
 //!   with an assistant message, a user message holding [`crate::history::texts::PLACEHOLDER_USER`] is put
 //!   first. It depends on nothing that follows, so it stays stable as the session grows.
@@ -20,6 +23,7 @@ use serde_json::{json, Map, Value};
 use crate::history::blank::is_blank;
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
+use crate::history::texts::describe;
 use crate::model::{Part, Role};
 
 /// Renders `view` as an Anthropic Messages request body.
@@ -278,9 +282,39 @@ fn bare_block(part: &Part) -> Option<Value> {
             if part.opaque_provider() != Some("anthropic") {
                 return None;
             }
-            block.clone()
+            if verbatim(block) {
+                block.clone()
+            } else {
+                json!({"type": "text", "text": describe(part)})
+            }
         }
     })
+}
+
+/// True when a block kept verbatim can go back as it came: it has a type, and not one this
+/// renderer writes from typed parts (a verbatim tool_use, thinking or server tool block
+/// would escape the pairing and signature rules). Other writers store any block under an
+/// Anthropic opaque part; the rest goes back as text saying what it was.
+fn verbatim(block: &Value) -> bool {
+    block
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| {
+            !kind.is_empty()
+                && !kind.ends_with("_tool_result")
+                && !matches!(
+                    kind,
+                    "text"
+                        | "thinking"
+                        | "redacted_thinking"
+                        | "tool_use"
+                        | "tool_result"
+                        | "image"
+                        | "document"
+                        | "server_tool_use"
+                        | "mcp_tool_use"
+                )
+        })
 }
 
 #[cfg(test)]
@@ -294,6 +328,35 @@ mod tests {
 
     fn signed(text: &str) -> Part {
         Part::reasoning(text, Some(json!({"anthropic": {"signature": "S"}})))
+    }
+
+    #[test]
+    fn a_block_kept_verbatim_goes_back_as_it_came_only_when_its_type_is_not_ours() {
+        let compaction = json!({"type": "compaction", "content": "c"});
+        let view = sanitize(&history(vec![
+            (
+                Role::User,
+                vec![
+                    Part::text("q"),
+                    Part::opaque("anthropic", json!({"executableCode": {}})),
+                ],
+            ),
+            (
+                Role::Assistant,
+                vec![
+                    Part::opaque("anthropic", compaction.clone()),
+                    Part::opaque("anthropic", json!({"type": "tool_use", "id": "x"})),
+                ],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+        assert_eq!(body["messages"][0]["content"][1]["type"], "text");
+        assert_eq!(body["messages"][1]["content"][0], compaction);
+        assert_eq!(
+            body["messages"][1]["content"][1]["text"],
+            "[provider block tool_use not sent]"
+        );
     }
 
     #[test]
