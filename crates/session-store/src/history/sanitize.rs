@@ -143,12 +143,18 @@ pub fn sanitize(messages: &[Message]) -> View {
 /// System messages carry instructions, not history: those of the compacted head (passed
 /// with `compacted` set) are sent before the summary, in their order.
 pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
+    sanitize_owned(summary, messages.to_vec())
+}
+
+/// [`sanitize_with_summary`] over messages the caller gives up: their parts move into the
+/// view instead of being copied (the export's way, issue 16).
+pub(crate) fn sanitize_owned(summary: Option<&str>, mut messages: Vec<Message>) -> View {
     let mut loader = Loader {
-        classes: Walk::of(messages).classes().to_vec(),
+        classes: Walk::of(&messages).classes().to_vec(),
         ..Loader::default()
     };
     let kept_instruction = |m: &Message| m.compacted && m.role == Role::System;
-    for (index, message) in messages.iter().enumerate() {
+    for (index, message) in messages.iter_mut().enumerate() {
         if kept_instruction(message) {
             loader.index = index;
             loader.load(message);
@@ -162,7 +168,7 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
             true,
         );
     }
-    for (index, message) in messages.iter().enumerate() {
+    for (index, message) in messages.iter_mut().enumerate() {
         if kept_instruction(message) {
             continue;
         }
@@ -238,7 +244,8 @@ impl Loader {
         });
     }
 
-    fn load(&mut self, message: &Message) {
+    /// Loads `message`, moving the parts it sends out of it.
+    fn load(&mut self, message: &mut Message) {
         if message.parts.is_empty() {
             self.repair(
                 RepairKind::DroppedMessage,
@@ -306,7 +313,7 @@ impl Loader {
         });
     }
 
-    fn load_system(&mut self, message: &Message) {
+    fn load_system(&mut self, message: &mut Message) {
         let parts = texts_outside_tool(self, message, |_| true);
         if parts.is_empty() {
             self.dropped_nothing_left(message);
@@ -333,7 +340,7 @@ impl Loader {
         }
     }
 
-    fn load_assistant(&mut self, message: &Message) {
+    fn load_assistant(&mut self, message: &mut Message) {
         // A message with nothing to send is invisible: it does not end a block.
         let sendable = message.parts.iter().any(|part| match part {
             Part::Text { text, .. } => !is_blank(text),
@@ -363,7 +370,7 @@ impl Loader {
         let mut parts = Vec::with_capacity(message.parts.len());
         let mut calls = Vec::new();
         let mut slot = HashMap::new();
-        for (ordinal, part) in message.parts.iter().enumerate() {
+        for (ordinal, part) in message.parts.iter_mut().enumerate() {
             match part {
                 Part::Text {
                     text,
@@ -379,7 +386,7 @@ impl Loader {
                         );
                         parts.push(Part::Text {
                             text: " ".to_owned(),
-                            provider_metadata: provider_metadata.clone(),
+                            provider_metadata: provider_metadata.take(),
                         });
                     } else {
                         self.dropped_blank(message.seq, ordinal);
@@ -407,7 +414,7 @@ impl Loader {
                 | Part::ServerToolUse { .. }
                 | Part::ServerToolResult { .. }
                 | Part::Opaque { .. } => {
-                    parts.push(part.clone());
+                    parts.push(take(part));
                 }
                 Part::ToolUse {
                     id,
@@ -425,7 +432,7 @@ impl Loader {
                         );
                         UNNAMED_TOOL.to_owned()
                     } else {
-                        name.clone()
+                        std::mem::take(name)
                     };
                     let input = match object_input(input) {
                         Some(object) => {
@@ -437,15 +444,15 @@ impl Loader {
                             );
                             object
                         }
-                        None => input.clone(),
+                        None => std::mem::take(input),
                     };
                     slot.insert(ordinal, calls.len());
-                    calls.push((id.clone(), view_id.clone(), false));
+                    calls.push((std::mem::take(id), view_id.clone(), false));
                     parts.push(Part::ToolUse {
                         id: view_id,
                         name,
                         input,
-                        provider_metadata: provider_metadata.clone(),
+                        provider_metadata: provider_metadata.take(),
                     });
                 }
                 Part::ToolResult { tool_use_id, .. } => {
@@ -551,11 +558,11 @@ impl Loader {
     }
 
     /// A tool message, or the tool_results of a user message (`from_user`).
-    fn load_tool(&mut self, message: &Message, from_user: bool) {
+    fn load_tool(&mut self, message: &mut Message, from_user: bool) {
         let seq = message.seq;
         let mut answered = false;
         let mut after = Vec::new();
-        for (ordinal, part) in message.parts.iter().enumerate() {
+        for (ordinal, part) in message.parts.iter_mut().enumerate() {
             match part {
                 Part::ToolResult {
                     tool_use_id,
@@ -584,7 +591,7 @@ impl Loader {
                         );
                         EMPTY_ERROR.to_owned()
                     } else {
-                        content.clone()
+                        std::mem::take(content)
                     };
                     if let Some(block) = self.block.as_mut() {
                         if block.results.is_empty() {
@@ -594,8 +601,8 @@ impl Loader {
                             tool_use_id: view_id,
                             content,
                             is_error: *is_error,
-                            blocks: blocks.clone(),
-                            provider_metadata: provider_metadata.clone(),
+                            blocks: blocks.take(),
+                            provider_metadata: provider_metadata.take(),
                         });
                         if !answered {
                             block.result_seqs.push(seq);
@@ -619,7 +626,7 @@ impl Loader {
                             part.kind()
                         ),
                     );
-                    after.push(part.clone());
+                    after.push(take(part));
                 }
                 Part::Text { .. }
                 | Part::ToolUse { .. }
@@ -703,21 +710,22 @@ impl Loader {
 /// dropped, reasoning is dropped, tool parts become text. Repairs go to `loader`.
 fn texts_outside_tool(
     loader: &mut Loader,
-    message: &Message,
+    message: &mut Message,
     keep: impl Fn(&Part) -> bool,
 ) -> Vec<Part> {
     let mut parts = Vec::new();
-    for (ordinal, part) in message.parts.iter().enumerate().filter(|(_, p)| keep(p)) {
+    let (seq, role) = (message.seq, message.role);
+    for (ordinal, part) in message.parts.iter_mut().enumerate().filter(|(_, p)| keep(p)) {
         match part {
             Part::Text { text, .. } if is_blank(text) => {
-                loader.dropped_blank(message.seq, ordinal);
+                loader.dropped_blank(seq, ordinal);
             }
-            Part::Text { .. } => parts.push(part.clone()),
+            Part::Text { .. } => parts.push(take(part)),
             Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
-                loader.dropped_reasoning(message.seq, ordinal, message.role);
+                loader.dropped_reasoning(seq, ordinal, role);
             }
             Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
-                parts.push(part.clone());
+                parts.push(take(part));
             }
             Part::ToolUse { .. }
             | Part::ToolResult { .. }
@@ -725,19 +733,21 @@ fn texts_outside_tool(
             | Part::ServerToolResult { .. } => {
                 loader.repair(
                     RepairKind::MovedPart,
-                    message.seq,
+                    seq,
                     Some(ordinal),
-                    format!(
-                        "{} part in a {} message: sent as text",
-                        part.kind(),
-                        message.role
-                    ),
+                    format!("{} part in a {} message: sent as text", part.kind(), role),
                 );
                 parts.push(Part::text(describe(part)));
             }
         }
     }
     parts
+}
+
+/// The part, moved out of its stored message (which keeps an empty text in its place: the
+/// loader reads each part once).
+fn take(part: &mut Part) -> Part {
+    std::mem::replace(part, Part::text(String::new()))
 }
 
 /// The JSON object a tool_use input that is not one becomes; `None` when it is one.
