@@ -36,7 +36,10 @@ fn fnv(bytes: &[u8]) -> u64 {
 fn every_kind(store: &Store) -> SessionId {
     let session = store.create_session().expect("session");
     let signed = |text: &str| {
-        Part::reasoning(text, Some(json!({"anthropic": {"signature": format!("sig-{text}")}})))
+        Part::reasoning(
+            text,
+            Some(json!({"anthropic": {"signature": format!("sig-{text}")}})),
+        )
     };
     store
         .append_batch(
@@ -143,8 +146,8 @@ fn the_same_stored_history_exports_the_same_bytes_in_every_format() {
     sources.extend(rollouts.into_iter().map(|path| (path, Format::Codex)));
     for (path, format) in sources {
         let text = std::fs::read_to_string(&path).expect("readable");
-        let imported = import_transcript(format, &text)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let imported =
+            import_transcript(format, &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let session = store.import(&imported).expect("stores").session;
         let name = path
             .strip_prefix(&root)
@@ -160,7 +163,8 @@ fn the_same_stored_history_exports_the_same_bytes_in_every_format() {
         std::fs::write(digests_file(), &lines).expect("write the digests");
         return;
     }
-    let pinned = std::fs::read_to_string(digests_file()).expect("tests/fixtures/export_digests.txt");
+    let pinned =
+        std::fs::read_to_string(digests_file()).expect("tests/fixtures/export_digests.txt");
     for (now, then) in lines.lines().zip(pinned.lines()) {
         assert_eq!(now, then, "an exported body changed its bytes");
     }

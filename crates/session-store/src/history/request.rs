@@ -111,7 +111,10 @@ pub(crate) fn build_owned(messages: Vec<Message>, inputs: &Inputs<'_>, keep_view
     let (body, view) = if keep_view {
         (render::render_owned(view.clone(), provider, target), view)
     } else {
-        (render::render_owned(view, provider, target), View::default())
+        (
+            render::render_owned(view, provider, target),
+            View::default(),
+        )
     };
     let mut violations = contract::check(provider, &body);
     if let (Some(foreign), Some(target)) = (&foreign, target) {

@@ -149,8 +149,9 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
 /// [`sanitize_with_summary`] over messages the caller gives up: their parts move into the
 /// view instead of being copied (the export's way, issue 16).
 pub(crate) fn sanitize_owned(summary: Option<&str>, mut messages: Vec<Message>) -> View {
+    let walk = Walk::of(&messages);
     let mut loader = Loader {
-        classes: Walk::of(&messages).classes().to_vec(),
+        classes: walk.classes(),
         ..Loader::default()
     };
     let kept_instruction = |m: &Message| m.compacted && m.role == Role::System;
@@ -204,7 +205,7 @@ struct Block {
     /// Each call: (stored id, view id, answered in the view), in part order.
     calls: Vec<(String, String, bool)>,
     /// Position in `calls` of each call's part ordinal.
-    slot: HashMap<usize, usize>,
+    slot: Vec<Option<usize>>,
     /// Results so far, with view ids, in the order they were stored.
     results: Vec<Part>,
     /// `seq` of the messages the results came from.
@@ -222,11 +223,11 @@ struct Block {
 }
 
 #[derive(Default)]
-struct Loader {
+struct Loader<'w> {
     out: Vec<ViewMessage>,
     repairs: Vec<Repair>,
     /// The grammar's class of every message loaded.
-    classes: Vec<MessageClass>,
+    classes: &'w [MessageClass],
     /// Index of the message being loaded.
     index: usize,
     /// Every tool_use id used in the view so far, and the one renaming scheme.
@@ -234,7 +235,7 @@ struct Loader {
     block: Option<Block>,
 }
 
-impl Loader {
+impl Loader<'_> {
     fn repair(&mut self, kind: RepairKind, seq: i64, ordinal: Option<usize>, detail: String) {
         self.repairs.push(Repair {
             kind,
@@ -356,20 +357,17 @@ impl Loader {
         self.close_block();
         // Rule 7's exception: a blank text is sent as a space only between two parts whose
         // position the provider validates (signed or redacted reasoning).
-        let validated: Vec<usize> = message
-            .parts
-            .iter()
-            .enumerate()
-            .filter(|(_, part)| is_position_validated(part))
-            .map(|(ordinal, _)| ordinal)
-            .collect();
+        let first_validated = message.parts.iter().position(is_position_validated);
+        let last_validated = message.parts.iter().rposition(is_position_validated);
         let between_signed = |ordinal: usize| {
-            validated.first().is_some_and(|first| *first < ordinal)
-                && validated.last().is_some_and(|last| ordinal < *last)
+            first_validated.is_some_and(|first| first < ordinal)
+                && last_validated.is_some_and(|last| ordinal < last)
         };
         let mut parts = Vec::with_capacity(message.parts.len());
         let mut calls = Vec::new();
-        let mut slot = HashMap::new();
+        // The call at each part ordinal, by its position in `calls` (made at the first call).
+        let mut slot = Vec::new();
+        let part_count = message.parts.len();
         for (ordinal, part) in message.parts.iter_mut().enumerate() {
             match part {
                 Part::Text {
@@ -446,7 +444,10 @@ impl Loader {
                         }
                         None => std::mem::take(input),
                     };
-                    slot.insert(ordinal, calls.len());
+                    if slot.is_empty() {
+                        slot = vec![None; part_count];
+                    }
+                    slot[ordinal] = Some(calls.len());
                     calls.push((std::mem::take(id), view_id.clone(), false));
                     parts.push(Part::ToolUse {
                         id: view_id,
@@ -499,17 +500,16 @@ impl Loader {
     fn fresh_id(&mut self, id: &str, seq: i64, ordinal: usize) -> String {
         // Anthropic accepts ids matching `^[a-zA-Z0-9_-]+$` only; other providers' ids
         // (e.g. `functions.get_time:0`) are mapped onto that alphabet.
-        let cleaned: String = id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let view_id = self.ids.claim(&cleaned);
+        let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let view_id = if id.chars().all(allowed) {
+            self.ids.claim(id)
+        } else {
+            let cleaned: String = id
+                .chars()
+                .map(|c| if allowed(c) { c } else { '_' })
+                .collect();
+            self.ids.claim(&cleaned)
+        };
         if view_id != id {
             self.repair(
                 RepairKind::RenamedToolUse,
@@ -548,7 +548,7 @@ impl Loader {
         if block.assistant != call.message {
             return None;
         }
-        let slot = *block.slot.get(&call.part)?;
+        let slot = (*block.slot.get(call.part)?)?;
         let (_, view_id, answered) = block.calls.get_mut(slot)?;
         if *answered {
             return None;
@@ -675,11 +675,12 @@ impl Loader {
         let Some(mut block) = self.block.take() else {
             return;
         };
-        let text = texts::tombstone(texts::LOST_REASON);
+        let mut text = None;
         for (id, view_id, answered) in std::mem::take(&mut block.calls) {
             if answered {
                 continue;
             }
+            let text = text.get_or_insert_with(|| texts::tombstone(texts::LOST_REASON));
             self.repair(
                 RepairKind::Tombstone,
                 block.assistant_seq,
@@ -715,7 +716,12 @@ fn texts_outside_tool(
 ) -> Vec<Part> {
     let mut parts = Vec::new();
     let (seq, role) = (message.seq, message.role);
-    for (ordinal, part) in message.parts.iter_mut().enumerate().filter(|(_, p)| keep(p)) {
+    for (ordinal, part) in message
+        .parts
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, p)| keep(p))
+    {
         match part {
             Part::Text { text, .. } if is_blank(text) => {
                 loader.dropped_blank(seq, ordinal);

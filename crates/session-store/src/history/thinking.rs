@@ -12,7 +12,6 @@
 //! reasoning (Anthropic requires it back unchanged), and a message loses all of its reasoning
 //! at once, never part of it.
 
-
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 

@@ -96,7 +96,7 @@ pub(crate) fn render_owned(view: View) -> Value {
         .into_iter()
         .map(|(role, content)| {
             // Built in place: `json!` would serialize (deep-copy) the whole content list.
-            let mut message = Map::new();
+            let mut message = Map::with_capacity(2);
             message.insert("role".to_owned(), Value::String(role.to_owned()));
             message.insert("content".to_owned(), Value::Array(content));
             Value::Object(message)
@@ -167,12 +167,15 @@ fn text_block(text: &str) -> Value {
 
 /// `{"type": "text", "text": text}`, the text moved in.
 fn text_value(text: String) -> Value {
-    object([("type", Value::String("text".to_owned())), ("text", Value::String(text))])
+    object([
+        ("type", Value::String("text".to_owned())),
+        ("text", Value::String(text)),
+    ])
 }
 
 /// An object of `fields` in order, built in place (`json!` would copy every value).
 fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    let mut object = Map::new();
+    let mut object = Map::with_capacity(N);
     for (key, value) in fields {
         object.insert(key.to_owned(), value);
     }
@@ -279,7 +282,7 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             blocks,
             ..
         } => {
-            let mut result = Map::new();
+            let mut result = Map::with_capacity(4);
             result.insert("type".to_owned(), string("tool_result".to_owned()));
             result.insert("tool_use_id".to_owned(), string(tool_use_id));
             // A structured result goes back whole; empty content is left out rather than
@@ -298,7 +301,9 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             }
             Value::Object(result)
         }
-        Part::Image { source, .. } => object([("type", string("image".to_owned())), ("source", source)]),
+        Part::Image { source, .. } => {
+            object([("type", string("image".to_owned())), ("source", source)])
+        }
         Part::Document { source, title, .. } => {
             let mut document = Map::new();
             document.insert("type".to_owned(), string("document".to_owned()));
