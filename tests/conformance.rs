@@ -850,3 +850,39 @@ fn second_release_parts_model_and_idempotent_appends_behave_the_same_on_every_ba
     all_equal(&results);
     Ok(())
 }
+
+/// A row outside the contract written by other code (a `created_at` that is no time) is read
+/// by the one row decoder on every backend: the check names it `unreadable_row` and goes on
+/// to the other sessions, the mend leaves it as it is, and a read of it fails typed.
+#[test]
+fn a_row_outside_the_contract_is_reported_the_same_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let healthy = session_of(b, &[1])?;
+        let odd = session_of(b, &[1])?;
+        b.exec(&format!(
+            "UPDATE messages SET created_at = 'yesterday' WHERE session_id = '{}' AND seq = 2",
+            odd.as_str()
+        ));
+        let report = b.store.check(&[], &RepairOptions::default())?;
+        ensure!(report.sessions_checked == 2, "checked {report:?}");
+        let found: Vec<(String, String)> = report
+            .violations
+            .iter()
+            .map(|v| (v.session_id.as_str().to_owned(), v.rule.as_str().to_owned()))
+            .collect();
+        ensure!(
+            found == vec![(odd.as_str().to_owned(), "unreadable_row".to_owned())],
+            "found {found:?}"
+        );
+        let repair = b.store.repair_session(&odd, &RepairOptions::default())?;
+        ensure!(repair.changes.is_empty(), "mended {:?}", repair.changes);
+        ensure!(
+            matches!(b.store.messages(&odd), Err(Error::CorruptRow { .. })),
+            "the odd session read"
+        );
+        ensure!(b.store.messages(&healthy)?.len() == 4);
+        Ok(report.violations[0].detail.clone())
+    })?;
+    all_equal(&results);
+    Ok(())
+}

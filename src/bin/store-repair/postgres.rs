@@ -3,15 +3,12 @@
 //! to copy: `--backup` is refused (take one with `pg_dump`), and a dry run does each mend in a
 //! transaction it rolls back instead of on a private copy.
 
-use std::collections::BTreeMap;
-
 use anyhow::{bail, Context};
-use session_store::Problem;
 use session_store::{inspect_database_url, RepairOptions};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
-use crate::run::{check, progress, Outcome, Plan};
+use crate::run::{check, dry_run, mend, Outcome};
 
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let url = args.db.to_string_lossy().into_owned();
@@ -44,55 +41,14 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let store = Store::open(&url).with_context(|| format!("opening {shown}"))?;
     outcome.migrations_applied = if args.dry_run { 0 } else { pending };
     let report = check(&store, &sessions, &options)?;
-    outcome.sessions_checked = report.sessions_checked;
-    let broken = report.broken_sessions();
     if args.dry_run {
-        let bar = progress("mending (rolled back)", broken.len());
-        let mut plan = Plan::default();
-        for session in &broken {
-            let repair = store.repair_session_rolled_back(session, &options)?;
-            if !repair.changes.is_empty() {
-                plan.repair += repair.found.len();
-                plan.changes += repair.changes.len();
-                plan.sessions += 1;
-            }
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        outcome.would = Some(plan);
-        outcome.problems = report.violations;
-        return Ok(outcome);
+        dry_run(&mut outcome, report, "mending (rolled back)", |session| {
+            store.repair_session_rolled_back(session, &options)
+        })?;
+    } else {
+        mend(&mut outcome, report, |session| {
+            store.repair_session(session, &options)
+        })?;
     }
-    let bar = progress("mending", broken.len());
-    let mut problems: BTreeMap<SessionId, Vec<Problem>> = BTreeMap::new();
-    for violation in report.violations {
-        problems
-            .entry(violation.session_id.clone())
-            .or_default()
-            .push(violation);
-    }
-    for session in &broken {
-        let repair = match store.repair_session(session, &options) {
-            Ok(repair) => repair,
-            // Deleted by another writer since the check: nothing left to mend.
-            Err(session_store::Error::UnknownSession(_)) => {
-                problems.remove(session);
-                continue;
-            }
-            Err(error) => {
-                return Err(error).with_context(|| format!("mending session {session}"));
-            }
-        };
-        tracing::info!(%session, changes = repair.changes.len(), "mended");
-        if !repair.changes.is_empty() {
-            outcome.sessions_repaired += 1;
-            outcome.repaired += repair.found.len();
-            outcome.changes += repair.changes.len();
-        }
-        problems.insert(session.clone(), repair.found);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    outcome.problems = problems.into_values().flatten().collect();
     Ok(outcome)
 }

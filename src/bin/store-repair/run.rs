@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use session_store::{
     backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
-use session_store::{HealthRule, Problem};
+use session_store::{HealthRule, Problem, SessionRepair};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
@@ -83,22 +83,9 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         backup_database(db, &copy).context("copying the database for the dry run")?;
         let store = Store::open(&copy).context("migrating the dry-run copy")?;
         let report = check(&store, &sessions, &options)?;
-        outcome.sessions_checked = report.sessions_checked;
-        let broken = report.broken_sessions();
-        let bar = progress("mending a copy", broken.len());
-        let mut plan = Plan::default();
-        for session in &broken {
-            let repair = store.repair_session(session, &options)?;
-            if !repair.changes.is_empty() {
-                plan.repair += repair.found.len();
-                plan.changes += repair.changes.len();
-                plan.sessions += 1;
-            }
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        outcome.would = Some(plan);
-        outcome.problems = report.violations;
+        dry_run(&mut outcome, report, "mending a copy", |session| {
+            store.repair_session(session, &options)
+        })?;
         return Ok(outcome);
     }
 
@@ -128,12 +115,52 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let store = Store::open(db).with_context(|| format!("opening {}", db.display()))?;
     outcome.migrations_applied = file.pending_migrations;
     let report = check(&store, &sessions, &options)?;
-    outcome.sessions_checked = report.sessions_checked;
-    let broken = report.broken_sessions();
-    if !broken.is_empty() {
+    if !report.violations.is_empty() {
         take_backup(&mut backup)?;
     }
     outcome.backup = backup;
+    mend(&mut outcome, report, |session| {
+        store.repair_session(session, &options)
+    })?;
+    Ok(outcome)
+}
+
+/// What a dry run reports: each broken session mended by `mend_one`, which writes nothing
+/// that lasts (a private copy, or a transaction rolled back).
+pub(crate) fn dry_run(
+    outcome: &mut Outcome,
+    report: CheckReport,
+    what: &str,
+    mend_one: impl Fn(&SessionId) -> session_store::Result<SessionRepair>,
+) -> anyhow::Result<()> {
+    outcome.sessions_checked = report.sessions_checked;
+    let broken = report.broken_sessions();
+    let bar = progress(what, broken.len());
+    let mut plan = Plan::default();
+    for session in &broken {
+        let repair = mend_one(session).with_context(|| format!("mending session {session}"))?;
+        if !repair.changes.is_empty() {
+            plan.repair += repair.found.len();
+            plan.changes += repair.changes.len();
+            plan.sessions += 1;
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    outcome.would = Some(plan);
+    outcome.problems = report.violations;
+    Ok(())
+}
+
+/// Mends each broken session of `report` with `mend_one` (one transaction each) and fills
+/// the outcome. A session deleted by another writer since the check has nothing left to mend.
+pub(crate) fn mend(
+    outcome: &mut Outcome,
+    report: CheckReport,
+    mend_one: impl Fn(&SessionId) -> session_store::Result<SessionRepair>,
+) -> anyhow::Result<()> {
+    outcome.sessions_checked = report.sessions_checked;
+    let broken = report.broken_sessions();
     let bar = progress("mending", broken.len());
     // Sessions are checked in id order; keep that order in the report.
     let mut problems: BTreeMap<SessionId, Vec<Problem>> = BTreeMap::new();
@@ -144,9 +171,16 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
             .push(violation);
     }
     for session in &broken {
-        let repair = store
-            .repair_session(session, &options)
-            .with_context(|| format!("mending session {session}"))?;
+        let repair = match mend_one(session) {
+            Ok(repair) => repair,
+            Err(session_store::Error::UnknownSession(_)) => {
+                problems.remove(session);
+                continue;
+            }
+            Err(error) => {
+                return Err(error).with_context(|| format!("mending session {session}"));
+            }
+        };
         tracing::info!(%session, changes = repair.changes.len(), "mended");
         if unreadable(&repair.found) {
             outcome.unmended.push(session.clone());
@@ -162,7 +196,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
     bar.finish_and_clear();
     outcome.problems = problems.into_values().flatten().collect();
-    Ok(outcome)
+    Ok(())
 }
 
 /// The session's rows are outside the contract: it is reported and left as it is.

@@ -3,16 +3,17 @@
 //! [`crate::history::mend`] decides what the session should be; this module writes it in
 //! the caller's transaction, in three steps: messages (seq, turn, role, compacted, new
 //! ones), parts (moves and new ones, renumbered), then part contents with one log row per
-//! change. Compaction summaries follow the messages they cover.
+//! change. Compaction summaries follow the messages they cover. One copy for both engines
+//! ([`Sql`]).
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection};
 
 use super::format_time;
 use super::repair::{Loaded, LoggedChange};
 use super::rows::insert_part;
+use super::sql::{values, Sql};
 use crate::error::Result;
 use crate::history::mend::{summary_moves, Action, MendPlan, MessageRef, PartRef};
 use crate::model::{Message, Part, SessionId};
@@ -40,7 +41,7 @@ const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
 
 /// Writes the plan over the loaded session; the caller owns the transaction.
 pub(crate) fn apply(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     loaded: &Loaded,
     plan: &MendPlan,
@@ -60,10 +61,10 @@ pub(crate) fn apply(
             );
         }
     }
-    let message_rows = apply_messages(conn, session, &original, plan)?;
-    let final_parts = apply_parts(conn, &original, plan, &message_rows, &mut part_rows)?;
+    let message_rows = apply_messages(db, session, &original, plan)?;
+    let final_parts = apply_parts(db, &original, plan, &message_rows, &mut part_rows)?;
     let mut logged = apply_changes(
-        conn,
+        db,
         session,
         plan,
         &message_rows,
@@ -71,16 +72,15 @@ pub(crate) fn apply(
         &final_parts,
         &stamp,
     )?;
-    logged.extend(follow_summaries(conn, session, loaded, plan, &stamp)?);
-    conn.prepare_cached(TOUCH_SESSION)?
-        .execute(params![session.as_str(), stamp])?;
+    logged.extend(follow_summaries(db, session, loaded, plan, &stamp)?);
+    db.run(TOUCH_SESSION, &values![session.as_str(), stamp.as_str()])?;
     Ok(logged)
 }
 
 /// Messages: parks those whose seq changes, inserts the new ones, then sets the final values.
 /// Returns the row id of every planned message.
 fn apply_messages(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     original: &HashMap<i64, &Message>,
     plan: &MendPlan,
@@ -88,8 +88,7 @@ fn apply_messages(
     for planned in &plan.messages {
         if let MessageRef::Existing(id) = planned.origin {
             if original.get(&id).is_some_and(|m| m.seq != planned.seq) {
-                conn.prepare_cached(PARK_MESSAGE)?
-                    .execute(params![id, PARKED - id])?;
+                db.run(PARK_MESSAGE, &values![id, PARKED - id])?;
             }
         }
     }
@@ -97,15 +96,19 @@ fn apply_messages(
     for planned in &plan.messages {
         match planned.origin {
             MessageRef::New(_) => {
-                conn.prepare_cached(INSERT_MESSAGE)?.execute(params![
-                    session.as_str(),
-                    planned.seq,
-                    planned.turn_index,
-                    planned.role.as_str(),
-                    planned.compacted,
-                    format_time(planned.created_at)
-                ])?;
-                message_rows.insert(planned.origin, conn.last_insert_rowid());
+                let created_at = format_time(planned.created_at);
+                let id = db.insert(
+                    INSERT_MESSAGE,
+                    &values![
+                        session.as_str(),
+                        planned.seq,
+                        planned.turn_index,
+                        planned.role.as_str(),
+                        planned.compacted,
+                        created_at.as_str(),
+                    ],
+                )?;
+                message_rows.insert(planned.origin, id);
             }
             MessageRef::Existing(id) => {
                 message_rows.insert(planned.origin, id);
@@ -117,13 +120,16 @@ fn apply_messages(
                     || before.role != planned.role
                     || before.compacted != planned.compacted
                 {
-                    conn.prepare_cached(UPDATE_MESSAGE)?.execute(params![
-                        id,
-                        planned.seq,
-                        planned.turn_index,
-                        planned.role.as_str(),
-                        planned.compacted
-                    ])?;
+                    db.run(
+                        UPDATE_MESSAGE,
+                        &values![
+                            id,
+                            planned.seq,
+                            planned.turn_index,
+                            planned.role.as_str(),
+                            planned.compacted,
+                        ],
+                    )?;
                 }
             }
         }
@@ -136,7 +142,7 @@ fn apply_messages(
 /// part is parked before any is placed, since a part may leave the message another part
 /// moves into. Returns the final content of every planned part.
 fn apply_parts<'p>(
-    conn: &Connection,
+    db: &mut impl Sql,
     original: &HashMap<i64, &Message>,
     plan: &'p MendPlan,
     message_rows: &HashMap<MessageRef, i64>,
@@ -167,8 +173,7 @@ fn apply_parts<'p>(
         let row = message_rows[&planned.origin];
         for part in &planned.parts {
             if let Some(&id) = part_rows.get(&part.origin) {
-                conn.prepare_cached(PARK_PART)?
-                    .execute(params![id, row, PARKED - id])?;
+                db.run(PARK_PART, &values![id, row, PARKED - id])?;
             }
         }
         renumbered.push((row, planned));
@@ -177,12 +182,11 @@ fn apply_parts<'p>(
         for (ordinal, part) in planned.parts.iter().enumerate() {
             match part_rows.get(&part.origin) {
                 Some(&id) => {
-                    conn.prepare_cached(PLACE_PART)?
-                        .execute(params![id, ordinal as i64])?;
+                    db.run(PLACE_PART, &values![id, ordinal as i64])?;
                 }
                 None => {
-                    insert_part(conn, row, ordinal as i64, &part.part)?;
-                    part_rows.insert(part.origin, conn.last_insert_rowid());
+                    let id = insert_part(db, row, ordinal as i64, &part.part)?;
+                    part_rows.insert(part.origin, id);
                 }
             }
         }
@@ -193,7 +197,7 @@ fn apply_parts<'p>(
 
 /// Part contents, and one log row per change.
 fn apply_changes(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     plan: &MendPlan,
     message_rows: &HashMap<MessageRef, i64>,
@@ -207,17 +211,14 @@ fn apply_changes(
         let content = change.part.and_then(|p| final_parts.get(&p).copied());
         match (change.action, part_id, content) {
             (Action::ResultToText, Some(id), Some(Part::Text { text, .. })) => {
-                conn.prepare_cached(RESULT_TO_TEXT)?
-                    .execute(params![id, text])?;
+                db.run(RESULT_TO_TEXT, &values![id, text])?;
             }
             (Action::UseToText, Some(id), Some(Part::Text { text, .. })) => {
-                conn.prepare_cached(USE_TO_TEXT)?
-                    .execute(params![id, text])?;
+                db.run(USE_TO_TEXT, &values![id, text])?;
             }
             (Action::RenameToolUseId, Some(id), Some(part)) => {
                 let new_id = part.tool_use_id();
-                conn.prepare_cached(RENAME_TOOL_USE_ID)?
-                    .execute(params![id, new_id])?;
+                db.run(RENAME_TOOL_USE_ID, &values![id, new_id])?;
             }
             _ => {}
         }
@@ -227,16 +228,20 @@ fn apply_changes(
             .as_ref()
             .map(serde_json::to_string)
             .transpose()?;
-        conn.prepare_cached(INSERT_LOG)?.execute(params![
-            session.as_str(),
-            change.rule.as_str(),
-            change.action.as_str(),
-            message_id,
-            part_id,
-            before,
-            serde_json::to_string(&change.after)?,
-            stamp
-        ])?;
+        let after = serde_json::to_string(&change.after)?;
+        db.run(
+            INSERT_LOG,
+            &values![
+                session.as_str(),
+                change.rule.as_str(),
+                change.action.as_str(),
+                message_id,
+                part_id,
+                before.as_deref(),
+                after.as_str(),
+                stamp,
+            ],
+        )?;
         logged.push(LoggedChange {
             rule: change.rule,
             action: change.action.as_str(),
@@ -257,34 +262,39 @@ const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = ?2, through_seq = ?
 /// Moves the compaction summaries (migration V2) with the messages they cover, as
 /// [`summary_moves`] decides; one log row per summary moved.
 fn follow_summaries(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     loaded: &Loaded,
     plan: &MendPlan,
     stamp: &str,
 ) -> Result<Vec<LoggedChange>> {
-    let summaries: Vec<(i64, i64, i64)> = conn
-        .prepare_cached(LIVE_SUMMARIES)?
-        .query_map([session.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
+    let summaries: Vec<(i64, i64, i64)> = db
+        .int_rows(LIVE_SUMMARIES, &values![session.as_str()])?
+        .into_iter()
+        .map(|[id, last_turn, through_seq]| (id, last_turn, through_seq))
+        .collect();
     let mut logged = Vec::new();
     for moved in summary_moves(&loaded.messages, plan, &summaries) {
         let (turn, through) = moved.after;
-        conn.prepare_cached(MOVE_SUMMARY)?
-            .execute(params![moved.id, turn, through])?;
+        db.run(MOVE_SUMMARY, &values![moved.id, turn, through])?;
         let (before, after) = moved.log_values();
-        conn.prepare_cached(INSERT_LOG)?.execute(params![
-            session.as_str(),
-            moved.rule.as_str(),
-            "follow_summary",
-            moved.message_id,
-            None::<i64>,
+        let (before_json, after_json) = (
             serde_json::to_string(&before)?,
             serde_json::to_string(&after)?,
-            stamp
-        ])?;
+        );
+        db.run(
+            INSERT_LOG,
+            &values![
+                session.as_str(),
+                moved.rule.as_str(),
+                "follow_summary",
+                moved.message_id,
+                None::<i64>,
+                before_json.as_str(),
+                after_json.as_str(),
+                stamp,
+            ],
+        )?;
         logged.push(LoggedChange {
             rule: moved.rule,
             action: "follow_summary",

@@ -32,6 +32,7 @@ mod revert;
 mod rows;
 mod schema;
 mod search;
+mod sql;
 mod turns;
 mod usage;
 mod views;

@@ -13,14 +13,14 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::apply::apply;
 pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
 pub(crate) use super::rows::Loaded;
-use super::rows::{load_for_check, Unreadable};
+use super::rows::Unreadable;
+use super::sql::Sql;
 use super::write::require_session;
 use super::{now, Store};
 use crate::error::{Error, Result};
@@ -37,7 +37,7 @@ pub struct RepairOptions {
 }
 
 impl RepairOptions {
-    fn at(&self, now: DateTime<Utc>) -> CheckOptions {
+    pub(crate) fn at(&self, now: DateTime<Utc>) -> CheckOptions {
         CheckOptions {
             now,
             stale_after: self
@@ -97,21 +97,78 @@ pub struct SessionRepair {
     pub changes: Vec<LoggedChange>,
 }
 
-const SESSION_IDS: &str = "SELECT id FROM sessions ORDER BY id";
-
-/// Loads one session for the rules and the mend through the store's one row decoder; a row
-/// outside the contract fails with [`Error::CorruptRow`].
-fn load_session(conn: &Connection, session: &SessionId) -> Result<Loaded> {
-    load_for_check(conn, session)?.map_err(Unreadable::into_error)
+/// Checks sessions inside the caller's read snapshot, on either engine: every session when
+/// `sessions` is empty, else those named. A session with a row outside the contract is
+/// reported (`unreadable_row`), not a stop.
+pub(crate) fn check_sessions(
+    db: &mut impl Sql,
+    sessions: &[SessionId],
+    options: &CheckOptions,
+) -> Result<CheckReport> {
+    let ids = if sessions.is_empty() {
+        db.session_ids()?
+    } else {
+        for session in sessions {
+            db.require_session(session)?;
+        }
+        sessions.to_vec()
+    };
+    let mut report = CheckReport::default();
+    for session in &ids {
+        match db.load_for_check(session)? {
+            Ok(loaded) => {
+                report
+                    .violations
+                    .extend(check_session(session, &loaded.messages, options))
+            }
+            Err(unreadable) => report.violations.push(unreadable.violation(session)),
+        }
+        report.sessions_checked += 1;
+    }
+    Ok(report)
 }
 
-fn session_ids(conn: &Connection) -> Result<Vec<SessionId>> {
-    let mut stmt = conn.prepare_cached(SESSION_IDS)?;
-    let ids = stmt
-        .query_map([], |row| row.get::<_, String>(0))?
-        .map(|id| id.map(SessionId::new))
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(ids)
+/// Mends one session in the caller's write transaction (which already holds the session's
+/// lock), on either engine; see the module docs.
+pub(crate) fn mend_session(
+    db: &mut impl Sql,
+    session: &SessionId,
+    options: &CheckOptions,
+) -> Result<SessionRepair> {
+    let loaded = match db.load_for_check(session)? {
+        Ok(loaded) => loaded,
+        // Left as it is: reported, never mended (`unreadable_row`).
+        Err(unreadable) => {
+            return Ok(SessionRepair {
+                session_id: session.clone(),
+                found: vec![unreadable.violation(session)],
+                changes: Vec::new(),
+            })
+        }
+    };
+    let found = check_session(session, &loaded.messages, options);
+    let mut repair = SessionRepair {
+        session_id: session.clone(),
+        found,
+        changes: Vec::new(),
+    };
+    if repair.found.is_empty() {
+        return Ok(repair);
+    }
+    let plan = plan_mend(&loaded.messages, options);
+    repair.changes = apply(db, session, &loaded, &plan, options.now)?;
+    let after = db
+        .load_for_check(session)?
+        .map_err(Unreadable::into_error)?;
+    let left = check_session(session, &after.messages, options);
+    if let Some(first) = left.first() {
+        return Err(Error::RepairIncomplete {
+            session: session.clone(),
+            remaining: left.len(),
+            first: first.detail.clone(),
+        });
+    }
+    Ok(repair)
 }
 
 impl Store {
@@ -120,7 +177,7 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.session_ids();
         }
-        self.read(session_ids)
+        self.read(|conn| (&mut &*conn).session_ids())
     }
 
     /// Checks sessions against the contract's rules without writing anything: every session
@@ -130,31 +187,8 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.check(sessions, options);
         }
-        let check_options = options.at(now());
-        self.read(|conn| {
-            let ids = if sessions.is_empty() {
-                session_ids(conn)?
-            } else {
-                for session in sessions {
-                    require_session(conn, session)?;
-                }
-                sessions.to_vec()
-            };
-            let mut report = CheckReport::default();
-            for session in &ids {
-                // A session with a row outside the contract is reported, not a stop.
-                match load_for_check(conn, session)? {
-                    Ok(loaded) => report.violations.extend(check_session(
-                        session,
-                        &loaded.messages,
-                        &check_options,
-                    )),
-                    Err(unreadable) => report.violations.push(unreadable.violation(session)),
-                }
-                report.sessions_checked += 1;
-            }
-            Ok(report)
-        })
+        let options = options.at(now());
+        self.read(|conn| check_sessions(&mut &*conn, sessions, &options))
     }
 
     /// Mends one session in one `BEGIN IMMEDIATE` transaction; see the module docs.
@@ -170,42 +204,10 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.repair_session(session, options, false);
         }
-        let now = now();
-        let check_options = options.at(now);
+        let options = options.at(now());
         self.write(|tx| {
             require_session(tx, session)?;
-            let loaded = match load_for_check(tx, session)? {
-                Ok(loaded) => loaded,
-                // Left as it is: reported, never mended (`unreadable_row`).
-                Err(unreadable) => {
-                    return Ok(SessionRepair {
-                        session_id: session.clone(),
-                        found: vec![unreadable.violation(session)],
-                        changes: Vec::new(),
-                    })
-                }
-            };
-            let found = check_session(session, &loaded.messages, &check_options);
-            let mut repair = SessionRepair {
-                session_id: session.clone(),
-                found,
-                changes: Vec::new(),
-            };
-            if repair.found.is_empty() {
-                return Ok(repair);
-            }
-            let plan = plan_mend(&loaded.messages, &check_options);
-            repair.changes = apply(tx, session, &loaded, &plan, now)?;
-            let after = load_session(tx, session)?;
-            let left = check_session(session, &after.messages, &check_options);
-            if let Some(first) = left.first() {
-                return Err(Error::RepairIncomplete {
-                    session: session.clone(),
-                    remaining: left.len(),
-                    first: first.detail.clone(),
-                });
-            }
-            Ok(repair)
+            mend_session(&mut &**tx, session, &options)
         })
     }
 

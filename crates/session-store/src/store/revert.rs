@@ -12,10 +12,10 @@
 //! search-index entries need no copy: deleting the live parts drops them (the index triggers
 //! fire on the cascade) and an undo's insert adds them again, so only live rows are found.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::write::require_session;
+use super::sql::{values, Sql};
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
@@ -67,10 +67,12 @@ const SET_ASIDE_SUMMARIES: &str = "
     WHERE session_id = ?1 AND reverted_by IS NULL AND last_turn >= ?2";
 
 /// The last turn of the live compacted head, and the last turn the latest live summary covers.
-const HEAD_AND_COVER: &str = "
-    SELECT (SELECT MAX(turn_index) FROM messages WHERE session_id = ?1 AND compacted = 1),
-           (SELECT last_turn FROM summaries WHERE session_id = ?1 AND reverted_by IS NULL
-            ORDER BY id DESC LIMIT 1)";
+const COMPACTED_HEAD: &str =
+    "SELECT MAX(turn_index) FROM messages WHERE session_id = ?1 AND compacted = 1";
+
+const LATEST_COVER: &str = "
+    SELECT last_turn FROM summaries WHERE session_id = ?1 AND reverted_by IS NULL
+    ORDER BY id DESC LIMIT 1";
 
 const LATEST_REVERT: &str =
     "SELECT id, from_turn FROM reverts WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
@@ -79,10 +81,20 @@ const LATEST_REVERT: &str =
 /// reused once the rows with the largest ids are gone).
 const MOVE_MESSAGES_BACK: &str = "
     INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at, model)
-    SELECT CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
-                THEN NULL ELSE r.original_id END,
-           r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
-    FROM reverted_messages r WHERE r.revert_id = ?1 ORDER BY r.seq";
+    SELECT r.original_id, r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
+    FROM reverted_messages r
+    WHERE r.revert_id = ?1 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
+    ORDER BY r.seq";
+
+/// Then the messages whose old id another row took meanwhile (those not back yet) come back
+/// under a new one.
+const MOVE_MESSAGES_BACK_RENUMBERED: &str = "
+    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
+    SELECT r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
+    FROM reverted_messages r
+    WHERE r.revert_id = ?1
+      AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = r.session_id AND m.seq = r.seq)
+    ORDER BY r.seq";
 
 /// Matched on `(session_id, seq)`, which is unique, since a message id may have changed.
 const MOVE_PARTS_BACK: &str = "
@@ -127,54 +139,10 @@ impl Store {
     /// behind a summary of turns that are gone, and the revert is refused with
     /// [`Error::RevertSplitsCompaction`].
     pub fn revert_to_turn(&self, session: &SessionId, turn: i64) -> Result<Reverted> {
-        if let Some(pg) = self.postgres() {
-            return pg.revert_to_turn(session, turn);
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| revert_in(tx, session, turn)),
+            None => self.write(|tx| revert_in(&mut &**tx, session, turn)),
         }
-        self.write(|tx| {
-            require_session(tx, session)?;
-            let from_seq: Option<i64> = tx
-                .prepare_cached(FIRST_SEQ_OF_TURN)?
-                .query_row(params![session.as_str(), turn], |row| row.get(0))?;
-            let Some(from_seq) = from_seq else {
-                return Ok(Reverted {
-                    from_turn: turn,
-                    messages: 0,
-                    summaries: 0,
-                });
-            };
-            let now = format_time(now());
-            tx.prepare_cached(INSERT_REVERT)?.execute(params![
-                session.as_str(),
-                turn,
-                from_seq,
-                now
-            ])?;
-            let revert_id = tx.last_insert_rowid();
-            let messages = tx.prepare_cached(MOVE_MESSAGES_OUT)?.execute(params![
-                session.as_str(),
-                from_seq,
-                revert_id
-            ])?;
-            tx.prepare_cached(MOVE_PARTS_OUT)?.execute([revert_id])?;
-            tx.prepare_cached(MOVE_USAGE_OUT)?.execute([revert_id])?;
-            tx.prepare_cached(DELETE_LIVE)?
-                .execute(params![session.as_str(), from_seq])?;
-            let summaries = tx.prepare_cached(SET_ASIDE_SUMMARIES)?.execute(params![
-                session.as_str(),
-                turn,
-                revert_id
-            ])?;
-            if summaries > 0 || moved_compacted(tx, revert_id)? {
-                require_covered_head(tx, session, turn)?;
-            }
-            tx.prepare_cached(TOUCH_SESSION)?
-                .execute(params![session.as_str(), now])?;
-            Ok(Reverted {
-                from_turn: turn,
-                messages,
-                summaries,
-            })
-        })
     }
 
     /// Brings back what the latest revert of the session took out, in one transaction.
@@ -182,50 +150,90 @@ impl Store {
     /// Returns `None` when there is nothing to undo: no revert, or an append since (which
     /// deleted the reverted messages for good). Call it again to undo the revert before.
     pub fn undo_revert(&self, session: &SessionId) -> Result<Option<Reverted>> {
-        if let Some(pg) = self.postgres() {
-            return pg.undo_revert(session);
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| undo_in(tx, session)),
+            None => self.write(|tx| undo_in(&mut &**tx, session)),
         }
-        self.write(|tx| {
-            require_session(tx, session)?;
-            let latest: Option<(i64, i64)> = tx
-                .prepare_cached(LATEST_REVERT)?
-                .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            let Some((revert_id, from_turn)) = latest else {
-                return Ok(None);
-            };
-            let messages = tx
-                .prepare_cached(MOVE_MESSAGES_BACK)?
-                .execute([revert_id])?;
-            tx.prepare_cached(MOVE_PARTS_BACK)?.execute([revert_id])?;
-            tx.prepare_cached(MOVE_USAGE_BACK)?.execute([revert_id])?;
-            let summaries = tx.prepare_cached(RESTORE_SUMMARIES)?.execute([revert_id])?;
-            tx.prepare_cached(DELETE_REVERT)?.execute([revert_id])?;
-            tx.prepare_cached(TOUCH_SESSION)?
-                .execute(params![session.as_str(), format_time(now())])?;
-            Ok(Some(Reverted {
-                from_turn,
-                messages,
-                summaries,
-            }))
-        })
     }
 }
 
-const MOVED_COMPACTED: &str =
-    "SELECT EXISTS (SELECT 1 FROM reverted_messages WHERE revert_id = ?1 AND compacted = 1)";
-
-fn moved_compacted(conn: &Connection, revert_id: i64) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(MOVED_COMPACTED)?
-        .query_row([revert_id], |row| row.get(0))?)
+/// [`Store::revert_to_turn`] in the caller's write transaction, on either engine.
+fn revert_in(db: &mut impl Sql, session: &SessionId, turn: i64) -> Result<Reverted> {
+    db.lock_session(session)?;
+    let Some(from_seq) = db.optional_int(FIRST_SEQ_OF_TURN, &values![session.as_str(), turn])?
+    else {
+        return Ok(Reverted {
+            from_turn: turn,
+            messages: 0,
+            summaries: 0,
+        });
+    };
+    let now = format_time(now());
+    let revert_id = db.insert(
+        INSERT_REVERT,
+        &values![session.as_str(), turn, from_seq, now.as_str()],
+    )?;
+    let messages = db.run(
+        MOVE_MESSAGES_OUT,
+        &values![session.as_str(), from_seq, revert_id],
+    )?;
+    db.run(MOVE_PARTS_OUT, &values![revert_id])?;
+    db.run(MOVE_USAGE_OUT, &values![revert_id])?;
+    db.run(DELETE_LIVE, &values![session.as_str(), from_seq])?;
+    let summaries = db.run(
+        SET_ASIDE_SUMMARIES,
+        &values![session.as_str(), turn, revert_id],
+    )?;
+    let moved_compacted = db
+        .optional_int(MOVED_COMPACTED, &values![revert_id])?
+        .is_some();
+    if summaries > 0 || moved_compacted {
+        require_covered_head(db, session, turn)?;
+    }
+    db.run(TOUCH_SESSION, &values![session.as_str(), now.as_str()])?;
+    Ok(Reverted {
+        from_turn: turn,
+        messages: count(messages),
+        summaries: count(summaries),
+    })
 }
 
+/// [`Store::undo_revert`] in the caller's write transaction, on either engine.
+fn undo_in(db: &mut impl Sql, session: &SessionId) -> Result<Option<Reverted>> {
+    db.lock_session(session)?;
+    let Some([revert_id, from_turn]) = db
+        .int_rows(LATEST_REVERT, &values![session.as_str()])?
+        .into_iter()
+        .next()
+    else {
+        return Ok(None);
+    };
+    let messages = db.run(MOVE_MESSAGES_BACK, &values![revert_id])?
+        + db.run(MOVE_MESSAGES_BACK_RENUMBERED, &values![revert_id])?;
+    db.run(MOVE_PARTS_BACK, &values![revert_id])?;
+    db.run(MOVE_USAGE_BACK, &values![revert_id])?;
+    let summaries = db.run(RESTORE_SUMMARIES, &values![revert_id])?;
+    db.run(DELETE_REVERT, &values![revert_id])?;
+    let now = format_time(now());
+    db.run(TOUCH_SESSION, &values![session.as_str(), now.as_str()])?;
+    Ok(Some(Reverted {
+        from_turn,
+        messages: count(messages),
+        summaries: count(summaries),
+    }))
+}
+
+fn count(rows: u64) -> usize {
+    usize::try_from(rows).unwrap_or(usize::MAX)
+}
+
+const MOVED_COMPACTED: &str =
+    "SELECT 1 FROM reverted_messages WHERE revert_id = ?1 AND compacted = 1 LIMIT 1";
+
 /// Refuses a revert that leaves compacted turns no live summary covers.
-fn require_covered_head(conn: &Connection, session: &SessionId, turn: i64) -> Result<()> {
-    let (head, cover): (Option<i64>, Option<i64>) = conn
-        .prepare_cached(HEAD_AND_COVER)?
-        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+fn require_covered_head(db: &mut impl Sql, session: &SessionId, turn: i64) -> Result<()> {
+    let head = db.optional_int(COMPACTED_HEAD, &values![session.as_str()])?;
+    let cover = db.optional_int(LATEST_COVER, &values![session.as_str()])?;
     match (head, cover) {
         (Some(head), cover) if cover.is_none_or(|cover| cover < head) => {
             Err(Error::RevertSplitsCompaction {

@@ -21,6 +21,7 @@ use rusqlite::{params, Connection, Row, Statement};
 use serde_json::Value;
 
 use super::parse_time;
+use super::sql::{values, Sql};
 use crate::error::{Error, Result};
 use crate::history::rules::{HealthRule, Problem};
 use crate::model::{Message, NewMessage, Part, PartKind, Role, SessionId};
@@ -72,7 +73,7 @@ const SELECT_VISIBLE_MESSAGES: &str = concat!(
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata
     FROM messages m LEFT JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1 AND (m.compacted = 0 OR m.role = 'system') AND ?2 <= ?3
+    WHERE m.session_id = ?1 AND (m.compacted = 0 OR m.role = 'system') AND m.seq BETWEEN ?2 AND ?3
     ORDER BY m.seq, p.ordinal"
 );
 
@@ -80,7 +81,7 @@ const SELECT_VISIBLE_MESSAGES: &str = concat!(
 // raw text (only a tool_use that becomes text shows it) and provider metadata is not read (the
 // mend never rewrites either; it updates single columns), which keeps the check close to the
 // speed of a plain scan.
-const SELECT_FOR_CHECK: &str = concat!(
+pub(crate) const SELECT_FOR_CHECK: &str = concat!(
     "SELECT ",
     message_columns!(),
     ", p.input AS raw_input
@@ -89,7 +90,7 @@ const SELECT_FOR_CHECK: &str = concat!(
     ORDER BY m.seq, p.ordinal"
 );
 
-const SESSION_ROW: &str =
+pub(crate) const SESSION_ROW: &str =
     "SELECT created_at AS created_at, updated_at AS updated_at FROM sessions WHERE id = ?1";
 
 /// A row outside the contract: its session cannot be read (see the module docs).
@@ -149,7 +150,7 @@ pub(crate) struct Loaded {
 }
 
 /// Where the decoder finds each column in one statement (looked up by name once).
-struct Columns {
+pub(crate) struct Columns {
     message_id: usize,
     seq: usize,
     turn_index: usize,
@@ -172,8 +173,16 @@ struct Columns {
 
 impl Columns {
     fn of(stmt: &Statement<'_>) -> Result<Self> {
-        let at = |name: &str| stmt.column_index(name);
-        let optional = |name: &str| stmt.column_index(name).ok();
+        Self::find(|name| stmt.column_index(name).ok())
+    }
+
+    /// The columns by name; `position` says where a name is, if the statement selects it.
+    pub(crate) fn find(position: impl Fn(&str) -> Option<usize>) -> Result<Self> {
+        // A statement of ours without a column the decoder reads: SQLite's own error for it.
+        let at = |name: &str| {
+            position(name)
+                .ok_or_else(|| Error::from(rusqlite::Error::InvalidColumnName(name.to_owned())))
+        };
         Ok(Self {
             message_id: at("message_id")?,
             seq: at("seq")?,
@@ -188,11 +197,121 @@ impl Columns {
             tool_use_id: at("tool_use_id")?,
             tool_name: at("tool_name")?,
             is_error: at("is_error")?,
-            input: optional("input"),
-            raw_input: optional("raw_input"),
-            provider_metadata: optional("provider_metadata"),
+            input: position("input"),
+            raw_input: position("raw_input"),
+            provider_metadata: position("provider_metadata"),
         })
     }
+}
+
+/// One row's values as the decoder reads them: SQLite's dynamic values, or PostgreSQL's
+/// typed columns seen as the same kinds, so both engines share one decoder and one leniency.
+pub(crate) trait Cells {
+    /// The value at column `at`; `Err` says why it cannot be read.
+    fn cell(&self, at: usize) -> std::result::Result<ValueRef<'_>, String>;
+}
+
+impl Cells for Row<'_> {
+    fn cell(&self, at: usize) -> std::result::Result<ValueRef<'_>, String> {
+        self.get_ref(at).map_err(|e| e.to_string())
+    }
+}
+
+/// The statement and bounds a [`Range`] loads with (`?1` session, `?2`..`?3` the bounds).
+pub(crate) fn select_for(range: Range) -> (&'static str, i64, i64) {
+    match range {
+        Range::All => (SELECT_MESSAGES, i64::MIN, i64::MAX),
+        Range::Turns(first, last) => (SELECT_MESSAGES_BY_TURN, first, last),
+        Range::Visible => (SELECT_VISIBLE_MESSAGES, i64::MIN, i64::MAX),
+    }
+}
+
+/// Reads load rows one at a time into a [`Loaded`] session: every engine's rows go through
+/// this one decoder.
+pub(crate) struct Decoder {
+    columns: Columns,
+    loaded: Loaded,
+}
+
+impl Decoder {
+    /// A decoder for rows with these columns.
+    pub(crate) fn new(columns: Columns) -> Self {
+        Self {
+            columns,
+            loaded: Loaded::default(),
+        }
+    }
+
+    /// Adds one row; `Err(Unreadable)` at the first row outside the contract.
+    pub(crate) fn push(
+        &mut self,
+        row: &(impl Cells + ?Sized),
+    ) -> Result<std::result::Result<(), Unreadable>> {
+        let columns = &self.columns;
+        let loaded = &mut self.loaded;
+        let id = integer(row, columns.message_id).map_err(|detail| Error::CorruptRow {
+            table: "messages",
+            row_id: 0,
+            detail,
+        })?;
+        if loaded.messages.last().is_none_or(|m| m.id != id) {
+            match decode_message(row, columns, id) {
+                Ok(message) => loaded.messages.push(message),
+                Err(detail) => {
+                    return Ok(Err(Unreadable {
+                        table: "messages",
+                        row_id: id,
+                        message_id: Some(id),
+                        detail,
+                    }))
+                }
+            }
+            loaded.part_ids.push(Vec::new());
+        }
+        match decode_part(row, columns) {
+            Ok(None) => {}
+            Ok(Some((part_id, part))) => {
+                if let (Some(message), Some(ids)) =
+                    (loaded.messages.last_mut(), loaded.part_ids.last_mut())
+                {
+                    message.parts.push(part);
+                    ids.push(part_id);
+                }
+            }
+            Err((part_id, detail)) => {
+                return Ok(Err(Unreadable {
+                    table: "parts",
+                    row_id: part_id,
+                    message_id: Some(id),
+                    detail,
+                }))
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The session decoded so far.
+    pub(crate) fn finish(self) -> Loaded {
+        self.loaded
+    }
+}
+
+/// The session row's timestamps, when one of them is not a timestamp (`created_at` and
+/// `updated_at` at the columns given).
+pub(crate) fn session_row_problem(
+    row: &(impl Cells + ?Sized),
+    created_at: usize,
+    updated_at: usize,
+) -> Option<Unreadable> {
+    [(created_at, "created_at"), (updated_at, "updated_at")]
+        .into_iter()
+        .find_map(|(at, column)| time_of(row, at, column).err())
+        .map(|detail| Unreadable {
+            table: "sessions",
+            row_id: 0,
+            message_id: None,
+            detail,
+        })
 }
 
 /// Loads messages with their parts, in `seq` order, in one query. A row outside the contract
@@ -202,11 +321,7 @@ pub(crate) fn load_messages(
     session: &SessionId,
     range: Range,
 ) -> Result<Vec<Message>> {
-    let (sql, first, last) = match range {
-        Range::All => (SELECT_MESSAGES, i64::MIN, i64::MAX),
-        Range::Turns(first, last) => (SELECT_MESSAGES_BY_TURN, first, last),
-        Range::Visible => (SELECT_VISIBLE_MESSAGES, i64::MIN, i64::MAX),
-    };
+    let (sql, first, last) = select_for(range);
     let mut stmt = conn.prepare_cached(sql)?;
     let loaded = decode_rows(&mut stmt, params![session.as_str(), first, last])?;
     loaded
@@ -234,72 +349,30 @@ fn session_row(conn: &Connection, session: &SessionId) -> Result<Option<Unreadab
     let Some(row) = rows.next()? else {
         return Ok(None);
     };
-    for column in ["created_at", "updated_at"] {
-        if let Err(detail) = time_of(row, row.as_ref().column_index(column)?, column) {
-            return Ok(Some(Unreadable {
-                table: "sessions",
-                row_id: 0,
-                message_id: None,
-                detail,
-            }));
-        }
-    }
-    Ok(None)
+    let (created_at, updated_at) = (
+        row.as_ref().column_index("created_at")?,
+        row.as_ref().column_index("updated_at")?,
+    );
+    Ok(session_row_problem(row, created_at, updated_at))
 }
 
 fn decode_rows(
     stmt: &mut Statement<'_>,
     params: impl rusqlite::Params,
 ) -> Result<std::result::Result<Loaded, Unreadable>> {
-    let columns = Columns::of(stmt)?;
+    let mut decoder = Decoder::new(Columns::of(stmt)?);
     let mut rows = stmt.query(params)?;
-    let mut loaded = Loaded::default();
     while let Some(row) = rows.next()? {
-        let id = integer(row, columns.message_id).map_err(|detail| Error::CorruptRow {
-            table: "messages",
-            row_id: 0,
-            detail,
-        })?;
-        if loaded.messages.last().is_none_or(|m| m.id != id) {
-            match decode_message(row, &columns, id) {
-                Ok(message) => loaded.messages.push(message),
-                Err(detail) => {
-                    return Ok(Err(Unreadable {
-                        table: "messages",
-                        row_id: id,
-                        message_id: Some(id),
-                        detail,
-                    }))
-                }
-            }
-            loaded.part_ids.push(Vec::new());
-        }
-        match decode_part(row, &columns) {
-            Ok(None) => {}
-            Ok(Some((part_id, part))) => {
-                if let (Some(message), Some(ids)) =
-                    (loaded.messages.last_mut(), loaded.part_ids.last_mut())
-                {
-                    message.parts.push(part);
-                    ids.push(part_id);
-                }
-            }
-            Err((part_id, detail)) => {
-                return Ok(Err(Unreadable {
-                    table: "parts",
-                    row_id: part_id,
-                    message_id: Some(id),
-                    detail,
-                }))
-            }
+        if let Err(unreadable) = decoder.push(row)? {
+            return Ok(Err(unreadable));
         }
     }
-    Ok(Ok(loaded))
+    Ok(Ok(decoder.finish()))
 }
 
 /// Decodes the message columns; `Err` says what is outside the contract.
 fn decode_message(
-    row: &Row<'_>,
+    row: &(impl Cells + ?Sized),
     columns: &Columns,
     id: i64,
 ) -> std::result::Result<Message, String> {
@@ -319,14 +392,14 @@ fn decode_message(
 /// Decodes the part columns; `None` for a message without parts (LEFT JOIN), `Err` with the
 /// part's id when a value is outside the contract.
 fn decode_part(
-    row: &Row<'_>,
+    row: &(impl Cells + ?Sized),
     columns: &Columns,
 ) -> std::result::Result<Option<(i64, Part)>, (i64, String)> {
-    let part_id = match row.get_ref(columns.part_id) {
+    let part_id = match row.cell(columns.part_id) {
         Ok(ValueRef::Null) => return Ok(None),
         Ok(ValueRef::Integer(id)) => id,
         Ok(other) => return Err((0, format!("part id {other:?} is not an integer"))),
-        Err(e) => return Err((0, e.to_string())),
+        Err(e) => return Err((0, e)),
     };
     let fail = |detail: String| (part_id, detail);
     let kind = text(row, columns.kind).map_err(fail)?.unwrap_or_default();
@@ -419,8 +492,8 @@ fn decode_part(
 
 /// A text column as another writer may have filled it: SQLite keeps bytes as a BLOB (read
 /// as UTF-8, lossily, like text that is not valid UTF-8) and numbers as numbers.
-fn text(row: &Row<'_>, at: usize) -> std::result::Result<Option<String>, String> {
-    Ok(match row.get_ref(at).map_err(|e| e.to_string())? {
+fn text(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<Option<String>, String> {
+    Ok(match row.cell(at)? {
         ValueRef::Null => None,
         // `str::from_utf8` first: its validation is several times faster than the lossy
         // decoder's, which took a quarter of a load's instructions (issue 16, callgrind).
@@ -434,8 +507,8 @@ fn text(row: &Row<'_>, at: usize) -> std::result::Result<Option<String>, String>
 }
 
 /// An integer column (`seq`, `turn_index`): an integer, or a real with no fraction.
-fn integer(row: &Row<'_>, at: usize) -> std::result::Result<i64, String> {
-    match row.get_ref(at).map_err(|e| e.to_string())? {
+fn integer(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<i64, String> {
+    match row.cell(at)? {
         ValueRef::Integer(n) => Ok(n),
         ValueRef::Real(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Ok(x as i64),
         other => Err(format!("{} is not an integer", describe(other))),
@@ -443,8 +516,8 @@ fn integer(row: &Row<'_>, at: usize) -> std::result::Result<i64, String> {
 }
 
 /// A 0/1 flag as another writer may have stored it: a number, or text such as `true`.
-fn flag(row: &Row<'_>, at: usize) -> std::result::Result<bool, String> {
-    Ok(match row.get_ref(at).map_err(|e| e.to_string())? {
+fn flag(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<bool, String> {
+    Ok(match row.cell(at)? {
         ValueRef::Null | ValueRef::Blob(_) => false,
         ValueRef::Integer(n) => n != 0,
         ValueRef::Real(x) => x != 0.0,
@@ -460,11 +533,11 @@ fn flag(row: &Row<'_>, at: usize) -> std::result::Result<bool, String> {
 
 /// A timestamp column: RFC 3339, or a time without offset read as UTC (see `parse_time`).
 fn time_of(
-    row: &Row<'_>,
+    row: &(impl Cells + ?Sized),
     at: usize,
     column: &str,
 ) -> std::result::Result<chrono::DateTime<chrono::Utc>, String> {
-    let value = row.get_ref(at).map_err(|e| e.to_string())?;
+    let value = row.cell(at)?;
     let parsed = match value {
         ValueRef::Text(bytes) => std::str::from_utf8(bytes).ok().and_then(parse_time),
         _ => None,
@@ -500,41 +573,45 @@ const INSERT_PART: &str = "
     INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
-/// Inserts one message and its parts; returns the new `messages.id`.
+/// Inserts one message and its parts; returns the new `messages.id`. Either engine.
 pub(crate) fn insert_message(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     seq: i64,
     turn_index: i64,
     message: &NewMessage,
     created_at: &str,
 ) -> Result<i64> {
-    conn.prepare_cached(INSERT_MESSAGE)?.execute(params![
-        session.as_str(),
-        seq,
-        turn_index,
-        message.role.as_str(),
-        created_at,
-        message.model
-    ])?;
-    let message_id = conn.last_insert_rowid();
+    let message_id = db.insert(
+        INSERT_MESSAGE,
+        &values![
+            session.as_str(),
+            seq,
+            turn_index,
+            message.role.as_str(),
+            created_at,
+            message.model.as_deref(),
+        ],
+    )?;
     for (ordinal, part) in message.parts.iter().enumerate() {
-        insert_part(conn, message_id, ordinal as i64, part)?;
+        insert_part(db, message_id, ordinal as i64, part)?;
     }
     Ok(message_id)
 }
 
-/// Inserts one part at `ordinal` of message `message_id`.
+/// Inserts one part at `ordinal` of message `message_id`; returns its id. Either engine.
 pub(crate) fn insert_part(
-    conn: &Connection,
+    db: &mut impl Sql,
     message_id: i64,
     ordinal: i64,
     part: &Part,
-) -> Result<()> {
+) -> Result<i64> {
     let metadata = part
         .provider_metadata()
         .map(serde_json::to_string)
         .transpose()?;
+    let json = |value: &Value| serde_json::to_string(value);
+    // text, tool_use_id, tool_name, input (JSON), is_error
     let (text, tool_use_id, tool_name, input, is_error): (
         Option<&str>,
         Option<&str>,
@@ -548,13 +625,10 @@ pub(crate) fn insert_part(
         Part::RedactedReasoning { data, .. } => (Some(data), None, None, None, false),
         Part::ToolUse {
             id, name, input, ..
-        } => (
-            None,
-            Some(id),
-            Some(name),
-            Some(serde_json::to_string(input)?),
-            false,
-        ),
+        }
+        | Part::ServerToolUse {
+            id, name, input, ..
+        } => (None, Some(id), Some(name), Some(json(input)?), false),
         Part::ToolResult {
             tool_use_id,
             content,
@@ -568,45 +642,26 @@ pub(crate) fn insert_part(
             blocks.as_ref().map(serde_json::to_string).transpose()?,
             *is_error,
         ),
-        Part::Image { source, title, .. } | Part::Document { source, title, .. } => (
-            title.as_deref(),
-            None,
-            None,
-            Some(serde_json::to_string(source)?),
-            false,
-        ),
-        Part::ServerToolUse {
-            id, name, input, ..
-        } => (
-            None,
-            Some(id),
-            Some(name),
-            Some(serde_json::to_string(input)?),
-            false,
-        ),
+        Part::Image { source, title, .. } | Part::Document { source, title, .. } => {
+            (title.as_deref(), None, None, Some(json(source)?), false)
+        }
         Part::ServerToolResult {
             tool_use_id, block, ..
-        } => (
-            None,
-            Some(tool_use_id),
-            None,
-            Some(serde_json::to_string(block)?),
-            false,
-        ),
-        Part::Opaque { block, .. } => {
-            (None, None, None, Some(serde_json::to_string(block)?), false)
-        }
+        } => (None, Some(tool_use_id), None, Some(json(block)?), false),
+        Part::Opaque { block, .. } => (None, None, None, Some(json(block)?), false),
     };
-    conn.prepare_cached(INSERT_PART)?.execute(params![
-        message_id,
-        ordinal,
-        part.kind().as_str(),
-        text,
-        tool_use_id,
-        tool_name,
-        input,
-        is_error,
-        metadata
-    ])?;
-    Ok(())
+    db.insert(
+        INSERT_PART,
+        &values![
+            message_id,
+            ordinal,
+            part.kind().as_str(),
+            text,
+            tool_use_id,
+            tool_name,
+            input.as_deref(),
+            is_error,
+            metadata.as_deref(),
+        ],
+    )
 }

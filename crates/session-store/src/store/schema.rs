@@ -47,10 +47,19 @@ fn embedded() -> Vec<Migration> {
 /// The migrations this database still needs, after checking that what it has applied is a
 /// prefix of ours. Reads only.
 pub(crate) fn pending_migrations(conn: &Connection) -> Result<Vec<Migration>> {
-    let ours = embedded();
-    let applied = applied_migrations(conn)?;
+    unapplied(embedded(), &applied_migrations(conn)?)
+}
+
+/// Of `ours` (sorted by version), those not in `applied` (`(version, name, checksum)` as a
+/// history table records them), after checking that `applied` is a prefix of `ours`: a
+/// version past ours is [`Error::FutureSchema`], another name or checksum is
+/// [`Error::DivergentSchema`]. The same judgement for both engines' history tables.
+pub(crate) fn unapplied(
+    ours: Vec<Migration>,
+    applied: &[(i64, String, String)],
+) -> Result<Vec<Migration>> {
     let latest_known = ours.last().map_or(0, |m| i64::from(m.version()));
-    for (version, name, checksum) in &applied {
+    for (version, name, checksum) in applied {
         let Some(mine) = ours.iter().find(|m| i64::from(m.version()) == *version) else {
             if *version > latest_known {
                 return Err(Error::FutureSchema {

@@ -7,10 +7,8 @@
 
 use std::ops::{Bound, RangeBounds};
 
-use rusqlite::{params, Connection};
-
-use super::rows::{load_messages, Range};
-use super::write::require_session;
+use super::rows::Range;
+use super::sql::{values, Sql};
 use super::Store;
 use crate::error::Result;
 use crate::history::paging::{page_last_turn, Page, TurnCursor};
@@ -23,7 +21,7 @@ const PAGE_TURNS: &str = "
     ORDER BY turn_index, seq LIMIT ?3";
 
 const HAS_TURNS_AFTER: &str =
-    "SELECT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND turn_index > ?2)";
+    "SELECT 1 FROM messages WHERE session_id = ?1 AND turn_index > ?2 LIMIT 1";
 
 /// The session's last turn: one probe at the end of the index.
 const LAST_TURN: &str = "SELECT MAX(turn_index) FROM messages WHERE session_id = ?1";
@@ -32,7 +30,7 @@ const LAST_TURN: &str = "SELECT MAX(turn_index) FROM messages WHERE session_id =
 const LAST_TURNS_START: &str = "
     SELECT MIN(turn_index) FROM (
         SELECT DISTINCT turn_index FROM messages
-        WHERE session_id = ?1 ORDER BY turn_index DESC LIMIT ?2)";
+        WHERE session_id = ?1 ORDER BY turn_index DESC LIMIT ?2) AS last_turns";
 
 impl Store {
     /// One page of the session: whole turns in order, as many as fit in `max_messages`, and
@@ -69,38 +67,10 @@ impl Store {
         max_messages: usize,
     ) -> Result<Page> {
         let after_turn = after.map_or(i64::MIN, TurnCursor::last_turn);
-        if let Some(pg) = self.postgres() {
-            return pg.page(session, after_turn, max_messages);
+        match self.postgres() {
+            Some(pg) => pg.read(|tx| page_in(tx, session, after_turn, max_messages)),
+            None => self.read(|conn| page_in(&mut &*conn, session, after_turn, max_messages)),
         }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            // One row past the limit tells whether the last turn that starts in the page fits.
-            let probe = i64::try_from(max_messages)
-                .unwrap_or(i64::MAX)
-                .saturating_add(1);
-            let turns = conn
-                .prepare_cached(PAGE_TURNS)?
-                .query_map(params![session.as_str(), after_turn, probe], |row| {
-                    row.get::<_, i64>(0)
-                })?
-                .collect::<rusqlite::Result<Vec<i64>>>()?;
-            let Some(last_turn) = page_last_turn(&turns, max_messages) else {
-                return Ok(Page {
-                    messages: Vec::new(),
-                    next: None,
-                });
-            };
-            let messages = load_messages(
-                conn,
-                session,
-                Range::Turns(after_turn.saturating_add(1), last_turn),
-            )?;
-            let more = has_turns_after(conn, session, last_turn)?;
-            Ok(Page {
-                messages,
-                next: more.then(|| TurnCursor::after(last_turn)),
-            })
-        })
     }
 
     /// The messages of the turns in `turns`, whole, in `seq` order: `a..=b`, `n..` (turn `n`
@@ -116,54 +86,90 @@ impl Store {
             Bound::Excluded(&n) => n.saturating_sub(1),
             Bound::Unbounded => i64::MAX,
         };
-        if let Some(pg) = self.postgres() {
-            return pg.turns(session, first, last);
+        match self.postgres() {
+            Some(pg) => pg.read(|tx| turns_in(tx, session, first, last)),
+            None => self.read(|conn| turns_in(&mut &*conn, session, first, last)),
         }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            if first > last {
-                return Ok(Vec::new());
-            }
-            load_messages(conn, session, Range::Turns(first, last))
-        })
     }
 
     /// The messages of the last `k` turns of the session, whole, in `seq` order (all of them
     /// when the session has `k` turns or fewer; none for `k = 0`).
     pub fn last_turns(&self, session: &SessionId, k: usize) -> Result<Vec<Message>> {
-        if let Some(pg) = self.postgres() {
-            return pg.last_turns(session, k);
+        match self.postgres() {
+            Some(pg) => pg.read(|tx| last_turns_in(tx, session, k)),
+            None => self.read(|conn| last_turns_in(&mut &*conn, session, k)),
         }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            let k = i64::try_from(k).unwrap_or(i64::MAX);
-            if k == 0 {
-                return Ok(Vec::new());
-            }
-            // Turn indexes are dense in a session that keeps the contract (each user message
-            // opens the next one), so the last k turns start at `last - k + 1`: one probe
-            // instead of a walk over the distinct turns (BENCHMARKS.md, issue 16).
-            let last: Option<i64> = conn
-                .prepare_cached(LAST_TURN)?
-                .query_row([session.as_str()], |row| row.get(0))?;
-            let Some(last) = last else {
-                return Ok(Vec::new());
-            };
-            let first = last.saturating_sub(k - 1);
-            let messages = load_messages(conn, session, Range::Turns(first, i64::MAX))?;
-            if distinct_turns(&messages) == k {
-                return Ok(messages);
-            }
-            // Fewer turns than asked for: a session with fewer than k turns, or gaps in the
-            // turn indexes (rows another writer left broken). Walk the distinct turns instead.
-            let first: Option<i64> = conn
-                .prepare_cached(LAST_TURNS_START)?
-                .query_row(params![session.as_str(), k], |row| row.get(0))?;
-            match first {
-                Some(first) => load_messages(conn, session, Range::Turns(first, i64::MAX)),
-                None => Ok(Vec::new()),
-            }
-        })
+    }
+}
+
+/// [`Store::page`] in the caller's read transaction, on either engine.
+fn page_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    after_turn: i64,
+    max_messages: usize,
+) -> Result<Page> {
+    db.require_session(session)?;
+    // One row past the limit tells whether the last turn that starts in the page fits.
+    let probe = i64::try_from(max_messages)
+        .unwrap_or(i64::MAX)
+        .saturating_add(1);
+    let turns: Vec<i64> = db
+        .int_rows(PAGE_TURNS, &values![session.as_str(), after_turn, probe])?
+        .into_iter()
+        .map(|[turn]| turn)
+        .collect();
+    let Some(last_turn) = page_last_turn(&turns, max_messages) else {
+        return Ok(Page {
+            messages: Vec::new(),
+            next: None,
+        });
+    };
+    let messages = db.load_messages(
+        session,
+        Range::Turns(after_turn.saturating_add(1), last_turn),
+    )?;
+    let more = db
+        .optional_int(HAS_TURNS_AFTER, &values![session.as_str(), last_turn])?
+        .is_some();
+    Ok(Page {
+        messages,
+        next: more.then(|| TurnCursor::after(last_turn)),
+    })
+}
+
+/// [`Store::turns`] in the caller's read transaction, on either engine.
+fn turns_in(db: &mut impl Sql, session: &SessionId, first: i64, last: i64) -> Result<Vec<Message>> {
+    db.require_session(session)?;
+    if first > last {
+        return Ok(Vec::new());
+    }
+    db.load_messages(session, Range::Turns(first, last))
+}
+
+/// [`Store::last_turns`] in the caller's read transaction, on either engine.
+fn last_turns_in(db: &mut impl Sql, session: &SessionId, k: usize) -> Result<Vec<Message>> {
+    db.require_session(session)?;
+    let k = i64::try_from(k).unwrap_or(i64::MAX);
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    // Turn indexes are dense in a session that keeps the contract (each user message opens
+    // the next one), so the last k turns start at `last - k + 1`: one probe instead of a
+    // walk over the distinct turns (BENCHMARKS.md, issue 16).
+    let Some(last) = db.optional_int(LAST_TURN, &values![session.as_str()])? else {
+        return Ok(Vec::new());
+    };
+    let first = last.saturating_sub(k - 1);
+    let messages = db.load_messages(session, Range::Turns(first, i64::MAX))?;
+    if distinct_turns(&messages) == k {
+        return Ok(messages);
+    }
+    // Fewer turns than asked for: a session with fewer than k turns, or gaps in the turn
+    // indexes (rows another writer left broken). Walk the distinct turns instead.
+    match db.optional_int(LAST_TURNS_START, &values![session.as_str(), k])? {
+        Some(first) => db.load_messages(session, Range::Turns(first, i64::MAX)),
+        None => Ok(Vec::new()),
     }
 }
 
@@ -178,10 +184,4 @@ fn distinct_turns(messages: &[Message]) -> i64 {
         }
     }
     turns
-}
-
-fn has_turns_after(conn: &Connection, session: &SessionId, turn: i64) -> Result<bool> {
-    Ok(conn
-        .prepare_cached(HAS_TURNS_AFTER)?
-        .query_row(params![session.as_str(), turn], |row| row.get(0))?)
 }

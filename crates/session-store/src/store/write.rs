@@ -150,7 +150,7 @@ pub(crate) fn append_in(
         }
         let created_at = format_time(message.created_at.unwrap_or(now));
         let id = insert_message(
-            conn,
+            &mut &*conn,
             session,
             position.last_seq,
             turn_index,

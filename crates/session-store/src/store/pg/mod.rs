@@ -23,13 +23,12 @@ use super::StoreOptions;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 
-mod apply;
 mod copy;
 mod extra;
 mod ops;
-mod read;
+pub(crate) mod read;
 mod repair;
-mod rows;
+pub(crate) mod rows;
 pub(crate) mod schema;
 mod write;
 
@@ -238,11 +237,6 @@ pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()
     tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
         .map(|_| ())
         .ok_or_else(|| Error::UnknownSession(session.clone()))
-}
-
-/// A flag as the schema stores it (BIGINT 0/1, as in SQLite).
-pub(crate) fn flag(value: bool) -> i64 {
-    i64::from(value)
 }
 
 /// A database URL fit to print: `postgres://user:secret@host/db` shown as

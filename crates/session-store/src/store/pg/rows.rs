@@ -1,324 +1,100 @@
-//! Rows to values and back for PostgreSQL: the same mapping of a [`Part`] onto `parts` columns
-//! as `store/rows.rs`, with PostgreSQL's placeholders and typed columns.
+//! Rows to values for PostgreSQL: the statements and the one decoder of `store/rows.rs`,
+//! over PostgreSQL's typed columns (BIGINT and TEXT read as SQLite's integer and text
+//! values), so both engines read a row the same way, leniency and `unreadable_row` included.
 
+use postgres::types::Type;
 use postgres::Row;
+use rusqlite::types::ValueRef;
 
 use super::Tx;
-use serde_json::Value;
+use crate::error::Result;
+use crate::model::{Message, SessionId};
+pub(crate) use crate::store::rows::Range;
+use crate::store::rows::{
+    select_for, session_row_problem, Cells, Columns, Decoder, Loaded, Unreadable, SELECT_FOR_CHECK,
+    SESSION_ROW,
+};
+use crate::store::sql::dollar_placeholders;
 
-use super::flag;
-use crate::error::{Error, Result};
-use crate::model::{Message, NewMessage, Part, PartKind, Role, SessionId};
-use crate::store::parse_time;
-
-/// Which messages of a session to load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Range {
-    /// The whole session.
-    All,
-    /// Messages whose `turn_index` lies in `[first, last]`.
-    Turns(i64, i64),
-    /// Messages the provider sees: `compacted = 0`, and system messages always.
-    Visible,
+impl Cells for Row {
+    fn cell(&self, at: usize) -> std::result::Result<ValueRef<'_>, String> {
+        let column = self
+            .columns()
+            .get(at)
+            .ok_or_else(|| format!("no column {at}"))?;
+        let failed = |e: postgres::Error| e.to_string();
+        let ty = column.type_();
+        Ok(if *ty == Type::INT8 {
+            self.try_get::<_, Option<i64>>(at)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, ValueRef::Integer)
+        } else if *ty == Type::INT4 {
+            self.try_get::<_, Option<i32>>(at)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |n| ValueRef::Integer(n.into()))
+        } else if *ty == Type::FLOAT8 {
+            self.try_get::<_, Option<f64>>(at)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, ValueRef::Real)
+        } else if *ty == Type::BYTEA {
+            self.try_get::<_, Option<&[u8]>>(at)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, ValueRef::Blob)
+        } else {
+            self.try_get::<_, Option<&str>>(at)
+                .map_err(failed)?
+                .map_or(ValueRef::Null, |text| ValueRef::Text(text.as_bytes()))
+        })
+    }
 }
 
-const COLUMNS: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.role, m.compacted, m.created_at, m.model,
-           p.id, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
-    FROM messages m LEFT JOIN parts p ON p.message_id = m.id";
+/// Runs a load statement of `store/rows.rs` and decodes its rows.
+fn decode(
+    tx: &mut Tx<'_>,
+    sql: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<std::result::Result<Loaded, Unreadable>> {
+    let rows = tx.query(&dollar_placeholders(sql), params)?;
+    let Some(first) = rows.first() else {
+        return Ok(Ok(Loaded::default()));
+    };
+    let names = first.columns();
+    let mut decoder = Decoder::new(Columns::find(|name| {
+        names.iter().position(|column| column.name() == name)
+    })?);
+    for row in &rows {
+        if let Err(unreadable) = decoder.push(row)? {
+            return Ok(Err(unreadable));
+        }
+    }
+    Ok(Ok(decoder.finish()))
+}
 
-/// Loads messages with their parts, in `seq` order, in one query.
+/// Loads messages with their parts, in `seq` order, in one query; a row outside the contract
+/// fails the load with [`crate::Error::CorruptRow`].
 pub(crate) fn load_messages(
     tx: &mut Tx<'_>,
     session: &SessionId,
     range: Range,
 ) -> Result<Vec<Message>> {
-    let rows = match range {
-        Range::All => tx.query(
-            &format!("{COLUMNS} WHERE m.session_id = $1 ORDER BY m.seq, p.ordinal"),
-            &[&session.as_str()],
-        )?,
-        Range::Turns(first, last) => tx.query(
-            &format!(
-                "{COLUMNS} WHERE m.session_id = $1 AND m.turn_index BETWEEN $2 AND $3 ORDER BY m.turn_index, m.seq, p.ordinal"
-            ),
-            &[&session.as_str(), &first, &last],
-        )?,
-        Range::Visible => tx.query(
-            &format!(
-                "{COLUMNS} WHERE m.session_id = $1 AND (m.compacted = 0 OR m.role = 'system') ORDER BY m.seq, p.ordinal"
-            ),
-            &[&session.as_str()],
-        )?,
-    };
-    let mut messages: Vec<Message> = Vec::new();
-    for row in &rows {
-        let id: i64 = row.try_get(0)?;
-        if messages.last().is_none_or(|m| m.id != id) {
-            messages.push(message_from_row(row)?);
-        }
-        if let Some(part) = part_from_row(row, 7, false)? {
-            if let Some(message) = messages.last_mut() {
-                message.parts.push(part);
-            }
-        }
-    }
-    Ok(messages)
+    let (sql, first, last) = select_for(range);
+    decode(tx, sql, &[&session.as_str(), &first, &last])?
+        .map(|loaded| loaded.messages)
+        .map_err(Unreadable::into_error)
 }
 
-/// Decodes the message columns 0..=6 (id, seq, turn_index, role, compacted, created_at, model).
-pub(crate) fn message_from_row(row: &Row) -> Result<Message> {
-    let id: i64 = row.try_get(0)?;
-    let role: String = row.try_get(3)?;
-    let created_at: String = row.try_get(5)?;
-    let corrupt = |detail: String| Error::CorruptRow {
-        table: "messages",
-        row_id: id,
-        detail,
-    };
-    Ok(Message {
-        id,
-        seq: row.try_get(1)?,
-        turn_index: row.try_get(2)?,
-        role: role.parse::<Role>().map_err(|e| corrupt(e.to_string()))?,
-        compacted: row.try_get::<_, i64>(4)? != 0,
-        created_at: parse_time(&created_at)
-            .ok_or_else(|| corrupt(format!("created_at {created_at:?} is not RFC 3339")))?,
-        model: row.try_get(6)?,
-        parts: Vec::new(),
-    })
-}
-
-/// Decodes the part columns from `at` (id, kind, text, tool_use_id, tool_name, input,
-/// is_error, provider_metadata) as `store/rows.rs` does; `None` for a message without parts
-/// (LEFT JOIN). `for_check` reads as the health check does: a tool_use's input is its raw
-/// text, and no provider metadata.
-pub(crate) fn part_from_row(row: &Row, at: usize, for_check: bool) -> Result<Option<Part>> {
-    let Some(part_id) = row.try_get::<_, Option<i64>>(at)? else {
-        return Ok(None);
-    };
-    let kind: String = row.try_get(at + 1)?;
-    let kind = kind.parse::<PartKind>().map_err(|e| Error::CorruptRow {
-        table: "parts",
-        row_id: part_id,
-        detail: e.to_string(),
-    })?;
-    let text_at = |i: usize| row.try_get::<_, Option<String>>(at + i);
-    let title = text_at(2)?;
-    let text = title.clone().unwrap_or_default();
-    let tool_use_id = text_at(3)?.unwrap_or_default();
-    let name = text_at(4)?.unwrap_or_default();
-    let raw_input = text_at(5)?;
-    let json_input = raw_input.as_deref().map(json_or_string);
-    let block = || {
-        json_input
-            .clone()
-            .unwrap_or_else(|| Value::Object(Default::default()))
-    };
-    let provider_metadata = if for_check {
-        None
-    } else {
-        text_at(7)?.map(|raw| json_or_string(&raw))
-    };
-    Ok(Some(match kind {
-        PartKind::Text => Part::Text {
-            text,
-            provider_metadata,
-        },
-        PartKind::Reasoning => Part::Reasoning {
-            text,
-            provider_metadata,
-        },
-        PartKind::RedactedReasoning => Part::RedactedReasoning {
-            data: text,
-            provider_metadata,
-        },
-        PartKind::ToolUse => Part::ToolUse {
-            id: tool_use_id,
-            name,
-            input: if for_check {
-                Value::String(raw_input.clone().unwrap_or_default())
-            } else {
-                block()
-            },
-            provider_metadata,
-        },
-        PartKind::ToolResult => Part::ToolResult {
-            tool_use_id,
-            content: text,
-            is_error: row.try_get::<_, Option<i64>>(at + 6)?.unwrap_or(0) != 0,
-            blocks: json_input.clone(),
-            provider_metadata,
-        },
-        PartKind::Image => Part::Image {
-            source: block(),
-            title,
-            provider_metadata,
-        },
-        PartKind::Document => Part::Document {
-            source: block(),
-            title,
-            provider_metadata,
-        },
-        PartKind::ServerToolUse => Part::ServerToolUse {
-            id: tool_use_id,
-            name,
-            input: block(),
-            provider_metadata,
-        },
-        PartKind::ServerToolResult => Part::ServerToolResult {
-            tool_use_id,
-            block: block(),
-            provider_metadata,
-        },
-        PartKind::Opaque => Part::Opaque {
-            block: block(),
-            provider_metadata,
-        },
-    }))
-}
-
-/// Stored JSON, or the raw text as a JSON string when another writer stored something else.
-fn json_or_string(raw: &str) -> Value {
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()))
-}
-
-/// Inserts one message and its parts; returns the new `messages.id`.
-pub(crate) fn insert_message(
+/// The whole session for the check and the mend, with part ids; the inner `Err` is the first
+/// row outside the contract (the session row's timestamps included).
+pub(crate) fn load_for_check(
     tx: &mut Tx<'_>,
     session: &SessionId,
-    seq: i64,
-    turn_index: i64,
-    message: &NewMessage,
-    created_at: &str,
-) -> Result<i64> {
-    let id: i64 = tx
-        .query_one(
-            "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
-             VALUES ($1, $2, $3, $4, 0, $5, $6) RETURNING id",
-            &[
-                &session.as_str(),
-                &seq,
-                &turn_index,
-                &message.role.as_str(),
-                &created_at,
-                &message.model,
-            ],
-        )?
-        .try_get(0)?;
-    for (ordinal, part) in message.parts.iter().enumerate() {
-        insert_part(tx, id, ordinal as i64, part)?;
-    }
-    Ok(id)
-}
-
-/// The columns a part is stored as: text, tool_use_id, tool_name, input, is_error, metadata.
-pub(crate) type PartColumns<'a> = (
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<&'a str>,
-    Option<String>,
-    bool,
-    Option<String>,
-);
-
-/// A part's column values.
-pub(crate) fn part_columns(part: &Part) -> Result<PartColumns<'_>> {
-    let metadata = part
-        .provider_metadata()
-        .map(serde_json::to_string)
-        .transpose()?;
-    Ok(match part {
-        Part::Text { text, .. } | Part::Reasoning { text, .. } => {
-            (Some(text), None, None, None, false, metadata)
+) -> Result<std::result::Result<Loaded, Unreadable>> {
+    if let Some(row) = tx.query_opt(&dollar_placeholders(SESSION_ROW), &[&session.as_str()])? {
+        if let Some(unreadable) = session_row_problem(&row, 0, 1) {
+            return Ok(Err(unreadable));
         }
-        Part::RedactedReasoning { data, .. } => (Some(data), None, None, None, false, metadata),
-        Part::ToolUse {
-            id, name, input, ..
-        } => (
-            None,
-            Some(id),
-            Some(name),
-            Some(serde_json::to_string(input)?),
-            false,
-            metadata,
-        ),
-        Part::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-            blocks,
-            ..
-        } => (
-            Some(content),
-            Some(tool_use_id),
-            None,
-            blocks.as_ref().map(serde_json::to_string).transpose()?,
-            *is_error,
-            metadata,
-        ),
-        Part::Image { source, title, .. } | Part::Document { source, title, .. } => (
-            title.as_deref(),
-            None,
-            None,
-            Some(serde_json::to_string(source)?),
-            false,
-            metadata,
-        ),
-        Part::ServerToolUse {
-            id, name, input, ..
-        } => (
-            None,
-            Some(id),
-            Some(name),
-            Some(serde_json::to_string(input)?),
-            false,
-            metadata,
-        ),
-        Part::ServerToolResult {
-            tool_use_id, block, ..
-        } => (
-            None,
-            Some(tool_use_id),
-            None,
-            Some(serde_json::to_string(block)?),
-            false,
-            metadata,
-        ),
-        Part::Opaque { block, .. } => (
-            None,
-            None,
-            None,
-            Some(serde_json::to_string(block)?),
-            false,
-            metadata,
-        ),
-    })
+    }
+    decode(tx, SELECT_FOR_CHECK, &[&session.as_str()])
 }
 
-/// Inserts one part at `ordinal` of message `message_id`; returns its id.
-pub(crate) fn insert_part(
-    tx: &mut Tx<'_>,
-    message_id: i64,
-    ordinal: i64,
-    part: &Part,
-) -> Result<i64> {
-    let (text, tool_use_id, tool_name, input, is_error, metadata) = part_columns(part)?;
-    Ok(tx
-        .query_one(
-            "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-            &[
-                &message_id,
-                &ordinal,
-                &part.kind().as_str(),
-                &text,
-                &tool_use_id,
-                &tool_name,
-                &input,
-                &flag(is_error),
-                &metadata,
-            ],
-        )?
-        .try_get(0)?)
-}
+pub(crate) use crate::store::rows::insert_message;

@@ -43,36 +43,7 @@ fn applied(client: &mut impl GenericClient) -> Result<Vec<(i64, String, String)>
 
 /// The migrations still to apply, after checking that what is applied is a prefix of ours.
 fn pending(client: &mut impl GenericClient) -> Result<Vec<Migration>> {
-    let ours = ours();
-    let applied = applied(client)?;
-    let latest_known = ours.last().map_or(0, |m| i64::from(m.version()));
-    for (version, name, checksum) in &applied {
-        let Some(mine) = ours.iter().find(|m| i64::from(m.version()) == *version) else {
-            if *version > latest_known {
-                return Err(Error::FutureSchema {
-                    version: *version,
-                    name: name.clone(),
-                    latest_known,
-                });
-            }
-            return Err(Error::DivergentSchema {
-                version: *version,
-                theirs: format!("{name} ({checksum})"),
-                ours: "no such migration".to_owned(),
-            });
-        };
-        if mine.name() != name || mine.checksum().to_string() != *checksum {
-            return Err(Error::DivergentSchema {
-                version: *version,
-                theirs: format!("{name} ({checksum})"),
-                ours: format!("{} ({})", mine.name(), mine.checksum()),
-            });
-        }
-    }
-    Ok(ours
-        .into_iter()
-        .filter(|m| !applied.iter().any(|(v, _, _)| *v == i64::from(m.version())))
-        .collect())
+    crate::store::schema::unapplied(ours(), &applied(client)?)
 }
 
 /// Fails unless the database is at the current schema (read-only opens).

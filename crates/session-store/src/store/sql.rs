@@ -1,0 +1,326 @@
+//! One statement, two engines: the few write shapes that SQLite and PostgreSQL run alike,
+//! so code that writes rows (inserting messages and parts, applying a mend plan) is written
+//! once and runs in either backend's transaction.
+//!
+//! Statements are written in SQLite's dialect with numbered placeholders (`?1`, `?2`, ...);
+//! on PostgreSQL each becomes `$1`, `$2`, ... Values are integers and text (every column the
+//! store writes is one of those on both engines, flags included), each with its own NULL, as
+//! PostgreSQL binds a NULL with a type.
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
+
+use super::pg::Tx;
+use super::rows::{Cells, Loaded, Range, Unreadable};
+use crate::error::Result;
+use crate::model::{Message, SessionId};
+
+/// A value bound to a placeholder.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Value<'a> {
+    /// An integer column (`BIGINT` on PostgreSQL); flags are `0` / `1`.
+    Int(Option<i64>),
+    /// A text column.
+    Text(Option<&'a str>),
+}
+
+impl From<i64> for Value<'_> {
+    fn from(value: i64) -> Self {
+        Value::Int(Some(value))
+    }
+}
+
+impl From<Option<i64>> for Value<'_> {
+    fn from(value: Option<i64>) -> Self {
+        Value::Int(value)
+    }
+}
+
+impl From<bool> for Value<'_> {
+    fn from(value: bool) -> Self {
+        Value::Int(Some(i64::from(value)))
+    }
+}
+
+impl<'a> From<&'a str> for Value<'a> {
+    fn from(value: &'a str) -> Self {
+        Value::Text(Some(value))
+    }
+}
+
+impl<'a> From<&'a String> for Value<'a> {
+    fn from(value: &'a String) -> Self {
+        Value::Text(Some(value))
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Value<'a> {
+    fn from(value: Option<&'a str>) -> Self {
+        Value::Text(value)
+    }
+}
+
+/// `[Value; N]` from a list of anything a [`Value`] is made from.
+macro_rules! values {
+    ($($value:expr),* $(,)?) => {
+        [$($crate::store::sql::Value::from($value)),*]
+    };
+}
+pub(crate) use values;
+
+impl rusqlite::ToSql for Value<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        match self {
+            Value::Int(value) => value.to_sql(),
+            Value::Text(value) => value.to_sql(),
+        }
+    }
+}
+
+impl Value<'_> {
+    /// The value as PostgreSQL binds it.
+    fn pg(&self) -> &(dyn postgres::types::ToSql + Sync) {
+        match self {
+            Value::Int(value) => value,
+            Value::Text(value) => value,
+        }
+    }
+}
+
+/// A transaction of either engine, for the statements of this module's dialect.
+pub(crate) trait Sql {
+    /// Runs `sql`; how many rows it changed.
+    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64>;
+
+    /// Runs an `INSERT` of one row into a table with an `id` key; that row's id.
+    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64>;
+
+    /// Every row of a query whose `N` columns are integers.
+    fn int_rows<const N: usize>(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+    ) -> Result<Vec<[i64; N]>>;
+
+    /// The first column of the first row of a query, when there is a row and it is not NULL.
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>>;
+
+    /// Messages with their parts, through the one row decoder ([`super::rows::load_messages`]).
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>>;
+
+    /// The id of every session, in id order (bytewise, on both engines).
+    fn session_ids(&mut self) -> Result<Vec<SessionId>>;
+
+    /// [`crate::Error::UnknownSession`] unless the session exists.
+    fn require_session(&mut self, session: &SessionId) -> Result<()>;
+
+    /// [`Sql::require_session`], and the session's write lock held to the end of the
+    /// transaction (SQLite's `BEGIN IMMEDIATE` holds the file's already; PostgreSQL takes the
+    /// session row's).
+    fn lock_session(&mut self, session: &SessionId) -> Result<()>;
+
+    /// The whole session for the check and the mend, through the one row decoder; the inner
+    /// `Err` is the first row outside the contract.
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>>;
+}
+
+impl Sql for &Connection {
+    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
+        let changed = self
+            .prepare_cached(sql)?
+            .execute(params_from_iter(params))?;
+        Ok(changed as u64)
+    }
+
+    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        self.prepare_cached(sql)?
+            .execute(params_from_iter(params))?;
+        Ok(self.last_insert_rowid())
+    }
+
+    fn int_rows<const N: usize>(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+    ) -> Result<Vec<[i64; N]>> {
+        let mut statement = self.prepare_cached(sql)?;
+        let rows = statement.query_map(params_from_iter(params), |row| {
+            let mut values = [0; N];
+            for (at, value) in values.iter_mut().enumerate() {
+                *value = row.get(at)?;
+            }
+            Ok(values)
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        Ok(self
+            .prepare_cached(sql)?
+            .query_row(params_from_iter(params), |row| row.get(0))
+            .optional()?
+            .flatten())
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        super::rows::load_messages(self, session, range)
+    }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        let mut statement = self.prepare_cached("SELECT id FROM sessions ORDER BY id")?;
+        let ids = statement
+            .query_map([], |row| row.get::<_, String>(0))?
+            .map(|id| id.map(SessionId::new))
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(ids)
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        super::write::require_session(self, session)
+    }
+
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        super::write::require_session(self, session)
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        super::rows::load_for_check(self, session)
+    }
+}
+
+impl Sql for Tx<'_> {
+    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
+        self.execute(&dollar_placeholders(sql), &pg_params(params))
+    }
+
+    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        let sql = format!("{} RETURNING id", dollar_placeholders(sql).trim_end());
+        Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
+    }
+
+    fn int_rows<const N: usize>(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+    ) -> Result<Vec<[i64; N]>> {
+        self.query(&dollar_placeholders(sql), &pg_params(params))?
+            .iter()
+            .map(|row| {
+                let mut values = [0; N];
+                for (at, value) in values.iter_mut().enumerate() {
+                    *value = pg_int(row, at)?.unwrap_or_default();
+                }
+                Ok(values)
+            })
+            .collect()
+    }
+
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        match self.query_opt(&dollar_placeholders(sql), &pg_params(params))? {
+            Some(row) => pg_int(&row, 0),
+            None => Ok(None),
+        }
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        super::pg::rows::load_messages(self, session, range)
+    }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        super::pg::read::session_ids(self)
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        super::pg::require_session(self, session)
+    }
+
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        super::pg::lock_session(self, session)
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        super::pg::rows::load_for_check(self, session)
+    }
+}
+
+/// An integer column of any width (`SELECT 1` is an `int4`, a count an `int8`).
+fn pg_int(row: &postgres::Row, at: usize) -> Result<Option<i64>> {
+    match row.cell(at) {
+        Ok(ValueRef::Integer(n)) => Ok(Some(n)),
+        Ok(ValueRef::Null) => Ok(None),
+        Ok(other) => Err(crate::Error::CorruptRow {
+            table: "(a query of the store)",
+            row_id: 0,
+            detail: format!("column {at} is {other:?}, not an integer"),
+        }),
+        Err(detail) => Err(crate::Error::CorruptRow {
+            table: "(a query of the store)",
+            row_id: 0,
+            detail,
+        }),
+    }
+}
+
+fn pg_params<'v>(params: &'v [Value<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
+    params.iter().map(Value::pg).collect()
+}
+
+/// `?1` -> `$1`: SQLite's numbered placeholders in PostgreSQL's spelling. The statements of
+/// this module hold no `?` other than placeholders (no string literal carries one).
+pub(crate) fn dollar_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_placeholders_become_dollars_and_nothing_else_changes() {
+        assert_eq!(
+            dollar_placeholders("UPDATE t SET a = ?2, b = '?' WHERE id = ?1 AND c = ?10"),
+            "UPDATE t SET a = $2, b = '?' WHERE id = $1 AND c = $10"
+        );
+    }
+
+    #[test]
+    fn the_same_statement_writes_and_reads_back_on_sqlite() {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, s TEXT)")
+            .expect("table");
+        let mut db = &conn;
+        let id = db
+            .insert(
+                "INSERT INTO t (n, s) VALUES (?1, ?2)",
+                &values![7, None::<&str>],
+            )
+            .expect("insert");
+        assert_eq!(
+            db.run("UPDATE t SET n = ?2 WHERE id = ?1", &values![id, true])
+                .expect("update"),
+            1
+        );
+        let rows: Vec<[i64; 2]> = db
+            .int_rows("SELECT id, n FROM t WHERE s IS NULL", &[])
+            .expect("rows");
+        assert_eq!(rows, vec![[id, 1]]);
+    }
+}
