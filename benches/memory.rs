@@ -4,10 +4,13 @@
 //! variant's allocations do not hide another's. Reads `VmHWM` (peak resident set) from
 //! `/proc/self/status` after opening and after loading; the difference is what the load cost.
 //!
-//! Last, the peak of importing one large Anthropic request body (`session-store import`'s
-//! work: read, parse, store), against the size of the file.
+//! Last, the peak of importing large Anthropic request bodies (`session-store import`'s work:
+//! `Store::import_reader` streams the file into the store), against the size of the file, at
+//! two sizes so that peak / file is seen to stay flat; and once the whole-file path (read,
+//! parse, store) beside it.
 //!
-//! Run with `cargo bench --bench memory`; criterion is not involved (no timing here).
+//! Run with `cargo bench --bench memory` (`IMPORT_ONLY=1` for the imports alone,
+//! `IMPORT_TURNS=5000,20000` for other sizes); criterion is not involved.
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
 mod common;
@@ -58,7 +61,7 @@ fn note_mapped() {
 }
 
 fn child(variant: &str, dir: &Path) {
-    let session = SessionId::new(std::fs::read_to_string(dir.join("session")).unwrap());
+    let session = SessionId::new(std::fs::read_to_string(dir.join("session")).unwrap_or_default());
     let (opened, messages) = match variant {
         "store_provider_history" => {
             let store = Store::open(dir.join("store.db")).unwrap();
@@ -102,8 +105,47 @@ fn child(variant: &str, dir: &Path) {
             (opened, black_box(jsonl.load()).len())
         }
         "import_anthropic" => {
-            // What `session-store import` does: read the file, parse it, store one session.
+            // What `session-store import` does: stream the file into one session.
             let store = Store::open(dir.join("import.db")).unwrap();
+            let opened = peak_kib();
+            let file = std::fs::File::open(dir.join("transcript.json")).unwrap();
+            let stored = black_box(store.import_reader(Format::Anthropic, file).unwrap());
+            note_mapped();
+            (opened, stored.messages)
+        }
+        "import_claude_code" => {
+            // The same conversation as a Claude Code log, streamed a line at a time.
+            let store = Store::open(dir.join("import.db")).unwrap();
+            let opened = peak_kib();
+            let file = std::fs::File::open(dir.join("transcript.jsonl")).unwrap();
+            let stored = black_box(store.import_reader(Format::ClaudeCode, file).unwrap());
+            note_mapped();
+            (opened, stored.messages)
+        }
+        "parse_anthropic" => {
+            // Reading alone, no store: the streamed importer (`validate_transcript`) against
+            // parsing the text into one `Value` as the whole-file importer once did; the time
+            // goes to stderr.
+            let opened = peak_kib();
+            let started = std::time::Instant::now();
+            let file = std::fs::File::open(dir.join("transcript.json")).unwrap();
+            let count = session_store::validate_transcript(Format::Anthropic, file).unwrap();
+            let streamed = started.elapsed();
+            let started = std::time::Instant::now();
+            let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            black_box(&value);
+            let whole = started.elapsed();
+            eprintln!(
+                "parse: streamed importer {:.2} s, whole text into one Value {:.2} s",
+                streamed.as_secs_f64(),
+                whole.as_secs_f64()
+            );
+            (opened, count)
+        }
+        "import_anthropic_whole" => {
+            // The whole-file path, for comparison: read the file, parse it, store it.
+            let store = Store::open(dir.join("import-whole.db")).unwrap();
             let opened = peak_kib();
             let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
             let imported = session_store::import_transcript(Format::Anthropic, &text).unwrap();
@@ -111,6 +153,7 @@ fn child(variant: &str, dir: &Path) {
             let messages = imported.into_messages();
             let count = messages.len();
             black_box(store.import_session(messages).unwrap());
+            note_mapped();
             (opened, count)
         }
         "blob" => {
@@ -127,58 +170,102 @@ fn child(variant: &str, dir: &Path) {
     );
 }
 
-/// Tool turns in the transcript imported by `import_peak` (`IMPORT_TURNS` to change; the
-/// default makes a ~50 MB Anthropic body).
-const IMPORT_TURNS: u64 = 5_000;
+/// Tool turns in the transcripts imported by `import_peak` (`IMPORT_TURNS`, comma-separated,
+/// to change; the defaults make Anthropic bodies of ~46 and ~92 MB).
+const IMPORT_TURNS: &str = "5000,10000";
 
-/// Peak memory of importing one large Anthropic request body, against the file's size.
+/// Peak memory of importing large Anthropic request bodies, against the file's size: the
+/// streamed import (`Store::import_reader`) at each size, and the whole-file path (read,
+/// parse, store) at the first size, for comparison.
 fn import_peak(dir: &Path) {
-    let turns = std::env::var("IMPORT_TURNS").map_or(IMPORT_TURNS, |n| n.parse().unwrap());
-    {
-        let store = Store::open(dir.join("transcript-source.db")).unwrap();
-        let session = store.create_session().unwrap();
-        for first in (0..turns).step_by(100) {
-            let batch = (first..(first + 100).min(turns))
-                .flat_map(tool_turn)
-                .collect();
-            store.append_batch(&session, batch).unwrap();
-        }
-        let options = ExportOptions {
-            persist_latch: false,
-            ..ExportOptions::default()
-        };
-        let body = store
-            .export_now(&session, Provider::Anthropic, &options)
-            .unwrap();
-        std::fs::write(
-            dir.join("transcript.json"),
-            serde_json::to_vec(&body).unwrap(),
-        )
-        .unwrap();
-    }
-    let size = std::fs::metadata(dir.join("transcript.json"))
-        .unwrap()
-        .len() as f64
-        / 1024.0;
-    let out = Command::new(std::env::current_exe().unwrap())
-        .env(VARIANT, "import_anthropic")
-        .env(DIR, dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "import failed: {out:?}");
-    let fields: Vec<u64> = String::from_utf8(out.stdout)
-        .unwrap()
-        .split_whitespace()
-        .map(|f| f.parse().unwrap())
+    let sizes = std::env::var("IMPORT_TURNS").unwrap_or_else(|_| IMPORT_TURNS.to_owned());
+    let sizes: Vec<u64> = sizes
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
         .collect();
-    let (opened, peak, count) = (fields[0], fields[1], fields[2]);
-    println!(
-        "== import: an Anthropic body of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file ==",
-        size / 1024.0,
-        peak as f64 / 1024.0,
-        (peak - opened) as f64 / 1024.0,
-        (peak - opened) as f64 / size
-    );
+    for (round, turns) in sizes.into_iter().enumerate() {
+        write_transcript(dir, turns);
+        let size_of = |name: &str| std::fs::metadata(dir.join(name)).unwrap().len() as f64 / 1024.0;
+        let variants: &[&str] = if round == 0 {
+            &[
+                "import_anthropic",
+                "import_claude_code",
+                "import_anthropic_whole",
+            ]
+        } else {
+            &["import_anthropic", "import_claude_code"]
+        };
+        for variant in variants {
+            let (size, what) = if *variant == "import_claude_code" {
+                (size_of("transcript.jsonl"), "a Claude Code log")
+            } else {
+                (size_of("transcript.json"), "an Anthropic body")
+            };
+            let _ = std::fs::remove_file(dir.join("import.db"));
+            let _ = std::fs::remove_file(dir.join("import-whole.db"));
+            let started = std::time::Instant::now();
+            let out = Command::new(std::env::current_exe().unwrap())
+                .env(VARIANT, variant)
+                .env(DIR, dir)
+                .output()
+                .unwrap();
+            let took = started.elapsed();
+            assert!(out.status.success(), "import failed: {out:?}");
+            let fields: Vec<u64> = String::from_utf8(out.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(|f| f.parse().unwrap())
+                .collect();
+            let (opened, peak, count, mapped) = (fields[0], fields[1], fields[2], fields[3]);
+            println!(
+                "== {variant}: {what} of {:.1} MiB ({count} messages): peak {:.1} MiB, of which the import {:.1} MiB = {:.2}x the file (mapped file pages resident after it {:.1} MiB); process {:.1} s ==",
+                size / 1024.0,
+                peak as f64 / 1024.0,
+                (peak - opened) as f64 / 1024.0,
+                (peak - opened) as f64 / size,
+                mapped as f64 / 1024.0,
+                took.as_secs_f64()
+            );
+        }
+    }
+}
+
+/// An Anthropic body of `turns` tool turns, exported by the store, at `transcript.json`.
+fn write_transcript(dir: &Path, turns: u64) {
+    let _ = std::fs::remove_file(dir.join("transcript-source.db"));
+    let store = Store::open(dir.join("transcript-source.db")).unwrap();
+    let session = store.create_session().unwrap();
+    for first in (0..turns).step_by(100) {
+        let batch = (first..(first + 100).min(turns))
+            .flat_map(tool_turn)
+            .collect();
+        store.append_batch(&session, batch).unwrap();
+    }
+    let options = ExportOptions {
+        persist_latch: false,
+        ..ExportOptions::default()
+    };
+    let body = store
+        .export_now(&session, Provider::Anthropic, &options)
+        .unwrap();
+    std::fs::write(
+        dir.join("transcript.json"),
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .unwrap();
+    // The same messages as a Claude Code log: one line per message.
+    let mut log = Vec::new();
+    for (n, message) in body["messages"].as_array().unwrap().iter().enumerate() {
+        let role = message["role"].as_str().unwrap();
+        let mut inner = message.clone();
+        if role == "assistant" {
+            inner["id"] = serde_json::json!(format!("msg_{n}"));
+        }
+        let line = serde_json::json!({"type": role, "uuid": format!("u{n}"), "message": inner});
+        serde_json::to_writer(&mut log, &line).unwrap();
+        log.push(b'\n');
+    }
+    std::fs::write(dir.join("transcript.jsonl"), log).unwrap();
 }
 
 fn main() {
@@ -187,6 +274,10 @@ fn main() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    if std::env::var_os("IMPORT_ONLY").is_some() {
+        import_peak(dir.path());
+        return;
+    }
     {
         let store = Store::open(dir.path().join("store.db")).unwrap();
         let session = store.create_session().unwrap();

@@ -9,6 +9,12 @@
 //! `cargo bench --bench scale` (PostgreSQL from `SESSION_STORE_TEST_PG`, e.g. the URL
 //! `.ci/postgres` prints; without it only SQLite runs). The child processes are this binary
 //! again, started with `SCALE_WRITER` set.
+//!
+//! `SCALE_SEARCH=10000,100000 cargo bench --bench scale` instead times `Store::search` on
+//! PostgreSQL over `benches/search.rs`' fixture shape (sessions of 100 messages, one text part
+//! of 12 words from a 5,000-word vocabulary each, `common` in one part of ten, `zanzibar` in
+//! 10 parts), built with SQL into the schema `bench_search_{n}` and kept for the next run:
+//! the median of 9 calls of each query, as `benches/search.rs` reports SQLite's.
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
 use std::process::Command;
@@ -16,7 +22,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use session_store::RepairOptions;
-use session_store::{NewMessage, Part, SessionId, Store};
+use session_store::{NewMessage, Part, SearchOptions, SessionId, Store};
 
 const TURNS: usize = 100;
 const MESSAGES_PER_TURN: usize = 4;
@@ -134,7 +140,85 @@ fn pg_schema(base: &str) -> (String, String) {
     )
 }
 
+/// `benches/search.rs`' queries on a PostgreSQL fixture of `messages` messages.
+fn search(base: &str, messages: i64) {
+    let schema = format!("bench_search_{messages}");
+    let mut client = postgres::Client::connect(base, postgres::NoTls).unwrap();
+    let fresh: bool = client
+        .query_one("SELECT to_regnamespace($1) IS NULL", &[&schema])
+        .unwrap()
+        .get(0);
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    if fresh {
+        client
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .unwrap();
+        drop(Store::open(&url).unwrap());
+        let started = Instant::now();
+        let sessions = messages / 100;
+        postgres::Client::connect(&url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&format!(
+                "INSERT INTO sessions (id, created_at, updated_at)
+                   SELECT 's' || lpad(g::text, 7, '0'), '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'
+                   FROM generate_series(1, {sessions}) g;
+                 INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+                   SELECT 's' || lpad((1 + (g - 1) / 100)::text, 7, '0'), 1 + (g - 1) % 100, ((g - 1) % 100) / 2,
+                          CASE WHEN (g - 1) % 2 = 0 THEN 'user' ELSE 'assistant' END, 0, '2026-01-01T00:00:00Z'
+                   FROM generate_series(1, {messages}) g;
+                 INSERT INTO parts (message_id, ordinal, kind, text, is_error)
+                   SELECT m.id, 0, 'text',
+                          (SELECT string_agg('w' || floor(random() * 5000)::int, ' ')
+                           FROM generate_series(1, 12) k WHERE m.id > 0)
+                          || CASE WHEN m.id % 10 = 0 THEN ' common' ELSE '' END
+                          || CASE WHEN m.id % ({messages} / 10) = 7 THEN ' zanzibar' ELSE '' END, 0
+                   FROM messages m;
+                 ANALYZE;"
+            ))
+            .unwrap();
+        eprintln!("built {messages} messages in {:?}", started.elapsed());
+    }
+    let store = Store::open(&url).unwrap();
+    let time = |name: &str, query: &str, options: &SearchOptions| {
+        let mut times = Vec::new();
+        let mut hits = 0;
+        for _ in 0..9 {
+            let started = Instant::now();
+            hits = store.search(query, options).unwrap().len();
+            times.push(started.elapsed());
+        }
+        times.sort();
+        println!(
+            "postgres {messages:>8} {name:<24} {hits:>3} hits  median {:?}",
+            times[4]
+        );
+    };
+    let all = SearchOptions::default();
+    time("rare_word", "zanzibar", &all);
+    time("two_words", "w17 w4242", &all);
+    time("vocabulary_word", "w123", &all);
+    time("common_word_top20", "common", &all);
+    let one = SearchOptions {
+        session: Some(SessionId::new("s0000042")),
+        ..SearchOptions::default()
+    };
+    time("one_session_common_word", "common", &one);
+    let size = store.size_report(1).unwrap();
+    println!(
+        "postgres {messages:>8} relations {} bytes, search index {} bytes",
+        size.file_bytes, size.search_index_bytes
+    );
+}
+
 fn main() {
+    if let Ok(sizes) = std::env::var("SCALE_SEARCH") {
+        let base = std::env::var("SESSION_STORE_TEST_PG").expect("SESSION_STORE_TEST_PG");
+        for size in sizes.split(',') {
+            search(&base, size.trim().parse().unwrap());
+        }
+        return;
+    }
     if let Ok(spec) = std::env::var("SCALE_WRITER") {
         let mut lines = spec.lines();
         let (location, session, index) = (

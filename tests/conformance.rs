@@ -549,6 +549,8 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
     let results = on_each(|b| {
         session_of(b, &[1, 2])?;
         b.exec(BROKEN);
+        // A second answer to an answered call: an orphan, not a second pairing.
+        b.exec(ANSWERED_TWICE);
         let mut checked: Vec<String> = b
             .store
             .check(&[], &RepairOptions::default())?
@@ -562,8 +564,14 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
         checked.sort();
         let viewed = view_rows(b);
         ensure!(viewed == checked, "views {viewed:?}, check {checked:?}");
-        b.store
-            .repair_session(&SessionId::new("broken"), &RepairOptions::default())?;
+        ensure!(
+            viewed.iter().any(|row| row == "orphan_tool_result 4 0"),
+            "the second answer is not an orphan in the views: {viewed:?}"
+        );
+        for session in ["broken", "twice"] {
+            b.store
+                .repair_session(&SessionId::new(session), &RepairOptions::default())?;
+        }
         ensure!(
             view_rows(b).is_empty(),
             "views after the mend: {:?}",
@@ -885,4 +893,667 @@ fn a_row_outside_the_contract_is_reported_the_same_on_every_backend() -> Result<
     })?;
     all_equal(&results);
     Ok(())
+}
+
+/// A call answered twice, as other code would write it: the second result is an orphan (a
+/// call has exactly one answer), on every backend, in the check and in the views alike.
+pub const ANSWERED_TWICE: &str = "
+    INSERT INTO sessions (id, created_at, updated_at)
+        VALUES ('twice', '2026-01-02T03:00:00Z', '2026-01-02T03:00:00Z');
+    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at) VALUES
+        ('twice', 1, 0, 'user', 0, '2026-01-02T03:00:00Z'),
+        ('twice', 2, 0, 'assistant', 0, '2026-01-02T03:00:01Z'),
+        ('twice', 3, 0, 'tool', 0, '2026-01-02T03:00:02Z'),
+        ('twice', 4, 0, 'tool', 0, '2026-01-02T03:00:03Z'),
+        ('twice', 5, 0, 'assistant', 0, '2026-01-02T03:00:04Z');
+    INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error) VALUES
+        ((SELECT id FROM messages WHERE session_id = 'twice' AND seq = 1), 0, 'text', 'hi', NULL, NULL, NULL, 0),
+        ((SELECT id FROM messages WHERE session_id = 'twice' AND seq = 2), 0, 'tool_use', NULL, 'c', 'read', '{}', 0),
+        ((SELECT id FROM messages WHERE session_id = 'twice' AND seq = 3), 0, 'tool_result', 'first', 'c', NULL, NULL, 0),
+        ((SELECT id FROM messages WHERE session_id = 'twice' AND seq = 4), 0, 'tool_result', 'second', 'c', NULL, NULL, 0),
+        ((SELECT id FROM messages WHERE session_id = 'twice' AND seq = 5), 0, 'text', 'done', NULL, NULL, NULL, 0);
+";
+
+#[test]
+fn a_second_answer_to_one_call_is_an_orphan_in_the_views_of_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        b.exec(ANSWERED_TWICE);
+        let checked: Vec<String> = b
+            .store
+            .check(&[], &RepairOptions::default())?
+            .violations
+            .iter()
+            .map(|v| {
+                let part = v.part.map_or("-".to_owned(), |p| p.to_string());
+                format!("{} {} {part}", v.rule.as_str(), v.seq)
+            })
+            .collect();
+        ensure!(checked == ["orphan_tool_result 4 0"], "check {checked:?}");
+        let viewed = view_rows(b);
+        ensure!(viewed == checked, "views {viewed:?}, check {checked:?}");
+        // The call is answered once, by its first result, and pending nowhere.
+        let answered = b.count(
+            "SELECT COUNT(*) FROM tool_calls WHERE tool_use_id = 'c' AND answered AND NOT pending",
+        );
+        ensure!(answered == 1, "tool_calls answered: {answered}");
+        ensure!(b.count("SELECT COUNT(*) FROM session_turns WHERE pending_calls > 0") == 0);
+        b.store
+            .repair_session(&SessionId::new("twice"), &RepairOptions::default())?;
+        ensure!(
+            view_rows(b).is_empty(),
+            "after the mend: {:?}",
+            view_rows(b)
+        );
+        Ok((viewed, shape(&b.store.messages(&SessionId::new("twice"))?)))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+/// A session with a name of its own, so hits and lineage compare across backends.
+fn named_session(b: &Backend, name: &str, turns: &[Vec<NewMessage>]) -> Result<SessionId> {
+    let session = SessionId::new(name);
+    b.store.create_session_with_id(&session)?;
+    for turn in turns {
+        b.store.append_batch(&session, turn.clone())?;
+    }
+    Ok(session)
+}
+
+#[test]
+fn fork_and_lineage_are_the_same_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let source = named_session(
+            b,
+            "source",
+            &[turn("a", 1, 1), turn("b", 2, 2), turn("c", 0, 3)],
+        )?;
+        store.append(
+            &source,
+            NewMessage::assistant(vec![Part::text("extra")])
+                .at(t(3))
+                .with_usage(session_store::Usage::new(10, 5).model("m1")),
+        )?;
+        store.compact(&source, 1, "turn a, briefly")?;
+        // Out of range and unknown sources are refused, and nothing is written.
+        let before = b.dump();
+        let refused = store.fork(&source, 4);
+        ensure!(
+            matches!(
+                refused,
+                Err(Error::NoSuchTurn {
+                    turn: 4,
+                    turns: 3,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        ensure!(matches!(
+            store.fork(&SessionId::new("nobody"), 0),
+            Err(Error::UnknownSession(_))
+        ));
+        ensure!(b.dump() == before, "a refused fork wrote something");
+        let mut forks = Vec::new();
+        for at in 0..=3 {
+            let fork = store.fork(&source, at)?;
+            let messages = shape(&store.messages(&fork.id)?);
+            let summaries = store.summaries(&fork.id)?.len();
+            let usage = store.message_usage(&fork.id)?;
+            forks.push((
+                fork.at_turn,
+                fork.messages,
+                fork.summaries,
+                fork.uncompacted,
+                fork.tombstoned.clone(),
+                messages,
+                summaries,
+                usage,
+            ));
+        }
+        // A fork of a session with calls pending at the end: tombstones.
+        let open = named_session(b, "open", &[turn("x", 0, 4)])?;
+        store.append_batch(
+            &open,
+            vec![
+                NewMessage::user("go").at(t(5)),
+                NewMessage::assistant(vec![Part::tool_use("p1", "read", json!({}))]).at(t(5)),
+            ],
+        )?;
+        let pending = store.fork(&open, 2)?;
+        ensure!(pending.tombstoned == ["p1"], "{pending:?}");
+        let pending_shape = shape(&store.messages(&pending.id)?);
+        // A fork of a fork, then the tree; ids are random, so name them by their place.
+        let child = store.fork(&source, 2)?;
+        let grandchild = store.fork(&child.id, 1)?;
+        let lineage = store.lineage()?;
+        let depth_of = |id: &SessionId| lineage.iter().find(|l| &l.id == id).map(|l| l.depth);
+        ensure!(depth_of(&source) == Some(0));
+        ensure!(depth_of(&child.id) == Some(1));
+        ensure!(depth_of(&grandchild.id) == Some(2));
+        let gc = lineage
+            .iter()
+            .find(|l| l.id == grandchild.id)
+            .context("grandchild listed")?;
+        ensure!(gc.parent.as_ref() == Some(&child.id) && gc.forked_at_turn == Some(1));
+        ensure!(lineage.len() == store.session_ids()?.len());
+        // Deleting the parent keeps the fork as a root that remembers it was one.
+        store.delete_session(&child.id)?;
+        let after = store.lineage()?;
+        let orphan = after
+            .iter()
+            .find(|l| l.id == grandchild.id)
+            .context("grandchild kept")?;
+        ensure!(orphan.parent.is_none() && orphan.depth == 0 && orphan.forked_at_turn == Some(1));
+        let report = store.check(&[], &RepairOptions::default())?;
+        ensure!(report.violations.is_empty(), "{:?}", report.violations);
+        Ok((forks, pending_shape, lineage.len()))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+/// Sets a session's `updated_at` as other code (or time) would.
+fn age(b: &Backend, session: &str, updated_at: &str) {
+    b.exec(&format!(
+        "UPDATE sessions SET updated_at = '{updated_at}' WHERE id = '{session}'"
+    ));
+}
+
+#[test]
+fn prune_deletes_the_same_old_sessions_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        for (name, updated_at) in [
+            ("old-b", "2026-01-01T00:00:00Z"),
+            ("old-a", "2026-01-01T00:00:00Z"),
+            ("older", "2025-06-01 12:00:00"),
+            ("young", "2026-03-01T00:00:00Z"),
+            ("unreadable", "yesterday"),
+        ] {
+            named_session(b, name, &[turn(name, 1, 1)])?;
+            age(b, name, updated_at);
+        }
+        let cutoff = Utc
+            .with_ymd_and_hms(2026, 2, 1, 0, 0, 0)
+            .single()
+            .context("cutoff")?;
+        let before = b.dump();
+        let candidates = store.prune_candidates(cutoff)?;
+        ensure!(b.dump() == before, "a dry run wrote");
+        let names: Vec<&str> = candidates.iter().map(|d| d.session.as_str()).collect();
+        ensure!(names == ["older", "old-a", "old-b"], "{names:?}");
+        let deleted = store.prune(cutoff)?;
+        ensure!(deleted == candidates, "{deleted:?} != {candidates:?}");
+        let left: Vec<String> = store.session_ids()?.iter().map(|s| s.to_string()).collect();
+        ensure!(left == ["unreadable", "young"], "{left:?}");
+        ensure!(store.prune(cutoff)?.is_empty());
+        Ok(deleted)
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+/// What a hit says that does not depend on the backend's row ids or scoring scale.
+fn hit_shapes(
+    hits: &[session_store::SearchHit],
+) -> Vec<(String, i64, i64, String, String, String)> {
+    hits.iter()
+        .map(|h| {
+            (
+                h.session.to_string(),
+                h.seq,
+                h.turn,
+                h.role.clone(),
+                h.kind.clone(),
+                h.snippet.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn search_finds_and_ranks_the_same_parts_on_every_backend() -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        let deploy = named_session(
+            b,
+            "deploy",
+            &[vec![
+                NewMessage::user("Deploy the staging cluster").at(t(1)),
+                NewMessage::assistant(vec![
+                    Part::reasoning("staging first, then production", None),
+                    Part::tool_use(
+                        "d1",
+                        "run_shell",
+                        json!({"cmd": "cargo build", "path": "src/main.rs"}),
+                    ),
+                ])
+                .at(t(1)),
+                NewMessage::tool(vec![Part::tool_result(
+                    "d1",
+                    "Finished release build of session-store",
+                )])
+                .at(t(1)),
+                NewMessage::assistant(vec![Part::text(
+                    "Deployed: staging staging staging is green.",
+                )])
+                .at(t(1)),
+            ]],
+        )?;
+        named_session(
+            b,
+            "other",
+            &[vec![
+                NewMessage::user("A long note that mentions staging once among many other unrelated words about weather and lunch").at(t(2)),
+                NewMessage::assistant(vec![Part::text("Noted, nothing to deploy.")]).at(t(2)),
+            ]],
+        )?;
+        let all = SearchOptions::default();
+        let mut found = Vec::new();
+        for query in [
+            "staging",
+            "deploy staging",
+            "depl*",
+            "\"src/main.rs\"",
+            "run_shell",
+            "cargo",
+            "RELEASE build",
+            "\"unbalanced (",
+            "-",
+            "nowhere",
+        ] {
+            found.push((query, hit_shapes(&store.search(query, &all)?)));
+        }
+        // Ranking: the short text that repeats the word comes before the long one that says
+        // it once; every hit's score says so (lower is better on both backends).
+        let staging = store.search("staging", &all)?;
+        ensure!(staging.len() == 4, "{:?}", hit_shapes(&staging));
+        ensure!(
+            staging[0].seq == 4 && staging[0].session == deploy,
+            "{:?}",
+            hit_shapes(&staging)
+        );
+        ensure!(
+            staging.last().map(|h| h.session.as_str()) == Some("other"),
+            "{:?}",
+            hit_shapes(&staging)
+        );
+        ensure!(staging.windows(2).all(|w| w[0].score <= w[1].score));
+        // One session, a limit, a highlight of the caller's.
+        let options = SearchOptions {
+            session: Some(deploy.clone()),
+            limit: 2,
+            highlight: ("<b>".into(), "</b>".into()),
+            ..Default::default()
+        };
+        let mine = store.search("staging", &options)?;
+        ensure!(mine.len() == 2 && mine.iter().all(|h| h.session == deploy));
+        ensure!(
+            mine[0].snippet.contains("<b>staging</b>"),
+            "{:?}",
+            mine[0].snippet
+        );
+        let unknown = SearchOptions {
+            session: Some(SessionId::new("nobody")),
+            ..Default::default()
+        };
+        ensure!(matches!(
+            store.search("staging", &unknown),
+            Err(Error::UnknownSession(_))
+        ));
+        ensure!(matches!(
+            store.search("", &unknown),
+            Err(Error::UnknownSession(_))
+        ));
+        // Deleted and reverted parts are not found; an undo finds them again.
+        store.revert_to_turn(&deploy, 0)?;
+        ensure!(
+            store.search("cargo", &all)?.is_empty(),
+            "a reverted part was found"
+        );
+        store.undo_revert(&deploy)?;
+        ensure!(store.search("cargo", &all)?.len() == 1);
+        store.delete_session(&SessionId::new("other"))?;
+        ensure!(
+            store.search("weather", &all)?.is_empty(),
+            "a deleted part was found"
+        );
+        // A long text: a window of about `snippet_tokens` words around the match, cut
+        // with `…` on the sides it stops short of.
+        let long = named_session(
+            b,
+            "long",
+            &[vec![NewMessage::user(
+                "one two three four five six seven eight nine ten eleven twelve thirteen \
+                 fourteen fifteen sixteen seventeen eighteen nineteen twenty kubernetes \
+                 twentyone twentytwo twentythree twentyfour twentyfive twentysix twentyseven",
+            )
+            .at(t(6))]],
+        )?;
+        let mut windows = Vec::new();
+        for (query, tokens) in [
+            ("kubernetes", 6),
+            ("kubernetes", 64),
+            ("one", 5),
+            ("twentyseven", 5),
+            ("kubernetes twentyfive", 8),
+        ] {
+            let options = SearchOptions {
+                session: Some(long.clone()),
+                snippet_tokens: tokens,
+                ..Default::default()
+            };
+            windows.push(hit_shapes(&store.search(query, &options)?));
+        }
+        Ok((found, hit_shapes(&mine), windows))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn the_usage_report_sums_the_same_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "costly", &[turn("a", 1, 1)])?;
+        store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("more").at(t(2)),
+                NewMessage::assistant(vec![Part::tool_use("u1", "read", json!({}))])
+                    .at(t(2))
+                    .with_usage(
+                        session_store::Usage::new(100, 20)
+                            .model("small")
+                            .cache(50, 7),
+                    ),
+                NewMessage::tool(vec![Part::tool_result("u1", "ok")]).at(t(2)),
+                NewMessage::assistant(vec![Part::text("done")])
+                    .at(t(2))
+                    .with_usage(session_store::Usage::new(300, 40).model("large")),
+                NewMessage::user("again").at(t(3)),
+                NewMessage::assistant(vec![Part::text("fine")])
+                    .at(t(3))
+                    .with_usage(session_store::Usage {
+                        output_tokens: Some(3),
+                        ..Default::default()
+                    }),
+            ],
+        )?;
+        let usage = store.usage(&session)?;
+        ensure!(usage.turns.len() == 2, "{usage:?}");
+        ensure!(usage.turns[0].models == ["small", "large"], "{usage:?}");
+        ensure!(usage.turns[0].tokens.input_tokens == Some(400));
+        ensure!(
+            usage.turns[1].tokens.input_tokens.is_none(),
+            "a sum of NULLs is None"
+        );
+        ensure!(usage.total.messages == 3 && usage.total.output_tokens == Some(63));
+        ensure!(matches!(
+            store.usage(&SessionId::new("nobody")),
+            Err(Error::UnknownSession(_))
+        ));
+        Ok(usage)
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn the_size_report_counts_the_same_content_and_reclaim_runs_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let big = named_session(b, "big", &[turn("big", 2, 1), turn("more", 1, 2)])?;
+        store.append(&big, NewMessage::user("héllo wörld, 4 bytes: 🦀").at(t(3)))?;
+        named_session(b, "small", &[turn("s", 0, 1)])?;
+        let report = store.size_report(1)?;
+        ensure!(report.sessions == 2, "{report:?}");
+        ensure!(report.largest.len() == 1 && report.largest[0].session == big);
+        ensure!(report.tool_output_bytes > 0 && report.content_bytes > report.tool_output_bytes);
+        ensure!(report.file_bytes > 0, "{report:?}");
+        ensure!(report.search_index_bytes > 0, "{report:?}");
+        for table in ["messages", "parts", "sessions"] {
+            ensure!(
+                report.objects.iter().any(|o| o.name == table),
+                "{table} missing from {:?}",
+                report.objects
+            );
+        }
+        ensure!(report.objects.windows(2).all(|w| w[0].bytes >= w[1].bytes));
+        let contents = (
+            report.sessions,
+            report.content_bytes,
+            report.tool_output_bytes,
+            report.largest.clone(),
+        );
+        // Delete, then give the space back: both calls work and measure something.
+        store.delete_session(&big)?;
+        let reclaimed = store.reclaim_space()?;
+        ensure!(
+            reclaimed.before_bytes > 0 && reclaimed.after_bytes > 0,
+            "{reclaimed:?}"
+        );
+        let full = store.vacuum()?;
+        ensure!(full.full_vacuum, "{full:?}");
+        ensure!(
+            full.after_bytes <= reclaimed.before_bytes,
+            "{full:?} after {reclaimed:?}"
+        );
+        ensure!(store.bytes_on_disk() > 0);
+        let after = store.size_report(5)?;
+        ensure!(after.sessions == 1 && after.largest.len() == 1);
+        Ok((contents, after.content_bytes))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn a_common_word_is_ranked_among_its_newest_matches_only_on_every_backend() -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "birds", &[])?;
+        store.append(&session, NewMessage::user("heron heron heron").at(t(1)))?;
+        for n in 0..10 {
+            store.append(
+                &session,
+                NewMessage::user(format!(
+                    "a heron and {n} other birds in a long list of words"
+                ))
+                .at(t(1)),
+            )?;
+        }
+        let all = store.search("heron", &SearchOptions::default())?;
+        ensure!(all.len() == 11 && all[0].seq == 1, "{:?}", hit_shapes(&all));
+        let newest = SearchOptions {
+            max_ranked: 5,
+            ..SearchOptions::default()
+        };
+        let mut seqs: Vec<i64> = store
+            .search("heron", &newest)?
+            .iter()
+            .map(|h| h.seq)
+            .collect();
+        seqs.sort_unstable();
+        ensure!(seqs == [7, 8, 9, 10, 11], "{seqs:?}");
+        Ok(hit_shapes(&all))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn rows_other_code_writes_updates_and_deletes_are_searched_as_they_are_on_every_backend(
+) -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        named_session(b, "script", &[turn("s", 1, 1)])?;
+        b.exec(
+            "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+                 VALUES ('script', 99, 0, 'assistant', 0, '2026-01-01T00:00:00Z');
+             INSERT INTO parts (message_id, ordinal, kind, text, is_error)
+                 VALUES ((SELECT id FROM messages WHERE session_id = 'script' AND seq = 99),
+                         0, 'text', 'written by a python script: pelican', 0);",
+        );
+        let found = |query: &str| -> Result<Vec<i64>> {
+            Ok(store
+                .search(query, &SearchOptions::default())?
+                .iter()
+                .map(|h| h.seq)
+                .collect())
+        };
+        ensure!(found("pelican")? == [99]);
+        b.exec("UPDATE parts SET text = 'now it says flamingo' WHERE text LIKE '%pelican%'");
+        ensure!(
+            found("pelican")?.is_empty(),
+            "an updated part is found by its old text"
+        );
+        ensure!(found("flamingo")? == [99]);
+        b.exec("DELETE FROM parts WHERE text LIKE '%flamingo%'");
+        ensure!(found("flamingo")?.is_empty(), "a deleted part is found");
+        Ok(())
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn search_syntax_in_a_query_is_just_text_on_every_backend() -> Result<()> {
+    use session_store::SearchOptions;
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "syntax", &[])?;
+        store.append(
+            &session,
+            NewMessage::user("error: \"file not found\" (code 2) NEAR the AND gate, é and 漢字")
+                .at(t(1)),
+        )?;
+        let mut counts = Vec::new();
+        for query in [
+            "\"file",
+            "(code",
+            "NEAR(",
+            "AND",
+            "OR",
+            "NOT",
+            "code:2",
+            "*",
+            "-",
+            "^gate",
+            "file*",
+            "\"\"\"",
+            "gate)",
+            "col:text",
+            "{text}",
+            "+",
+            "a\u{0}b",
+            "'",
+            "\\",
+            "a & b | !c",
+            "<->",
+            "gate:*",
+            "\"file not\"",
+            "AND gate",
+            "fou*",
+            "漢字",
+            "é",
+        ] {
+            let hits = store.search(query, &SearchOptions::default());
+            let hits = hits.with_context(|| format!("query {query:?}"))?;
+            counts.push((query, hits.len()));
+        }
+        Ok(counts)
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn forks_beside_a_live_writer_are_whole_turn_prefixes_on_every_backend() -> Result<()> {
+    on_each(|b| {
+        let store = &b.store;
+        let source = session_of(b, &[1])?;
+        let writer = {
+            let (store, source) = (b.reopen(), source.clone());
+            std::thread::spawn(move || -> session_store::Result<()> {
+                for n in 0..20 {
+                    store.append_batch(&source, turn(&format!("live{n}"), 1 + n % 3, 5))?;
+                }
+                Ok(())
+            })
+        };
+        let mut forks = Vec::new();
+        for _ in 0..10 {
+            let turns = store
+                .messages(&source)?
+                .last()
+                .map_or(0, |m| m.turn_index + 1);
+            forks.push(store.fork(&source, turns)?);
+        }
+        writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("writer panicked"))??;
+        let all = store.messages(&source)?;
+        for fork in forks {
+            let copied = store.messages(&fork.id)?;
+            ensure!(fork.tombstoned.is_empty(), "each turn is appended whole");
+            ensure!(copied.len() <= all.len());
+            for (copy, original) in copied.iter().zip(&all) {
+                ensure!((copy.seq, &copy.parts) == (original.seq, &original.parts));
+            }
+            let next = all.get(copied.len()).map(|m| m.role);
+            ensure!(
+                matches!(next, None | Some(Role::User)),
+                "a fork ends at a turn boundary"
+            );
+        }
+        let report = store.check(&[], &RepairOptions::default())?;
+        ensure!(report.violations.is_empty(), "{:?}", report.violations);
+        Ok(())
+    })?;
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// No string a person can type makes the search fail, and both backends find it in the
+    /// same parts. (The text has no accented letter: SQLite's tokenizer removes diacritics
+    /// and PostgreSQL's does not, a documented difference a random `e` would hit.)
+    #[test]
+    fn no_query_is_an_error_and_both_backends_agree(
+        query in "\\PC{0,30}",
+        ascii in "[ -~]{0,30}",
+    ) {
+        thread_local! {
+            static BACKENDS: Vec<Backend> = {
+                let all = backends();
+                for b in &all {
+                    let session = SessionId::new("text");
+                    b.store.create_session_with_id(&session).expect("session");
+                    b.store
+                        .append(&session, NewMessage::user("some text to match against, 漢字 (x) \"y\" a-b c_d"))
+                        .expect("append");
+                }
+                all
+            };
+        }
+        BACKENDS.with(|all| {
+            for q in [&query, &ascii] {
+                let mut found = Vec::new();
+                for b in all {
+                    let hits = b.store.search(q, &session_store::SearchOptions::default());
+                    proptest::prop_assert!(hits.is_ok(), "{}: {:?}: {:?}", b.name, q, hits);
+                    found.push(hits.map(|h| hit_shapes(&h)).unwrap_or_default());
+                }
+                proptest::prop_assert!(found.windows(2).all(|w| w[0] == w[1]), "{:?}: {:?}", q, found);
+            }
+            Ok(())
+        })?;
+    }
 }

@@ -2,7 +2,9 @@
 //! together (each migration must run once, under the advisory lock, or two of them fail on
 //! the same `CREATE TABLE`), a migration history from a newer build or a foreign one (refused
 //! before anything is written, as on SQLite), and a read-only store (every write refused with
-//! a typed error). Skipped, with a note, when `SESSION_STORE_TEST_PG` is unset.
+//! a typed error), and forensic views in PostgreSQL's dialect that drift from the library's
+//! check (random raw sessions, as `views_props.rs` writes them into SQLite). Skipped, with a
+//! note, when `SESSION_STORE_TEST_PG` is unset.
 
 use session_store::{Error, NewMessage, Store, StoreOptions};
 
@@ -88,4 +90,161 @@ fn a_read_only_store_refuses_every_write_with_a_typed_error() {
         .expect_err("a read-only store writes nothing");
     assert!(err.is_read_only(), "{err:?}");
     assert!(reader.messages(&session).expect("reads work").is_empty());
+    // The second release's writes too: fork, delete, prune, and VACUUM (which runs outside
+    // a transaction, so the read-only transaction cannot refuse it by itself).
+    let far = session_store::clock() + chrono::TimeDelta::days(1);
+    let refused = [
+        reader.fork(&session, 0).map(drop),
+        reader.delete_session(&session).map(drop),
+        reader.prune(far).map(drop),
+        reader.reclaim_space().map(drop),
+        reader.vacuum().map(drop),
+    ];
+    for result in refused {
+        let err = result.expect_err("a read-only store writes nothing");
+        assert!(err.is_read_only(), "{err:?}");
+    }
+    assert!(reader.has_session(&session).expect("still there"));
+    // Reads of the second release work.
+    assert_eq!(reader.prune_candidates(far).expect("candidates").len(), 1);
+    assert_eq!(reader.lineage().expect("lineage").len(), 1);
+    reader.size_report(1).expect("size report");
+    reader.usage(&session).expect("usage");
+    reader
+        .search("anything", &Default::default())
+        .expect("search");
+}
+
+/// Writes `views_props`' random sessions into PostgreSQL with raw SQL, as other code might.
+fn write_raw(client: &mut postgres::Client, sessions: &[crate::views_props::RawSession]) {
+    use crate::views_props::RawPart;
+    let at = "2026-01-01T00:00:00.000000Z";
+    for (n, session) in sessions.iter().enumerate() {
+        let sid = format!("s{n}");
+        client
+            .execute(
+                "INSERT INTO sessions (id, created_at, updated_at) VALUES ($1, $2, $2)",
+                &[&sid, &at],
+            )
+            .expect("session");
+        let (mut seq, mut users) = (0i64, 0i64);
+        for (index, m) in session.messages.iter().enumerate() {
+            seq += if m.gaps { 3 } else { 1 };
+            users += i64::from(m.role == "user");
+            let turn = (users - 1).max(0) + m.turn_offset;
+            let compacted = i64::from((index < session.compacted_prefix) != m.flip_compacted);
+            let message_id: i64 = client
+                .query_one(
+                    "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+                    &[&sid, &seq, &turn, &m.role, &compacted, &at],
+                )
+                .expect("message")
+                .get(0);
+            let step = if m.gaps { 5 } else { 1 };
+            for (k, part) in m.parts.iter().enumerate() {
+                let (kind, text, tool_use_id, name, input) = match *part {
+                    RawPart::Text => ("text", Some("words"), None, None, None),
+                    RawPart::Use(id) => ("tool_use", None, id, Some("bash"), Some("{}")),
+                    RawPart::Result(id) => ("tool_result", Some("ok"), id, None, None),
+                };
+                client
+                    .execute(
+                        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        &[&message_id, &(k as i64 * step), &kind, &text, &tool_use_id, &name, &input],
+                    )
+                    .expect("part");
+            }
+        }
+    }
+}
+
+type Problem = (String, String, i64, Option<i64>);
+
+#[test]
+fn the_postgres_views_report_exactly_what_the_check_reports() {
+    use proptest::prelude::*;
+    use session_store::{HealthRule, RepairOptions};
+    use std::collections::BTreeSet;
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("migrate");
+    let client = std::cell::RefCell::new(schema.client());
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(32));
+    let strategy = prop::collection::vec(crate::views_props::session(), 1..4);
+    let outcome = runner.run(&strategy, |sessions| {
+        let mut client = client.borrow_mut();
+        client
+            .batch_execute("TRUNCATE sessions CASCADE")
+            .expect("empty the schema");
+        write_raw(&mut client, &sessions);
+        let library: BTreeSet<Problem> = store
+            .check(&[], &RepairOptions::default())
+            .expect("check")
+            .violations
+            .into_iter()
+            .map(|v| {
+                (
+                    v.session_id.to_string(),
+                    v.rule.to_string(),
+                    v.seq,
+                    v.part.map(|p| p as i64),
+                )
+            })
+            .collect();
+        let mut views = BTreeSet::new();
+        for row in client
+            .query("SELECT session_id, rule, seq, part, detail FROM problems", &[])
+            .expect("problems")
+        {
+            let detail: Option<String> = row.get(4);
+            prop_assert!(detail.is_some_and(|d| !d.is_empty()), "a row without detail");
+            views.insert((row.get(0), row.get(1), row.get(2), row.get(3)));
+        }
+        prop_assert_eq!(&views, &library);
+        for n in 0..sessions.len() {
+            let sid = format!("s{n}");
+            let one: BTreeSet<Problem> = client
+                .query(
+                    "SELECT session_id, rule, seq, part FROM problems WHERE session_id = $1",
+                    &[&sid],
+                )
+                .expect("one session")
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                .collect();
+            let expected: BTreeSet<Problem> = views.iter().filter(|p| p.0 == sid).cloned().collect();
+            prop_assert_eq!(one, expected);
+        }
+        for rule in HealthRule::ALL {
+            let rows: BTreeSet<Problem> = client
+                .query(&format!("SELECT session_id, rule, seq, part FROM problem_{rule}"), &[])
+                .expect("rule view")
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                .collect();
+            let expected: BTreeSet<Problem> =
+                views.iter().filter(|p| p.1 == rule.as_str()).cloned().collect();
+            prop_assert_eq!(rows, expected, "problem_{}", rule);
+        }
+        let turns: BTreeSet<(String, i64, i64)> = client
+            .query("SELECT session_id, turn, pending_calls FROM session_turns WHERE pending_calls > 0", &[])
+            .expect("session_turns")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        let calls: BTreeSet<(String, i64, i64)> = client
+            .query("SELECT session_id, turn, COUNT(*) FROM tool_calls WHERE pending GROUP BY session_id, turn", &[])
+            .expect("tool_calls")
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        prop_assert_eq!(turns, calls);
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
 }

@@ -205,3 +205,99 @@ fn sessions_show_cancel_and_delete_run_on_a_url() {
     assert_eq!(code(&delete), 0, "{delete:?}");
     assert!(!pg.store.has_session(&session).expect("has_session"));
 }
+
+#[test]
+fn fork_tree_search_usage_prune_and_size_run_on_a_url() {
+    let Some(pg) = postgres() else { return };
+    let url = pg.location();
+    let session = pg.store.create_session().expect("session");
+    pg.store
+        .append_batch(&session, crate::conformance::turn_for_tests(1))
+        .expect("append");
+    pg.store
+        .append_batch(
+            &session,
+            vec![
+                session_store::NewMessage::user("deploy the staging cluster"),
+                session_store::NewMessage::assistant(vec![session_store::Part::text("deployed")])
+                    .with_usage(session_store::Usage::new(120, 30).model("m")),
+            ],
+        )
+        .expect("append");
+
+    let fork = run(
+        TOOL,
+        &["--db", &url, "fork", session.as_str(), "--at-turn", "1"],
+    );
+    assert_eq!(code(&fork), 0, "{fork:?}");
+    let child = SessionId::new(String::from_utf8_lossy(&fork.stdout).trim());
+    assert_eq!(
+        pg.store.messages(&child).expect("fork's messages").len(),
+        crate::conformance::turn_for_tests(1).len()
+    );
+    let tree = run(TOOL, &["--db", &url, "sessions", "--tree"]);
+    assert_eq!(code(&tree), 0, "{tree:?}");
+    assert!(
+        String::from_utf8_lossy(&tree.stdout).contains(child.as_str()),
+        "{tree:?}"
+    );
+
+    let search = run(TOOL, &["--db", &url, "search", "staging", "--json"]);
+    assert_eq!(code(&search), 0, "{search:?}");
+    let hits: Value = serde_json::from_slice(&search.stdout).expect("json");
+    assert_eq!(hits[0]["session"], session.as_str(), "{hits}");
+    assert_eq!(hits[0]["snippet"], "deploy the [staging] cluster", "{hits}");
+
+    let usage = run(TOOL, &["--db", &url, "usage", session.as_str(), "--json"]);
+    assert_eq!(code(&usage), 0, "{usage:?}");
+    let usage: Value = serde_json::from_slice(&usage.stdout).expect("json");
+    assert_eq!(usage["total"]["input_tokens"], 120, "{usage}");
+
+    let size = run(TOOL, &["--db", &url, "size", "--json", "--reclaim"]);
+    assert_eq!(code(&size), 0, "{size:?}");
+    let size: Value = serde_json::from_slice(&size.stdout).expect("json");
+    assert_eq!(size["sessions"], 2, "{size}");
+    assert!(size["file_bytes"].as_u64().unwrap_or(0) > 0, "{size}");
+    assert!(
+        size["reclaimed"]["after_bytes"].as_u64().unwrap_or(0) > 0,
+        "{size}"
+    );
+    let text = run(TOOL, &["--db", &url, "size", "--vacuum"]);
+    assert_eq!(code(&text), 0, "{text:?}");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("(full VACUUM)") && text.contains("tables and indexes"),
+        "{text}"
+    );
+
+    // Nothing is that old: a dry run and a prune keep everything.
+    let before = pg.dump();
+    let dry = run(
+        TOOL,
+        &[
+            "--db",
+            &url,
+            "prune",
+            "--older-than",
+            "1d",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert_eq!(code(&dry), 0, "{dry:?}");
+    assert_eq!(pg.dump(), before, "a dry run wrote");
+    pg.exec(&format!(
+        "UPDATE sessions SET updated_at = '2020-01-01T00:00:00Z' WHERE id = '{}'",
+        child.as_str()
+    ));
+    let prune = run(
+        TOOL,
+        &["--db", &url, "prune", "--older-than", "1d", "--json"],
+    );
+    assert_eq!(code(&prune), 0, "{prune:?}");
+    let pruned: Value = serde_json::from_slice(&prune.stdout).expect("json");
+    assert_eq!(pruned["deleted"], 1, "{pruned}");
+    assert_eq!(pruned["sessions"][0]["session"], child.as_str(), "{pruned}");
+    assert!(!pg.store.has_session(&child).expect("has_session"));
+    assert!(pg.store.has_session(&session).expect("has_session"));
+}

@@ -21,6 +21,7 @@ mod fuzz_targets;
 mod hostile;
 mod idempotency;
 mod import_fixtures;
+mod import_stream;
 mod last_turns;
 mod lossless;
 mod manage_cli;

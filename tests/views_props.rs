@@ -17,32 +17,32 @@ use proptest::test_runner::TestRunner;
 use rusqlite::{params, Connection};
 use session_store::{HealthRule, RepairOptions, Store};
 
-type Id = Option<&'static str>;
+pub(crate) type Id = Option<&'static str>;
 
 #[derive(Clone, Debug)]
-enum RawPart {
+pub(crate) enum RawPart {
     Text,
     Use(Id),
     Result(Id),
 }
 
 #[derive(Clone, Debug)]
-struct RawMessage {
-    role: &'static str,
-    parts: Vec<RawPart>,
+pub(crate) struct RawMessage {
+    pub(crate) role: &'static str,
+    pub(crate) parts: Vec<RawPart>,
     /// Added to the contract's turn index when stored (mostly 0).
-    turn_offset: i64,
+    pub(crate) turn_offset: i64,
     /// Inverts the session's compaction prefix for this message.
-    flip_compacted: bool,
+    pub(crate) flip_compacted: bool,
     /// Leaves a hole in `seq` before this message, and in `ordinal` between its parts.
-    gaps: bool,
+    pub(crate) gaps: bool,
 }
 
 #[derive(Clone, Debug)]
-struct RawSession {
-    messages: Vec<RawMessage>,
+pub(crate) struct RawSession {
+    pub(crate) messages: Vec<RawMessage>,
     /// Messages `0..compacted_prefix` are compacted (before flips).
-    compacted_prefix: usize,
+    pub(crate) compacted_prefix: usize,
 }
 
 fn id() -> impl Strategy<Value = Id> {
@@ -138,7 +138,8 @@ fn tool_round() -> impl Strategy<Value = Vec<RawMessage>> {
         })
 }
 
-fn session() -> impl Strategy<Value = RawSession> {
+/// Random sessions, healthy and broken (also written into PostgreSQL by `postgres.rs`).
+pub(crate) fn session() -> impl Strategy<Value = RawSession> {
     let chunk = prop_oneof![
         2 => any_message(),
         1 => message(Just("user"), Just(vec![RawPart::Text])).prop_map(|m| vec![m]),

@@ -57,7 +57,9 @@ pub use history::compaction::{
 pub use history::paging::{page_last_turn, Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use history::turns::turn_indexes;
+pub use import::stream::validate as validate_transcript;
 pub use model::Usage;
+pub use store::ImportSummary;
 pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
     ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,

@@ -1,11 +1,11 @@
 //! `import`: a new session from a transcript file, in one transaction.
 
-use std::io::{Read, Write};
+use std::io::{Cursor, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use session_store::{confirm_format_of, detect_format_of, Sample};
-use session_store::{import_transcript, transcript_text, Format};
+use session_store::{is_database_url, validate_transcript, Format};
 
 use crate::{open, ImportFormat};
 
@@ -16,10 +16,10 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let db = open::path(db)?;
-    let bytes = read_input(file)?;
-    let text = transcript_text(&bytes).with_context(|| format!("{} refused", file.display()))?;
-    // Never read a file as a format it is not: detect it, or confirm the format named.
-    let sample = Sample::of(text);
+    let mut input = open_input(file)?;
+    // Never read a file as a format it is not: detect it, or confirm the format named. The
+    // sample holds the first elements of a document's arrays, not the whole file.
+    let sample = Sample::read(&mut input).with_context(|| format!("{} refused", file.display()))?;
     let format = match format {
         ImportFormat::Auto => {
             detect_format_of(&sample).with_context(|| format!("{} refused", file.display()))?
@@ -40,46 +40,87 @@ pub fn run(
     };
     drop(sample);
     tracing::info!(file = %file.display(), %format, "importing");
-    // Parse before opening the database, so refused input never creates a file.
-    let imported = import_transcript(format, text)
-        .with_context(|| format!("{} refused as {format}", file.display()))?;
-    let tombstoned = imported.tombstoned.len();
-    let orphans = imported.orphans_as_text;
-    let warnings = imported.warnings.clone();
+    // Refused input never creates a database file: a new one is only made once a dry run
+    // (which stores nothing and holds one message at a time) has read the whole transcript.
+    if !is_database_url(&db.to_string_lossy()) && !db.exists() {
+        rewind(&mut input, file)?;
+        let messages = validate_transcript(format, &mut input)
+            .with_context(|| format!("{} refused as {format}", file.display()))?;
+        tracing::debug!(messages, "checked");
+    }
+    rewind(&mut input, file)?;
     let store = open::or_create(db)?;
-    tracing::debug!(messages = imported.messages.len(), "parsed");
     let stored = store
-        .import(&imported)
-        .with_context(|| format!("cannot import {}", file.display()))?;
+        .import_reader(format, &mut input)
+        .map_err(|error| match error {
+            session_store::Error::Import(refused) => anyhow::Error::new(refused)
+                .context(format!("{} refused as {format}", file.display())),
+            other => anyhow::Error::new(other).context(format!("cannot import {}", file.display())),
+        })?;
+    tracing::debug!(messages = stored.messages, "stored");
     let session = stored.session;
     for child in &stored.children {
         eprintln!(
             "session-store: a sub-agent's conversation was imported as child session {child}"
         );
     }
+    let tombstoned = stored.tombstoned.len();
     if tombstoned > 0 {
         eprintln!(
             "session-store: {tombstoned} tool call(s) had no result before the conversation moved on; answered with tombstones"
         );
     }
+    let orphans = stored.orphans_as_text;
     if orphans > 0 {
         eprintln!("session-store: {orphans} tool result(s) answered no call and were kept as text");
     }
-    for warning in warnings {
+    for warning in stored.warnings {
         eprintln!("session-store: {}", crate::terminal::escape_line(&warning));
     }
     writeln!(out, "{session}")?;
     Ok(())
 }
 
-/// The input's bytes; `transcript_text` checks they are UTF-8 and says where they are not.
-fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
+/// The input, read from its start again (a streamed import reads it more than once).
+fn rewind(input: &mut Input, file: &Path) -> anyhow::Result<()> {
+    input
+        .seek(SeekFrom::Start(0))
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    Ok(())
+}
+
+/// A transcript to read: a regular file, or stdin's bytes (a pipe cannot be read twice).
+enum Input {
+    File(std::fs::File),
+    Bytes(Cursor<Vec<u8>>),
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Input::File(file) => file.read(buf),
+            Input::Bytes(bytes) => bytes.read(buf),
+        }
+    }
+}
+
+impl Seek for Input {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        match self {
+            Input::File(file) => file.seek(to),
+            Input::Bytes(bytes) => bytes.seek(to),
+        }
+    }
+}
+
+/// The input; the importer checks it is UTF-8 and says where it is not.
+fn open_input(file: &Path) -> anyhow::Result<Input> {
     if file.as_os_str() == "-" {
         let mut bytes = Vec::new();
         std::io::stdin()
             .read_to_end(&mut bytes)
             .context("cannot read stdin")?;
-        return Ok(bytes);
+        return Ok(Input::Bytes(Cursor::new(bytes)));
     }
     // A FIFO or device would block the read or never end: only regular files are read.
     let metadata =
@@ -87,5 +128,7 @@ fn read_input(file: &Path) -> anyhow::Result<Vec<u8>> {
     if !metadata.is_file() {
         anyhow::bail!("{} is not a regular file", file.display());
     }
-    std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))
+    let opened =
+        std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    Ok(Input::File(opened))
 }

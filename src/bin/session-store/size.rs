@@ -44,14 +44,25 @@ pub fn run(
             }
         )?;
     }
-    writeln!(
-        out,
-        "file {} (free {}), wal {}, search index {}",
-        bytes(report.file_bytes),
-        bytes(report.free_bytes),
-        bytes(report.wal_bytes),
-        bytes(report.search_index_bytes)
-    )?;
+    if store.is_postgres() {
+        // No file: the tables and indexes of the store's schema (free pages and WAL are the
+        // server's, reported as 0).
+        writeln!(
+            out,
+            "tables and indexes {}, search index {}",
+            bytes(report.file_bytes),
+            bytes(report.search_index_bytes)
+        )?;
+    } else {
+        writeln!(
+            out,
+            "file {} (free {}), wal {}, search index {}",
+            bytes(report.file_bytes),
+            bytes(report.free_bytes),
+            bytes(report.wal_bytes),
+            bytes(report.search_index_bytes)
+        )?;
+    }
     writeln!(
         out,
         "{} session(s): content {}, of which tool output {} ({}%)",

@@ -11,25 +11,45 @@
 use serde_json::Value;
 
 use super::blocks::{content_blocks, split};
+use super::json::Top;
+use super::stream::Document;
 use super::{
-    as_object, messages_of, parse_document, string_field, type_name, Assembler, ImportError,
-    Imported, Leniency, Location,
+    as_object, messages_of, string_field, type_name, Assembler, ImportError, Imported, Leniency,
+    Location, Rest,
 };
 use crate::model::{NewMessage, Part, Role};
 
 /// Imports an Anthropic Messages request body.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let body = parse_document(text)?;
-    let messages = messages_of(&body)?;
-    let system = match body.get("system") {
-        None | Some(Value::Null) => None,
-        Some(system) => system_message(system, &Location::path("system"))?,
-    };
-    let mut assembler = Assembler::new(Leniency::STRICT);
-    let model = super::model_name("anthropic", body.get("model"));
-    for (index, message) in messages.iter().enumerate() {
+    super::stream::collect::<Body>(text)
+}
+
+/// A body being read, one message at a time ([`super::stream`]).
+pub(crate) struct Body {
+    assembler: Assembler,
+    model: Option<String>,
+}
+
+impl Document for Body {
+    const STREAM: &'static str = "messages";
+    const FIELDS: &'static [&'static str] = &["system", "model"];
+
+    fn begin(top: Top) -> Result<Self, ImportError> {
+        messages_of(&top)?;
+        let system = match top.fields.get("system") {
+            None | Some(Value::Null) => None,
+            Some(system) => system_message(system, &Location::path("system"))?,
+        };
+        let mut assembler = Assembler::new(Leniency::STRICT);
+        assembler.set_system(system);
+        let model = super::model_name("anthropic", top.fields.get("model"));
+        Ok(Self { assembler, model })
+    }
+
+    fn element(&mut self, index: usize, message: Value) -> Result<(), ImportError> {
+        let assembler = &mut self.assembler;
         let at = Location::path(format!("messages[{index}]"));
-        let object = as_object(message, &at, "a message")?;
+        let object = as_object(&message, &at, "a message")?;
         let role = string_field(object, "role", &at)?;
         let Some(content) = object.get("content") else {
             return Err(ImportError::malformed(&at, "missing \"content\""));
@@ -54,7 +74,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     ));
                 }
                 let mut message = NewMessage::assistant(non_empty(parts));
-                message.model = model.clone();
+                message.model = self.model.clone();
                 message.usage = super::usage::anthropic(object);
                 assembler.push(&at, message)?;
             }
@@ -65,8 +85,16 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 ))
             }
         }
+        Ok(())
     }
-    assembler.finish(system, &Location::path("messages"))
+
+    fn assembler(&mut self) -> &mut Assembler {
+        &mut self.assembler
+    }
+
+    fn finish(self) -> Result<Rest, ImportError> {
+        self.assembler.finish_rest(&Location::path("messages"))
+    }
 }
 
 /// `content: []` is legal JSON but no message: keep it as one empty text part, so the index

@@ -43,10 +43,13 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use std::io::BufRead;
+
 use super::blocks::{content_blocks, split};
+use super::stream::{Batches, Log, Streamed, StreamedChild};
 use super::{
-    as_object, json as parse, tag, Assembler, ImportError, Imported, ImportedChild,
-    ImportedCompaction, Leniency, Location,
+    as_object, json as parse, tag, Assembler, ImportError, Imported, ImportedCompaction, Leniency,
+    Location,
 };
 use crate::model::{NewMessage, Part, Role};
 
@@ -61,258 +64,403 @@ struct Entry<'a> {
 
 /// Imports a Claude Code session log.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let (values, warnings) = parse_lines(text)?;
-    let mut entries = Vec::new();
-    let mut seen_uuids = HashSet::new();
-    let mut title = None;
-    for (line, value) in &values {
-        let at = Location::line(*line);
-        let fields = as_object(value, &at, "a log entry")?;
-        let assistant = match fields.get("type").and_then(Value::as_str) {
-            Some("assistant") => true,
-            Some("user") => false,
-            // The title Claude Code gives a session (the latest one wins).
-            Some("summary") => {
-                if let Some(summary) = fields.get("summary").and_then(Value::as_str) {
-                    if !crate::history::blank::is_blank(summary) {
-                        title = Some(summary.to_owned());
-                    }
-                }
-                continue;
-            }
-            _ => continue,
-        };
-        if let Some(uuid) = fields.get("uuid").and_then(Value::as_str) {
-            if !seen_uuids.insert(uuid) {
-                continue;
-            }
-        }
-        let Some(message) = fields.get("message") else {
-            return Err(ImportError::malformed(&at, "missing \"message\""));
-        };
-        let message = as_object(message, &at.join("message"), "a message")?;
-        entries.push(Entry {
-            line: *line,
-            assistant,
-            message,
-            fields,
-            sidechain: fields.get("isSidechain") == Some(&Value::Bool(true)),
-        });
-    }
-    let end = Location::line(values.last().map_or(0, |(line, _)| *line));
-    let only_sidechain = entries.iter().all(|e| e.sidechain);
-    let main: Vec<&Entry<'_>> = entries
-        .iter()
-        .filter(|entry| only_sidechain || !entry.sidechain)
-        .collect();
-    let mut imported = assemble(&main, &end)?;
-    if !only_sidechain {
-        // Sub-agents written into the main log: one child session per agent, in order of
-        // first appearance, linked to the Task call whose prompt started it.
-        let mut agents: Vec<(&str, Vec<&Entry<'_>>)> = Vec::new();
-        for entry in entries.iter().filter(|entry| entry.sidechain) {
-            let agent = entry
-                .fields
-                .get("agentId")
-                .and_then(Value::as_str)
-                .unwrap_or("sidechain");
-            match agents.iter_mut().find(|(id, _)| *id == agent) {
-                Some((_, group)) => group.push(entry),
-                None => agents.push((agent, vec![entry])),
-            }
-        }
-        for (_, group) in agents {
-            let child = assemble(&group, &end)?;
-            let spawned_by = spawning_call(&imported, &child);
-            imported.children.push(ImportedChild {
-                spawned_by,
-                imported: child,
-            });
-        }
-    }
-    imported.warnings = warnings;
-    imported.title = title;
-    Ok(imported)
+    super::stream::collect_log::<Session>(text)
 }
 
-/// The Task call of `parent` whose prompt is the first user text of `child`.
-fn spawning_call(parent: &Imported, child: &Imported) -> Option<String> {
-    let first_text = child
-        .messages
-        .iter()
-        .find(|m| m.role == Role::User)?
-        .parts
-        .iter()
-        .find_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })?;
-    parent
-        .messages
-        .iter()
-        .flat_map(|m| &m.parts)
-        .find_map(|p| match p {
-            Part::ToolUse { id, input, .. }
-                if input.get("prompt").and_then(Value::as_str) == Some(first_text) =>
-            {
-                Some(id.clone())
-            }
-            _ => None,
-        })
+/// A log being read, one line at a time ([`super::stream`]).
+///
+/// Pass one ([`Log::begin`]) finds what the whole-file reading found before assembling
+/// anything, in the same order: every line that is not JSON (a cut-off last line a warning),
+/// then the first line that is not a log entry; the title; whether every message line is a
+/// sidechain (the file is a sub-agent's own log); the sub-agents in order of appearance.
+/// Pass two assembles the main conversation and each sub-agent's beside it; a sub-agent's
+/// refusal is kept and reported only after the main conversation ended well, as the
+/// whole-file reading assembled the main conversation first.
+pub(crate) struct Session {
+    only_sidechain: bool,
+    /// The sub-agents (their `agentId`), in order of first appearance.
+    agents: Vec<String>,
+    title: Option<String>,
+    warnings: Vec<String>,
+    /// The last line that is JSON: where the end of the log is.
+    last_line: usize,
+    /// A cut-off last line, left out.
+    cut_line: Option<usize>,
+    /// `uuid`s seen, for the duplicates a resumed session writes again.
+    seen_uuids: HashSet<String>,
+    main: Conversation,
+    children: Vec<Conversation>,
+    /// The first `prompt` of each call of the main conversation, to the call's id: how a
+    /// sub-agent is linked to the call that started it.
+    prompts: std::collections::HashMap<String, String>,
 }
 
-/// One conversation of the log (the main one, or one sub-agent's) as messages.
-fn assemble(entries: &[&Entry<'_>], end: &Location) -> Result<Imported, ImportError> {
-    let mut assembler = Assembler::new(Leniency::MEND);
-    let mut open_message_id: Option<&str> = None;
-    let mut compactions = Vec::new();
-    // The usage of each assistant message, in order: every line of a message repeats the
-    // API response's usage, the last line with the final output count.
-    let mut usages: Vec<Option<crate::model::Usage>> = Vec::new();
-    for entry in entries {
-        let at = Location::line(entry.line);
-        let content_at = at.join("message").join("content");
-        let Some(content) = entry.message.get("content") else {
-            return Err(ImportError::malformed(
-                &at.join("message"),
-                "missing \"content\"",
-            ));
-        };
-        let (results, parts) = split(content_blocks(content, &content_at)?);
-        let created_at = timestamp(entry.fields);
-        if entry.assistant {
-            if !results.is_empty() {
-                return Err(ImportError::malformed(
-                    &content_at,
-                    "an assistant message cannot hold tool_result blocks",
-                ));
-            }
-            if parts.is_empty() {
-                continue;
-            }
-            let message_id = entry.message.get("id").and_then(Value::as_str);
-            let model = super::model_name("anthropic", entry.message.get("model"));
-            if message_id.is_some()
-                && message_id == open_message_id
-                && assembler.assistant_is_open()
-            {
-                assembler.extend_assistant(&at, parts)?;
-                if let Some(usage) = super::usage::anthropic(entry.message) {
-                    if let Some(last) = usages.last_mut() {
-                        *last = Some(usage);
-                    }
+/// One conversation of the log being assembled.
+struct Conversation {
+    assembler: Assembler,
+    open_message_id: Option<String>,
+    compactions: Vec<ImportedCompaction>,
+    /// The first text of the first user message handed out (`None` until one is).
+    first_text: Option<Option<String>>,
+    /// A sub-agent's refusal, kept until the main conversation ends.
+    refused: Option<ImportError>,
+}
+
+impl Conversation {
+    fn new() -> Self {
+        Self {
+            assembler: Assembler::new(Leniency::MEND),
+            open_message_id: None,
+            compactions: Vec::new(),
+            first_text: None,
+            refused: None,
+        }
+    }
+}
+
+/// The entry a line holds, or `None` for lines that are not messages; the title and
+/// duplicate `uuid`s as the whole-file reading found them.
+fn entry<'a>(
+    line: usize,
+    value: &'a Value,
+    seen_uuids: &mut HashSet<String>,
+    title: &mut Option<String>,
+) -> Result<Option<Entry<'a>>, ImportError> {
+    let at = Location::line(line);
+    let fields = as_object(value, &at, "a log entry")?;
+    let assistant = match fields.get("type").and_then(Value::as_str) {
+        Some("assistant") => true,
+        Some("user") => false,
+        // The title Claude Code gives a session (the latest one wins).
+        Some("summary") => {
+            if let Some(summary) = fields.get("summary").and_then(Value::as_str) {
+                if !crate::history::blank::is_blank(summary) {
+                    *title = Some(summary.to_owned());
                 }
-            } else {
-                let mut message = NewMessage::assistant(parts);
-                message.created_at = created_at;
-                message.model = model;
-                assembler.push(&at, message)?;
-                usages.push(super::usage::anthropic(entry.message));
-                open_message_id = message_id;
             }
-        } else {
-            if !results.is_empty() {
-                assembler.results(&at, results, created_at)?;
+            return Ok(None);
+        }
+        _ => return Ok(None),
+    };
+    if let Some(uuid) = fields.get("uuid").and_then(Value::as_str) {
+        if !seen_uuids.insert(uuid.to_owned()) {
+            return Ok(None);
+        }
+    }
+    let Some(message) = fields.get("message") else {
+        return Err(ImportError::malformed(&at, "missing \"message\""));
+    };
+    let message = as_object(message, &at.join("message"), "a message")?;
+    Ok(Some(Entry {
+        line,
+        assistant,
+        message,
+        fields,
+        sidechain: fields.get("isSidechain") == Some(&Value::Bool(true)),
+    }))
+}
+
+fn agent_of(entry: &Entry<'_>) -> String {
+    entry
+        .fields
+        .get("agentId")
+        .and_then(Value::as_str)
+        .unwrap_or("sidechain")
+        .to_owned()
+}
+
+/// A line without its line break (a log written on Windows may end lines with `\r\n`).
+fn bare(line: &str) -> &str {
+    line.trim_end_matches(['\n', '\r'])
+}
+
+impl Log for Session {
+    fn begin(input: &mut dyn BufRead) -> Result<Self, ImportError> {
+        let mut session = Session {
+            only_sidechain: true,
+            agents: Vec::new(),
+            title: None,
+            warnings: Vec::new(),
+            last_line: 0,
+            cut_line: None,
+            seen_uuids: HashSet::new(),
+            main: Conversation::new(),
+            children: Vec::new(),
+            prompts: std::collections::HashMap::new(),
+        };
+        let mut not_an_entry = None;
+        let mut any = false;
+        let mut buffer = Vec::new();
+        let mut number = 0;
+        let mut byte = 0;
+        loop {
+            buffer.clear();
+            let read = input
+                .read_until(b'\n', &mut buffer)
+                .map_err(|source| ImportError::Io { source })?;
+            if read == 0 {
+                break;
             }
-            if parts.is_empty() {
+            number += 1;
+            let origin = parse::Origin { line: number, byte };
+            byte += read;
+            let text = parse::utf8(&buffer)?;
+            let ended = text.ends_with('\n');
+            let line = bare(text);
+            if line.trim().is_empty() {
                 continue;
             }
-            let compact_summary = entry.fields.get("isCompactSummary") == Some(&Value::Bool(true));
-            if compact_summary && assembler.has_user() {
-                // A compaction: the summary goes to the store's summaries, the turns before
-                // it are compacted, and the message that opened the new turn stays (empty,
-                // tagged) so the turns keep their boundaries.
-                let summary: Vec<&str> = parts
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Text { text, .. } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
-                let summary = summary.join("\n\n");
-                if !crate::history::blank::is_blank(&summary) {
-                    let mut marker = Part::text("");
-                    tag_user_part(&mut marker, entry.fields);
-                    let mut message = NewMessage::new(Role::User, vec![marker]);
-                    message.created_at = created_at;
-                    assembler.push(&at, message)?;
-                    open_message_id = None;
-                    compactions.push(ImportedCompaction {
-                        at: assembler.len() - 1,
-                        summary,
-                    });
+            let value = match parse::parse(line, &Location::line(number), Some(origin)) {
+                Ok(value) => value,
+                Err(ImportError::Json { source, .. }) if !ended && source.is_eof() => {
+                    session.warnings.push(format!(
+                        "line {number}: cut off before its end (the log was not finished); imported up to line {}",
+                        number - 1
+                    ));
+                    session.cut_line = Some(number);
                     continue;
                 }
+                Err(error) => return Err(error),
+            };
+            any = true;
+            session.last_line = number;
+            if not_an_entry.is_some() {
+                continue;
             }
-            let parts = parts
-                .into_iter()
-                .map(|mut part| {
-                    tag_user_part(&mut part, entry.fields);
-                    part
-                })
-                .collect();
-            let mut message = NewMessage::new(Role::User, parts);
-            message.created_at = created_at;
-            assembler.push(&at, message)?;
-            open_message_id = None;
+            match entry(number, &value, &mut session.seen_uuids, &mut session.title) {
+                Ok(Some(entry)) if entry.sidechain => {
+                    let agent = agent_of(&entry);
+                    if !session.agents.contains(&agent) {
+                        session.agents.push(agent);
+                    }
+                }
+                Ok(Some(_)) => session.only_sidechain = false,
+                Ok(None) => {}
+                Err(error) => not_an_entry = Some(error),
+            }
         }
+        if !any {
+            return Err(ImportError::Empty);
+        }
+        if let Some(error) = not_an_entry {
+            return Err(error);
+        }
+        session.seen_uuids.clear();
+        if session.only_sidechain {
+            session.agents.clear();
+        }
+        session.children = session.agents.iter().map(|_| Conversation::new()).collect();
+        Ok(session)
     }
-    let mut imported = assembler.finish(None, end)?;
-    imported.compactions = compactions;
-    // The assembler adds tool and user messages only, so the k-th assistant message out is
-    // the k-th one pushed.
-    let assistants = imported
-        .messages
-        .iter_mut()
-        .filter(|m| m.role == Role::Assistant);
-    for (message, usage) in assistants.zip(usages) {
-        message.usage = usage;
+
+    fn line(&mut self, number: usize, byte: usize, line: &str, _: bool) -> Result<(), ImportError> {
+        let line = bare(line);
+        if line.trim().is_empty() || self.cut_line == Some(number) {
+            return Ok(());
+        }
+        let origin = parse::Origin { line: number, byte };
+        let value = parse::parse(line, &Location::line(number), Some(origin))?;
+        let mut title = None;
+        let Some(entry) = entry(number, &value, &mut self.seen_uuids, &mut title)? else {
+            return Ok(());
+        };
+        if self.only_sidechain || !entry.sidechain {
+            return feed(&mut self.main, &entry);
+        }
+        let agent = agent_of(&entry);
+        let Some(child) = self
+            .agents
+            .iter()
+            .position(|a| *a == agent)
+            .and_then(|k| self.children.get_mut(k))
+        else {
+            return Ok(());
+        };
+        if child.refused.is_none() {
+            if let Err(error) = feed(child, &entry) {
+                child.refused = Some(error);
+            }
+        }
+        Ok(())
     }
-    Ok(imported)
+
+    fn ready(&mut self) -> Batches {
+        let mut out = vec![(0, self.main.assembler.take_ready())];
+        for (k, child) in self.children.iter_mut().enumerate() {
+            if child.refused.is_none() {
+                out.push((k + 1, child.assembler.take_ready()));
+            }
+        }
+        self.observe(&out);
+        out
+    }
+
+    fn finish(mut self, _: usize) -> Result<(Batches, Streamed), ImportError> {
+        let end = Location::line(self.last_line);
+        let main = std::mem::replace(&mut self.main, Conversation::new());
+        let rest = main.assembler.finish_rest(&end)?;
+        let mut out = vec![(0, rest.messages)];
+        let mut streamed = Streamed {
+            has_system: rest.has_system,
+            tombstoned: rest.tombstoned,
+            orphans_as_text: rest.orphans_as_text,
+            warnings: std::mem::take(&mut self.warnings),
+            title: self.title.take(),
+            compactions: main.compactions,
+            ..Streamed::default()
+        };
+        for (k, child) in self.children.iter_mut().enumerate() {
+            if let Some(error) = child.refused.take() {
+                return Err(error);
+            }
+            let assembler = std::mem::replace(&mut child.assembler, Assembler::new(Leniency::MEND));
+            let rest = assembler.finish_rest(&end)?;
+            out.push((k + 1, rest.messages));
+            streamed.children.push(StreamedChild {
+                compactions: std::mem::take(&mut child.compactions),
+                tombstoned: rest.tombstoned,
+                orphans_as_text: rest.orphans_as_text,
+                ..StreamedChild::default()
+            });
+        }
+        self.observe(&out);
+        for (streamed, child) in streamed.children.iter_mut().zip(&self.children) {
+            streamed.spawned_by = child
+                .first_text
+                .clone()
+                .flatten()
+                .and_then(|text| self.prompts.get(&text).cloned());
+        }
+        Ok((out, streamed))
+    }
 }
 
-/// The parsed lines of a log, each with its 1-based number.
-type Lines = Vec<(usize, Value)>;
-
-/// Parses every non-blank line, naming the first one that is not JSON (with its byte offset)
-/// and the path of a duplicate key. The last line of a log that does not end with a newline
-/// may have been cut off by a crash mid-write: when it is not JSON it is left out, with a
-/// warning, and everything before it is imported.
-fn parse_lines(text: &str) -> Result<(Lines, Vec<String>), ImportError> {
-    let mut values = Vec::new();
-    let mut warnings = Vec::new();
-    let count = text.lines().count();
-    let cut_off = !text.ends_with('\n');
-    let mut byte = 0;
-    for (index, line) in text.split_inclusive('\n').enumerate() {
-        let origin = parse::Origin {
-            line: index + 1,
-            byte,
-        };
-        byte += line.len();
-        // Without its line break, so an error at the end of the line is on this line.
-        let line = line.trim_end_matches(['\n', '\r']);
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse::parse(line, &Location::line(index + 1), Some(origin)) {
-            Ok(value) => values.push((index + 1, value)),
-            Err(ImportError::Json { source, .. })
-                if cut_off && index + 1 == count && source.is_eof() =>
-            {
-                warnings.push(format!(
-                    "line {}: cut off before its end (the log was not finished); imported up to line {}",
-                    index + 1,
-                    index
-                ));
+impl Session {
+    /// Notes, from the messages handed out, what links a sub-agent to the call that started
+    /// it: each prompt of the main conversation's calls, and each sub-agent's first text.
+    fn observe(&mut self, batches: &[(usize, Vec<NewMessage>)]) {
+        for (stream, batch) in batches {
+            if *stream == 0 {
+                for part in batch.iter().flat_map(|m| &m.parts) {
+                    if let Part::ToolUse { id, input, .. } = part {
+                        if let Some(prompt) = input.get("prompt").and_then(Value::as_str) {
+                            self.prompts
+                                .entry(prompt.to_owned())
+                                .or_insert_with(|| id.clone());
+                        }
+                    }
+                }
+            } else if let Some(child) = self.children.get_mut(stream - 1) {
+                if child.first_text.is_none() {
+                    child.first_text = first_user_text(batch);
+                }
             }
-            Err(error) => return Err(error),
         }
     }
-    if values.is_empty() {
-        return Err(ImportError::Empty);
+}
+
+/// The first text of the first user message in `messages`: `None` when there is no user
+/// message yet, `Some(None)` when the first one holds no text.
+fn first_user_text(messages: &[NewMessage]) -> Option<Option<String>> {
+    let first = messages.iter().find(|m| m.role == Role::User)?;
+    Some(first.parts.iter().find_map(|p| match p {
+        Part::Text { text, .. } => Some(text.clone()),
+        _ => None,
+    }))
+}
+
+/// One entry of a conversation, assembled.
+fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), ImportError> {
+    let assembler = &mut conversation.assembler;
+    let at = Location::line(entry.line);
+    let content_at = at.join("message").join("content");
+    let Some(content) = entry.message.get("content") else {
+        return Err(ImportError::malformed(
+            &at.join("message"),
+            "missing \"content\"",
+        ));
+    };
+    let (results, parts) = split(content_blocks(content, &content_at)?);
+    let created_at = timestamp(entry.fields);
+    if entry.assistant {
+        if !results.is_empty() {
+            return Err(ImportError::malformed(
+                &content_at,
+                "an assistant message cannot hold tool_result blocks",
+            ));
+        }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let message_id = entry.message.get("id").and_then(Value::as_str);
+        let model = super::model_name("anthropic", entry.message.get("model"));
+        if message_id.is_some()
+            && message_id == conversation.open_message_id.as_deref()
+            && assembler.assistant_is_open()
+        {
+            assembler.extend_assistant(&at, parts)?;
+            // Every line of a message repeats the API response's usage, the last line with
+            // the final output count.
+            if let Some(usage) = super::usage::anthropic(entry.message) {
+                if let Some(last) = assembler.last_assistant() {
+                    last.usage = Some(usage);
+                }
+            }
+        } else {
+            let mut message = NewMessage::assistant(parts);
+            message.created_at = created_at;
+            message.model = model;
+            message.usage = super::usage::anthropic(entry.message);
+            assembler.push(&at, message)?;
+            conversation.open_message_id = message_id.map(str::to_owned);
+        }
+        return Ok(());
     }
-    Ok((values, warnings))
+    if !results.is_empty() {
+        assembler.results(&at, results, created_at)?;
+    }
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let compact_summary = entry.fields.get("isCompactSummary") == Some(&Value::Bool(true));
+    if compact_summary && assembler.has_user() {
+        // A compaction: the summary goes to the store's summaries, the turns before it are
+        // compacted, and the message that opened the new turn stays (empty, tagged) so the
+        // turns keep their boundaries.
+        let summary: Vec<&str> = parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let summary = summary.join("\n\n");
+        if !crate::history::blank::is_blank(&summary) {
+            let mut marker = Part::text("");
+            tag_user_part(&mut marker, entry.fields);
+            let mut message = NewMessage::new(Role::User, vec![marker]);
+            message.created_at = created_at;
+            assembler.push(&at, message)?;
+            conversation.open_message_id = None;
+            conversation.compactions.push(ImportedCompaction {
+                at: assembler.len() - 1,
+                summary,
+            });
+            return Ok(());
+        }
+    }
+    let parts = parts
+        .into_iter()
+        .map(|mut part| {
+            tag_user_part(&mut part, entry.fields);
+            part
+        })
+        .collect();
+    let mut message = NewMessage::new(Role::User, parts);
+    message.created_at = created_at;
+    assembler.push(&at, message)?;
+    conversation.open_message_id = None;
+    Ok(())
 }
 
 fn timestamp(fields: &Map<String, Value>) -> Option<DateTime<Utc>> {

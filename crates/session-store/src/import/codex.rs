@@ -27,24 +27,78 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
+use std::io::BufRead;
+
 use super::responses::Items;
+use super::stream::{Batches, Log, Streamed};
 use super::{as_object, ImportError, Imported, ImportedCompaction, Leniency, Location};
 use crate::model::{NewMessage, Part, Role};
 
 /// Imports a Codex CLI rollout.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let mut items = Items::new(Leniency::MEND);
-    items.log = true;
-    let mut system = None;
-    // (messages before the marker, summary) of each compaction marker, in order.
-    let mut markers: Vec<(usize, String)> = Vec::new();
-    let mut lines = 0;
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+    super::stream::collect_log::<Rollout>(text)
+}
+
+/// A rollout being read, one line at a time ([`super::stream`]).
+pub(crate) struct Rollout {
+    items: Items,
+    /// (messages before the marker, summary) of each compaction marker, in order.
+    markers: Vec<(usize, String)>,
+    /// Non-blank lines read.
+    lines: usize,
+}
+
+impl Log for Rollout {
+    /// The system prompt: the first `session_meta` line with instructions (only lines that
+    /// name `session_meta` are parsed; one that is not JSON ends the search, the import is
+    /// refused at it or before).
+    fn begin(input: &mut dyn BufRead) -> Result<Self, ImportError> {
+        let mut system = None;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if input
+                .read_line(&mut line)
+                .map_err(|source| ImportError::Io { source })?
+                == 0
+            {
+                break;
+            }
+            if !line.contains("session_meta") {
+                continue;
+            }
+            let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                break;
+            };
+            if value.get("type").and_then(Value::as_str) != Some("session_meta") {
+                continue;
+            }
+            let payload = value.get("payload").unwrap_or(&Value::Null);
+            if let Some(instructions) = instructions(payload) {
+                system = Some(NewMessage::new(
+                    Role::System,
+                    vec![Part::text(instructions)],
+                ));
+                break;
+            }
         }
-        lines += 1;
-        let at = Location::line(index + 1);
+        let mut items = Items::new(Leniency::MEND);
+        items.log = true;
+        items.assembler.set_system(system);
+        Ok(Self {
+            items,
+            markers: Vec::new(),
+            lines: 0,
+        })
+    }
+
+    fn line(&mut self, number: usize, _: usize, line: &str, _: bool) -> Result<(), ImportError> {
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        self.lines += 1;
+        let items = &mut self.items;
+        let at = Location::line(number);
         let value: Value = serde_json::from_str(line).map_err(|source| ImportError::Json {
             at: at.clone(),
             source,
@@ -58,26 +112,8 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
         let payload = object.get("payload").unwrap_or(&Value::Null);
         let at = at.join("payload");
         match kind {
-            "session_meta" => {
-                // `instructions` (older CLIs) or `base_instructions.text` (newer ones).
-                let instructions = payload
-                    .get("instructions")
-                    .and_then(Value::as_str)
-                    .filter(|text| !text.trim().is_empty())
-                    .or_else(|| {
-                        payload
-                            .pointer("/base_instructions/text")
-                            .and_then(Value::as_str)
-                    });
-                if let Some(instructions) = instructions {
-                    if !instructions.trim().is_empty() && system.is_none() {
-                        system = Some(NewMessage::new(
-                            Role::System,
-                            vec![Part::text(instructions)],
-                        ));
-                    }
-                }
-            }
+            // Read by `begin`: the system prompt goes first.
+            "session_meta" => {}
             "turn_context" => {
                 if let Some(Value::String(model)) = payload.get("model") {
                     items.model = Some(format!("openai/{model}"));
@@ -90,7 +126,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     .unwrap_or_default()
                     .to_owned();
                 items.flush()?;
-                markers.push((items.len(), summary));
+                self.markers.push((items.len(), summary));
             }
             "response_item" => match payload.get("type").and_then(Value::as_str) {
                 Some("ghost_snapshot") => {}
@@ -100,28 +136,61 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             },
             _ => {}
         }
+        Ok(())
     }
-    if lines == 0 {
-        return Err(ImportError::Empty);
+
+    fn ready(&mut self) -> Batches {
+        vec![(0, self.items.assembler.take_ready())]
     }
-    let mut imported = items.finish(system, &Location::line(text.lines().count().max(1)))?;
-    imported.compactions = compactions(&imported.messages, markers);
-    Ok(imported)
+
+    fn finish(mut self, lines: usize) -> Result<(Batches, Streamed), ImportError> {
+        if self.lines == 0 {
+            return Err(ImportError::Empty);
+        }
+        self.items.flush()?;
+        let rest = self
+            .items
+            .assembler
+            .finish_rest(&Location::line(lines.max(1)))?;
+        let streamed = Streamed {
+            has_system: rest.has_system,
+            tombstoned: rest.tombstoned,
+            orphans_as_text: rest.orphans_as_text,
+            compactions: compactions(&rest.roles, self.markers),
+            ..Streamed::default()
+        };
+        Ok((vec![(0, rest.messages)], streamed))
+    }
+}
+
+/// A `session_meta` payload's instructions: `instructions` (older CLIs) or
+/// `base_instructions.text` (newer ones), when not blank.
+fn instructions(payload: &Value) -> Option<&str> {
+    payload
+        .get("instructions")
+        .and_then(Value::as_str)
+        .filter(|text| !text.trim().is_empty())
+        .or_else(|| {
+            payload
+                .pointer("/base_instructions/text")
+                .and_then(Value::as_str)
+        })
+        .filter(|text| !text.trim().is_empty())
 }
 
 /// Each marker as a store compaction: the cut walks back from the marker to the user message
 /// that opens its turn (the first turn is never compacted); a marker without summary, or one
 /// that would not compact more than the one before, is left out.
-fn compactions(messages: &[NewMessage], markers: Vec<(usize, String)>) -> Vec<ImportedCompaction> {
-    let first_user = messages.iter().position(|m| m.role == Role::User);
+fn compactions(roles: &[Role], markers: Vec<(usize, String)>) -> Vec<ImportedCompaction> {
+    let first_user = roles.iter().position(|role| *role == Role::User);
     let mut out: Vec<ImportedCompaction> = Vec::new();
     for (before, summary) in markers {
         if summary.trim().is_empty() {
             continue;
         }
-        let cut = (0..=before.min(messages.len().saturating_sub(1)))
+        let cut = (0..=before.min(roles.len().saturating_sub(1)))
             .rev()
-            .find(|&i| messages[i].role == Role::User && Some(i) != first_user);
+            .find(|&i| roles[i] == Role::User && Some(i) != first_user);
         if let Some(at) = cut.filter(|at| out.last().is_none_or(|last| last.at < *at)) {
             out.push(ImportedCompaction { at, summary });
         }

@@ -20,13 +20,16 @@
 //! [`Evidence::Fits`] in [`CANDIDATES`] order, and refuses otherwise. Adding a format: a
 //! variant of [`Format`], an arm of [`sniff`] (the match is exhaustive, so the compiler asks
 //! for it), and its place in [`CANDIDATES`]; a sign it has that an older format reads
-//! wrongly belongs in that format's sniffer as [`Evidence::IsNot`]. Pure: no I/O.
+//! wrongly belongs in that format's sniffer as [`Evidence::IsNot`]. Pure: no I/O but
+//! [`Sample::read`], which takes its sample from a reader.
 
 use std::fmt;
 
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+
 use serde_json::{Map, Value};
 
-use super::Format;
+use super::{Format, ImportError};
 
 /// Every format [`detect`] considers, in the order it prefers one whose shape merely fits.
 pub const CANDIDATES: &[Format] = &[
@@ -92,6 +95,62 @@ impl Sample {
         } else {
             Sample::Lines(lines)
         }
+    }
+}
+
+/// About how many bytes of text (strings and keys) a [`Sample::read`] of a document keeps.
+const SAMPLE_BYTES: usize = 8 * 1024 * 1024;
+
+impl Sample {
+    /// Reads a sample of the text `input` yields, holding no more of it than the sample: a
+    /// document cut to about 8 MiB of text (each array's elements while that lasts, each
+    /// string's first 64 KiB; a smaller document whole), or the first 64 non-blank lines of
+    /// JSON Lines. Refuses bytes that are not UTF-8 first, naming where, as
+    /// [`crate::import::text_of`] does. `input` is read from its current position, more
+    /// than once; the only I/O of this module.
+    pub fn read<R: Read + Seek>(input: R) -> Result<Self, ImportError> {
+        let io = |source| ImportError::Io { source };
+        let mut input = BufReader::with_capacity(64 * 1024, input);
+        let start = input.stream_position().map_err(io)?;
+        super::json::utf8_stream(&mut input)?;
+        input.seek(SeekFrom::Start(start)).map_err(io)?;
+        let error = match super::json::bounded_document(&mut input, SAMPLE_BYTES) {
+            Ok(value) => return Ok(Sample::Document(value)),
+            Err(error) if error.is_io() => return Err(io(error.into())),
+            Err(error) => error,
+        };
+        input.seek(SeekFrom::Start(start)).map_err(io)?;
+        let mut lines = Vec::new();
+        let mut blank = true;
+        let mut line = String::new();
+        let mut number = 0;
+        let mut taken = 0;
+        while taken < SAMPLE_LINES {
+            line.clear();
+            if input.read_line(&mut line).map_err(io)? == 0 {
+                break;
+            }
+            number += 1;
+            let text = line.strip_suffix('\n').unwrap_or(&line);
+            let text = text.strip_suffix('\r').unwrap_or(text);
+            if text.trim().is_empty() {
+                continue;
+            }
+            blank = false;
+            taken += 1;
+            if let Ok(value) = serde_json::from_str::<Value>(text) {
+                lines.push((number, value));
+            }
+        }
+        Ok(if !lines.is_empty() {
+            Sample::Lines(lines)
+        } else if blank {
+            Sample::Unreadable("the input is empty".to_owned())
+        } else {
+            Sample::Unreadable(format!(
+                "it is neither one JSON document nor JSON Lines ({error})"
+            ))
+        })
     }
 }
 
@@ -482,6 +541,7 @@ impl fmt::Display for Evidence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const PLAIN: &str = r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
     const ANTHROPIC: &str = r#"{"messages": [{"role": "user", "content": "hi"},
@@ -497,6 +557,50 @@ mod tests {
     );
     const CODEX: &str = r#"{"timestamp":"t","type":"session_meta","payload":{}}
 {"timestamp":"t","type":"response_item","payload":{"type":"message"}}"#;
+
+    /// `Sample::read` (what the CLI detects from) tells the same formats as the whole text, and
+    /// holds a bounded part of a large document, not all of it.
+    #[test]
+    fn a_sample_read_from_a_reader_tells_formats_as_the_whole_text_does() {
+        use std::io::Cursor;
+        for text in [
+            PLAIN,
+            ANTHROPIC,
+            OPENAI,
+            CLAUDE_CODE,
+            CODEX,
+            "",
+            "  \n",
+            "{\"messages\": [1,",
+        ] {
+            let read = Sample::read(Cursor::new(text.as_bytes())).expect("reads");
+            for format in CANDIDATES {
+                assert_eq!(
+                    sniff(*format, &read),
+                    sniff(*format, &Sample::of(text)),
+                    "{format} on {text:?}"
+                );
+            }
+            assert_eq!(detect_sample(&read), detect(text), "{text:?}");
+        }
+        let message = json!({"role": "user", "content": "x".repeat(100_000)});
+        let mut messages = vec![json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t", "name": "f", "input": {}}]})];
+        messages.extend(std::iter::repeat_n(message, 300));
+        let big = json!({"messages": messages}).to_string();
+        let read = Sample::read(Cursor::new(big.as_bytes())).expect("reads");
+        let Sample::Document(value) = &read else {
+            panic!("a document");
+        };
+        let kept = value["messages"].as_array().map_or(0, Vec::len);
+        assert!((1..300).contains(&kept), "{kept} of 301 messages kept");
+        assert_eq!(detect_sample(&read), Ok(Format::Anthropic));
+        let bad = Sample::read(Cursor::new(b"{\"a\": \"\xff\"}".as_slice()));
+        assert!(
+            matches!(bad, Err(ImportError::InvalidUtf8 { .. })),
+            "{bad:?}"
+        );
+    }
 
     #[test]
     fn each_format_is_told_by_its_own_signs() {

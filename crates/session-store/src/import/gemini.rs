@@ -24,10 +24,11 @@
 use crate::history::contract::GEMINI_PART_DATA as DATA_KEYS;
 use serde_json::{json, Map, Value};
 
+use super::json::Top;
 use super::responses::set_model;
+use super::stream::Document;
 use super::{
-    as_object, parse_document, string_field, type_name, Assembler, ImportError, Imported, Leniency,
-    Location,
+    as_object, string_field, type_name, Assembler, ImportError, Imported, Leniency, Location, Rest,
 };
 use crate::history::blank::is_blank;
 use crate::history::models::{GEMINI, THOUGHT_SIGNATURE};
@@ -35,53 +36,81 @@ use crate::model::{NewMessage, Part, Role};
 
 /// Imports a Gemini `generateContent` request body.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let body = parse_document(text)?;
-    let root = Location::default();
-    let object = as_object(&body, &root, "a generateContent request body")?;
-    let system = match object
-        .get("systemInstruction")
-        .or_else(|| object.get("system_instruction"))
-    {
-        None | Some(Value::Null) => None,
-        Some(instruction) => {
-            let at = Location::path("systemInstruction");
-            let parts = parts_of(instruction, &at)?;
-            let texts = parts
-                .iter()
-                .enumerate()
-                .map(|(index, part)| {
-                    let at = at.join(&format!("parts[{index}]"));
-                    string_field(as_object(part, &at, "a part")?, "text", &at).map(Part::text)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            (!texts.is_empty()).then(|| NewMessage::new(Role::System, texts))
-        }
-    };
-    let model = match object.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => Some(format!(
-            "gemini/{}",
-            model.strip_prefix("models/").unwrap_or(model)
-        )),
-        _ => None,
-    };
-    let contents = match object.get("contents") {
-        Some(Value::Array(contents)) => contents,
-        Some(other) => {
+    super::stream::collect::<Body>(text)
+}
+
+/// A body being read, one content at a time ([`super::stream`]).
+pub(crate) struct Body {
+    assembler: Assembler,
+    model: Option<String>,
+    /// Calls of the last model content: (id, name, answered).
+    calls: Vec<(String, String, bool)>,
+}
+
+impl Document for Body {
+    const STREAM: &'static str = "contents";
+    const FIELDS: &'static [&'static str] = &["systemInstruction", "system_instruction", "model"];
+
+    fn begin(top: Top) -> Result<Self, ImportError> {
+        let root = Location::default();
+        if let Some(kind) = top.not_an_object {
             return Err(ImportError::malformed(
-                &Location::path("contents"),
-                format!("expected an array, found {}", type_name(other)),
-            ))
+                &root,
+                format!("expected a generateContent request body (an object), found {kind}"),
+            ));
         }
-        None => return Err(ImportError::malformed(&root, "no \"contents\" array")),
-    };
-    let mut assembler = Assembler::new(Leniency::STRICT);
-    // Calls of the last model content: (id, name, answered).
-    let mut calls: Vec<(String, String, bool)> = Vec::new();
-    for (index, content) in contents.iter().enumerate() {
+        let object = &top.fields;
+        let system = match object
+            .get("systemInstruction")
+            .or_else(|| object.get("system_instruction"))
+        {
+            None | Some(Value::Null) => None,
+            Some(instruction) => {
+                let at = Location::path("systemInstruction");
+                let parts = parts_of(instruction, &at)?;
+                let texts = parts
+                    .iter()
+                    .enumerate()
+                    .map(|(index, part)| {
+                        let at = at.join(&format!("parts[{index}]"));
+                        string_field(as_object(part, &at, "a part")?, "text", &at).map(Part::text)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                (!texts.is_empty()).then(|| NewMessage::new(Role::System, texts))
+            }
+        };
+        let model = match object.get("model") {
+            Some(Value::String(model)) if !model.is_empty() => Some(format!(
+                "gemini/{}",
+                model.strip_prefix("models/").unwrap_or(model)
+            )),
+            _ => None,
+        };
+        match &top.stream {
+            Some(Value::Array(_)) => {}
+            Some(other) => {
+                return Err(ImportError::malformed(
+                    &Location::path("contents"),
+                    format!("expected an array, found {}", type_name(other)),
+                ))
+            }
+            None => return Err(ImportError::malformed(&root, "no \"contents\" array")),
+        };
+        let mut assembler = Assembler::new(Leniency::STRICT);
+        assembler.set_system(system);
+        Ok(Self {
+            assembler,
+            model,
+            calls: Vec::new(),
+        })
+    }
+
+    fn element(&mut self, index: usize, content: Value) -> Result<(), ImportError> {
+        let assembler = &mut self.assembler;
         let at = Location::path(format!("contents[{index}]"));
-        let object = as_object(content, &at, "a content")?;
+        let object = as_object(&content, &at, "a content")?;
         let role = object.get("role").and_then(Value::as_str).unwrap_or("user");
-        let parts = parts_of(content, &at)?;
+        let parts = parts_of(&content, &at)?;
         match role {
             "user" => {
                 let (mut results, mut rest) = (Vec::new(), Vec::new());
@@ -91,7 +120,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     one_data_field(object, &at)?;
                     match object.get("functionResponse") {
                         Some(response) => {
-                            results.push(function_response(response, &at, &mut calls)?)
+                            results.push(function_response(response, &at, &mut self.calls)?)
                         }
                         None => rest.push(user_part(object, part, &at)?),
                     }
@@ -104,7 +133,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 }
             }
             "model" => {
-                calls.clear();
+                self.calls.clear();
                 let mut out = Vec::with_capacity(parts.len());
                 for (position, part) in parts.iter().enumerate() {
                     let at = at.join(&format!("parts[{position}]"));
@@ -118,10 +147,17 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                             "a functionResponse belongs in a user content, not a model content",
                         ));
                     }
-                    out.push(model_part(object, part, index, position, &at, &mut calls)?);
+                    out.push(model_part(
+                        object,
+                        part,
+                        index,
+                        position,
+                        &at,
+                        &mut self.calls,
+                    )?);
                 }
                 let mut message = NewMessage::assistant(out);
-                set_model(&mut message, model.as_deref());
+                set_model(&mut message, self.model.as_deref());
                 assembler.push(&at, message)?;
             }
             other => {
@@ -131,8 +167,16 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 ))
             }
         }
+        Ok(())
     }
-    assembler.finish(system, &Location::path("contents"))
+
+    fn assembler(&mut self) -> &mut Assembler {
+        &mut self.assembler
+    }
+
+    fn finish(self) -> Result<Rest, ImportError> {
+        self.assembler.finish_rest(&Location::path("contents"))
+    }
 }
 
 fn parts_of<'a>(content: &'a Value, at: &Location) -> Result<&'a Vec<Value>, ImportError> {

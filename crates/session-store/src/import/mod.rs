@@ -5,9 +5,12 @@
 //! [`gemini`] (a Gemini `generateContent` request body), [`claude_code`] (a Claude Code
 //! session log, JSON Lines) and [`codex`] (a Codex CLI rollout, JSON Lines). Each records
 //! the model of the assistant messages where the source names it (`NewMessage::model`).
-//! They are pure functions from `&str` to an [`Imported`]: no I/O, no clock. The messages they
-//! return already satisfy the pairing rules ([`crate::history::pairing`]), so
+//! They are functions from `&str` to an [`Imported`]: no clock, no I/O but their input. The
+//! messages they return already satisfy the pairing rules ([`crate::history::pairing`]), so
 //! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.
+//! Each also reads from a reader a message (or a line) at a time, handing out batches
+//! ([`stream`]); [`Store::import_reader`](crate::Store::import_reader) stores a transcript
+//! that way, and the `&str` functions are that same path, collected.
 //!
 //! Malformed input is refused with an [`ImportError`] whose [`Location`] names the line
 //! (JSON Lines) or the JSON path (`messages[3].content[1]`) at fault.
@@ -57,6 +60,7 @@ pub mod gemini;
 mod json;
 pub mod openai;
 pub mod responses;
+pub mod stream;
 mod usage;
 
 /// A transcript format [`import`] understands.
@@ -307,6 +311,13 @@ pub enum ImportError {
     /// The transcript holds no message at all.
     #[error("the transcript holds no messages")]
     Empty,
+    /// The transcript could not be read (a streamed import reads its input as it goes).
+    #[error("cannot read the transcript")]
+    Io {
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl ImportError {
@@ -318,7 +329,7 @@ impl ImportError {
             | ImportError::Refused { at, .. }
             | ImportError::InvalidUtf8 { at }
             | ImportError::DuplicateKey { at, .. } => Some(at),
-            ImportError::Empty => None,
+            ImportError::Empty | ImportError::Io { .. } => None,
         }
     }
 
@@ -370,6 +381,40 @@ pub(crate) struct Assembler {
     /// Calls of the open block stored under a fresh id: original id to the fresh ids, in
     /// call order, that results naming the original still answer.
     renamed: std::collections::HashMap<String, std::collections::VecDeque<String>>,
+    /// The session's system prompt when it is known before the conversation (a streamed
+    /// import hands it out first), until it is handed out.
+    system: Option<NewMessage>,
+    has_system: bool,
+    /// Messages handed out by [`Assembler::take_ready`] (`out` holds the ones after them).
+    taken: usize,
+    has_user: bool,
+    /// The role of the latest message that is not a tool message.
+    last_not_tool: Option<Role>,
+    /// The check of the whole output from the start, as the store will check it (what
+    /// `finish` re-checks), fed as messages are handed out; its first refusal.
+    recheck: Walk,
+    rechecked: Option<Refusal>,
+    /// The role of every message assembled, in order (a log's compactions are placed by
+    /// them once the messages are handed out).
+    roles: Vec<Role>,
+}
+
+/// What [`Assembler::take_ready`] waits for before it hands out a batch.
+pub(crate) const BATCH: usize = 64;
+
+/// The end of an assembly: the messages not handed out yet and what was mended on the way.
+pub(crate) struct Rest {
+    /// The messages not handed out by [`Assembler::take_ready`], the system prompt first if
+    /// it was not handed out either.
+    pub(crate) messages: Vec<NewMessage>,
+    /// Whether a system prompt was set (handed out before or first in `messages`).
+    pub(crate) has_system: bool,
+    /// See [`Imported::tombstoned`].
+    pub(crate) tombstoned: Vec<String>,
+    /// See [`Imported::orphans_as_text`].
+    pub(crate) orphans_as_text: usize,
+    /// The role of every message of the conversation (the system prompt not counted).
+    pub(crate) roles: Vec<Role>,
 }
 
 impl Assembler {
@@ -383,6 +428,58 @@ impl Assembler {
             deferred: Vec::new(),
             ids: texts::Renamer::default(),
             renamed: std::collections::HashMap::new(),
+            system: None,
+            has_system: false,
+            taken: 0,
+            has_user: false,
+            last_not_tool: None,
+            recheck: Walk::default(),
+            rechecked: None,
+            roles: Vec::new(),
+        }
+    }
+
+    /// The session's system prompt, known before the conversation; set before anything is
+    /// taken.
+    pub(crate) fn set_system(&mut self, system: Option<NewMessage>) {
+        self.has_system = system.is_some();
+        self.system = system;
+    }
+
+    /// Hands out the messages no later source message can change, once at least [`BATCH`]
+    /// are waiting: every message before the latest assistant message (which a log may
+    /// still extend, and whose tool block may still be answered). Empty when nothing is ready.
+    pub(crate) fn take_ready(&mut self) -> Vec<NewMessage> {
+        if self.out.len() < BATCH {
+            return Vec::new();
+        }
+        let keep_from = self
+            .out
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .unwrap_or(self.out.len());
+        if keep_from == 0 {
+            return Vec::new();
+        }
+        let mut batch: Vec<NewMessage> = self.system.take().into_iter().collect();
+        batch.extend(self.out.drain(..keep_from));
+        self.taken += keep_from;
+        self.recheck(&batch);
+        if self.rechecked.is_some() {
+            // The import is refused at its end; nothing more needs storing.
+            return Vec::new();
+        }
+        batch
+    }
+
+    fn recheck(&mut self, messages: &[NewMessage]) {
+        for message in messages {
+            if self.rechecked.is_some() {
+                return;
+            }
+            if let Err(reason) = pairing::check_append(&mut self.recheck, message) {
+                self.rechecked = Some(reason);
+            }
         }
     }
 
@@ -449,24 +546,26 @@ impl Assembler {
     /// How many messages were assembled so far (the index the next one gets, unless
     /// tombstones go first).
     pub(crate) fn len(&self) -> usize {
-        self.out.len()
+        self.taken + self.out.len()
     }
 
     /// True when a user message was assembled already.
     pub(crate) fn has_user(&self) -> bool {
-        self.out.iter().any(|m| m.role == Role::User)
+        self.has_user
     }
 
     /// True when the last user-or-assistant message is an assistant message and only tool
     /// (or system) messages follow it: its tool block is still open.
     pub(crate) fn assistant_is_open(&self) -> bool {
-        self.walk.after_assistant()
-            && self
-                .out
-                .iter()
-                .rev()
-                .find(|m| m.role != Role::Tool)
-                .is_some_and(|m| m.role == Role::Assistant)
+        self.walk.after_assistant() && self.last_not_tool == Some(Role::Assistant)
+    }
+
+    /// The latest assistant message, while it may still change (see [`Assembler::take_ready`]).
+    pub(crate) fn last_assistant(&mut self) -> Option<&mut NewMessage> {
+        self.out
+            .iter_mut()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
     }
 
     /// Adds parts to the open assistant message (Claude Code writes one line per block, and
@@ -525,29 +624,29 @@ impl Assembler {
         self.accept(at, message)
     }
 
-    /// The messages, checked once more from the start as the store will check them.
-    pub(crate) fn finish(
-        mut self,
-        system: Option<NewMessage>,
-        at_end: &Location,
-    ) -> Result<Imported, ImportError> {
+    /// The end of a streamed assembly: the messages not handed out yet, the whole output
+    /// checked from the start as the store will check it (the first refusal named at
+    /// `at_end`).
+    pub(crate) fn finish_rest(mut self, at_end: &Location) -> Result<Rest, ImportError> {
         if !self.deferred.is_empty() {
             self.close_tool_block(at_end, None)?;
             self.flush_deferred(at_end)?;
         }
-        if self.out.is_empty() && system.is_none() {
+        if self.taken == 0 && self.out.is_empty() && !self.has_system {
             return Err(ImportError::Empty);
         }
-        let mut walk = Walk::default();
-        for message in system.iter().chain(&self.out) {
-            pairing::check_append(&mut walk, message).map_err(|reason| refused(at_end, reason))?;
+        let mut messages: Vec<NewMessage> = self.system.take().into_iter().collect();
+        messages.append(&mut self.out);
+        self.recheck(&messages);
+        if let Some(reason) = self.rechecked {
+            return Err(refused(at_end, reason));
         }
-        Ok(Imported {
-            system,
-            messages: self.out,
+        Ok(Rest {
+            messages,
+            has_system: self.has_system,
             tombstoned: self.tombstoned,
             orphans_as_text: self.orphans_as_text,
-            ..Imported::default()
+            roles: self.roles,
         })
     }
 
@@ -584,6 +683,15 @@ impl Assembler {
 
     fn accept(&mut self, at: &Location, message: NewMessage) -> Result<(), ImportError> {
         pairing::check_append(&mut self.walk, &message).map_err(|reason| refused(at, reason))?;
+        match message.role {
+            Role::User => {
+                self.has_user = true;
+                self.last_not_tool = Some(Role::User);
+            }
+            Role::Tool => {}
+            role => self.last_not_tool = Some(role),
+        }
+        self.roles.push(message.role);
         self.out.push(message);
         Ok(())
     }
@@ -686,23 +794,17 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
     }
 }
 
-/// Parses a whole document, naming the line and byte offset of a syntax error and the path
-/// of a duplicate key.
-pub(crate) fn parse_document(text: &str) -> Result<Value, ImportError> {
-    json::parse(text, &Location::default(), Some(json::Origin::START))
-}
-
-/// The `messages` array of a request body.
-pub(crate) fn messages_of(body: &Value) -> Result<&Vec<Value>, ImportError> {
+/// Checks that a request body's top level is an object with a `messages` array.
+pub(crate) fn messages_of(top: &json::Top) -> Result<(), ImportError> {
     let root = Location::default();
-    let Some(object) = body.as_object() else {
+    if let Some(kind) = top.not_an_object {
         return Err(ImportError::malformed(
             &root,
-            format!("expected a JSON object, found {}", type_name(body)),
+            format!("expected a JSON object, found {kind}"),
         ));
-    };
-    match object.get("messages") {
-        Some(Value::Array(messages)) => Ok(messages),
+    }
+    match &top.stream {
+        Some(Value::Array(_)) => Ok(()),
         Some(other) => Err(ImportError::malformed(
             &Location::path("messages"),
             format!("expected an array, found {}", type_name(other)),

@@ -22,23 +22,44 @@
 
 use serde_json::{json, Map, Value};
 
+use super::json::Top;
+use super::stream::Document;
 use super::{
-    as_object, messages_of, metadata, parse_document, string_field, tag, type_name, Assembler,
-    ImportError, Imported, Leniency, Location,
+    as_object, messages_of, metadata, string_field, tag, type_name, Assembler, ImportError,
+    Imported, Leniency, Location, Rest,
 };
 use crate::model::{NewMessage, Part, Role};
 
 /// Imports an OpenAI Chat Completions request body.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let body = parse_document(text)?;
-    let messages = messages_of(&body)?;
-    let mut assembler = Assembler::new(Leniency::STRICT);
-    let model = super::model_name("openai", body.get("model"));
-    // Ids given to calls that came without one, in call order, not yet answered.
-    let mut unnamed: Vec<String> = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
+    super::stream::collect::<Body>(text)
+}
+
+/// A body being read, one message at a time ([`super::stream`]).
+pub(crate) struct Body {
+    assembler: Assembler,
+    model: Option<String>,
+    /// Ids given to calls that came without one, in call order, not yet answered.
+    unnamed: Vec<String>,
+}
+
+impl Document for Body {
+    const STREAM: &'static str = "messages";
+    const FIELDS: &'static [&'static str] = &["model"];
+
+    fn begin(top: Top) -> Result<Self, ImportError> {
+        messages_of(&top)?;
+        Ok(Self {
+            assembler: Assembler::new(Leniency::STRICT),
+            model: super::model_name("openai", top.fields.get("model")),
+            unnamed: Vec::new(),
+        })
+    }
+
+    fn element(&mut self, index: usize, message: Value) -> Result<(), ImportError> {
+        let assembler = &mut self.assembler;
         let at = Location::path(format!("messages[{index}]"));
-        let object = as_object(message, &at, "a message")?;
+        let object = as_object(&message, &at, "a message")?;
         let role = string_field(object, "role", &at)?;
         match role {
             "system" | "developer" => {
@@ -59,7 +80,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
             }
             "assistant" => {
                 let (parts, named) = assistant_parts(object, index, &at)?;
-                unnamed = named;
+                self.unnamed = named;
                 if parts.is_empty() {
                     return Err(ImportError::malformed(
                         &at,
@@ -67,7 +88,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                     ));
                 }
                 let mut message = NewMessage::assistant(parts);
-                message.model = model.clone();
+                message.model = self.model.clone();
                 message.usage = super::usage::openai(object);
                 assembler.push(&at, message)?;
             }
@@ -75,13 +96,13 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 let id = match object.get("tool_call_id") {
                     Some(Value::String(id)) if !id.is_empty() => id.clone(),
                     None | Some(Value::Null) | Some(Value::String(_)) => {
-                        if unnamed.is_empty() {
+                        if self.unnamed.is_empty() {
                             return Err(ImportError::malformed(
-                                &at.join("tool_call_id"),
-                                "empty tool_call_id, and no call without an id is waiting for a result",
-                            ));
+                            &at.join("tool_call_id"),
+                            "empty tool_call_id, and no call without an id is waiting for a result",
+                        ));
                         }
-                        unnamed.remove(0)
+                        self.unnamed.remove(0)
                     }
                     Some(other) => {
                         return Err(ImportError::malformed(
@@ -90,7 +111,7 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                         ))
                     }
                 };
-                unnamed.retain(|waiting| *waiting != id);
+                self.unnamed.retain(|waiting| *waiting != id);
                 let content = content_parts(object, &at, false)?
                     .into_iter()
                     .map(|part| match part {
@@ -114,8 +135,16 @@ pub fn import(text: &str) -> Result<Imported, ImportError> {
                 ))
             }
         }
+        Ok(())
     }
-    assembler.finish(None, &Location::path("messages"))
+
+    fn assembler(&mut self) -> &mut Assembler {
+        &mut self.assembler
+    }
+
+    fn finish(self) -> Result<Rest, ImportError> {
+        self.assembler.finish_rest(&Location::path("messages"))
+    }
 }
 
 /// The `content` of a message as text parts; empty for null or absent content.

@@ -29,65 +29,97 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use super::json::Top;
+use super::stream::Document;
 use super::{
-    as_object, metadata, parse_document, string_field, tag, type_name, Assembler, ImportError,
-    Imported, Leniency, Location,
+    as_object, metadata, string_field, tag, type_name, Assembler, ImportError, Imported, Leniency,
+    Location, Rest,
 };
 use crate::model::{NewMessage, Part, Role};
 
 /// Imports an OpenAI Responses request body.
 pub fn import(text: &str) -> Result<Imported, ImportError> {
-    let body = parse_document(text)?;
-    let root = Location::default();
-    let object = as_object(&body, &root, "a Responses request body")?;
-    let system = match object.get("instructions") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(NewMessage::new(
-            Role::System,
-            vec![Part::Text {
-                text: text.clone(),
-                provider_metadata: Some(json!({"openai": {"field": "instructions"}})),
-            }],
-        )),
-        Some(other) => {
+    super::stream::collect::<Body>(text)
+}
+
+/// A body being read, one item at a time ([`super::stream`]).
+pub(crate) struct Body {
+    items: Items,
+}
+
+impl Document for Body {
+    const STREAM: &'static str = "input";
+    const FIELDS: &'static [&'static str] = &["instructions", "model"];
+
+    fn begin(top: Top) -> Result<Self, ImportError> {
+        let root = Location::default();
+        if let Some(kind) = top.not_an_object {
             return Err(ImportError::malformed(
-                &Location::path("instructions"),
-                format!("expected a string, found {}", type_name(other)),
-            ))
+                &root,
+                format!("expected a Responses request body (an object), found {kind}"),
+            ));
         }
-    };
-    let model = match object.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => Some(format!("openai/{model}")),
-        _ => None,
-    };
-    let mut items = Items::new(Leniency::STRICT);
-    items.model = model;
-    match object.get("input") {
-        Some(Value::String(text)) => {
-            items.push(&Location::path("input"), NewMessage::user(text.clone()))?
-        }
-        Some(Value::Array(list)) => {
-            for (index, item) in list.iter().enumerate() {
-                items.item(&Location::path(format!("input[{index}]")), item, None)?;
+        let object = &top.fields;
+        let system = match object.get("instructions") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(NewMessage::new(
+                Role::System,
+                vec![Part::Text {
+                    text: text.clone(),
+                    provider_metadata: Some(json!({"openai": {"field": "instructions"}})),
+                }],
+            )),
+            Some(other) => {
+                return Err(ImportError::malformed(
+                    &Location::path("instructions"),
+                    format!("expected a string, found {}", type_name(other)),
+                ))
             }
+        };
+        let model = match object.get("model") {
+            Some(Value::String(model)) if !model.is_empty() => Some(format!("openai/{model}")),
+            _ => None,
+        };
+        let mut items = Items::new(Leniency::STRICT);
+        items.assembler.set_system(system);
+        items.model = model;
+        match top.stream {
+            Some(Value::String(text)) => {
+                items.push(&Location::path("input"), NewMessage::user(text))?
+            }
+            Some(Value::Array(_)) => {}
+            Some(other) => {
+                return Err(ImportError::malformed(
+                    &Location::path("input"),
+                    format!(
+                        "expected a string or an array of items, found {}",
+                        type_name(&other)
+                    ),
+                ))
+            }
+            None => return Err(ImportError::malformed(&root, "no \"input\"")),
         }
-        Some(other) => {
-            return Err(ImportError::malformed(
-                &Location::path("input"),
-                format!(
-                    "expected a string or an array of items, found {}",
-                    type_name(other)
-                ),
-            ))
-        }
-        None => return Err(ImportError::malformed(&root, "no \"input\"")),
+        Ok(Self { items })
     }
-    items.finish(system, &Location::path("input"))
+
+    fn element(&mut self, index: usize, item: Value) -> Result<(), ImportError> {
+        self.items
+            .item(&Location::path(format!("input[{index}]")), &item, None)
+    }
+
+    fn assembler(&mut self) -> &mut Assembler {
+        &mut self.items.assembler
+    }
+
+    fn finish(mut self) -> Result<Rest, ImportError> {
+        self.items.flush()?;
+        self.items.assembler.finish_rest(&Location::path("input"))
+    }
 }
 
 /// Builds messages from Responses items, one at a time (shared with Codex rollouts).
 pub(crate) struct Items {
-    assembler: Assembler,
+    pub(crate) assembler: Assembler,
     /// The assistant message being built: its parts, where it started, when.
     open: Vec<Part>,
     open_at: Option<(Location, Option<DateTime<Utc>>)>,
@@ -220,16 +252,6 @@ impl Items {
                 format!("expected user, assistant, system or developer, found {other:?}"),
             )),
         }
-    }
-
-    /// The messages, checked once more from the start as the store will check them.
-    pub(crate) fn finish(
-        mut self,
-        system: Option<NewMessage>,
-        at_end: &Location,
-    ) -> Result<Imported, ImportError> {
-        self.flush()?;
-        self.assembler.finish(system, at_end)
     }
 }
 

@@ -19,10 +19,11 @@
 //! - calls still pending at the cut (only possible when the fork copies the whole session)
 //!   get tombstones, written by the same path as [`Store::cancel_pending`].
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::write::{append_in, require_session, tail_of};
+use super::sql::{values, Sql};
+use super::write::{append_in, tail_of};
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::Walk;
@@ -61,6 +62,7 @@ pub struct Lineage {
     pub depth: usize,
 }
 
+/// The statements both engines run (through [`Sql`], in SQLite's dialect).
 const USER_COUNT_AND_ANY: &str =
     "SELECT COUNT(*) FILTER (WHERE role = 'user'), COUNT(*) FROM messages WHERE session_id = ?1";
 
@@ -68,16 +70,18 @@ const USER_COUNT_AND_ANY: &str =
 const TURN_START_SEQ: &str =
     "SELECT seq FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?2";
 
+/// (`CAST(?4 AS BIGINT)`: PostgreSQL types a placeholder of a `SELECT` list as text.)
 const INSERT_FORK: &str = "
     INSERT INTO sessions (id, created_at, updated_at, parent_id, forked_at_turn, thinking_latched, last_completion_at)
-    SELECT ?1, ?3, ?3, id, ?4, thinking_latched, last_completion_at FROM sessions WHERE id = ?2";
+    SELECT ?1, ?3, ?3, id, CAST(?4 AS BIGINT), thinking_latched, last_completion_at FROM sessions WHERE id = ?2";
 
 const LATEST_COPIED_COVER: &str =
     "SELECT last_turn FROM summaries WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
 
+/// `?2`: the last turn a copied summary covers, `i64::MIN` when none does.
 const UNCOMPACT_UNCOVERED: &str = "
     UPDATE messages SET compacted = 0
-    WHERE session_id = ?1 AND compacted = 1 AND (?2 IS NULL OR turn_index > ?2)";
+    WHERE session_id = ?1 AND compacted = 1 AND turn_index > ?2";
 
 const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions ORDER BY created_at, id";
 
@@ -111,12 +115,18 @@ impl Store {
     /// # }
     /// ```
     pub fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
+        if let Some(pg) = self.postgres() {
+            return pg.fork(source, at_turn);
+        }
         self.write(|tx| fork_in(tx, source, at_turn))
     }
 
     /// Every session with its place in the fork tree, depth first: each root (a session
     /// that is not a fork, or whose parent was deleted) followed by its forks, oldest first.
     pub fn lineage(&self) -> Result<Vec<Lineage>> {
+        if let Some(pg) = self.postgres() {
+            return pg.lineage();
+        }
         let rows = self.read(|conn| {
             let mut stmt = conn.prepare_cached(LINEAGE)?;
             let rows = stmt.query_map([], |row| {
@@ -134,54 +144,117 @@ impl Store {
 
 /// [`Store::fork`] inside the caller's transaction.
 fn fork_in(conn: &Connection, source: &SessionId, at_turn: i64) -> Result<Forked> {
-    require_session(conn, source)?;
-    let cut = cut_seq(conn, source, at_turn)?;
-    let id = SessionId::random();
-    conn.prepare_cached(INSERT_FORK)?.execute(params![
-        id.as_str(),
-        source.as_str(),
-        format_time(now()),
-        at_turn
-    ])?;
-    let messages = copy_rows::<CopyMessages>(conn, &id, source, cut)?;
-    copy_rows::<CopyParts>(conn, &id, source, cut)?;
-    copy_rows::<CopyUsage>(conn, &id, source, cut)?;
-    let summaries = copy_rows::<CopySummaries>(conn, &id, source, at_turn)?;
-    let cover: Option<i64> = conn
-        .prepare_cached(LATEST_COPIED_COVER)?
-        .query_row([id.as_str()], |row| row.get(0))
-        .optional()?;
-    let uncompacted = conn
-        .prepare_cached(UNCOMPACT_UNCOVERED)?
-        .execute(params![id.as_str(), cover])?;
-    let walk = Walk::resume(tail_of(conn, &id)?.resume);
+    let mut db = conn;
+    let copied = fork_rows(&mut db, source, at_turn, |db, table| columns_of(db, table))?;
+    let walk = Walk::resume(tail_of(conn, &copied.id)?.resume);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
-        tombstoned = message
-            .parts
-            .iter()
-            .filter_map(Part::answers)
-            .map(str::to_owned)
-            .collect();
-        append_in(conn, &id, &[message])?;
+        tombstoned = answered_by(&message);
+        append_in(conn, &copied.id, &[message])?;
     }
-    Ok(Forked {
+    Ok(copied.forked(source, at_turn, tombstoned))
+}
+
+/// What [`fork_rows`] wrote: the new session and what was copied into it.
+pub(crate) struct Copied {
+    pub(crate) id: SessionId,
+    messages: usize,
+    summaries: usize,
+    uncompacted: usize,
+}
+
+impl Copied {
+    /// The [`Forked`] report, once the calls pending at the cut are answered.
+    pub(crate) fn forked(
+        self,
+        source: &SessionId,
+        at_turn: i64,
+        tombstoned: Vec<String>,
+    ) -> Forked {
+        Forked {
+            id: self.id,
+            parent: source.clone(),
+            at_turn,
+            messages: self.messages,
+            summaries: self.summaries,
+            uncompacted: self.uncompacted,
+            tombstoned,
+        }
+    }
+}
+
+/// The ids a tombstone message answers.
+pub(crate) fn answered_by(message: &crate::model::NewMessage) -> Vec<String> {
+    message
+        .parts
+        .iter()
+        .filter_map(Part::answers)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A fork up to its tombstones, written once for both engines over [`Sql`]: takes the
+/// source's write lock, cuts, creates the new session, copies messages, parts, usage and
+/// summaries (`columns` lists a table's columns in schema order, generated ones left out),
+/// and un-compacts what no copied summary covers. The caller answers the calls pending at
+/// the cut through its engine's append path.
+pub(crate) fn fork_rows<D: Sql>(
+    db: &mut D,
+    source: &SessionId,
+    at_turn: i64,
+    columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
+) -> Result<Copied> {
+    db.lock_session(source)?;
+    let cut = cut_seq(db, source, at_turn)?;
+    let id = SessionId::random();
+    let now = format_time(now());
+    db.run(
+        INSERT_FORK,
+        &values![id.as_str(), source.as_str(), now.as_str(), at_turn],
+    )?;
+    db.lock_session(&id)?;
+    let copy = |db: &mut D, table: &str, sql: fn(Vec<String>) -> String, bound: i64| {
+        let statement = sql(columns(db, table)?);
+        let copied = db.run(&statement, &values![id.as_str(), source.as_str(), bound])?;
+        Ok::<_, crate::Error>(usize::try_from(copied).unwrap_or(usize::MAX))
+    };
+    let messages = copy(db, CopyMessages::TABLE, copy_sql::<CopyMessages>, cut)?;
+    copy(db, CopyParts::TABLE, copy_sql::<CopyParts>, cut)?;
+    copy(db, CopyUsage::TABLE, copy_sql::<CopyUsage>, cut)?;
+    let summaries = copy(db, CopySummaries::TABLE, copy_sql::<CopySummaries>, at_turn)?;
+    let cover = db.optional_int(LATEST_COPIED_COVER, &values![id.as_str()])?;
+    let uncompacted = db.run(
+        UNCOMPACT_UNCOVERED,
+        &values![id.as_str(), cover.unwrap_or(i64::MIN)],
+    )?;
+    Ok(Copied {
         id,
-        parent: source.clone(),
-        at_turn,
         messages,
         summaries,
-        uncompacted,
-        tombstoned,
+        uncompacted: usize::try_from(uncompacted).unwrap_or(usize::MAX),
     })
 }
 
 /// The seq before which a fork at `at_turn` copies: the user message opening that turn,
 /// `i64::MIN` for turn 0, `i64::MAX` for the turn after the last.
-fn cut_seq(conn: &Connection, session: &SessionId, at_turn: i64) -> Result<i64> {
-    let (users, messages): (i64, i64) = conn
-        .prepare_cached(USER_COUNT_AND_ANY)?
-        .query_row([session.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+fn cut_seq(db: &mut impl Sql, session: &SessionId, at_turn: i64) -> Result<i64> {
+    let counts = db.int_rows::<2>(USER_COUNT_AND_ANY, &values![session.as_str()])?;
+    let [users, messages] = counts.first().copied().unwrap_or([0, 0]);
+    match cut_bound(session, users, messages, at_turn)? {
+        Some(bound) => Ok(bound),
+        // `cut_bound` asks only for a turn below the user count: that user message exists
+        // (were it gone, the whole session is copied).
+        None => Ok(db
+            .optional_int(TURN_START_SEQ, &values![session.as_str(), at_turn])?
+            .unwrap_or(i64::MAX)),
+    }
+}
+
+/// Where a fork at `at_turn` cuts a session of `users` user messages among `messages`:
+/// `i64::MIN` for turn 0, `i64::MAX` for the turn after the last, `None` when the cut is
+/// the seq of the user message opening `at_turn` ([`TURN_START_SEQ`]); [`Error::NoSuchTurn`]
+/// outside `0..=turns`.
+fn cut_bound(session: &SessionId, users: i64, messages: i64, at_turn: i64) -> Result<Option<i64>> {
     // Turn 0 runs to the second user message: u user messages make max(u, 1) turns.
     let turns = if messages == 0 { 0 } else { users.max(1) };
     if !(0..=turns).contains(&at_turn) {
@@ -191,15 +264,13 @@ fn cut_seq(conn: &Connection, session: &SessionId, at_turn: i64) -> Result<i64> 
             turns,
         });
     }
-    if at_turn == 0 {
-        return Ok(i64::MIN);
-    }
-    if at_turn == turns {
-        return Ok(i64::MAX);
-    }
-    Ok(conn
-        .prepare_cached(TURN_START_SEQ)?
-        .query_row(params![session.as_str(), at_turn], |row| row.get(0))?)
+    Ok(if at_turn == 0 {
+        Some(i64::MIN)
+    } else if at_turn == turns {
+        Some(i64::MAX)
+    } else {
+        None
+    })
 }
 
 /// One table a fork copies: which columns the copy sets itself, and how the rows are chosen.
@@ -271,14 +342,9 @@ impl CopySpec for CopySummaries {
     }
 }
 
-/// Runs one [`CopySpec`] over every column of its table but the skipped ones.
-fn copy_rows<S: CopySpec>(
-    conn: &Connection,
-    fork: &SessionId,
-    source: &SessionId,
-    bound: i64,
-) -> Result<usize> {
-    let columns = columns_of(conn, S::TABLE)?
+/// The copy statement of one [`CopySpec`], given every column of its table in schema order.
+fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
+    let columns = columns
         .into_iter()
         .filter(|c| !S::SKIP.contains(&c.as_str()))
         .map(|c| format!("\"{}\"", c.replace('"', "\"\"")))
@@ -290,10 +356,7 @@ fn copy_rows<S: CopySpec>(
         .collect::<Vec<_>>()
         .join(", ");
     // Column names come from the schema, never from input; values are bound.
-    let sql = S::sql(&plain, &prefixed);
-    Ok(conn
-        .prepare_cached(&sql)?
-        .execute(params![fork.as_str(), source.as_str(), bound])?)
+    S::sql(&plain, &prefixed)
 }
 
 /// The columns of `table`, in schema order.
@@ -305,7 +368,7 @@ pub(crate) fn columns_of(conn: &Connection, table: &str) -> Result<Vec<String>> 
 
 /// Orders `(id, parent, forked_at_turn)` rows (oldest first) depth first under their roots.
 /// A parent that no longer exists (or a cycle written by other code) makes a root.
-fn tree(rows: Vec<(String, Option<String>, Option<i64>)>) -> Vec<Lineage> {
+pub(crate) fn tree(rows: Vec<(String, Option<String>, Option<i64>)>) -> Vec<Lineage> {
     use std::collections::{HashMap, HashSet};
     let ids: HashSet<&str> = rows.iter().map(|(id, _, _)| id.as_str()).collect();
     let mut children: HashMap<&str, Vec<usize>> = HashMap::new();

@@ -1,12 +1,17 @@
 //! Importing a whole session at once: the session row and every message in one transaction.
+//! [`ImportTarget`] is what a backend's transaction does for an import, so the import logic
+//! (compactions, child sessions, the streamed path) is written once for SQLite and PostgreSQL.
+
+use std::io::{BufRead, BufReader, Read, Seek};
 
 use rusqlite::{params, Connection};
 
 use super::write::append_in;
 use super::{format_time, now, Store};
 use crate::error::Result;
-use crate::import::Imported;
-use crate::model::{NewMessage, Role, SessionId};
+use crate::import::stream::{self, Halt, Sink};
+use crate::import::{Format, Imported, ImportedCompaction};
+use crate::model::{Appended, NewMessage, Role, SessionId};
 
 const INSERT_SESSION: &str =
     "INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2)";
@@ -73,77 +78,324 @@ impl Store {
     /// left out (the importers never make one).
     pub fn import(&self, imported: &Imported) -> Result<ImportedSessions> {
         if let Some(pg) = self.postgres() {
-            return pg.import_tree(imported);
+            return pg.write(|tx| import_tree(tx, imported));
         }
-        self.write(|tx| {
-            let mut children = Vec::new();
-            let session = import_in(tx, imported, None, &mut children)?;
-            Ok(ImportedSessions { session, children })
-        })
+        self.write(|tx| import_tree(&mut Sqlite(tx), imported))
+    }
+
+    /// Imports a transcript from `input` into a new session, in one transaction, reading it
+    /// as it goes: a request body (Anthropic, OpenAI, Responses, Gemini) is checked whole
+    /// first (UTF-8, syntax, duplicate keys: the errors [`crate::import_transcript_bytes`]
+    /// gives), then read again one message at a time, and its messages are appended in
+    /// batches as they settle. Peak memory is about one message and the open end of the
+    /// conversation, not the file: `benches/memory.rs` measures it. The JSON Lines logs
+    /// (Claude Code, Codex) are still read whole, then stored as [`Store::import`] stores them.
+    ///
+    /// A refused transcript (any [`Error::Import`](crate::Error::Import)) or a refused
+    /// message leaves nothing behind, as with [`Store::import`]. `input` is read from its
+    /// current position and read more than once (hence `Seek`).
+    pub fn import_reader<R: Read + Seek>(&self, format: Format, input: R) -> Result<ImportSummary> {
+        let mut input = BufReader::with_capacity(READ_BUFFER, input);
+        if let Some(pg) = self.postgres() {
+            return pg.write(|tx| import_streamed(tx, format, &mut input));
+        }
+        self.write(|tx| import_streamed(&mut Sqlite(tx), format, &mut input))
     }
 }
 
-fn import_in(
-    conn: &Connection,
+/// How much of the input a streamed import reads at once.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// What [`Store::import_reader`] stored.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ImportSummary {
+    /// The imported conversation.
+    pub session: SessionId,
+    /// Its child sessions (sub-agents), in the source's order.
+    pub children: Vec<SessionId>,
+    /// Messages stored in `session`, its system prompt included.
+    pub messages: usize,
+    /// See [`Imported::tombstoned`].
+    pub tombstoned: Vec<String>,
+    /// See [`Imported::orphans_as_text`].
+    pub orphans_as_text: usize,
+    /// See [`Imported::warnings`].
+    pub warnings: Vec<String>,
+}
+
+/// A backend's open write transaction, as an import writes into it: the one import logic
+/// below runs on SQLite and PostgreSQL alike.
+pub(crate) trait ImportTarget {
+    /// A new session with a fresh id, its title and parent set.
+    fn create_session(
+        &mut self,
+        created: &str,
+        title: Option<&str>,
+        parent: Option<&SessionId>,
+    ) -> Result<SessionId>;
+    /// Sets the session's title.
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()>;
+    /// Checks `messages` against the session's tail and appends them.
+    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>>;
+    /// Marks every message before `seq` compacted and stores the summary.
+    fn compact(&mut self, session: &SessionId, compaction: &Compaction<'_>) -> Result<()>;
+    /// Records `child` on the call that spawned it.
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()>;
+}
+
+/// One compaction to store (the `summaries` row and the messages it hides).
+pub(crate) struct Compaction<'a> {
+    /// `seq` of the first message left visible.
+    pub(crate) seq: i64,
+    /// The last turn the summary covers.
+    pub(crate) last_turn: i64,
+    /// The first turn it covers that an earlier summary did not.
+    pub(crate) compacted_from: i64,
+    /// `seq` of the last message it covers.
+    pub(crate) through_seq: i64,
+    /// The summary text.
+    pub(crate) text: &'a str,
+    /// When.
+    pub(crate) created: &'a str,
+}
+
+/// The SQLite side of [`ImportTarget`].
+struct Sqlite<'a>(&'a Connection);
+
+impl ImportTarget for Sqlite<'_> {
+    fn create_session(
+        &mut self,
+        created: &str,
+        title: Option<&str>,
+        parent: Option<&SessionId>,
+    ) -> Result<SessionId> {
+        let id = SessionId::random();
+        self.0
+            .prepare_cached(INSERT_SESSION)?
+            .execute(params![id.as_str(), created])?;
+        if let Some(title) = title {
+            self.0
+                .prepare_cached(SET_TITLE)?
+                .execute(params![id.as_str(), title])?;
+        }
+        if let Some(parent) = parent {
+            self.0
+                .prepare_cached(SET_PARENT)?
+                .execute(params![id.as_str(), parent.as_str()])?;
+        }
+        Ok(id)
+    }
+
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        self.0
+            .prepare_cached(SET_TITLE)?
+            .execute(params![session.as_str(), title])?;
+        Ok(())
+    }
+
+    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+        append_in(self.0, session, messages)
+    }
+
+    fn compact(&mut self, session: &SessionId, c: &Compaction<'_>) -> Result<()> {
+        self.0
+            .prepare_cached(MARK_BEFORE)?
+            .execute(params![session.as_str(), c.seq])?;
+        self.0.prepare_cached(INSERT_SUMMARY)?.execute(params![
+            session.as_str(),
+            c.last_turn,
+            c.compacted_from,
+            c.through_seq,
+            c.text,
+            c.created,
+        ])?;
+        Ok(())
+    }
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        self.0.prepare_cached(LINK_CALL)?.execute(params![
+            session.as_str(),
+            call,
+            child.as_str()
+        ])?;
+        Ok(())
+    }
+}
+
+/// [`Store::import`] inside the caller's transaction.
+pub(crate) fn import_tree<T: ImportTarget>(
+    target: &mut T,
+    imported: &Imported,
+) -> Result<ImportedSessions> {
+    let mut children = Vec::new();
+    let session = import_in(target, imported, None, &mut children)?;
+    Ok(ImportedSessions { session, children })
+}
+
+fn import_in<T: ImportTarget>(
+    target: &mut T,
     imported: &Imported,
     parent: Option<&SessionId>,
     children: &mut Vec<SessionId>,
 ) -> Result<SessionId> {
-    let id = SessionId::random();
     let created = format_time(now());
-    conn.prepare_cached(INSERT_SESSION)?
-        .execute(params![id.as_str(), created])?;
-    if let Some(title) = &imported.title {
-        conn.prepare_cached(SET_TITLE)?
-            .execute(params![id.as_str(), title])?;
-    }
-    if let Some(parent) = parent {
-        conn.prepare_cached(SET_PARENT)?
-            .execute(params![id.as_str(), parent.as_str()])?;
-    }
+    let id = target.create_session(&created, imported.title.as_deref(), parent)?;
     let messages: Vec<NewMessage> = imported
         .system
         .iter()
         .chain(&imported.messages)
         .cloned()
         .collect();
-    let appended = append_in(conn, &id, &messages)?;
+    let appended = target.append(&id, &messages)?;
+    let rows: Vec<(Role, Appended)> = messages.iter().map(|m| m.role).zip(appended).collect();
     let offset = usize::from(imported.system.is_some());
-    let mut compacted_from = 0;
-    for compaction in &imported.compactions {
-        let index = offset + compaction.at;
-        let (Some(cut), Some(before)) = (
-            appended.get(index),
-            index.checked_sub(1).and_then(|i| appended.get(i)),
-        ) else {
-            continue;
-        };
-        let opens_turn = messages[index].role == Role::User && cut.turn_index > before.turn_index;
-        if !opens_turn || cut.turn_index < 1 || cut.turn_index <= compacted_from {
-            continue;
-        }
-        conn.prepare_cached(MARK_BEFORE)?
-            .execute(params![id.as_str(), cut.seq])?;
-        conn.prepare_cached(INSERT_SUMMARY)?.execute(params![
-            id.as_str(),
-            cut.turn_index - 1,
-            compacted_from,
-            before.seq,
-            compaction.summary,
-            created,
-        ])?;
-        compacted_from = cut.turn_index;
-    }
+    compact_in(target, &id, &rows, offset, &imported.compactions, &created)?;
     for child in &imported.children {
-        let child_id = import_in(conn, &child.imported, Some(&id), children)?;
+        let child_id = import_in(target, &child.imported, Some(&id), children)?;
         if let Some(call) = &child.spawned_by {
-            conn.prepare_cached(LINK_CALL)?.execute(params![
-                id.as_str(),
-                call,
-                child_id.as_str()
-            ])?;
+            target.link_call(&id, call, &child_id)?;
         }
         children.push(child_id);
     }
     Ok(id)
+}
+
+/// Appends each batch a streamed import hands out to its session (a child's session is
+/// created with its first batch), keeping what placing compactions needs.
+struct Appender<'a, T> {
+    target: &'a mut T,
+    created: &'a str,
+    /// The session of each conversation (0: the imported one), once created.
+    sessions: Vec<Option<SessionId>>,
+    /// Per conversation, the role, `seq` and turn of every message appended.
+    rows: Vec<Vec<(Role, Appended)>>,
+}
+
+impl<T: ImportTarget> Sink for Appender<'_, T> {
+    type Error = crate::Error;
+
+    fn batch(&mut self, stream: usize, messages: Vec<NewMessage>) -> Result<()> {
+        if self.sessions.len() <= stream {
+            self.sessions.resize(stream + 1, None);
+            self.rows.resize_with(stream + 1, Vec::new);
+        }
+        let session = match &self.sessions[stream] {
+            Some(session) => session.clone(),
+            None => {
+                let parent = self.sessions.first().cloned().flatten();
+                let session = self
+                    .target
+                    .create_session(self.created, None, parent.as_ref())?;
+                self.sessions[stream] = Some(session.clone());
+                session
+            }
+        };
+        let appended = self.target.append(&session, &messages)?;
+        self.rows[stream].extend(messages.iter().map(|m| m.role).zip(appended));
+        Ok(())
+    }
+}
+
+/// Stores the compactions of one conversation, placed on the rows appended (`offset`: 1 when
+/// the first row is the system prompt, which compaction indexes do not count).
+fn compact_in<T: ImportTarget>(
+    target: &mut T,
+    session: &SessionId,
+    rows: &[(Role, Appended)],
+    offset: usize,
+    compactions: &[ImportedCompaction],
+    created: &str,
+) -> Result<()> {
+    let mut compacted_from = 0;
+    for compaction in compactions {
+        let index = offset + compaction.at;
+        let (Some((role, cut)), Some((_, before))) = (
+            rows.get(index),
+            index.checked_sub(1).and_then(|i| rows.get(i)),
+        ) else {
+            continue;
+        };
+        let opens_turn = *role == Role::User && cut.turn_index > before.turn_index;
+        if !opens_turn || cut.turn_index < 1 || cut.turn_index <= compacted_from {
+            continue;
+        }
+        target.compact(
+            session,
+            &Compaction {
+                seq: cut.seq,
+                last_turn: cut.turn_index - 1,
+                compacted_from,
+                through_seq: before.seq,
+                text: &compaction.summary,
+                created,
+            },
+        )?;
+        compacted_from = cut.turn_index;
+    }
+    Ok(())
+}
+
+/// [`Store::import_reader`] inside the caller's transaction.
+fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
+    target: &mut T,
+    format: Format,
+    input: &mut R,
+) -> Result<ImportSummary> {
+    let created = format_time(now());
+    let session = target.create_session(&created, None, None)?;
+    let mut sink = Appender {
+        target,
+        created: &created,
+        sessions: vec![Some(session.clone())],
+        rows: vec![Vec::new()],
+    };
+    let streamed = match stream::stream(format, input, &mut sink) {
+        Ok(streamed) => streamed,
+        Err(Halt::Import(error)) => return Err(error.into()),
+        Err(Halt::Sink(error)) => return Err(error),
+    };
+    let Appender {
+        target,
+        sessions,
+        rows,
+        ..
+    } = sink;
+    if let Some(title) = &streamed.title {
+        target.set_title(&session, title)?;
+    }
+    let no_rows = Vec::new();
+    compact_in(
+        target,
+        &session,
+        rows.first().unwrap_or(&no_rows),
+        usize::from(streamed.has_system),
+        &streamed.compactions,
+        &created,
+    )?;
+    let mut children = Vec::new();
+    for (k, child) in streamed.children.iter().enumerate() {
+        let Some(Some(child_id)) = sessions.get(k + 1) else {
+            continue;
+        };
+        compact_in(
+            target,
+            child_id,
+            rows.get(k + 1).unwrap_or(&no_rows),
+            0,
+            &child.compactions,
+            &created,
+        )?;
+        if let Some(call) = &child.spawned_by {
+            target.link_call(&session, call, child_id)?;
+        }
+        children.push(child_id.clone());
+    }
+    Ok(ImportSummary {
+        session,
+        children,
+        messages: streamed.messages,
+        tombstoned: streamed.tombstoned,
+        orphans_as_text: streamed.orphans_as_text,
+        warnings: streamed.warnings,
+    })
 }

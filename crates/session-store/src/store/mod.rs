@@ -41,7 +41,7 @@ mod write;
 pub use compaction::CompactionOutcome;
 pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
-pub use import::ImportedSessions;
+pub use import::{ImportSummary, ImportedSessions};
 pub use overview::SessionOverview;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
@@ -205,10 +205,9 @@ impl Store {
     fn sqlite_pool(&self) -> Result<&Pool<SqliteConnectionManager>> {
         match &self.backend {
             Backend::Sqlite { pool, .. } => Ok(pool),
-            // The operations not built for PostgreSQL yet end here.
+            // Only SQLite's own settings end here (`connection_settings`).
             Backend::Postgres(_) => Err(Error::Unsupported {
-                operation: "this operation (fork, lineage, prune, search, the usage and size \
-                            reports are SQLite-only so far)",
+                operation: "an SQLite-only operation (reading connection settings)",
                 backend: "postgres",
             }),
         }

@@ -34,7 +34,8 @@ pub struct Deleted {
     pub messages: i64,
 }
 
-/// Space given back by [`Store::reclaim_space`], measured on the file system.
+/// Space given back by [`Store::reclaim_space`], measured on the file system (PostgreSQL:
+/// in the bytes of the store's relations, [`SizeReport::file_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reclaimed {
     /// Bytes of the database file and its WAL before.
@@ -42,22 +43,29 @@ pub struct Reclaimed {
     /// Bytes of the database file and its WAL after.
     pub after_bytes: u64,
     /// True when this call rewrote the file with a full `VACUUM` (the first reclaim of a file,
-    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]).
+    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]). PostgreSQL: true
+    /// for `VACUUM FULL` ([`Store::vacuum`]), false for `VACUUM`.
     pub full_vacuum: bool,
 }
 
-/// Where the bytes of the database are.
+/// Where the bytes of the database are. Each field says what it is on SQLite, then on
+/// PostgreSQL, where "the database" is the relations of the store's schema.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SizeReport {
-    /// Bytes of the database file (`page_count * page_size`).
+    /// Bytes of the database file (`page_count * page_size`). PostgreSQL: of every table
+    /// (with its TOAST data) and index of the store's schema.
     pub file_bytes: u64,
-    /// Bytes of free pages inside it, which [`Store::reclaim_space`] gives back.
+    /// Bytes of free pages inside it, which [`Store::reclaim_space`] gives back. PostgreSQL:
+    /// 0 (the server keeps no such count without an extension).
     pub free_bytes: u64,
-    /// Bytes of the write-ahead log beside it.
+    /// Bytes of the write-ahead log beside it. PostgreSQL: 0 (the server's log is shared by
+    /// every database on it).
     pub wal_bytes: u64,
-    /// Bytes per table or index (SQLite's `dbstat`), largest first.
+    /// Bytes per table or index (SQLite's `dbstat`), largest first. PostgreSQL:
+    /// `pg_table_size` per table, `pg_relation_size` per index.
     pub objects: Vec<ObjectSize>,
-    /// Bytes of the full-text search index (the `parts_fts` tables).
+    /// Bytes of the full-text search index (the `parts_fts` tables). PostgreSQL: the GIN
+    /// index `parts_search` (the indexed values are in `parts`).
     pub search_index_bytes: u64,
     /// How many sessions the database holds.
     pub sessions: u64,
@@ -135,6 +143,9 @@ impl Store {
     /// oldest first. A session whose `updated_at` cannot be read as a time is never a
     /// candidate.
     pub fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        if let Some(pg) = self.postgres() {
+            return pg.prune_candidates(cutoff);
+        }
         self.read(|conn| {
             let mut out = Vec::new();
             for (id, updated_at) in older_than(conn, cutoff)? {
@@ -155,6 +166,9 @@ impl Store {
     /// checks the time again under the write lock: a session a live writer touched meanwhile
     /// is kept. Returns what was deleted, oldest first.
     pub fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        if let Some(pg) = self.postgres() {
+            return pg.prune(cutoff);
+        }
         let candidates = self.read(|conn| older_than(conn, cutoff))?;
         let mut deleted = Vec::new();
         for (id, _) in candidates {
@@ -176,7 +190,15 @@ impl Store {
     /// Where the bytes are: the file, its free pages and WAL, each table and index, the
     /// search index, and the `top` largest sessions with how much of each is tool output.
     /// Reads one snapshot; writes nothing.
+    ///
+    /// On PostgreSQL the same report describes the relations of the store's schema (what
+    /// each figure is there: `store/pg/retention.rs`, `PgStore::size_report`): `file_bytes`
+    /// is their total, `free_bytes` and `wal_bytes` are 0, `objects` are its tables and
+    /// indexes, and the per-session figures are the same as SQLite's.
     pub fn size_report(&self, top: usize) -> Result<SizeReport> {
+        if let Some(pg) = self.postgres() {
+            return pg.size_report(top);
+        }
         let wal_bytes = file_len(&wal_path(self.path()));
         self.read(|conn| {
             let pragma = |name: &str| -> Result<u64> {
@@ -200,23 +222,22 @@ impl Store {
                 .sum();
             let mut stmt = conn.prepare_cached(SESSION_SIZES)?;
             let mut rows = stmt.query([])?;
-            let (mut sessions, mut content_bytes, mut tool_output_bytes) = (0, 0, 0);
-            let mut largest = Vec::new();
-            let count = |v: i64| u64::try_from(v).unwrap_or(0);
+            let mut totals = SizeTotals::new(top);
             while let Some(row) = rows.next()? {
-                let size = SessionSize {
-                    session: SessionId::new(row.get::<_, String>(0)?),
-                    messages: count(row.get(1)?),
-                    content_bytes: count(row.get(2)?),
-                    tool_output_bytes: count(row.get(3)?),
-                };
-                sessions += 1;
-                content_bytes += size.content_bytes;
-                tool_output_bytes += size.tool_output_bytes;
-                if largest.len() < top {
-                    largest.push(size);
-                }
+                totals.add(SessionSize::from_counts(
+                    row.get::<_, String>(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                ));
             }
+            let SizeTotals {
+                sessions,
+                content_bytes,
+                tool_output_bytes,
+                largest,
+                ..
+            } = totals;
             Ok(SizeReport {
                 file_bytes: pragma("page_count")? * page_size,
                 free_bytes: pragma("freelist_count")? * page_size,
@@ -241,6 +262,10 @@ impl Store {
     /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
     /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
     /// for a live writer like any write, and readers keep reading.
+    ///
+    /// On PostgreSQL it is `VACUUM` of the store's tables (dead rows' space reusable, empty
+    /// pages at a table's end given back; `full_vacuum` false), measured in the bytes of the
+    /// store's relations.
     pub fn reclaim_space(&self) -> Result<Reclaimed> {
         self.reclaim(false)
     }
@@ -249,11 +274,17 @@ impl Store {
     /// which also gives back the room in half-empty pages that deleting rows scattered over
     /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
     /// as the database, and time in proportion to it.
+    ///
+    /// On PostgreSQL it is `VACUUM FULL` of the store's tables: each rewritten under an
+    /// exclusive lock (readers and writers of it wait).
     pub fn vacuum(&self) -> Result<Reclaimed> {
         self.reclaim(true)
     }
 
     fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
+        if let Some(pg) = self.postgres() {
+            return pg.reclaim(always_full);
+        }
         let before_bytes = self.bytes_on_disk();
         let conn = self.sqlite_pool()?.get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
@@ -277,9 +308,59 @@ impl Store {
         })
     }
 
-    /// Bytes of the database file and its WAL.
+    /// Bytes of the database file and its WAL. On PostgreSQL: the bytes of the store's
+    /// relations (tables with their TOAST data, and indexes), 0 when the server cannot say.
     pub fn bytes_on_disk(&self) -> u64 {
+        if let Some(pg) = self.postgres() {
+            return pg.bytes_on_disk().unwrap_or(0);
+        }
         file_len(self.path()) + file_len(&wal_path(self.path()))
+    }
+}
+
+impl SessionSize {
+    /// A row of the per-session size query (both backends): counts as the database gives them.
+    pub(crate) fn from_counts(session: String, messages: i64, content: i64, tool: i64) -> Self {
+        let count = |v: i64| u64::try_from(v).unwrap_or(0);
+        Self {
+            session: SessionId::new(session),
+            messages: count(messages),
+            content_bytes: count(content),
+            tool_output_bytes: count(tool),
+        }
+    }
+}
+
+/// The per-session half of a [`SizeReport`], summed over sessions that come largest first:
+/// both backends add their rows here.
+pub(crate) struct SizeTotals {
+    pub(crate) top: usize,
+    pub(crate) sessions: u64,
+    pub(crate) content_bytes: u64,
+    pub(crate) tool_output_bytes: u64,
+    pub(crate) largest: Vec<SessionSize>,
+}
+
+impl SizeTotals {
+    /// Nothing counted yet; `top` sessions kept.
+    pub(crate) fn new(top: usize) -> Self {
+        Self {
+            top,
+            sessions: 0,
+            content_bytes: 0,
+            tool_output_bytes: 0,
+            largest: Vec::new(),
+        }
+    }
+
+    /// Counts one session (the next largest).
+    pub(crate) fn add(&mut self, size: SessionSize) {
+        self.sessions += 1;
+        self.content_bytes += size.content_bytes;
+        self.tool_output_bytes += size.tool_output_bytes;
+        if self.largest.len() < self.top {
+            self.largest.push(size);
+        }
     }
 }
 
@@ -313,12 +394,22 @@ fn delete_in(conn: &Connection, session: &SessionId) -> Result<Deleted> {
 /// Sessions whose `updated_at` reads as a time before `cutoff`, oldest first.
 fn older_than(conn: &Connection, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
     let mut stmt = conn.prepare_cached(ALL_UPDATED)?;
-    let rows = stmt.query_map([], |row| {
-        Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-    })?;
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(older_than_in(rows, cutoff))
+}
+
+/// Of `(id, updated_at)` rows, the sessions whose `updated_at` reads as a time before
+/// `cutoff`, oldest first (ties by id): what both backends prune.
+pub(crate) fn older_than_in(
+    rows: Vec<(String, String)>,
+    cutoff: DateTime<Utc>,
+) -> Vec<(SessionId, String)> {
     let mut out = Vec::new();
-    for row in rows {
-        let (id, updated_at) = row?;
+    for (id, updated_at) in rows {
         if let Some(time) = parse_time(&updated_at) {
             if time < cutoff {
                 out.push((time, SessionId::new(id), updated_at));
@@ -326,7 +417,7 @@ fn older_than(conn: &Connection, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-    Ok(out.into_iter().map(|(_, id, at)| (id, at)).collect())
+    out.into_iter().map(|(_, id, at)| (id, at)).collect()
 }
 
 fn wal_path(path: &std::path::Path) -> std::path::PathBuf {

@@ -1,4 +1,5 @@
-//! Full-text search over every live part of every session (SQLite FTS5, migration V8).
+//! Full-text search over every live part of every session (SQLite FTS5, migration V8; the
+//! PostgreSQL twin is `pg/search.rs`, over migration V11).
 //!
 //! The index (`parts_fts`) holds text, reasoning and tool_result content, and each call's tool
 //! name and JSON input; triggers on `parts` keep it current for every writer, so there is
@@ -73,7 +74,8 @@ pub struct SearchHit {
     pub kind: String,
     /// The matched passage with the terms highlighted.
     pub snippet: String,
-    /// bm25 relevance: lower is better (SQLite's sign convention).
+    /// bm25 relevance: lower is better (SQLite's sign convention). On PostgreSQL: `ts_rank`
+    /// normalised by length, negated (lower is better there too; the numbers differ).
     pub score: f64,
 }
 
@@ -125,6 +127,10 @@ impl Store {
     ///
     /// Any string is a valid query (every term is quoted as a phrase); one without words
     /// finds nothing.
+    ///
+    /// On PostgreSQL the same query finds the same parts (migration V11's index, the same
+    /// words) with snippets cut the same way; the score is `ts_rank`'s (negated: lower is
+    /// better here too), not bm25's, and accents are not removed (`store/pg/search.rs`).
     /// An unknown `options.session` is [`crate::Error::UnknownSession`].
     ///
     /// ```
@@ -143,6 +149,9 @@ impl Store {
     /// # }
     /// ```
     pub fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
+        if let Some(pg) = self.postgres() {
+            return pg.search(query, options);
+        }
         let Some(fts) = fts_query(query) else {
             if let Some(session) = &options.session {
                 self.read(|conn| require_session(conn, session))?;
@@ -186,30 +195,45 @@ impl Store {
     }
 }
 
-/// A person's query as an FTS5 query that cannot be a syntax error: each term (separated by
-/// whitespace or control characters) becomes a quoted phrase (inner `"` doubled), all of them required; a trailing `*` on a
-/// term keeps it a prefix search. `None` when the query has no term.
-pub fn fts_query(query: &str) -> Option<String> {
+/// A person's query as terms: separated by whitespace or control characters, each with
+/// whether it ends in `*` (a prefix search), the `*`s removed. A term with no letter or digit
+/// (e.g. `-`, `*`, `"`) holds no word and is left out. Both backends read queries through
+/// this ([`fts_query`] for FTS5, `pg/search.rs` for PostgreSQL's `tsquery`).
+pub(crate) fn query_terms(query: &str) -> Vec<(String, bool)> {
     // FTS5 reads its query as a C string: a NUL would end it inside a quoted term. Control
     // characters separate terms like whitespace.
     let query: String = query
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    let terms: Vec<String> = query
+    query
         .split_whitespace()
         .filter_map(|term| {
             let (stem, prefix) = match term.strip_suffix('*') {
                 Some(stem) => (stem.trim_end_matches('*'), true),
                 None => (term, false),
             };
-            // A term with no letter or digit (e.g. `-`, `*`, `"`) holds no token: FTS5 would
-            // see an empty phrase, which matches nothing, so it is left out.
-            if !stem.chars().any(char::is_alphanumeric) {
-                return None;
-            }
+            // FTS5 would see an empty phrase, which matches nothing.
+            stem.chars()
+                .any(char::is_alphanumeric)
+                .then(|| (stem.to_owned(), prefix))
+        })
+        .collect()
+}
+
+/// A person's query as an FTS5 query that cannot be a syntax error: each term of
+/// [`query_terms`] becomes a quoted phrase (inner `"` doubled), all of them required; a
+/// trailing `*` on a term keeps it a prefix search. `None` when the query has no term.
+pub fn fts_query(query: &str) -> Option<String> {
+    let terms: Vec<String> = query_terms(query)
+        .into_iter()
+        .map(|(stem, prefix)| {
             let quoted = format!("\"{}\"", stem.replace('"', "\"\""));
-            Some(if prefix { quoted + "*" } else { quoted })
+            if prefix {
+                quoted + "*"
+            } else {
+                quoted
+            }
         })
         .collect();
     (!terms.is_empty()).then(|| terms.join(" "))

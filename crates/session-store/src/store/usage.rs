@@ -99,23 +99,37 @@ fn totals_from_row(row: &Row<'_>, at: usize) -> rusqlite::Result<TokenTotals> {
     })
 }
 
+impl TurnUsage {
+    /// A row of the per-turn usage query (both backends): the turn, its models joined by
+    /// newlines in order of first use (`None`: no row named one), its sums.
+    pub(crate) fn from_row(turn: i64, models: Option<String>, tokens: TokenTotals) -> Self {
+        Self {
+            turn,
+            models: models
+                .map(|m| m.split('\n').map(str::to_owned).collect())
+                .unwrap_or_default(),
+            tokens,
+        }
+    }
+}
+
 impl Store {
     /// What the session cost: tokens per turn (turns whose messages reported usage) and in
     /// total, read in one snapshot. [`crate::Error::UnknownSession`] when it does not exist.
     pub fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
+        if let Some(pg) = self.postgres() {
+            return pg.usage(session);
+        }
         self.read(|conn| {
             require_session(conn, session)?;
             let turns = conn
                 .prepare_cached(USAGE_BY_TURN)?
                 .query_map([session.as_str()], |row| {
-                    let models: Option<String> = row.get(6)?;
-                    Ok(TurnUsage {
-                        turn: row.get(0)?,
-                        models: models
-                            .map(|m| m.split('\n').map(str::to_owned).collect())
-                            .unwrap_or_default(),
-                        tokens: totals_from_row(row, 1)?,
-                    })
+                    Ok(TurnUsage::from_row(
+                        row.get(0)?,
+                        row.get(6)?,
+                        totals_from_row(row, 1)?,
+                    ))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let total = conn

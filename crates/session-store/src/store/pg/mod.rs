@@ -24,12 +24,15 @@ use crate::error::{Error, Result};
 use crate::model::SessionId;
 
 mod copy;
-mod extra;
+mod fork;
 mod ops;
 pub(crate) mod read;
 mod repair;
+mod retention;
 pub(crate) mod rows;
 pub(crate) mod schema;
+mod search;
+mod usage;
 mod write;
 
 /// True when `location` names a PostgreSQL database (`postgres://` or `postgresql://`)
@@ -201,6 +204,18 @@ impl PgStore {
             tx.tx.commit()?;
         }
         Ok(value)
+    }
+
+    /// Runs `sql` on a pooled connection outside any transaction (what `VACUUM` needs).
+    pub(crate) fn outside_transaction(&self, sql: &str) -> Result<()> {
+        if self.read_only {
+            // The server's own refusal (`Error::is_read_only`): a write that changes no row
+            // is still refused in a read-only transaction.
+            self.write(|tx| tx.execute("UPDATE sessions SET id = id WHERE false", &[]))?;
+        }
+        let mut conn = self.pool.get()?;
+        conn.client.batch_execute(sql)?;
+        Ok(())
     }
 
     /// Runs `f` in one `REPEATABLE READ READ ONLY` transaction: one snapshot for all its

@@ -13,9 +13,8 @@ use crate::history::pairing;
 use crate::history::turns::next_turn_index;
 use serde_json::Value;
 
-use crate::import::Imported;
 use crate::model::{Appended, NewMessage, Part, Role, SessionId};
-use crate::store::ImportedSessions;
+use crate::store::import::{Compaction, ImportTarget};
 use crate::store::{format_time, now};
 
 impl PgStore {
@@ -361,84 +360,60 @@ fn used_tool_use_ids(
         .collect())
 }
 
-impl PgStore {
-    /// [`crate::Store::import`] on PostgreSQL: the same rows as `store/import.rs` writes, in
-    /// one transaction.
-    pub(crate) fn import_tree(&self, imported: &Imported) -> Result<ImportedSessions> {
-        self.write(|tx| {
-            let mut children = Vec::new();
-            let session = import_in(tx, imported, None, &mut children)?;
-            Ok(ImportedSessions { session, children })
-        })
-    }
-}
-
-fn import_in(
-    tx: &mut Tx<'_>,
-    imported: &Imported,
-    parent: Option<&SessionId>,
-    children: &mut Vec<SessionId>,
-) -> Result<SessionId> {
-    let id = SessionId::random();
-    let created = format_time(now());
-    tx.execute(
-        "INSERT INTO sessions (id, created_at, updated_at, title, parent_id) VALUES ($1, $2, $2, $3, $4)",
-        &[
-            &id.as_str(),
-            &created,
-            &imported.title,
-            &parent.map(SessionId::as_str),
-        ],
-    )?;
-    lock_session(tx, &id)?;
-    let messages: Vec<NewMessage> = imported
-        .system
-        .iter()
-        .chain(&imported.messages)
-        .cloned()
-        .collect();
-    let appended = append_in(tx, &id, &messages)?;
-    let offset = usize::from(imported.system.is_some());
-    let mut compacted_from = 0;
-    for compaction in &imported.compactions {
-        let index = offset + compaction.at;
-        let (Some(cut), Some(before)) = (
-            appended.get(index),
-            index.checked_sub(1).and_then(|i| appended.get(i)),
-        ) else {
-            continue;
-        };
-        let opens_turn = messages[index].role == Role::User && cut.turn_index > before.turn_index;
-        if !opens_turn || cut.turn_index < 1 || cut.turn_index <= compacted_from {
-            continue;
-        }
-        tx.execute(
-            "UPDATE messages SET compacted = 1 WHERE session_id = $1 AND seq < $2 AND compacted = 0",
-            &[&id.as_str(), &cut.seq],
+/// [`crate::Store::import`] and [`crate::Store::import_reader`] on PostgreSQL: the import
+/// logic of `store/import.rs`, the same rows, in the caller's transaction.
+impl ImportTarget for Tx<'_> {
+    fn create_session(
+        &mut self,
+        created: &str,
+        title: Option<&str>,
+        parent: Option<&SessionId>,
+    ) -> Result<SessionId> {
+        let id = SessionId::random();
+        self.execute(
+            "INSERT INTO sessions (id, created_at, updated_at, title, parent_id) VALUES ($1, $2, $2, $3, $4)",
+            &[&id.as_str(), &created, &title, &parent.map(SessionId::as_str)],
         )?;
-        tx.execute(
+        lock_session(self, &id)?;
+        Ok(id)
+    }
+
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        self.execute(
+            "UPDATE sessions SET title = $2 WHERE id = $1",
+            &[&session.as_str(), &title],
+        )?;
+        Ok(())
+    }
+
+    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+        append_in(self, session, messages)
+    }
+
+    fn compact(&mut self, session: &SessionId, c: &Compaction<'_>) -> Result<()> {
+        self.execute(
+            "UPDATE messages SET compacted = 1 WHERE session_id = $1 AND seq < $2 AND compacted = 0",
+            &[&session.as_str(), &c.seq],
+        )?;
+        self.execute(
             "INSERT INTO summaries
                 (session_id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at)
              VALUES ($1, 0, $2, $3, $4, $5, $6)",
             &[
-                &id.as_str(),
-                &(cut.turn_index - 1),
-                &compacted_from,
-                &before.seq,
-                &compaction.summary,
-                &created,
+                &session.as_str(),
+                &c.last_turn,
+                &c.compacted_from,
+                &c.through_seq,
+                &c.text,
+                &c.created,
             ],
         )?;
-        compacted_from = cut.turn_index;
+        Ok(())
     }
-    for child in &imported.children {
-        let child_id = import_in(tx, &child.imported, Some(&id), children)?;
-        if let Some(call) = &child.spawned_by {
-            link_call(tx, &id, call, &child_id)?;
-        }
-        children.push(child_id);
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        link_call(self, session, call, child)
     }
-    Ok(id)
 }
 
 /// Records the child session on the call that spawned it (`session_store.child_session` in

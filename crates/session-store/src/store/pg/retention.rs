@@ -1,0 +1,229 @@
+//! Retention and size on PostgreSQL: the twin of `store/retention.rs`. Deleting and pruning
+//! are the same (one `DELETE` of the session row, the foreign keys cascade; `repair_log` by
+//! session id; prune re-checks the time under the session's row lock). The size report and
+//! reclaiming speak of the server's storage instead of a file:
+//!
+//! - "the database" is the relations (tables with their TOAST data, and indexes) of the schema
+//!   that holds the store's `sessions` table: what this store owns, not the whole server;
+//! - reclaiming is `VACUUM` of those tables (dead rows' space reusable, trailing empty pages
+//!   given back), and [`crate::Store::vacuum`] is `VACUUM FULL` (every table rewritten,
+//!   holding an exclusive lock on it meanwhile).
+
+use chrono::{DateTime, Utc};
+
+use super::{lock_session, PgStore, Tx};
+use crate::error::Result;
+use crate::model::SessionId;
+use crate::store::retention::{older_than_in, SizeTotals};
+use crate::store::{parse_time, Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
+
+/// The relations of the store's schema: tables (`r`), materialized views (`m`) and indexes
+/// (`i`); a table's bytes include its TOAST data and maps (`pg_table_size`), its indexes are
+/// their own rows.
+const OBJECT_SIZES: &str = "
+    SELECT c.relname::TEXT,
+           (CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid) ELSE pg_table_size(c.oid) END)::BIGINT AS bytes
+    FROM pg_class c
+    WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass('sessions'))
+      AND c.relkind IN ('r', 'm', 'i')
+    ORDER BY bytes DESC, c.relname COLLATE \"C\"";
+
+/// The store's tables, quoted, for `VACUUM`.
+const TABLES: &str = "
+    SELECT format('%I.%I', n.nspname, c.relname)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass('sessions'))
+      AND c.relkind = 'r'
+    ORDER BY c.relname COLLATE \"C\"";
+
+/// `store/retention.rs`'s per-session bytes: `octet_length` counts bytes, as SQLite's
+/// `length(CAST(x AS BLOB))`.
+const SESSION_SIZES: &str = "
+    SELECT s.id,
+           (SELECT COUNT(*) FROM messages c WHERE c.session_id = s.id),
+           COALESCE(SUM(COALESCE(octet_length(p.text), 0) + COALESCE(octet_length(p.input), 0)
+                        + COALESCE(octet_length(p.tool_use_id), 0) + COALESCE(octet_length(p.tool_name), 0)
+                        + COALESCE(octet_length(p.provider_metadata), 0)), 0)::BIGINT AS bytes,
+           COALESCE(SUM(CASE WHEN p.kind IN ('tool_result', 'server_tool_result')
+                             THEN COALESCE(octet_length(p.text), 0) + COALESCE(octet_length(p.input), 0)
+                             ELSE 0 END), 0)::BIGINT
+    FROM sessions s LEFT JOIN messages m ON m.session_id = s.id LEFT JOIN parts p ON p.message_id = m.id
+    GROUP BY s.id ORDER BY bytes DESC, s.id COLLATE \"C\"";
+
+/// The full-text index of migration V11.
+const SEARCH_INDEX: &str = "parts_search";
+
+impl PgStore {
+    /// Deletes the session and every row of it (the cascade), and its repair log.
+    pub(crate) fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
+        self.write(|tx| {
+            lock_session(tx, session)?;
+            delete_in(tx, session)
+        })
+    }
+
+    /// `Store::prune_candidates` on PostgreSQL.
+    pub(crate) fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        self.read(|tx| {
+            let mut out = Vec::new();
+            for (session, updated_at) in older_than(tx, cutoff)? {
+                let messages = message_count(tx, &session)?;
+                out.push(Deleted {
+                    session,
+                    updated_at,
+                    messages,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// `Store::prune` on PostgreSQL: each session in its own transaction, its time checked
+    /// again under its row lock (a session a writer touched meanwhile is kept).
+    pub(crate) fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        let candidates = self.read(|tx| older_than(tx, cutoff))?;
+        let mut deleted = Vec::new();
+        for (session, _) in candidates {
+            let done = self.write(|tx| {
+                let updated: Option<String> = tx
+                    .query_opt(
+                        "SELECT updated_at FROM sessions WHERE id = $1 FOR UPDATE",
+                        &[&session.as_str()],
+                    )?
+                    .map(|row| row.try_get(0))
+                    .transpose()?;
+                match updated.as_deref().and_then(parse_time) {
+                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &session)?)),
+                    _ => Ok(None),
+                }
+            })?;
+            deleted.extend(done);
+        }
+        Ok(deleted)
+    }
+
+    /// `Store::size_report` on PostgreSQL, in one snapshot. The figures, as PostgreSQL has
+    /// them (the field documentation of [`SizeReport`] says what each is on SQLite):
+    /// - `file_bytes`: the bytes of every relation of the store's schema (tables with TOAST,
+    ///   and indexes), the sum of `objects`;
+    /// - `free_bytes`: 0: PostgreSQL keeps no count of free space inside a table without an
+    ///   extension (`pgstattuple`); `VACUUM` makes dead rows' space reusable in place;
+    /// - `wal_bytes`: 0: the server's write-ahead log is shared by every database on it;
+    /// - `objects`: each table (`pg_table_size`) and index (`pg_relation_size`);
+    /// - `search_index_bytes`: the V11 GIN index `parts_search` (the indexed values, the
+    ///   column `parts.search_document`, are part of the `parts` table's bytes);
+    /// - the per-session figures: the same content bytes as SQLite (`octet_length`).
+    pub(crate) fn size_report(&self, top: usize) -> Result<SizeReport> {
+        self.read(|tx| {
+            let objects = tx
+                .query(OBJECT_SIZES, &[])?
+                .iter()
+                .map(|row| {
+                    Ok(ObjectSize {
+                        name: row.try_get(0)?,
+                        bytes: u64::try_from(row.try_get::<_, i64>(1)?).unwrap_or(0),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let mut totals = SizeTotals::new(top);
+            for row in tx.query(SESSION_SIZES, &[])? {
+                totals.add(SessionSize::from_counts(
+                    row.try_get(0)?,
+                    row.try_get(1)?,
+                    row.try_get(2)?,
+                    row.try_get(3)?,
+                ));
+            }
+            Ok(SizeReport {
+                file_bytes: objects.iter().map(|o| o.bytes).sum(),
+                free_bytes: 0,
+                wal_bytes: 0,
+                search_index_bytes: objects
+                    .iter()
+                    .filter(|o| o.name == SEARCH_INDEX)
+                    .map(|o| o.bytes)
+                    .sum(),
+                objects,
+                sessions: totals.sessions,
+                content_bytes: totals.content_bytes,
+                tool_output_bytes: totals.tool_output_bytes,
+                largest: totals.largest,
+            })
+        })
+    }
+
+    /// The bytes of the store's relations (`file_bytes` of the size report).
+    pub(crate) fn bytes_on_disk(&self) -> Result<u64> {
+        self.read(|tx| {
+            let bytes: i64 = tx
+                .query_one(
+                    &format!("SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM ({OBJECT_SIZES}) o"),
+                    &[],
+                )?
+                .try_get(0)?;
+            Ok(u64::try_from(bytes).unwrap_or(0))
+        })
+    }
+
+    /// `Store::reclaim_space` (`full` false: `VACUUM`) and `Store::vacuum` (`full`:
+    /// `VACUUM FULL`) over the store's tables, measured before and after. `VACUUM` cannot
+    /// run inside a transaction: it runs on a pooled connection outside one.
+    pub(crate) fn reclaim(&self, full: bool) -> Result<Reclaimed> {
+        let before_bytes = self.bytes_on_disk()?;
+        let tables: Vec<String> = self
+            .read(|tx| tx.query(TABLES, &[]))?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<std::result::Result<_, _>>()?;
+        if !tables.is_empty() {
+            let verb = if full { "VACUUM FULL" } else { "VACUUM" };
+            // The names were quoted by the server (`%I`).
+            self.outside_transaction(&format!("{verb} {}", tables.join(", ")))?;
+        }
+        Ok(Reclaimed {
+            before_bytes,
+            after_bytes: self.bytes_on_disk()?,
+            full_vacuum: full,
+        })
+    }
+}
+
+/// Deletes one session inside the caller's transaction (its row lock held).
+fn delete_in(tx: &mut Tx<'_>, session: &SessionId) -> Result<Deleted> {
+    let updated_at: String = tx
+        .query_one(
+            "SELECT updated_at FROM sessions WHERE id = $1",
+            &[&session.as_str()],
+        )?
+        .try_get(0)?;
+    let messages = message_count(tx, session)?;
+    tx.execute(
+        "DELETE FROM repair_log WHERE session_id = $1",
+        &[&session.as_str()],
+    )?;
+    tx.execute("DELETE FROM sessions WHERE id = $1", &[&session.as_str()])?;
+    Ok(Deleted {
+        session: session.clone(),
+        updated_at,
+        messages,
+    })
+}
+
+fn message_count(tx: &mut Tx<'_>, session: &SessionId) -> Result<i64> {
+    Ok(tx
+        .query_one(
+            "SELECT COUNT(*) FROM messages WHERE session_id = $1",
+            &[&session.as_str()],
+        )?
+        .try_get(0)?)
+}
+
+/// The sessions last changed before `cutoff`, oldest first (decided by `older_than_in`).
+fn older_than(tx: &mut Tx<'_>, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
+    let rows = tx
+        .query("SELECT id, updated_at FROM sessions", &[])?
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(older_than_in(rows, cutoff))
+}
