@@ -167,6 +167,16 @@ fn paired_ratios() {
     let session = store.create_session().unwrap();
     let raw_db = dir.path().join("raw.db");
     drop(Store::open(&raw_db).unwrap());
+    // `STORE_SQL=...` runs on the store's file and the raw baseline's before the rounds: what
+    // a piece of the schema costs (e.g. `DROP TRIGGER parts_fts_after_insert`).
+    if let Ok(sql) = std::env::var("STORE_SQL") {
+        for path in [store.path(), raw_db.as_path()] {
+            rusqlite::Connection::open(path)
+                .unwrap()
+                .execute_batch(&sql)
+                .unwrap();
+        }
+    }
     let raw = RefCell::new(Raw::open(&raw_db));
     let floor = RefCell::new(Raw::floor(&dir.path().join("floor.db")));
     let blob = RefCell::new(Blob::open(&dir.path().join("peer-blob.db")));
@@ -249,7 +259,46 @@ fn paired_only() -> bool {
     std::env::var_os("PAIRED_ONLY").is_some()
 }
 
+/// `PROFILE_ARM=store_by_message|floor_by_message|store_batch|floor_batch` appends
+/// `PROFILE_N` tool turns (default 200) through that arm and nothing else, inside
+/// `profile_loop`, for `valgrind --tool=callgrind --collect-atstart=no
+/// --toggle-collect='*profile_loop*'` (instruction counts, robust to the machine's load).
+fn profile(arm: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store.db")).unwrap();
+    let session = store.create_session().unwrap();
+    let mut floor = Raw::floor(&dir.path().join("floor.db"));
+    let times: u64 = std::env::var("PROFILE_N").map_or(200, |n| n.parse().unwrap());
+    let turns: Vec<Vec<NewMessage>> = (1..=times).map(tool_turn).collect();
+    profile_loop(turns, &mut |turn| match arm {
+        "store_by_message" => {
+            for message in turn {
+                black_box(store.append(&session, message).unwrap());
+            }
+        }
+        "store_batch" => drop(black_box(store.append_batch(&session, turn).unwrap())),
+        "floor_by_message" => {
+            for message in turn {
+                floor.append(std::slice::from_ref(&message));
+            }
+        }
+        "floor_batch" => floor.append(&turn),
+        other => panic!("unknown arm {other}"),
+    });
+}
+
+#[inline(never)]
+fn profile_loop(turns: Vec<Vec<NewMessage>>, append: &mut dyn FnMut(Vec<NewMessage>)) {
+    for turn in turns {
+        append(turn);
+    }
+}
+
 fn main() {
+    if let Ok(arm) = std::env::var("PROFILE_ARM") {
+        profile(&arm);
+        return;
+    }
     if paired_only() {
         paired_ratios();
         return;

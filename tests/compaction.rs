@@ -271,3 +271,73 @@ fn export_sends_the_summary_in_place_of_the_head() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The store plans from the end of the session (`TailSearch`: the last messages, a count of
+/// user messages, the head's end) and must cut exactly where the pure planner cuts over the
+/// whole stored list: repeated compactions, system messages, and a head other code left with
+/// a gap (a message inside it not compacted).
+mod planned_from_the_tail {
+    use proptest::prelude::*;
+    use session_store::{
+        plan_compaction, CompactionOutcome, CompactionPlan, NewMessage, Role, SessionId, Store,
+    };
+
+    use crate::turn_fixtures::{open_store, tool_turn};
+
+    fn expected(store: &Store, session: &SessionId, keep: usize) -> CompactionPlan {
+        let items: Vec<(Role, bool)> = store
+            .messages(session)
+            .expect("messages")
+            .iter()
+            .map(|m| (m.role, m.compacted))
+            .collect();
+        plan_compaction(&items, keep)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_store_cuts_where_the_whole_list_planner_cuts(
+            turns in prop::collection::vec((0usize..4, any::<bool>()), 1..8),
+            keeps in prop::collection::vec(0usize..14, 1..4),
+            gap in any::<bool>(),
+        ) {
+            let (dir, store) = open_store().expect("store");
+            let session = store.create_session().expect("session");
+            for (i, (tools, system)) in turns.iter().enumerate() {
+                if *system {
+                    store.append(&session, NewMessage::system("note")).expect("system");
+                }
+                store.append_batch(&session, tool_turn(&format!("p{i}"), *tools)).expect("turn");
+            }
+            for (round, keep) in keeps.iter().enumerate() {
+                if gap && round == 1 {
+                    // Other code un-compacts one message inside the head.
+                    rusqlite::Connection::open(dir.path().join("sessions.db"))
+                        .and_then(|c| c.execute(
+                            "UPDATE messages SET compacted = 0 WHERE session_id = ?1 AND seq = 2",
+                            [session.as_str()],
+                        ))
+                        .expect("gap");
+                }
+                let plan = expected(&store, &session, *keep);
+                let len = store.messages(&session).expect("messages").len();
+                let outcome = store.compact(&session, *keep, "summary").expect("compact");
+                match (plan, outcome) {
+                    (CompactionPlan::Nothing { reason }, CompactionOutcome::NothingToCompact { reason: got }) => {
+                        prop_assert_eq!(reason, got);
+                    }
+                    (CompactionPlan::Compact(cut), CompactionOutcome::Compacted { summary, kept, .. }) => {
+                        prop_assert_eq!(kept, len - cut.cut);
+                        prop_assert_eq!(summary.last_turn, cut.last_compacted_turn());
+                        prop_assert_eq!(summary.compacted_from_turn, cut.first_new_turn);
+                        let messages = store.messages(&session).expect("messages");
+                        prop_assert_eq!(summary.through_seq, messages[cut.cut - 1].seq);
+                    }
+                    (plan, outcome) => prop_assert!(false, "{plan:?} vs {outcome:?}"),
+                }
+            }
+        }
+    }
+}

@@ -77,6 +77,8 @@ fn database() -> (TempDir, PathBuf, SessionId) {
             ],
         )
         .expect("append");
+    drop(store);
+    crate::util::settle(&db);
     (dir, db, session)
 }
 

@@ -115,12 +115,7 @@ fn read_only_open_of_a_closed_database_writes_nothing() {
         store.append_batch(&session, tool_turn("a")).expect("turn");
         session
     };
-    // The pool closes its connections on r2d2's worker thread, which may still hold the pool
-    // for a moment after the store is dropped; the last close checkpoints the WAL into the
-    // file. Checkpoint here first, so that late close has nothing left to write.
-    rusqlite::Connection::open(&db)
-        .and_then(|conn| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
-        .expect("checkpoint");
+    crate::util::settle(&db);
     let bytes = file_bytes(&db);
     {
         let reader = Store::open_with(&db, &read_only()).expect("open read-only");

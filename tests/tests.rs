@@ -44,6 +44,7 @@ mod search;
 mod self_contained;
 mod store;
 mod store_props;
+mod tail_state;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;

@@ -21,6 +21,16 @@ pub fn temp_store() -> (TempDir, Store, PathBuf) {
     (dir, store, path)
 }
 
+/// Call after dropping a store whose file a test then compares byte for byte. r2d2 closes
+/// pooled connections on its worker thread, which may still hold the pool a moment after the
+/// store is dropped, and the last close checkpoints the write-ahead log into the file: a
+/// checkpoint here first leaves that late close nothing to write.
+pub fn settle(path: &Path) {
+    Connection::open(path)
+        .and_then(|conn| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
+        .expect("checkpoint");
+}
+
 /// A raw read-only connection beside the store's pool.
 pub fn raw(path: &Path) -> Connection {
     Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("raw connection")

@@ -178,6 +178,122 @@ pub fn plan_compaction<T: TurnItem>(history: &[T], min_keep_tail: usize) -> Comp
     })
 }
 
+/// The same plan as [`plan_compaction`], found from the end of a stored session so the store
+/// reads the tail and the head's boundary instead of every message.
+///
+/// The cut lies within the last `min_keep_tail` messages plus one turn, so the store feeds
+/// the messages newest first ([`TailSearch::feed`]) until the search has its candidate (the
+/// first user message at or before the naive cut) and the message before it; then it counts
+/// the user messages up to the candidate (an index-only count) and walks the head from the
+/// start to its first message with `compacted = 0` ([`Head`]), and [`TailSearch::plan`]
+/// decides. A property test holds it to [`plan_compaction`] on the whole list.
+#[derive(Clone, Debug)]
+pub struct TailSearch {
+    keep: usize,
+    seen: usize,
+    candidate: Option<(usize, i64)>,
+    before: Option<i64>,
+}
+
+/// Where the compacted head of a stored session ends, as the store reads it from the start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// How many leading messages are compacted.
+    pub compacted: usize,
+    /// The seq of the first message with `compacted = 0` (`None`: every message is).
+    pub first_open_seq: Option<i64>,
+    /// How many user messages have a seq up to `first_open_seq` (0 without one).
+    pub users_through_first_open: i64,
+}
+
+/// A cut planned from the tail, in seqs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailCut {
+    /// The seq of the first message kept (a user message opening a turn after the first).
+    pub cut_seq: i64,
+    /// The seq of the last message of the head.
+    pub through_seq: i64,
+    /// How many messages stay visible (those from `cut_seq` on).
+    pub kept: usize,
+    /// The turn `cut_seq` opens.
+    pub first_kept_turn: i64,
+    /// The first turn this compaction newly marks.
+    pub first_new_turn: i64,
+}
+
+impl TailCut {
+    /// The last turn of the compacted head.
+    pub fn last_compacted_turn(&self) -> i64 {
+        self.first_kept_turn - 1
+    }
+}
+
+impl TailSearch {
+    /// A search for the cut that keeps at least `min_keep_tail` messages (and the last turn).
+    pub fn new(min_keep_tail: usize) -> Self {
+        TailSearch {
+            keep: min_keep_tail.max(1),
+            seen: 0,
+            candidate: None,
+            before: None,
+        }
+    }
+
+    /// Feeds the next message going back from the end; `false` once the search needs no more.
+    pub fn feed(&mut self, seq: i64, role: Role) -> bool {
+        let from_end = self.seen;
+        self.seen += 1;
+        if self.candidate.is_some() {
+            self.before = Some(seq);
+            return false;
+        }
+        if from_end + 1 >= self.keep && role == Role::User {
+            self.candidate = Some((from_end, seq));
+        }
+        true
+    }
+
+    /// The seq of the candidate cut, once the walk ended (by `feed` or by running out of
+    /// messages): the store counts the user messages up to it. `Err` when the walk already
+    /// shows there is nothing to compact.
+    pub fn candidate(&self) -> Result<i64, NothingToCompact> {
+        if self.seen == 0 {
+            return Err(NothingToCompact::EmptyHistory);
+        }
+        match (self.candidate, self.before) {
+            (Some((_, seq)), Some(_)) => Ok(seq),
+            // Ran out of messages before a user message with one before it.
+            _ if self.seen <= self.keep => Err(NothingToCompact::TailCoversHistory),
+            _ => Err(NothingToCompact::ReachedFirstTurn),
+        }
+    }
+
+    /// The plan, given how many user messages the session has up to the candidate and where
+    /// its compacted head ends.
+    pub fn plan(&self, users_through_cut: i64, head: &Head) -> Result<TailCut, NothingToCompact> {
+        let cut_seq = self.candidate()?;
+        let (Some((from_end, _)), Some(through_seq)) = (self.candidate, self.before) else {
+            return Err(NothingToCompact::ReachedFirstTurn);
+        };
+        // The first user message opens no turn, and nothing before it does.
+        if users_through_cut < 2 {
+            return Err(NothingToCompact::ReachedFirstTurn);
+        }
+        if head.first_open_seq.is_none_or(|open| open >= cut_seq) {
+            return Err(NothingToCompact::AlreadyCompacted {
+                compacted: head.compacted,
+            });
+        }
+        Ok(TailCut {
+            cut_seq,
+            through_seq,
+            kept: from_end + 1,
+            first_kept_turn: users_through_cut - 1,
+            first_new_turn: (head.users_through_first_open - 1).max(0),
+        })
+    }
+}
+
 /// A stored compaction summary: what the provider sees in place of the compacted head.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
@@ -281,6 +397,60 @@ mod tests {
             reason(&tool_turn(10), 4),
             Some(NothingToCompact::ReachedFirstTurn)
         );
+    }
+
+    /// What the store does for [`TailSearch`], over a plain list (seq = position + 1).
+    fn plan_by_tail(history: &[(Role, bool)], keep: usize) -> Result<TailCut, NothingToCompact> {
+        let mut search = TailSearch::new(keep);
+        for (i, (role, _)) in history.iter().enumerate().rev() {
+            if !search.feed(i as i64 + 1, *role) {
+                break;
+            }
+        }
+        let users_through = |seq: i64| {
+            history[..seq as usize]
+                .iter()
+                .filter(|(role, _)| *role == User)
+                .count() as i64
+        };
+        let cut_seq = search.candidate()?;
+        let compacted = history.iter().take_while(|(_, c)| *c).count();
+        let first_open_seq = (compacted < history.len()).then_some(compacted as i64 + 1);
+        let head = Head {
+            compacted,
+            first_open_seq,
+            users_through_first_open: first_open_seq.map_or(0, users_through),
+        };
+        search.plan(users_through(cut_seq), &head)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn planning_from_the_tail_is_planning_over_the_whole_list(
+            roles in proptest::collection::vec((0u8..4, 0u8..8), 0..40),
+            compacted in 0usize..40,
+            keep in 0usize..12,
+        ) {
+            let history: Vec<(Role, bool)> = roles
+                .iter()
+                .enumerate()
+                // A compacted prefix, and a few flags after it (a gap, as other code may leave).
+                .map(|(i, (r, f))| ([User, Assistant, Tool, System][*r as usize], i < compacted || *f == 0))
+                .collect();
+            let whole = plan_compaction(&history, keep);
+            let tail = plan_by_tail(&history, keep);
+            match (whole, tail) {
+                (CompactionPlan::Nothing { reason }, Err(tail)) => proptest::prop_assert_eq!(reason, tail),
+                (CompactionPlan::Compact(cut), Ok(tail)) => {
+                    proptest::prop_assert_eq!(tail.cut_seq, cut.cut as i64 + 1);
+                    proptest::prop_assert_eq!(tail.through_seq, cut.cut as i64);
+                    proptest::prop_assert_eq!(tail.kept, history.len() - cut.cut);
+                    proptest::prop_assert_eq!(tail.first_kept_turn, cut.first_kept_turn);
+                    proptest::prop_assert_eq!(tail.first_new_turn, cut.first_new_turn);
+                }
+                (whole, tail) => proptest::prop_assert!(false, "{whole:?} vs {tail:?}"),
+            }
+        }
     }
 
     #[test]

@@ -285,6 +285,26 @@ impl Walk {
         walk
     }
 
+    /// Where a later walk resumes from the end of what this one walked: what [`Walk::resume`]
+    /// takes, so `Walk::resume(w.resume_point())` decides every next message as `w` does.
+    /// `taken` stays empty (the store finds reused ids by index). The open block's calls come
+    /// pending first, in part order, then the answered ids, sorted.
+    pub fn resume_point(&self) -> Resume {
+        let mut calls = Vec::new();
+        if let (Some((_, Role::Assistant)), Some(block)) = (self.speaker, self.block.as_ref()) {
+            calls.extend(block.pending().into_iter().map(|id| (id, false)));
+            let mut answered: Vec<&String> = block.answered.keys().collect();
+            answered.sort_unstable();
+            calls.extend(answered.into_iter().map(|id| (id.clone(), true)));
+        }
+        Resume {
+            messages: self.walked(),
+            speaker: self.speaker.map(|(_, role)| role),
+            calls,
+            taken: Vec::new(),
+        }
+    }
+
     /// The classes of the walked messages, in order (from the first message fed).
     pub fn classes(&self) -> &[MessageClass] {
         &self.classes

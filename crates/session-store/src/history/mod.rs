@@ -13,6 +13,7 @@ pub mod models;
 pub mod paging;
 pub mod pairing;
 pub mod rules;
+pub mod tail;
 pub mod texts;
 pub mod turns;
 

@@ -1,20 +1,22 @@
 //! Compaction and the provider's view of a compacted session.
 //!
-//! [`Store::compact`] plans the cut with the pure [`plan_compaction`] over the session's
-//! roles, then marks the head `compacted = 1` and stores the summary with the turn range it
+//! [`Store::compact`] plans the cut with the pure [`TailSearch`] (the plan of
+//! [`crate::plan_compaction`], found from the session's last messages and the end of its
+//! compacted head instead of every message's role), then marks the head `compacted = 1` and stores the summary with the turn range it
 //! covers, in one `BEGIN IMMEDIATE` transaction: a reader sees either the old history or the
 //! compacted one with its summary, never a head hidden without a summary. Nothing is deleted:
 //! compacted messages stay in the database, and every summary is kept.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::rows::{load_messages, Range};
+use super::sql::{values, Sql};
 use super::write::require_session;
 use super::{format_time, now, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::compaction::{
-    plan_compaction, CompactionPlan, NothingToCompact, ProviderHistory, Summary,
+    Head, NothingToCompact, ProviderHistory, Summary, TailCut, TailSearch,
 };
 use crate::model::{Role, SessionId};
 
@@ -45,9 +47,23 @@ impl CompactionOutcome {
     }
 }
 
-/// What the planner needs of each message: role and compacted flag, with the seq to cut at.
-const PLAN_ROWS: &str =
-    "SELECT seq, role, compacted, id FROM messages WHERE session_id = ?1 ORDER BY seq";
+/// The planner's walk back from the end, a page at a time: seq, role (1 user, 0 another
+/// role of the contract, -1 none) and id, newest first.
+const TAIL_ROWS: &str = "
+    SELECT seq,
+           CAST(CASE WHEN role = 'user' THEN 1
+                     WHEN role IN ('assistant', 'tool', 'system') THEN 0 ELSE -1 END AS BIGINT),
+           id
+    FROM messages WHERE session_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3";
+
+/// The head's walk from the start, a page at a time, up to its first message not compacted.
+const HEAD_ROWS: &str = "
+    SELECT seq, compacted FROM messages WHERE session_id = ?1 AND seq > ?2
+    ORDER BY seq LIMIT ?3";
+
+/// User messages up to a seq: on SQLite through `messages_user_starts`.
+const USERS_THROUGH: &str =
+    "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND role = 'user' AND seq <= ?2";
 
 const MARK_HEAD: &str =
     "UPDATE messages SET compacted = 1 WHERE session_id = ?1 AND seq < ?2 AND compacted = 0";
@@ -73,7 +89,7 @@ impl Store {
     /// the head are instructions, not history: they stay in what the provider sees, before
     /// the summary.
     ///
-    /// The cut is planned by [`plan_compaction`]: it walks left from `len - min_keep_tail` to
+    /// The cut is planned as [`crate::plan_compaction`] plans it: it walks left from `len - min_keep_tail` to
     /// the start of that turn, so no turn is ever split and the tail may be longer than asked,
     /// never shorter. When the walk reaches the first turn, or does not reach past an earlier
     /// compaction, nothing changes and the outcome says why. A session can be compacted again
@@ -122,8 +138,9 @@ impl Store {
             return pg.compact(session, min_keep_tail, summary);
         }
         self.write(|tx| {
+            let mut tx: &Connection = tx;
             require_session(tx, session)?;
-            compact_in(tx, session, min_keep_tail, summary)
+            compact_in(&mut tx, session, min_keep_tail, summary)
         })
     }
 
@@ -158,39 +175,36 @@ impl Store {
     }
 }
 
-/// [`Store::compact`] inside the caller's write transaction (the session exists; the summary
-/// is not blank): plan the cut, mark the head, store the summary.
+/// [`Store::compact`] inside the caller's write transaction (the session exists and is
+/// locked; the summary is not blank), on either engine: plan the cut, mark the head, store
+/// the summary.
 pub(crate) fn compact_in(
-    tx: &Connection,
+    tx: &mut impl Sql,
     session: &SessionId,
     min_keep_tail: usize,
     summary: &str,
 ) -> Result<CompactionOutcome> {
-    let (seqs, items) = plan_rows(tx, session)?;
-    let cut = match plan_compaction(&items, min_keep_tail) {
-        CompactionPlan::Nothing { reason } => {
-            return Ok(CompactionOutcome::NothingToCompact { reason })
-        }
-        CompactionPlan::Compact(cut) => cut,
+    let cut = match plan_from_tail(tx, session, min_keep_tail)? {
+        Ok(cut) => cut,
+        Err(reason) => return Ok(CompactionOutcome::NothingToCompact { reason }),
     };
-    // The plan only cuts at a user message after the first, so cut >= 1.
-    let (cut_seq, through_seq) = (seqs[cut.cut], seqs[cut.cut - 1]);
-    let newly_compacted = tx
-        .prepare_cached(MARK_HEAD)?
-        .execute(params![session.as_str(), cut_seq])?;
+    let (cut_seq, through_seq) = (cut.cut_seq, cut.through_seq);
+    let newly_compacted = tx.run(MARK_HEAD, &values![session.as_str(), cut_seq])?;
     let created_at = now();
-    tx.prepare_cached(INSERT_SUMMARY)?.execute(params![
-        session.as_str(),
-        0i64,
-        cut.last_compacted_turn(),
-        cut.first_new_turn,
-        through_seq,
-        summary,
-        format_time(created_at),
-    ])?;
-    let id = tx.last_insert_rowid();
-    tx.prepare_cached(TOUCH_SESSION)?
-        .execute(params![session.as_str(), format_time(created_at)])?;
+    let stamp = format_time(created_at);
+    let id = tx.insert(
+        INSERT_SUMMARY,
+        &values![
+            session.as_str(),
+            0i64,
+            cut.last_compacted_turn(),
+            cut.first_new_turn,
+            through_seq,
+            summary,
+            &stamp,
+        ],
+    )?;
+    tx.run(TOUCH_SESSION, &values![session.as_str(), &stamp])?;
     Ok(CompactionOutcome::Compacted {
         summary: Summary {
             id,
@@ -201,15 +215,10 @@ pub(crate) fn compact_in(
             text: summary.to_owned(),
             created_at,
         },
-        newly_compacted,
-        kept: seqs.len() - cut.cut,
+        newly_compacted: usize::try_from(newly_compacted).unwrap_or(usize::MAX),
+        kept: cut.kept,
     })
 }
-
-/// The seq of each message of the session, in seq order.
-type Seqs = Vec<i64>;
-/// The planner's view of each message: role and compacted flag.
-type PlanItems = Vec<(Role, bool)>;
 
 /// [`Store::provider_history`] inside the caller's read transaction.
 pub(crate) fn provider_history_in(
@@ -227,28 +236,82 @@ pub(crate) fn provider_history_in(
     })
 }
 
-/// Seqs and planner items of the whole session, in seq order.
-fn plan_rows(conn: &Connection, session: &SessionId) -> Result<(Seqs, PlanItems)> {
-    let mut stmt = conn.prepare_cached(PLAN_ROWS)?;
-    let mut rows = stmt.query([session.as_str()])?;
-    let (mut seqs, mut items) = (Vec::new(), Vec::new());
-    while let Some(row) = rows.next()? {
-        let seq: i64 = row.get(0)?;
-        let role = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
-        let role = match role.parse::<Role>() {
-            Ok(role) => role,
-            Err(e) => {
-                return Err(Error::CorruptRow {
-                    table: "messages",
-                    row_id: row.get(3)?,
-                    detail: e.to_string(),
-                })
+/// Plans the cut with [`TailSearch`]: the session's last messages back to the cut (read in
+/// growing pages, newest first), a count of its user messages up to it, and its head up to
+/// the first message not compacted (no more than the `UPDATE` that marks the head walks).
+fn plan_from_tail(
+    tx: &mut impl Sql,
+    session: &SessionId,
+    min_keep_tail: usize,
+) -> Result<std::result::Result<TailCut, NothingToCompact>> {
+    let mut search = TailSearch::new(min_keep_tail);
+    let mut page = i64::try_from(min_keep_tail)
+        .unwrap_or(i64::MAX)
+        .saturating_add(16);
+    let mut before = i64::MAX;
+    'walk: loop {
+        let rows: Vec<[i64; 3]> =
+            tx.int_rows(TAIL_ROWS, &values![session.as_str(), before, page])?;
+        for [seq, role, id] in &rows {
+            let role = match role {
+                1 => Role::User,
+                0 => Role::Assistant,
+                _ => {
+                    return Err(Error::CorruptRow {
+                        table: "messages",
+                        row_id: *id,
+                        detail: "role outside the contract".to_owned(),
+                    })
+                }
+            };
+            before = *seq;
+            if !search.feed(*seq, role) {
+                break 'walk;
             }
-        };
-        seqs.push(seq);
-        items.push((role, row.get::<_, i64>(2)? != 0));
+        }
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < page {
+            break;
+        }
+        page = page.saturating_mul(2);
     }
-    Ok((seqs, items))
+    let cut_seq = match search.candidate() {
+        Ok(seq) => seq,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let users_through_cut = users_through(tx, session, cut_seq)?;
+    let mut head = Head {
+        compacted: 0,
+        first_open_seq: None,
+        users_through_first_open: 0,
+    };
+    let (mut after, mut page) = (i64::MIN, 16i64);
+    'head: loop {
+        let rows: Vec<[i64; 2]> =
+            tx.int_rows(HEAD_ROWS, &values![session.as_str(), after, page])?;
+        for [seq, compacted] in &rows {
+            if *compacted == 0 {
+                head.first_open_seq = Some(*seq);
+                break 'head;
+            }
+            head.compacted += 1;
+            after = *seq;
+        }
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) < page {
+            break;
+        }
+        page = page.saturating_mul(2);
+    }
+    if let Some(seq) = head.first_open_seq.filter(|_| head.compacted > 0) {
+        head.users_through_first_open = users_through(tx, session, seq)?;
+    }
+    Ok(search.plan(users_through_cut, &head))
+}
+
+/// How many user messages the session has up to `seq`.
+fn users_through(tx: &mut impl Sql, session: &SessionId, seq: i64) -> Result<i64> {
+    Ok(tx
+        .optional_int(USERS_THROUGH, &values![session.as_str(), seq])?
+        .unwrap_or(0))
 }
 
 /// Decodes a summaries row selected as in [`LATEST_SUMMARY`]; the outer result is SQLite's.

@@ -573,6 +573,61 @@ const INSERT_PART: &str = "
     INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
+/// How many parts one `INSERT` writes at most: a message's parts go in as few statements as
+/// this allows, since each statement is one savepoint, at which FTS5 flushes its pending
+/// terms as a new segment (V8's index triggers): one flush per statement instead of per part.
+const PARTS_PER_INSERT: usize = 8;
+
+/// The columns of a part row after `message_id` and `ordinal`.
+struct PartRow<'a> {
+    kind: &'static str,
+    text: Option<&'a str>,
+    tool_use_id: Option<&'a str>,
+    tool_name: Option<&'a str>,
+    input: Option<String>,
+    is_error: bool,
+    metadata: Option<String>,
+}
+
+impl PartRow<'_> {
+    /// The row's values, `message_id` and `ordinal` first, in `INSERT_PART`'s order.
+    fn values(&self, message_id: i64, ordinal: i64) -> [super::sql::Value<'_>; 9] {
+        values![
+            message_id,
+            ordinal,
+            self.kind,
+            self.text,
+            self.tool_use_id,
+            self.tool_name,
+            self.input.as_deref(),
+            self.is_error,
+            self.metadata.as_deref(),
+        ]
+    }
+}
+
+/// `INSERT_PART` for `rows` rows.
+fn insert_parts_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata) VALUES ",
+    );
+    for row in 0..rows {
+        let first = row * 9 + 1;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..9 {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", first + column));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
 /// Inserts one message and its parts; returns the new `messages.id`. Either engine.
 pub(crate) fn insert_message(
     db: &mut impl Sql,
@@ -593,8 +648,22 @@ pub(crate) fn insert_message(
             message.model.as_deref(),
         ],
     )?;
-    for (ordinal, part) in message.parts.iter().enumerate() {
-        insert_part(db, message_id, ordinal as i64, part)?;
+    let rows = message
+        .parts
+        .iter()
+        .map(part_row)
+        .collect::<Result<Vec<_>>>()?;
+    for (chunk, rows) in rows.chunks(PARTS_PER_INSERT).enumerate() {
+        let first = chunk * PARTS_PER_INSERT;
+        if let [row] = rows {
+            db.run(INSERT_PART, &row.values(message_id, first as i64))?;
+            continue;
+        }
+        let mut params = Vec::with_capacity(rows.len() * 9);
+        for (offset, row) in rows.iter().enumerate() {
+            params.extend(row.values(message_id, (first + offset) as i64));
+        }
+        db.run(&insert_parts_sql(rows.len()), &params)?;
     }
     Ok(message_id)
 }
@@ -606,6 +675,12 @@ pub(crate) fn insert_part(
     ordinal: i64,
     part: &Part,
 ) -> Result<i64> {
+    let row = part_row(part)?;
+    db.insert(INSERT_PART, &row.values(message_id, ordinal))
+}
+
+/// A part's columns.
+fn part_row(part: &Part) -> Result<PartRow<'_>> {
     let metadata = part
         .provider_metadata()
         .map(serde_json::to_string)
@@ -650,18 +725,13 @@ pub(crate) fn insert_part(
         } => (None, Some(tool_use_id), None, Some(json(block)?), false),
         Part::Opaque { block, .. } => (None, None, None, Some(json(block)?), false),
     };
-    db.insert(
-        INSERT_PART,
-        &values![
-            message_id,
-            ordinal,
-            part.kind().as_str(),
-            text,
-            tool_use_id,
-            tool_name,
-            input.as_deref(),
-            is_error,
-            metadata.as_deref(),
-        ],
-    )
+    Ok(PartRow {
+        kind: part.kind().as_str(),
+        text,
+        tool_use_id,
+        tool_name,
+        input,
+        is_error,
+        metadata,
+    })
 }

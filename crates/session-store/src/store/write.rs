@@ -8,6 +8,7 @@ use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
+use crate::history::tail::TailState;
 use crate::history::turns::next_turn_index;
 use crate::model::{Appended, NewMessage, Part, Role, SessionId};
 
@@ -74,8 +75,7 @@ impl Store {
             return pg.cancel_pending(session, reason);
         }
         self.write(|tx| {
-            require_session(tx, session)?;
-            let position = tail_of(tx, session)?;
+            let position = stored_tail(tx, session)?;
             let walk = Walk::resume(position.resume);
             let Some(message) = pairing::tombstones(&walk, reason) else {
                 return Ok(Vec::new());
@@ -110,7 +110,8 @@ pub(crate) fn append_in(
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
-    require_session(conn, session)?;
+    // The session's row (or `UnknownSession`) with the tail it keeps.
+    let mut position = stored_tail(conn, session)?;
     if messages.is_empty() {
         return Err(Error::Refused {
             session: session.clone(),
@@ -125,7 +126,6 @@ pub(crate) fn append_in(
     }
     let skip = replayed.len();
     let messages = &messages[skip..];
-    let mut position = tail_of(conn, session)?;
     let refused = |index, reason| Error::Refused {
         session: session.clone(),
         index: skip + index,
@@ -167,8 +167,14 @@ pub(crate) fn append_in(
             turn_index,
         });
     }
-    conn.prepare_cached("UPDATE sessions SET updated_at = ?2 WHERE id = ?1")?
-        .execute(params![session.as_str(), format_time(now)])?;
+    // The inserts' triggers cleared the row's tail state; the walk that checked the append
+    // states the new one.
+    let tail = TailState::after(&walk, position.last_seq, position.last_user_turn);
+    conn.prepare_cached(TOUCH_WITH_TAIL)?.execute(params![
+        session.as_str(),
+        format_time(now),
+        tail.encode()
+    ])?;
     Ok(appended)
 }
 
@@ -195,6 +201,38 @@ pub(crate) struct Position {
     pub(crate) last_seq: i64,
     /// The turn of the last user message, if any.
     pub(crate) last_user_turn: Option<i64>,
+}
+
+const TOUCH_WITH_TAIL: &str = "UPDATE sessions SET updated_at = ?2, tail_state = ?3 WHERE id = ?1";
+
+const STORED_TAIL: &str = "
+    SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1)
+    FROM sessions WHERE id = ?1";
+
+/// The end of a session for a write ([`Error::UnknownSession`] unless it exists): the tail
+/// state its row keeps when that is current (its last seq is the real one), else read from
+/// the rows by [`tail_of`] (a session written before V10, or by code that bypasses the
+/// store; the append writes the state back).
+pub(crate) fn stored_tail(conn: &Connection, session: &SessionId) -> Result<Position> {
+    let row: Option<(Option<String>, i64)> = conn
+        .prepare_cached(STORED_TAIL)?
+        .query_row([session.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((state, last_seq)) = row else {
+        return Err(Error::UnknownSession(session.clone()));
+    };
+    let current = state
+        .as_deref()
+        .and_then(TailState::decode)
+        .filter(|tail| tail.last_seq == last_seq);
+    match current {
+        Some(tail) => Ok(Position {
+            resume: tail.resume(),
+            last_seq: tail.last_seq,
+            last_user_turn: tail.last_user_turn,
+        }),
+        None => tail_of(conn, session),
+    }
 }
 
 const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1";

@@ -1,6 +1,6 @@
-//! PostgreSQL compaction and the export's inputs: the SQL of
-//! `store/compaction.rs` and `store/export.rs` in
-//! PostgreSQL's dialect, planned by the same pure functions.
+//! PostgreSQL compaction (written once, over `store/sql.rs`, in `store/compaction.rs`) and
+//! the export's inputs: the SQL of `store/export.rs` in PostgreSQL's dialect, planned by the
+//! same pure functions.
 
 use postgres::Row;
 
@@ -9,10 +9,10 @@ use super::Tx;
 use super::rows::{load_messages, Range};
 use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
-use crate::history::compaction::{plan_compaction, CompactionPlan, ProviderHistory, Summary};
+use crate::history::compaction::{ProviderHistory, Summary};
 use crate::history::thinking::ThinkingState;
-use crate::model::{Message, Role, SessionId};
-use crate::store::{format_time, now, parse_time, CompactionOutcome};
+use crate::model::{Message, SessionId};
+use crate::store::{parse_time, CompactionOutcome};
 
 /// The latest summary's text with the visible messages, and the thinking state.
 pub(crate) type ExportInputs = ((Option<String>, Vec<Message>), ThinkingState);
@@ -56,14 +56,6 @@ fn provider_history_in(tx: &mut Tx<'_>, session: &SessionId) -> Result<ProviderH
     })
 }
 
-fn touch(tx: &mut Tx<'_>, session: &SessionId, at: &str) -> Result<()> {
-    tx.execute(
-        "UPDATE sessions SET updated_at = $2 WHERE id = $1",
-        &[&session.as_str(), &at],
-    )?;
-    Ok(())
-}
-
 impl PgStore {
     pub(crate) fn compact(
         &self,
@@ -73,63 +65,7 @@ impl PgStore {
     ) -> Result<CompactionOutcome> {
         self.write(|tx| {
             lock_session(tx, session)?;
-            let rows = tx.query(
-                "SELECT seq, role, compacted, id FROM messages WHERE session_id = $1 ORDER BY seq",
-                &[&session.as_str()],
-            )?;
-            let (mut seqs, mut items) = (Vec::with_capacity(rows.len()), Vec::new());
-            for row in &rows {
-                let role: String = row.try_get(1)?;
-                let role = role.parse::<Role>().map_err(|e| Error::CorruptRow {
-                    table: "messages",
-                    row_id: row.try_get(3).unwrap_or(0),
-                    detail: e.to_string(),
-                })?;
-                seqs.push(row.try_get::<_, i64>(0)?);
-                items.push((role, row.try_get::<_, i64>(2)? != 0));
-            }
-            let cut = match plan_compaction(&items, min_keep_tail) {
-                CompactionPlan::Nothing { reason } => {
-                    return Ok(CompactionOutcome::NothingToCompact { reason })
-                }
-                CompactionPlan::Compact(cut) => cut,
-            };
-            let (cut_seq, through_seq) = (seqs[cut.cut], seqs[cut.cut - 1]);
-            let newly_compacted = tx.execute(
-                "UPDATE messages SET compacted = 1 WHERE session_id = $1 AND seq < $2 AND compacted = 0",
-                &[&session.as_str(), &cut_seq],
-            )?;
-            let created_at = now();
-            let stamp = format_time(created_at);
-            let id: i64 = tx
-                .query_one(
-                    "INSERT INTO summaries
-                        (session_id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at)
-                     VALUES ($1, 0, $2, $3, $4, $5, $6) RETURNING id",
-                    &[
-                        &session.as_str(),
-                        &cut.last_compacted_turn(),
-                        &cut.first_new_turn,
-                        &through_seq,
-                        &summary,
-                        &stamp,
-                    ],
-                )?
-                .try_get(0)?;
-            touch(tx, session, &stamp)?;
-            Ok(CompactionOutcome::Compacted {
-                summary: Summary {
-                    id,
-                    first_turn: 0,
-                    last_turn: cut.last_compacted_turn(),
-                    compacted_from_turn: cut.first_new_turn,
-                    through_seq,
-                    text: summary.to_owned(),
-                    created_at,
-                },
-                newly_compacted: usize::try_from(newly_compacted).unwrap_or(usize::MAX),
-                kept: seqs.len() - cut.cut,
-            })
+            crate::store::compaction::compact_in(tx, session, min_keep_tail, summary)
         })
     }
 

@@ -10,6 +10,7 @@ use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
+use crate::history::tail::TailState;
 use crate::history::turns::next_turn_index;
 use serde_json::Value;
 
@@ -46,7 +47,7 @@ impl PgStore {
     pub(crate) fn cancel_pending(&self, session: &SessionId, reason: &str) -> Result<Vec<String>> {
         self.write(|tx| {
             lock_session(tx, session)?;
-            let position = tail_of(tx, session)?;
+            let position = stored_tail(tx, session)?;
             let walk = Walk::resume(position.resume);
             let Some(message) = pairing::tombstones(&walk, reason) else {
                 return Ok(Vec::new());
@@ -104,7 +105,7 @@ pub(crate) fn append_in(
     }
     let skip = replayed.len();
     let messages = &messages[skip..];
-    let mut position = tail_of(tx, session)?;
+    let mut position = stored_tail(tx, session)?;
     let refused = |index, reason| Error::Refused {
         session: session.clone(),
         index: skip + index,
@@ -164,9 +165,12 @@ pub(crate) fn append_in(
             turn_index,
         });
     }
+    // The inserts' triggers cleared the row's tail state; the walk that checked the append
+    // states the new one.
+    let tail = TailState::after(&walk, position.last_seq, position.last_user_turn);
     tx.execute(
-        "UPDATE sessions SET updated_at = $2 WHERE id = $1",
-        &[&session.as_str(), &format_time(now)],
+        "UPDATE sessions SET updated_at = $2, tail_state = $3 WHERE id = $1",
+        &[&session.as_str(), &format_time(now), &tail.encode()],
     )?;
     Ok(appended)
 }
@@ -251,6 +255,34 @@ pub(crate) struct Position {
     pub(crate) resume: Resume,
     pub(crate) last_seq: i64,
     pub(crate) last_user_turn: Option<i64>,
+}
+
+/// The end of a session for a write (the caller holds its row lock): the tail state its row
+/// keeps when that is current (its last seq is the real one), else read from the rows by
+/// [`tail_of`]. [`Error::UnknownSession`] without a session row.
+pub(crate) fn stored_tail(tx: &mut Tx<'_>, session: &SessionId) -> Result<Position> {
+    let row = tx.query_opt(
+        "SELECT tail_state, (SELECT COALESCE(MAX(seq), 0)::BIGINT FROM messages WHERE session_id = $1)
+         FROM sessions WHERE id = $1",
+        &[&session.as_str()],
+    )?;
+    let Some(row) = row else {
+        return Err(Error::UnknownSession(session.clone()));
+    };
+    let state: Option<String> = row.try_get(0)?;
+    let last_seq: i64 = row.try_get(1)?;
+    let current = state
+        .as_deref()
+        .and_then(TailState::decode)
+        .filter(|tail| tail.last_seq == last_seq);
+    match current {
+        Some(tail) => Ok(Position {
+            resume: tail.resume(),
+            last_seq: tail.last_seq,
+            last_user_turn: tail.last_user_turn,
+        }),
+        None => tail_of(tx, session),
+    }
 }
 
 /// Reads the end of a session: the last seq, the last user turn and the open tool block.

@@ -1,0 +1,186 @@
+//! The tail state of a session: what the write path needs of a stored session to place and
+//! check the next message (its last `seq`, the turn of its last user message, and the open
+//! tool block as [`Walk::resume`] takes it), in the compact text the session row keeps
+//! (`sessions.tail_state`, migration V10).
+//!
+//! The state is a cache of the rows, never a second truth: the store uses it only when its
+//! `last_seq` is the session's real `MAX(seq)`, triggers clear it on every change of messages
+//! or tool parts (whoever makes it), and when it is missing or stale the store reads the rows
+//! as before and writes it back with the append. After an append it is taken from the walk
+//! that checked the append ([`Walk::resume_point`]), so it states the grammar's own decision.
+
+use super::grammar::{Resume, Walk};
+use crate::model::Role;
+
+/// The end of a stored session, as the write path needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TailState {
+    /// The highest `seq` (0 for an empty session).
+    pub last_seq: i64,
+    /// The `turn_index` of the last user message, if any.
+    pub last_user_turn: Option<i64>,
+    /// The role of the last user or assistant message, if any.
+    pub speaker: Option<Role>,
+    /// When that message is an assistant message: its calls not answered yet, in part order.
+    pub open: Vec<String>,
+    /// And the ids of its calls answered so far, sorted, each once.
+    pub answered: Vec<String>,
+}
+
+/// The encoding's version, the first element of the stored array.
+const VERSION: i64 = 1;
+
+impl TailState {
+    /// The state of a session whose end reads as `resume` (calls in part order, each with its
+    /// answered flag, as the store reads them from the rows), normalised: open calls in
+    /// order, answered ids sorted and once.
+    pub fn from_resume(last_seq: i64, last_user_turn: Option<i64>, resume: &Resume) -> Self {
+        let speaker = resume
+            .speaker
+            .filter(|role| matches!(role, Role::User | Role::Assistant));
+        let mut open = Vec::new();
+        let mut answered = Vec::new();
+        if speaker == Some(Role::Assistant) {
+            for (id, done) in &resume.calls {
+                if *done {
+                    answered.push(id.clone());
+                } else {
+                    open.push(id.clone());
+                }
+            }
+        }
+        answered.sort_unstable();
+        answered.dedup();
+        TailState {
+            last_seq,
+            last_user_turn,
+            speaker,
+            open,
+            answered,
+        }
+    }
+
+    /// The state after `walk` (which resumed from a state and walked the appended messages),
+    /// with the appended messages' last `seq` and last user turn.
+    pub fn after(walk: &Walk, last_seq: i64, last_user_turn: Option<i64>) -> Self {
+        Self::from_resume(last_seq, last_user_turn, &walk.resume_point())
+    }
+
+    /// Where a walk resumes from this state (no `taken`: the caller adds those).
+    pub fn resume(&self) -> Resume {
+        let calls = self
+            .open
+            .iter()
+            .map(|id| (id.clone(), false))
+            .chain(self.answered.iter().map(|id| (id.clone(), true)))
+            .collect();
+        Resume {
+            messages: usize::try_from(self.last_seq).unwrap_or_default(),
+            speaker: self.speaker,
+            calls,
+            taken: Vec::new(),
+        }
+    }
+
+    /// The stored text: a JSON array `[1, last_seq, last_user_turn, speaker, open, answered]`.
+    pub fn encode(&self) -> String {
+        let stored = (
+            VERSION,
+            self.last_seq,
+            self.last_user_turn,
+            self.speaker.map(Role::as_str),
+            &self.open,
+            &self.answered,
+        );
+        // Serialising integers, strings and lists of strings into a String cannot fail.
+        serde_json::to_string(&stored).unwrap_or_default()
+    }
+
+    /// Reads a stored text; `None` for anything that is not this version's encoding (the
+    /// store then reads the rows).
+    pub fn decode(text: &str) -> Option<Self> {
+        type Stored = (
+            i64,
+            i64,
+            Option<i64>,
+            Option<String>,
+            Vec<String>,
+            Vec<String>,
+        );
+        let (version, last_seq, last_user_turn, speaker, open, answered): Stored =
+            serde_json::from_str(text).ok()?;
+        if version != VERSION {
+            return None;
+        }
+        let speaker = match speaker.as_deref().map(str::parse::<Role>) {
+            None => None,
+            Some(Ok(role @ (Role::User | Role::Assistant))) => Some(role),
+            Some(_) => return None,
+        };
+        if speaker != Some(Role::Assistant) && !(open.is_empty() && answered.is_empty()) {
+            return None;
+        }
+        Some(TailState {
+            last_seq,
+            last_user_turn,
+            speaker,
+            open,
+            answered,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Part;
+    use serde_json::json;
+
+    fn state() -> TailState {
+        TailState {
+            last_seq: 7,
+            last_user_turn: Some(2),
+            speaker: Some(Role::Assistant),
+            open: vec!["b".into(), "a\"|,".into()],
+            answered: vec!["c".into()],
+        }
+    }
+
+    #[test]
+    fn the_encoding_reads_back_and_refuses_what_it_did_not_write() {
+        let s = state();
+        assert_eq!(TailState::decode(&s.encode()), Some(s));
+        let empty = TailState::default();
+        assert_eq!(TailState::decode(&empty.encode()), Some(empty));
+        for bad in [
+            "",
+            "null",
+            "[]",
+            "[2,7,2,\"assistant\",[],[]]",
+            "[1,7,2,\"tool\",[],[]]",
+            "[1,7,2,\"user\",[\"a\"],[]]",
+            "[1,\"7\",2,\"assistant\",[],[]]",
+            "[1,7,2,\"assistant\",[1],[]]",
+        ] {
+            assert_eq!(TailState::decode(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_walk_resumed_from_the_state_after_a_walk_decides_as_that_walk() {
+        let call = |id: &str| Part::tool_use(id, "t", json!({}));
+        let result = |id: &str| Part::tool_result(id, "ok");
+        let mut walk = Walk::default();
+        walk.feed(Role::User, &[Part::text("go")]);
+        walk.feed(Role::Assistant, &[call("x"), call("y"), call("z")]);
+        walk.feed(Role::Tool, &[result("y")]);
+        let tail = TailState::after(&walk, 3, Some(0));
+        assert_eq!(tail.open, ["x", "z"]);
+        assert_eq!(tail.answered, ["y"]);
+        let resumed = Walk::resume(tail.resume());
+        assert_eq!(resumed.pending(), walk.pending());
+        for id in ["x", "y", "z", "w"] {
+            assert_eq!(resumed.would_answer(id), walk.would_answer(id), "{id}");
+        }
+    }
+}

@@ -1,0 +1,530 @@
+//! The tail state a session row keeps (`sessions.tail_state`, V10) is a cache the append's
+//! pairing check trusts: a stale one would let a broken pair in, or refuse a valid message.
+//! These tests hold it to the rows: after any sequence of appends, cancels, reverts and their
+//! undo, compactions, forks and imports, a stored state equals the one recomputed from the
+//! rows (here with SQL, independently of the store's code); and rows written straight with
+//! SQL, by code that bypasses the store, never make the check wrong.
+
+use proptest::prelude::*;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Value};
+use session_store::{Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store};
+
+use crate::backends::PgSchema;
+use crate::util::{raw, temp_store};
+
+fn call(id: &str) -> Part {
+    Part::tool_use(id, "bash", json!({"cmd": "ls"}))
+}
+
+fn result(id: &str) -> Part {
+    Part::tool_result(id, "ok")
+}
+
+/// The tail state of a session from its rows, in the stored encoding.
+fn recomputed(conn: &Connection, session: &str) -> Value {
+    let last_seq: i64 = conn
+        .query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1",
+            [session],
+            |r| r.get(0),
+        )
+        .expect("last seq");
+    let last_user_turn: Option<i64> = conn
+        .query_row(
+            "SELECT turn_index FROM messages WHERE session_id = ?1 AND role = 'user'
+             ORDER BY seq DESC LIMIT 1",
+            [session],
+            |r| r.get(0),
+        )
+        .optional()
+        .expect("last user turn");
+    let speaker: Option<(i64, i64, String)> = conn
+        .query_row(
+            "SELECT id, seq, role FROM messages WHERE session_id = ?1
+             AND role IN ('user', 'assistant') ORDER BY seq DESC LIMIT 1",
+            [session],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .expect("speaker");
+    let (mut open, mut answered) = (Vec::<String>::new(), Vec::<String>::new());
+    if let Some((id, seq, role)) = &speaker {
+        if role == "assistant" {
+            let calls: Vec<String> = conn
+                .prepare(
+                    "SELECT tool_use_id FROM parts WHERE message_id = ?1 AND kind = 'tool_use'
+                     AND tool_use_id IS NOT NULL ORDER BY ordinal",
+                )
+                .and_then(|mut s| s.query_map([id], |r| r.get(0))?.collect())
+                .expect("calls");
+            let results: Vec<String> = conn
+                .prepare(
+                    "SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
+                     WHERE m.session_id = ?1 AND m.seq > ?2 AND m.role = 'tool'
+                     AND p.kind = 'tool_result' AND p.tool_use_id IS NOT NULL",
+                )
+                .and_then(|mut s| s.query_map(params![session, seq], |r| r.get(0))?.collect())
+                .expect("results");
+            for call in calls {
+                if results.contains(&call) {
+                    answered.push(call);
+                } else {
+                    open.push(call);
+                }
+            }
+            answered.sort();
+            answered.dedup();
+        }
+    }
+    json!([
+        1,
+        last_seq,
+        last_user_turn,
+        speaker.map(|(_, _, role)| role),
+        open,
+        answered
+    ])
+}
+
+/// The stored state of a session, parsed (`None` when NULL).
+fn stored(conn: &Connection, session: &str) -> Option<Value> {
+    let text: Option<String> = conn
+        .query_row(
+            "SELECT tail_state FROM sessions WHERE id = ?1",
+            [session],
+            |r| r.get(0),
+        )
+        .expect("tail_state");
+    text.map(|t| serde_json::from_str(&t).expect("stored tail state is JSON"))
+}
+
+/// Every session's stored state, where there is one, equals its rows' state.
+fn assert_tail_states_true(conn: &Connection) {
+    let sessions: Vec<String> = conn
+        .prepare("SELECT id FROM sessions ORDER BY id")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .expect("sessions");
+    for session in sessions {
+        if let Some(state) = stored(conn, &session) {
+            assert_eq!(state, recomputed(conn, &session), "session {session}");
+        }
+    }
+}
+
+fn refusal(result: session_store::Result<impl std::fmt::Debug>) -> Refusal {
+    match result {
+        Err(Error::Refused { reason, .. }) => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The rows other code writes: a session whose last assistant message calls `c2`, unanswered.
+const FOREIGN_ROWS: &str = "
+    INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+    INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
+        (1001, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
+        (1002, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
+        (1003, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
+        (1004, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
+    INSERT INTO parts (id, message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+        (1001, 1001, 0, 'text', 'go', NULL, NULL, NULL),
+        (1002, 1002, 0, 'tool_use', NULL, 'c1', 'bash', '{}'),
+        (1003, 1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
+        (1004, 1004, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
+
+/// The refusals and acceptances a session with `c2` pending must give, whatever its tail state.
+fn assert_checked_from_the_rows(store: &Store, session: &SessionId) {
+    match refusal(store.append(session, NewMessage::user("next"))) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, ["c2"]),
+        other => panic!("expected c2 pending, got {other:?}"),
+    }
+    // c1 was answered before c2 was called: a result for it answers nothing now.
+    refusal(store.append(session, NewMessage::tool(vec![result("c1")])));
+    store
+        .append(session, NewMessage::tool(vec![result("c2")]))
+        .expect("the answer to the pending call is accepted");
+    store
+        .append(session, NewMessage::user("next"))
+        .expect("then a user message is");
+}
+
+#[test]
+fn rows_written_with_sql_are_checked_from_the_rows() {
+    let (_dir, store, path) = temp_store();
+    let conn = Connection::open(&path).expect("raw");
+    conn.execute_batch(FOREIGN_ROWS).expect("foreign rows");
+    let session = SessionId::from("s");
+    assert_eq!(stored(&conn, "s"), None);
+    assert_checked_from_the_rows(&store, &session);
+    assert_tail_states_true(&conn);
+    assert!(
+        stored(&conn, "s").is_some(),
+        "the append wrote the state back"
+    );
+}
+
+#[test]
+fn rows_written_with_sql_after_the_store_clear_its_state() {
+    let (_dir, store, path) = temp_store();
+    let session = SessionId::from("s");
+    store.create_session_with_id(&session).expect("create");
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::user("go"),
+                NewMessage::assistant(vec![call("c1")]),
+                NewMessage::tool(vec![result("c1")]),
+            ],
+        )
+        .expect("append");
+    let conn = Connection::open(&path).expect("raw");
+    assert!(stored(&conn, "s").is_some());
+    // Other code appends an assistant message calling c2: the triggers clear the state.
+    conn.execute_batch(
+        "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
+             VALUES (100, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
+         INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input)
+             VALUES (100, 0, 'tool_use', 'c2', 'bash', '{}');",
+    )
+    .expect("foreign append");
+    assert_eq!(stored(&conn, "s"), None);
+    assert_checked_from_the_rows(&store, &session);
+    assert_tail_states_true(&conn);
+}
+
+#[test]
+fn a_call_added_to_a_stored_message_with_sql_clears_the_state() {
+    let (_dir, store, path) = temp_store();
+    let session = SessionId::from("s");
+    store.create_session_with_id(&session).expect("create");
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::user("go"),
+                NewMessage::assistant(vec![call("c1")]),
+            ],
+        )
+        .expect("append");
+    store
+        .append(&session, NewMessage::tool(vec![result("c1")]))
+        .expect("answer");
+    let conn = Connection::open(&path).expect("raw");
+    // A streaming writer adds a second call to the assistant message, touching no message.
+    conn.execute(
+        "INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input)
+         SELECT id, 1, 'tool_use', 'c2', 'bash', '{}' FROM messages WHERE session_id = 's' AND seq = 2",
+        [],
+    )
+    .expect("foreign part");
+    assert_eq!(stored(&conn, "s"), None);
+    assert_checked_from_the_rows(&store, &session);
+}
+
+#[test]
+fn a_stale_state_is_not_trusted() {
+    // A state left from before other code's rows (its triggers dropped, or a restored row):
+    // its last seq is not the session's, so the store reads the rows.
+    let (_dir, store, path) = temp_store();
+    let session = SessionId::from("s");
+    store.create_session_with_id(&session).expect("create");
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::user("go"),
+                NewMessage::assistant(vec![call("c1")]),
+                NewMessage::tool(vec![result("c1")]),
+            ],
+        )
+        .expect("append");
+    let conn = Connection::open(&path).expect("raw");
+    let old: String = conn
+        .query_row("SELECT tail_state FROM sessions WHERE id = 's'", [], |r| {
+            r.get(0)
+        })
+        .expect("state");
+    conn.execute_batch(
+        "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
+             VALUES (100, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
+         INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input)
+             VALUES (100, 0, 'tool_use', 'c2', 'bash', '{}');",
+    )
+    .expect("foreign append");
+    conn.execute("UPDATE sessions SET tail_state = ?1 WHERE id = 's'", [&old])
+        .expect("stale state");
+    assert_checked_from_the_rows(&store, &session);
+    // A state that is not ours is not trusted either.
+    conn.execute(
+        "UPDATE sessions SET tail_state = 'not a state' WHERE id = 's'",
+        [],
+    )
+    .expect("garbage");
+    store
+        .append(&session, NewMessage::assistant(vec![Part::text("done")]))
+        .expect("append after garbage");
+    assert_tail_states_true(&conn);
+}
+
+#[test]
+fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("open");
+    let mut client = schema.client();
+    client.batch_execute(FOREIGN_ROWS).expect("foreign rows");
+    let session = SessionId::from("s");
+    assert_checked_from_the_rows(&store, &session);
+    let state: Option<String> = client
+        .query_one("SELECT tail_state FROM sessions WHERE id = 's'", &[])
+        .and_then(|row| row.try_get(0))
+        .expect("state");
+    assert!(state.is_some(), "the append wrote the state back");
+    // Other code answers nothing and calls c3: the triggers clear the state.
+    client
+        .batch_execute(
+            "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
+                 VALUES (2000, 's', 7, 1, 'assistant', '2026-01-01T00:00:00Z');
+             INSERT INTO parts (id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+                 VALUES (2000, 2000, 0, 'tool_use', 'c3', 'bash', '{}');",
+        )
+        .expect("foreign append");
+    let state: Option<String> = client
+        .query_one("SELECT tail_state FROM sessions WHERE id = 's'", &[])
+        .and_then(|row| row.try_get(0))
+        .expect("state");
+    assert_eq!(state, None);
+    assert!(matches!(
+        refusal(store.append(&session, NewMessage::user("again"))),
+        Refusal::PendingToolUses { .. }
+    ));
+}
+
+/// The tail state of a session from its messages as the store reads them (any backend).
+fn expected_from(messages: &[Message]) -> Value {
+    let last_seq = messages.iter().map(|m| m.seq).max().unwrap_or(0);
+    let last_user_turn = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.turn_index);
+    let speaker = messages
+        .iter()
+        .rposition(|m| matches!(m.role, Role::User | Role::Assistant));
+    let (mut open, mut answered) = (Vec::<String>::new(), Vec::<String>::new());
+    if let Some(at) = speaker.filter(|&at| messages[at].role == Role::Assistant) {
+        let results: Vec<&str> = messages[at + 1..]
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .flat_map(|m| m.parts.iter().filter_map(Part::answers))
+            .collect();
+        for id in messages[at].parts.iter().filter_map(Part::call_id) {
+            if results.contains(&id) {
+                answered.push(id.to_owned());
+            } else {
+                open.push(id.to_owned());
+            }
+        }
+        answered.sort();
+        answered.dedup();
+    }
+    json!([
+        1,
+        last_seq,
+        last_user_turn,
+        speaker.map(|at| messages[at].role.as_str()),
+        open,
+        answered
+    ])
+}
+
+#[test]
+fn the_stored_tail_state_is_the_rows_state_on_postgres() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("open");
+    let mut client = schema.client();
+    let session = store.create_session().expect("create");
+    let mut check = |store: &Store| {
+        let state: Option<String> = client
+            .query_one(
+                "SELECT tail_state FROM sessions WHERE id = $1",
+                &[&session.as_str()],
+            )
+            .and_then(|row| row.try_get(0))
+            .expect("state");
+        if let Some(state) = state {
+            let state: Value = serde_json::from_str(&state).expect("JSON");
+            let messages = store.messages(&session).expect("messages");
+            assert_eq!(state, expected_from(&messages));
+        }
+    };
+    let mut next = 0u32;
+    for round in 0..3 {
+        for message in turn(2, &mut next) {
+            store.append(&session, message).expect("append");
+            check(&store);
+        }
+        store
+            .append(&session, NewMessage::user("and"))
+            .expect("user");
+        store
+            .append(
+                &session,
+                NewMessage::assistant(vec![call(&format!("x{round}"))]),
+            )
+            .expect("call");
+        check(&store);
+        store.cancel_pending(&session, "stop").expect("cancel");
+        check(&store);
+    }
+    store.revert_to_turn(&session, 3).expect("revert");
+    check(&store);
+    store.undo_revert(&session).expect("undo");
+    check(&store);
+    store.compact(&session, 4, "summary").expect("compact");
+    check(&store);
+    store.revert_to_turn(&session, 4).expect("revert");
+    store
+        .append(&session, NewMessage::user("again"))
+        .expect("append after revert");
+    check(&store);
+    let state: Option<String> = client
+        .query_one(
+            "SELECT tail_state FROM sessions WHERE id = $1",
+            &[&session.as_str()],
+        )
+        .and_then(|row| row.try_get(0))
+        .expect("state");
+    assert!(state.is_some(), "an append leaves the state stored");
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    User,
+    System,
+    Assistant { calls: u8 },
+    AnswerFirst,
+    Text,
+    Turn { calls: u8 },
+    Cancel,
+    Revert { turn: u8 },
+    Undo,
+    Compact { keep: u8 },
+    Fork { turn: u8 },
+    Import { calls: u8 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::User),
+        1 => Just(Op::System),
+        3 => (0u8..3).prop_map(|calls| Op::Assistant { calls }),
+        4 => Just(Op::AnswerFirst),
+        2 => Just(Op::Text),
+        2 => (0u8..3).prop_map(|calls| Op::Turn { calls }),
+        1 => Just(Op::Cancel),
+        1 => (0u8..4).prop_map(|turn| Op::Revert { turn }),
+        1 => Just(Op::Undo),
+        1 => (0u8..6).prop_map(|keep| Op::Compact { keep }),
+        1 => (0u8..4).prop_map(|turn| Op::Fork { turn }),
+        1 => (0u8..3).prop_map(|calls| Op::Import { calls }),
+    ]
+}
+
+fn turn(calls: u8, next: &mut u32) -> Vec<NewMessage> {
+    let ids: Vec<String> = (0..calls)
+        .map(|_| {
+            *next += 1;
+            format!("t{next}")
+        })
+        .collect();
+    let mut messages = vec![NewMessage::user("do it")];
+    if !ids.is_empty() {
+        messages.push(NewMessage::assistant(
+            ids.iter().map(|id| call(id)).collect(),
+        ));
+        for id in &ids {
+            messages.push(NewMessage::tool(vec![result(id)]));
+        }
+    }
+    messages.push(NewMessage::assistant(vec![Part::text("done")]));
+    messages
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_stored_tail_state_is_always_the_rows_state(ops in prop::collection::vec(op(), 1..30)) {
+        let (_dir, store, path) = temp_store();
+        let conn = raw(&path);
+        let mut sessions = vec![store.create_session().expect("create")];
+        let mut next = 0u32;
+        for (i, op) in ops.iter().enumerate() {
+            // Most ops go to the first session; every third to the newest (a fork or import).
+            let session = if i % 3 == 2 { sessions.last() } else { sessions.first() }
+                .expect("a session")
+                .clone();
+            let mut fresh = || {
+                next += 1;
+                format!("c{next}")
+            };
+            let appended = match op {
+                Op::User => store.append(&session, NewMessage::user("more")).is_ok(),
+                Op::System => store.append(&session, NewMessage::system("note")).is_ok(),
+                Op::Assistant { calls } => {
+                    let parts = (0..*calls).map(|_| call(&fresh())).collect::<Vec<_>>();
+                    let parts = if parts.is_empty() { vec![Part::text("hm")] } else { parts };
+                    store.append(&session, NewMessage::assistant(parts)).is_ok()
+                }
+                Op::AnswerFirst => match store.pending_tool_uses(&session).expect("pending").first() {
+                    Some(id) => store.append(&session, NewMessage::tool(vec![result(id)])).is_ok(),
+                    None => false,
+                },
+                Op::Text => store
+                    .append(&session, NewMessage::assistant(vec![Part::text("so")]))
+                    .is_ok(),
+                Op::Turn { calls } => store.append_batch(&session, turn(*calls, &mut next)).is_ok(),
+                Op::Cancel => !store.cancel_pending(&session, "stopped").expect("cancel").is_empty(),
+                Op::Revert { turn } => {
+                    let _ = store.revert_to_turn(&session, i64::from(*turn));
+                    false
+                }
+                Op::Undo => {
+                    let _ = store.undo_revert(&session);
+                    false
+                }
+                Op::Compact { keep } => {
+                    let _ = store.compact(&session, usize::from(*keep), "summary");
+                    false
+                }
+                Op::Fork { turn } => {
+                    if let Ok(forked) = store.fork(&session, i64::from(*turn)) {
+                        sessions.push(forked.id);
+                    }
+                    false
+                }
+                Op::Import { calls } => {
+                    let id = store.import_session(turn(*calls, &mut next)).expect("import");
+                    sessions.push(id);
+                    false
+                }
+            };
+            assert_tail_states_true(&conn);
+            if let Some(state) = stored(&conn, session.as_str()) {
+                prop_assert_eq!(state, expected_from(&store.messages(&session).expect("messages")));
+            }
+            if appended {
+                prop_assert!(
+                    stored(&conn, session.as_str()).is_some(),
+                    "an append leaves the state stored"
+                );
+            }
+        }
+    }
+}
