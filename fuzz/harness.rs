@@ -26,10 +26,14 @@ use session_store::{
     Provider, RepairOptions, SessionId, Store,
 };
 
-/// The providers whose exports are held to their contract here. The Responses and Gemini
-/// renderers are not yet: their first fuzz runs found sessions whose export breaks those
-/// contracts (inputs in `fuzz/findings/`); add them here once that is fixed.
-const PROVIDERS: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
+/// The providers whose exports are held to their contract here: every provider the store
+/// renders for.
+const PROVIDERS: [Provider; 4] = [
+    Provider::Anthropic,
+    Provider::OpenAi,
+    Provider::Responses,
+    Provider::Gemini,
+];
 
 /// Reads fuzz bytes as small choices; past the end every choice is 0.
 pub struct Bytes<'a> {

@@ -450,10 +450,11 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
 mod any_stored_session {
     //! Property: a session written by any code (raw SQL, so the write path's refusals do not
     //! apply), with any mix of the second release's part kinds in any role, exports a body
-    //! both providers accept.
+    //! each of the four providers accepts (Responses and Gemini included: a reasoning item
+    //! before a verbatim item that is not an output broke the Responses contract).
     use proptest::prelude::*;
     use serde_json::json;
-    use session_store::{check_anthropic, check_openai, ExportOptions, Provider, SessionId};
+    use session_store::{check_request, ExportOptions, Provider, SessionId};
 
     use crate::util::temp_store;
 
@@ -493,10 +494,34 @@ mod any_stored_session {
                   Some(r#"{"query":"q"}"#.to_owned()), false, None)),
             id.prop_map(|id| ("server_tool_result", None, Some(id.clone()), None,
                   Some(json!({"type": "web_search_tool_result", "tool_use_id": id, "content": []}).to_string()), false, None)),
-            prop::sample::select(vec!["anthropic", "openai", "gemini"]).prop_map(|p| ("opaque", None, None, None,
-                  Some(json!({"type": "compaction", "content": "c"}).to_string()), false,
+            Just(("reasoning", Some("summary".to_owned()), None, None, None, false,
+                  Some(json!({"openai": {"encrypted_content": "E", "id": "rs_1"}}).to_string()))),
+            Just(("reasoning", Some(String::new()), None, None, None, false,
+                  Some(json!({"gemini": {"thoughtSignature": "G"}}).to_string()))),
+            (prop::sample::select(vec!["anthropic", "openai", "gemini"]), opaque_block()).prop_map(|(p, block)| ("opaque", None, None, None,
+                  Some(block.to_string()), false,
                   Some(json!({"provider": p}).to_string()))),
         ]
+    }
+
+    /// Blocks other code keeps verbatim: items and parts each provider makes, and ones that
+    /// would break a contract if they went back as they are (a reasoning item without its
+    /// content, an output answering nothing, a Gemini part with no or two data fields).
+    fn opaque_block() -> impl Strategy<Value = serde_json::Value> {
+        prop::sample::select(vec![
+            json!({"type": "compaction", "content": "c"}),
+            json!({"type": "web_search_call", "id": "ws_1", "status": "completed"}),
+            json!({"type": "computer_call_output", "call_id": "c0", "output": "x"}),
+            json!({"type": "item_reference", "id": "msg_1"}),
+            json!({"type": "reasoning", "summary": []}),
+            json!({"type": "function_call", "call_id": "zz"}),
+            json!({"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}),
+            json!({"executableCode": {"language": "PYTHON", "code": "print(1)"}}),
+            json!({"executableCode": {"code": "1"}, "thoughtSignature": "G"}),
+            json!({"functionCall": {"name": "f", "args": {}}}),
+            json!({"text": " "}),
+            json!({"inlineData": {"mimeType": "image/png", "data": "AA=="}, "text": "two"}),
+        ])
     }
 
     fn message() -> impl Strategy<Value = (&'static str, Vec<Row>)> {
@@ -510,7 +535,7 @@ mod any_stored_session {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
         #[test]
-        fn exports_valid_for_both_providers(messages in prop::collection::vec(message(), 1..10)) {
+        fn exports_valid_for_every_provider(messages in prop::collection::vec(message(), 1..10)) {
             let (_dir, store, path) = temp_store();
             let conn = rusqlite::Connection::open(&path).expect("open");
             conn.execute(
@@ -534,10 +559,10 @@ mod any_stored_session {
             drop(conn);
             let session = SessionId::new("s");
             let options = ExportOptions { persist_latch: false, ..ExportOptions::default() };
-            let anthropic = store.export_now(&session, Provider::Anthropic, &options).expect("anthropic");
-            prop_assert_eq!(check_anthropic(&anthropic), vec![], "{:#}", anthropic);
-            let openai = store.export_now(&session, Provider::OpenAi, &options).expect("openai");
-            prop_assert_eq!(check_openai(&openai), vec![], "{:#}", openai);
+            for provider in Provider::ALL {
+                let body = store.export_now(&session, provider, &options).expect("export");
+                prop_assert_eq!(check_request(provider, &body), vec![], "{}: {:#}", provider, body);
+            }
         }
     }
 }

@@ -120,3 +120,53 @@ fn a_result_for_an_older_call_is_refused() {
     ));
     assert!(violations(&path).is_empty());
 }
+
+/// Guards: an OpenAI Responses body whose reasoning item is followed by an item the importer
+/// keeps verbatim (a type newer than this build, here one ending in `_output`). The Responses
+/// export sent the reasoning before that item, which is not the output it preceded, and broke
+/// its own contract (`session-store export --provider responses` exited 2). Found by the
+/// import fuzz targets (`fuzz/corpus/import_responses/`, `fuzz/corpus/import_codex/`).
+#[test]
+fn reasoning_before_a_verbatim_item_that_is_not_an_output_exports_valid_for_every_provider() {
+    let body = json!({"instructions": "be brief", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "use shell"}],
+         "encrypted_content": "gAAA"},
+        {"type": "computer_call_output", "call_id": "c0", "output": "a b"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "again"}]},
+        {"type": "reasoning", "summary": [], "encrypted_content": "gBBB"},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": "item_reference", "id": "msg_0"},
+    ]});
+    let imported =
+        session_store::import_transcript(session_store::Format::Responses, &body.to_string())
+            .expect("imports");
+    let (_dir, store, _path) = temp_store();
+    let session = store.import(&imported).expect("stores").session;
+    let options = session_store::ExportOptions {
+        persist_latch: false,
+        ..session_store::ExportOptions::default()
+    };
+    for provider in session_store::Provider::ALL {
+        let exported = store
+            .export_now(&session, provider, &options)
+            .unwrap_or_else(|e| panic!("{provider}: {e}"));
+        assert_eq!(
+            session_store::check_request(provider, &exported),
+            vec![],
+            "{provider}: {exported:#}"
+        );
+        if provider == session_store::Provider::Responses {
+            // The first reasoning preceded no output: left out; the second precedes the
+            // verbatim web search call, an output item, and goes back.
+            let encrypted: Vec<&str> = exported["input"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|item| item["encrypted_content"].as_str())
+                .collect();
+            assert_eq!(encrypted, ["gBBB"], "{exported:#}");
+        }
+    }
+}

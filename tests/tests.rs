@@ -11,6 +11,7 @@ mod contention;
 mod corrupt_file;
 mod crash;
 mod disk_full;
+mod export_bytes;
 mod fault_support;
 mod forensics;
 mod fork;

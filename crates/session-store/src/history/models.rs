@@ -83,25 +83,26 @@ pub fn latest_model(messages: &[Message]) -> Option<&str> {
 /// unknown, nothing changes. The rest of each message is untouched, so the loader sees the
 /// same calls and results.
 pub fn bind_to_model(messages: &[Message], target: Option<&str>) -> Vec<Message> {
+    bind_owned(messages.to_vec(), target)
+}
+
+/// [`bind_to_model`] in place, over messages the caller gives up: only the messages of
+/// another model change (the export's way: no copy of the session, issue 16).
+pub(crate) fn bind_owned(mut messages: Vec<Message>, target: Option<&str>) -> Vec<Message> {
     let Some(target) = target else {
-        return messages.to_vec();
+        return messages;
     };
-    messages
-        .iter()
-        .map(|message| {
-            let foreign = message.role == Role::Assistant
-                && message
-                    .model
-                    .as_deref()
-                    .is_some_and(|model| model != target);
-            if !foreign {
-                return message.clone();
-            }
-            let mut message = message.clone();
+    for message in &mut messages {
+        let foreign = message.role == Role::Assistant
+            && message
+                .model
+                .as_deref()
+                .is_some_and(|model| model != target);
+        if foreign {
             message.parts = strip_thinking(&message.parts);
-            message
-        })
-        .collect()
+        }
+    }
+    messages
 }
 
 /// The parts without their thinking: reasoning and redacted reasoning left out, Gemini

@@ -39,8 +39,10 @@ pub struct Request {
 /// `now`, given the session's thinking `state`. `summary` is the text of the latest
 /// compaction summary, sent first (see [`sanitize::sanitize_with_summary`]). `model` is the
 /// target (`provider/model`); without one, the model of the latest assistant message that
-/// has one ([`models::latest_model`]).
-pub fn build_request(
+/// has one ([`models::latest_model`]). The store runs [`build_owned`]; this is its form over
+/// borrowed messages, for tests.
+#[cfg(test)]
+pub(crate) fn build_request(
     summary: Option<&str>,
     messages: &[Message],
     state: &ThinkingState,
@@ -49,33 +51,80 @@ pub fn build_request(
     provider: Provider,
     model: Option<&str>,
 ) -> Request {
-    let mut request =
-        build_request_without_digests(summary, messages, state, now, config, provider, model);
+    let inputs = Inputs {
+        summary,
+        state,
+        now,
+        config,
+        provider,
+        model,
+    };
+    let mut request = build_owned(messages.to_vec(), &inputs, true);
     request.digests = render::digests(&request.body);
     request
 }
 
-/// [`build_request`] with `digests` left empty, for a caller that sends the body only:
-/// hashing every rendered message costs about as much as rendering them (issue 16).
-pub(crate) fn build_request_without_digests(
-    summary: Option<&str>,
-    messages: &[Message],
-    state: &ThinkingState,
-    now: DateTime<Utc>,
-    config: &ThinkingConfig,
-    provider: Provider,
-    model: Option<&str>,
-) -> Request {
-    let retention = thinking::plan_retention(messages, state, now, config);
-    let kept = thinking::retained(messages, &retention);
-    let target = model.or_else(|| models::latest_model(messages));
-    let bound = models::bind_to_model(&kept, target);
-    let view = sanitize::sanitize_with_summary(summary, &bound);
-    let body = render::render_for(&view, provider, target);
+/// What a request is built from, besides the messages.
+pub(crate) struct Inputs<'a> {
+    /// The latest compaction summary's text.
+    pub summary: Option<&'a str>,
+    /// The session's thinking state.
+    pub state: &'a ThinkingState,
+    /// When the request is sent.
+    pub now: DateTime<Utc>,
+    /// Thinking retention's settings.
+    pub config: &'a ThinkingConfig,
+    /// The format.
+    pub provider: Provider,
+    /// The target model, `provider/model`.
+    pub model: Option<&'a str>,
+}
+
+/// [`build_request`] over messages the caller gives up, without `digests`; the view is kept
+/// in the request only when `keep_view` is set (else it is left empty). Each step moves the
+/// messages on instead of copying them: retention and the model binding strip in place, the
+/// loader moves the parts into the view, and the Anthropic renderer moves the view's strings
+/// into the body (issue 16: the session's text was copied three times). What the checks after
+/// rendering need of the messages is taken before they move.
+pub(crate) fn build_owned(messages: Vec<Message>, inputs: &Inputs<'_>, keep_view: bool) -> Request {
+    let provider = inputs.provider;
+    let retention = thinking::plan_retention(&messages, inputs.state, inputs.now, inputs.config);
+    let kept = thinking::retained_owned(messages, &retention);
+    let target: Option<String> = inputs
+        .model
+        .or_else(|| models::latest_model(&kept))
+        .map(str::to_owned);
+    let target = target.as_deref();
+    let foreign = target.map(|target| contract::foreign_signatures(&kept, target));
+    let bound = models::bind_owned(kept, target);
+    // Rule 9 reads the latest assistant message only.
+    let latest = (provider == Provider::Anthropic)
+        .then(|| {
+            bound
+                .iter()
+                .rev()
+                .find(|m| m.role == crate::model::Role::Assistant)
+                .cloned()
+        })
+        .flatten();
+    let view = sanitize::sanitize_owned(inputs.summary, bound);
+    let (body, view) = if keep_view {
+        (render::render_owned(view.clone(), provider, target), view)
+    } else {
+        (
+            render::render_owned(view, provider, target),
+            View::default(),
+        )
+    };
     let mut violations = contract::check(provider, &body);
-    violations.extend(contract::check_signed_by_target(&kept, target, &body));
-    if provider == Provider::Anthropic {
-        violations.extend(contract::check_latest_thinking(&bound, &body));
+    if let (Some(foreign), Some(target)) = (&foreign, target) {
+        violations.extend(contract::check_foreign_signatures(foreign, target, &body));
+    }
+    if let Some(latest) = latest {
+        violations.extend(contract::check_latest_thinking(
+            std::slice::from_ref(&latest),
+            &body,
+        ));
     }
     Request {
         body,

@@ -143,12 +143,19 @@ pub fn sanitize(messages: &[Message]) -> View {
 /// System messages carry instructions, not history: those of the compacted head (passed
 /// with `compacted` set) are sent before the summary, in their order.
 pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> View {
+    sanitize_owned(summary, messages.to_vec())
+}
+
+/// [`sanitize_with_summary`] over messages the caller gives up: their parts move into the
+/// view instead of being copied (the export's way, issue 16).
+pub(crate) fn sanitize_owned(summary: Option<&str>, mut messages: Vec<Message>) -> View {
+    let walk = Walk::of(&messages);
     let mut loader = Loader {
-        classes: Walk::of(messages).classes().to_vec(),
+        classes: walk.classes(),
         ..Loader::default()
     };
     let kept_instruction = |m: &Message| m.compacted && m.role == Role::System;
-    for (index, message) in messages.iter().enumerate() {
+    for (index, message) in messages.iter_mut().enumerate() {
         if kept_instruction(message) {
             loader.index = index;
             loader.load(message);
@@ -162,7 +169,7 @@ pub fn sanitize_with_summary(summary: Option<&str>, messages: &[Message]) -> Vie
             true,
         );
     }
-    for (index, message) in messages.iter().enumerate() {
+    for (index, message) in messages.iter_mut().enumerate() {
         if kept_instruction(message) {
             continue;
         }
@@ -198,7 +205,7 @@ struct Block {
     /// Each call: (stored id, view id, answered in the view), in part order.
     calls: Vec<(String, String, bool)>,
     /// Position in `calls` of each call's part ordinal.
-    slot: HashMap<usize, usize>,
+    slot: Vec<Option<usize>>,
     /// Results so far, with view ids, in the order they were stored.
     results: Vec<Part>,
     /// `seq` of the messages the results came from.
@@ -216,11 +223,11 @@ struct Block {
 }
 
 #[derive(Default)]
-struct Loader {
+struct Loader<'w> {
     out: Vec<ViewMessage>,
     repairs: Vec<Repair>,
     /// The grammar's class of every message loaded.
-    classes: Vec<MessageClass>,
+    classes: &'w [MessageClass],
     /// Index of the message being loaded.
     index: usize,
     /// Every tool_use id used in the view so far, and the one renaming scheme.
@@ -228,7 +235,7 @@ struct Loader {
     block: Option<Block>,
 }
 
-impl Loader {
+impl Loader<'_> {
     fn repair(&mut self, kind: RepairKind, seq: i64, ordinal: Option<usize>, detail: String) {
         self.repairs.push(Repair {
             kind,
@@ -238,7 +245,8 @@ impl Loader {
         });
     }
 
-    fn load(&mut self, message: &Message) {
+    /// Loads `message`, moving the parts it sends out of it.
+    fn load(&mut self, message: &mut Message) {
         if message.parts.is_empty() {
             self.repair(
                 RepairKind::DroppedMessage,
@@ -306,7 +314,7 @@ impl Loader {
         });
     }
 
-    fn load_system(&mut self, message: &Message) {
+    fn load_system(&mut self, message: &mut Message) {
         let parts = texts_outside_tool(self, message, |_| true);
         if parts.is_empty() {
             self.dropped_nothing_left(message);
@@ -333,7 +341,7 @@ impl Loader {
         }
     }
 
-    fn load_assistant(&mut self, message: &Message) {
+    fn load_assistant(&mut self, message: &mut Message) {
         // A message with nothing to send is invisible: it does not end a block.
         let sendable = message.parts.iter().any(|part| match part {
             Part::Text { text, .. } => !is_blank(text),
@@ -349,21 +357,18 @@ impl Loader {
         self.close_block();
         // Rule 7's exception: a blank text is sent as a space only between two parts whose
         // position the provider validates (signed or redacted reasoning).
-        let validated: Vec<usize> = message
-            .parts
-            .iter()
-            .enumerate()
-            .filter(|(_, part)| is_position_validated(part))
-            .map(|(ordinal, _)| ordinal)
-            .collect();
+        let first_validated = message.parts.iter().position(is_position_validated);
+        let last_validated = message.parts.iter().rposition(is_position_validated);
         let between_signed = |ordinal: usize| {
-            validated.first().is_some_and(|first| *first < ordinal)
-                && validated.last().is_some_and(|last| ordinal < *last)
+            first_validated.is_some_and(|first| first < ordinal)
+                && last_validated.is_some_and(|last| ordinal < last)
         };
         let mut parts = Vec::with_capacity(message.parts.len());
         let mut calls = Vec::new();
-        let mut slot = HashMap::new();
-        for (ordinal, part) in message.parts.iter().enumerate() {
+        // The call at each part ordinal, by its position in `calls` (made at the first call).
+        let mut slot = Vec::new();
+        let part_count = message.parts.len();
+        for (ordinal, part) in message.parts.iter_mut().enumerate() {
             match part {
                 Part::Text {
                     text,
@@ -379,7 +384,7 @@ impl Loader {
                         );
                         parts.push(Part::Text {
                             text: " ".to_owned(),
-                            provider_metadata: provider_metadata.clone(),
+                            provider_metadata: provider_metadata.take(),
                         });
                     } else {
                         self.dropped_blank(message.seq, ordinal);
@@ -407,7 +412,7 @@ impl Loader {
                 | Part::ServerToolUse { .. }
                 | Part::ServerToolResult { .. }
                 | Part::Opaque { .. } => {
-                    parts.push(part.clone());
+                    parts.push(take(part));
                 }
                 Part::ToolUse {
                     id,
@@ -425,7 +430,7 @@ impl Loader {
                         );
                         UNNAMED_TOOL.to_owned()
                     } else {
-                        name.clone()
+                        std::mem::take(name)
                     };
                     let input = match object_input(input) {
                         Some(object) => {
@@ -437,15 +442,18 @@ impl Loader {
                             );
                             object
                         }
-                        None => input.clone(),
+                        None => std::mem::take(input),
                     };
-                    slot.insert(ordinal, calls.len());
-                    calls.push((id.clone(), view_id.clone(), false));
+                    if slot.is_empty() {
+                        slot = vec![None; part_count];
+                    }
+                    slot[ordinal] = Some(calls.len());
+                    calls.push((std::mem::take(id), view_id.clone(), false));
                     parts.push(Part::ToolUse {
                         id: view_id,
                         name,
                         input,
-                        provider_metadata: provider_metadata.clone(),
+                        provider_metadata: provider_metadata.take(),
                     });
                 }
                 Part::ToolResult { tool_use_id, .. } => {
@@ -492,17 +500,16 @@ impl Loader {
     fn fresh_id(&mut self, id: &str, seq: i64, ordinal: usize) -> String {
         // Anthropic accepts ids matching `^[a-zA-Z0-9_-]+$` only; other providers' ids
         // (e.g. `functions.get_time:0`) are mapped onto that alphabet.
-        let cleaned: String = id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let view_id = self.ids.claim(&cleaned);
+        let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let view_id = if id.chars().all(allowed) {
+            self.ids.claim(id)
+        } else {
+            let cleaned: String = id
+                .chars()
+                .map(|c| if allowed(c) { c } else { '_' })
+                .collect();
+            self.ids.claim(&cleaned)
+        };
         if view_id != id {
             self.repair(
                 RepairKind::RenamedToolUse,
@@ -541,7 +548,7 @@ impl Loader {
         if block.assistant != call.message {
             return None;
         }
-        let slot = *block.slot.get(&call.part)?;
+        let slot = (*block.slot.get(call.part)?)?;
         let (_, view_id, answered) = block.calls.get_mut(slot)?;
         if *answered {
             return None;
@@ -551,11 +558,11 @@ impl Loader {
     }
 
     /// A tool message, or the tool_results of a user message (`from_user`).
-    fn load_tool(&mut self, message: &Message, from_user: bool) {
+    fn load_tool(&mut self, message: &mut Message, from_user: bool) {
         let seq = message.seq;
         let mut answered = false;
         let mut after = Vec::new();
-        for (ordinal, part) in message.parts.iter().enumerate() {
+        for (ordinal, part) in message.parts.iter_mut().enumerate() {
             match part {
                 Part::ToolResult {
                     tool_use_id,
@@ -584,7 +591,7 @@ impl Loader {
                         );
                         EMPTY_ERROR.to_owned()
                     } else {
-                        content.clone()
+                        std::mem::take(content)
                     };
                     if let Some(block) = self.block.as_mut() {
                         if block.results.is_empty() {
@@ -594,8 +601,8 @@ impl Loader {
                             tool_use_id: view_id,
                             content,
                             is_error: *is_error,
-                            blocks: blocks.clone(),
-                            provider_metadata: provider_metadata.clone(),
+                            blocks: blocks.take(),
+                            provider_metadata: provider_metadata.take(),
                         });
                         if !answered {
                             block.result_seqs.push(seq);
@@ -619,7 +626,7 @@ impl Loader {
                             part.kind()
                         ),
                     );
-                    after.push(part.clone());
+                    after.push(take(part));
                 }
                 Part::Text { .. }
                 | Part::ToolUse { .. }
@@ -668,11 +675,12 @@ impl Loader {
         let Some(mut block) = self.block.take() else {
             return;
         };
-        let text = texts::tombstone(texts::LOST_REASON);
+        let mut text = None;
         for (id, view_id, answered) in std::mem::take(&mut block.calls) {
             if answered {
                 continue;
             }
+            let text = text.get_or_insert_with(|| texts::tombstone(texts::LOST_REASON));
             self.repair(
                 RepairKind::Tombstone,
                 block.assistant_seq,
@@ -703,21 +711,27 @@ impl Loader {
 /// dropped, reasoning is dropped, tool parts become text. Repairs go to `loader`.
 fn texts_outside_tool(
     loader: &mut Loader,
-    message: &Message,
+    message: &mut Message,
     keep: impl Fn(&Part) -> bool,
 ) -> Vec<Part> {
     let mut parts = Vec::new();
-    for (ordinal, part) in message.parts.iter().enumerate().filter(|(_, p)| keep(p)) {
+    let (seq, role) = (message.seq, message.role);
+    for (ordinal, part) in message
+        .parts
+        .iter_mut()
+        .enumerate()
+        .filter(|(_, p)| keep(p))
+    {
         match part {
             Part::Text { text, .. } if is_blank(text) => {
-                loader.dropped_blank(message.seq, ordinal);
+                loader.dropped_blank(seq, ordinal);
             }
-            Part::Text { .. } => parts.push(part.clone()),
+            Part::Text { .. } => parts.push(take(part)),
             Part::Reasoning { .. } | Part::RedactedReasoning { .. } => {
-                loader.dropped_reasoning(message.seq, ordinal, message.role);
+                loader.dropped_reasoning(seq, ordinal, role);
             }
             Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
-                parts.push(part.clone());
+                parts.push(take(part));
             }
             Part::ToolUse { .. }
             | Part::ToolResult { .. }
@@ -725,19 +739,21 @@ fn texts_outside_tool(
             | Part::ServerToolResult { .. } => {
                 loader.repair(
                     RepairKind::MovedPart,
-                    message.seq,
+                    seq,
                     Some(ordinal),
-                    format!(
-                        "{} part in a {} message: sent as text",
-                        part.kind(),
-                        message.role
-                    ),
+                    format!("{} part in a {} message: sent as text", part.kind(), role),
                 );
                 parts.push(Part::text(describe(part)));
             }
         }
     }
     parts
+}
+
+/// The part, moved out of its stored message (which keeps an empty text in its place: the
+/// loader reads each part once).
+fn take(part: &mut Part) -> Part {
+    std::mem::replace(part, Part::text(String::new()))
 }
 
 /// The JSON object a tool_use input that is not one becomes; `None` when it is one.

@@ -12,8 +12,6 @@
 //! reasoning (Anthropic requires it back unchanged), and a message loses all of its reasoning
 //! at once, never part of it.
 
-use std::borrow::Cow;
-
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -177,31 +175,24 @@ fn is_reasoning(part: &Part) -> bool {
     )
 }
 
-/// [`apply_retention`] without copying when nothing is stripped (the common case: the latch
-/// is off, or nothing before its point has reasoning left to strip).
-pub fn retained<'a>(messages: &'a [Message], retention: &Retention) -> Cow<'a, [Message]> {
-    if retention.strip.is_empty() {
-        Cow::Borrowed(messages)
-    } else {
-        Cow::Owned(apply_retention(messages, retention))
-    }
-}
-
 /// `messages` with the reasoning and redacted reasoning parts of every message in
 /// `retention.strip` removed. A message left without parts is kept here; the loader drops it.
-pub fn apply_retention(messages: &[Message], retention: &Retention) -> Vec<Message> {
-    messages
-        .iter()
-        .map(|message| {
+#[cfg(test)]
+pub(crate) fn apply_retention(messages: &[Message], retention: &Retention) -> Vec<Message> {
+    retained_owned(messages.to_vec(), retention)
+}
+
+/// The same as `apply_retention`, over messages the caller gives up: stripped in place, the
+/// rest untouched (no copy of the session, whether or not something is stripped).
+pub(crate) fn retained_owned(mut messages: Vec<Message>, retention: &Retention) -> Vec<Message> {
+    if !retention.strip.is_empty() {
+        for message in &mut messages {
             if retention.strip.binary_search(&message.seq).is_ok() {
-                let mut stripped = message.clone();
-                stripped.parts.retain(|part| !is_reasoning(part));
-                stripped
-            } else {
-                message.clone()
+                message.parts.retain(|part| !is_reasoning(part));
             }
-        })
-        .collect()
+        }
+    }
+    messages
 }
 
 #[cfg(test)]

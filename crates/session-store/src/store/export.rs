@@ -16,8 +16,9 @@ use super::compaction::provider_history_in;
 use super::write::require_session;
 use super::{format_time, parse_time, Store};
 use crate::error::{Error, Result};
+use crate::history::render::digests as digests_of;
 use crate::history::render::Provider;
-use crate::history::request::{build_request, build_request_without_digests, Request};
+use crate::history::request::{build_owned, Inputs, Request};
 use crate::history::thinking::{ThinkingConfig, ThinkingState};
 use crate::model::{Message, SessionId};
 
@@ -122,20 +123,21 @@ impl Store {
                 Ok((history, thinking_state(conn, session)?))
             })?,
         };
-        let build = if digests {
-            build_request
-        } else {
-            build_request_without_digests
-        };
-        let request = build(
-            summary.as_deref(),
-            &messages,
-            &state,
+        let inputs = Inputs {
+            summary: summary.as_deref(),
+            state: &state,
             now,
-            &options.thinking,
+            config: &options.thinking,
             provider,
-            options.model.as_deref(),
-        );
+            model: options.model.as_deref(),
+        };
+        // The loaded messages move through the pipeline (no copy of the session); the view
+        // and the per-message digests only when the caller asked for them: hashing every
+        // rendered message costs about as much as rendering them (issue 16).
+        let mut request = build_owned(messages, &inputs, digests);
+        if digests {
+            request.digests = digests_of(&request.body);
+        }
         let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
         if fired && options.persist_latch {
             let through = request.retention.fired_through.or(state.stripped_through);

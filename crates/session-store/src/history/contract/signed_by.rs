@@ -29,6 +29,13 @@ pub fn check_signed_by_target(
     let Some(target) = target else {
         return Vec::new();
     };
+    check_foreign_signatures(&foreign_signatures(messages, target), target, body)
+}
+
+/// The signatures `messages` say another model than `target` made (and no message of the
+/// target model or of no recorded model also carries): what
+/// [`check_signed_by_target`] looks for in a body, taken before the messages are consumed.
+pub(crate) fn foreign_signatures(messages: &[Message], target: &str) -> HashSet<String> {
     let (mut foreign, mut own) = (HashSet::new(), HashSet::new());
     for message in messages.iter().filter(|m| m.role == Role::Assistant) {
         let set = match message.model.as_deref() {
@@ -40,10 +47,22 @@ pub fn check_signed_by_target(
         }
     }
     // The value Google documents for calls Gemini did not make is nobody's signature.
-    foreign.retain(|s| !own.contains(s) && *s != FOREIGN_THOUGHT_SIGNATURE);
+    foreign
+        .into_iter()
+        .filter(|s| !own.contains(s) && *s != FOREIGN_THOUGHT_SIGNATURE)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// [`check_signed_by_target`] with the foreign signatures already taken.
+pub(crate) fn check_foreign_signatures(
+    foreign: &HashSet<String>,
+    target: &str,
+    body: &Value,
+) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
     if !foreign.is_empty() {
-        walk(body, String::new(), &foreign, target, &mut out);
+        walk(body, String::new(), foreign, target, &mut out);
     }
     out
 }
@@ -65,7 +84,7 @@ fn signatures_of(part: &Part) -> Vec<&str> {
 fn walk(
     value: &Value,
     path: String,
-    foreign: &HashSet<&str>,
+    foreign: &HashSet<String>,
     target: &str,
     out: &mut Vec<ProviderViolation>,
 ) {

@@ -11,23 +11,42 @@
 //!   the `anthropic`, `bedrock` or `vertex` namespace), `redacted_thinking` carries `data`,
 //!   both byte for byte and in place. Reasoning without a signature came from another
 //!   provider and cannot be sent back: it is left out.
+//! - A block the store kept verbatim goes back only when Anthropic made it: as it came when
+//!   its type is not one this renderer writes from typed parts, else as text saying what it
+//!   was.
 //! - The first message must be `user` (rule 1; Bedrock enforces it): when the view starts
 //!   with an assistant message, a user message holding [`crate::history::texts::PLACEHOLDER_USER`] is put
 //!   first. It depends on nothing that follows, so it stays stable as the session grows.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::history::blank::is_blank;
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
+use crate::history::texts::describe;
 use crate::model::{Part, Role};
 
 /// Renders `view` as an Anthropic Messages request body.
 pub fn render(view: &View) -> Value {
+    render_owned(view.clone())
+}
+
+/// [`render`] over a view the caller gives up: its strings and values move into the body
+/// instead of being copied (the export's way, issue 16).
+pub(crate) fn render_owned(view: View) -> Value {
     let mut system = Vec::new();
     let mut system_blocks = Vec::new();
     let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for message in &view.messages {
+    // A system prompt whose blocks carry attributes (a cache_control mark) goes as blocks,
+    // so they come back; otherwise as one string.
+    let attributed = view
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .flat_map(|m| &m.parts)
+        .any(|p| matches!(p, Part::Text { .. }) && attributes(p.provider_metadata()).is_some());
+    for message in view.messages {
+        let opens_turn = message.opens_turn;
         let (role, blocks) = match message.role {
             Role::System => {
                 let text = join_text(&message.parts);
@@ -37,8 +56,8 @@ pub fn render(view: &View) -> Value {
                 system_blocks.extend(message.parts.iter().filter_map(system_block));
                 continue;
             }
-            Role::Assistant => ("assistant", assistant_blocks(&message.parts)),
-            Role::User | Role::Tool => ("user", blocks(&message.parts)),
+            Role::Assistant => ("assistant", assistant_blocks(message.parts)),
+            Role::User | Role::Tool => ("user", blocks(message.parts)),
         };
         if blocks.is_empty() {
             continue;
@@ -48,7 +67,7 @@ pub fn render(view: &View) -> Value {
             // keeps roles alternating. A message that opens a turn is not joined, so appending
             // a turn never changes the bytes of the message before it (the server's join of
             // the two is still valid: that message holds results first, then text).
-            Some((last_role, last)) if *last_role == role && !message.opens_turn => {
+            Some((last_role, last)) if *last_role == role && !opens_turn => {
                 last.extend(blocks);
             }
             _ => messages.push((role, blocks)),
@@ -68,14 +87,6 @@ pub fn render(view: &View) -> Value {
     }
     trim_final_assistant(&mut messages);
     let mut body = Map::new();
-    // A system prompt whose blocks carry attributes (a cache_control mark) goes as blocks,
-    // so they come back; otherwise as one string.
-    let attributed = view
-        .messages
-        .iter()
-        .filter(|m| m.role == Role::System)
-        .flat_map(|m| &m.parts)
-        .any(|p| matches!(p, Part::Text { .. }) && attributes(p.provider_metadata()).is_some());
     if attributed && !system_blocks.is_empty() {
         body.insert("system".to_owned(), Value::Array(system_blocks));
     } else if !system.is_empty() {
@@ -85,7 +96,7 @@ pub fn render(view: &View) -> Value {
         .into_iter()
         .map(|(role, content)| {
             // Built in place: `json!` would serialize (deep-copy) the whole content list.
-            let mut message = Map::new();
+            let mut message = Map::with_capacity(2);
             message.insert("role".to_owned(), Value::String(role.to_owned()));
             message.insert("content".to_owned(), Value::Array(content));
             Value::Object(message)
@@ -151,14 +162,31 @@ pub(crate) fn join_text(parts: &[Part]) -> String {
 }
 
 fn text_block(text: &str) -> Value {
-    json!({"type": "text", "text": text})
+    text_value(text.to_owned())
+}
+
+/// `{"type": "text", "text": text}`, the text moved in.
+fn text_value(text: String) -> Value {
+    object([
+        ("type", Value::String("text".to_owned())),
+        ("text", Value::String(text)),
+    ])
+}
+
+/// An object of `fields` in order, built in place (`json!` would copy every value).
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    let mut object = Map::with_capacity(N);
+    for (key, value) in fields {
+        object.insert(key.to_owned(), value);
+    }
+    Value::Object(object)
 }
 
 /// A system part as a system block: text with its attributes, what `system` cannot hold
 /// described; `None` for what is left out (blank text, reasoning, opaque).
 fn system_block(part: &Part) -> Option<Value> {
     match part {
-        Part::Text { text, .. } if !is_blank(text) => block(part),
+        Part::Text { text, .. } if !is_blank(text) => block(part.clone()),
         Part::Image { .. }
         | Part::Document { .. }
         | Part::ServerToolUse { .. }
@@ -169,12 +197,12 @@ fn system_block(part: &Part) -> Option<Value> {
 
 /// An assistant message's blocks: Anthropic takes no image or document from the model, so
 /// those are described in text.
-fn assistant_blocks(parts: &[Part]) -> Vec<Value> {
+fn assistant_blocks(parts: Vec<Part>) -> Vec<Value> {
     parts
-        .iter()
+        .into_iter()
         .filter_map(|part| match part {
             Part::Image { .. } | Part::Document { .. } => {
-                Some(text_block(&crate::history::texts::describe(part)))
+                Some(text_value(crate::history::texts::describe(&part)))
             }
             _ => block(part),
         })
@@ -182,26 +210,30 @@ fn assistant_blocks(parts: &[Part]) -> Vec<Value> {
 }
 
 /// The content blocks of one view message, in part order.
-fn blocks(parts: &[Part]) -> Vec<Value> {
-    parts.iter().filter_map(block).collect()
+fn blocks(parts: Vec<Part>) -> Vec<Value> {
+    parts.into_iter().filter_map(block).collect()
 }
 
 /// One part as an Anthropic block, with the block attributes the source gave it (citations,
 /// cache-control marks, ...: `provider_metadata.anthropic.attributes`) put back.
-fn block(part: &Part) -> Option<Value> {
-    let mut rendered = bare_block(part)?;
-    let Value::Object(out) = &mut rendered else {
+fn block(mut part: Part) -> Option<Value> {
+    // The metadata is read before the part moves into its block.
+    let ours = part.opaque_provider() == Some("anthropic");
+    let metadata = part.provider_metadata_mut().take();
+    let anthropic = metadata.as_ref().and_then(|m| m.get("anthropic"));
+    let signature = match &part {
+        Part::Reasoning { .. } => Some(signature_in(metadata.as_ref())?.to_owned()),
+        _ => None,
+    };
+    let mut rendered = bare_block(part, signature, ours)?;
+    let (Value::Object(out), Some(Value::Object(anthropic))) = (&mut rendered, anthropic) else {
         return Some(rendered);
     };
-    let metadata = part.provider_metadata();
     // Citations stored by the first release's importer.
-    if let Some(citations) = metadata
-        .and_then(|m| m.get("anthropic"))
-        .and_then(|m| m.get("citations"))
-    {
+    if let Some(citations) = anthropic.get("citations") {
         out.insert("citations".to_owned(), citations.clone());
     }
-    if let Some(Value::Object(attributes)) = attributes(metadata) {
+    if let Some(Value::Object(attributes)) = anthropic.get("attributes") {
         for (key, value) in attributes {
             out.insert(key.clone(), value.clone());
         }
@@ -214,26 +246,35 @@ pub(crate) fn attributes(metadata: Option<&Value>) -> Option<&Value> {
     metadata?.get("anthropic")?.get("attributes")
 }
 
-fn bare_block(part: &Part) -> Option<Value> {
+/// `part` as a bare block, its strings and values moved in; `signature` is a reasoning
+/// part's, `ours` whether an opaque part is Anthropic's (both read before the metadata was
+/// taken off the part).
+fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value> {
+    let string = Value::String;
     Some(match part {
-        Part::Text { text, .. } => text_block(text),
-        Part::Reasoning {
-            text,
-            provider_metadata,
-        } => {
-            // Unsigned reasoning came from another provider; Anthropic cannot verify it.
-            let signature = signature_in(provider_metadata.as_ref())?;
-            json!({"type": "thinking", "thinking": text, "signature": signature})
-        }
+        Part::Text { text, .. } => text_value(text),
+        Part::Reasoning { text, .. } => object([
+            ("type", string("thinking".to_owned())),
+            ("thinking", string(text)),
+            ("signature", string(signature?)),
+        ]),
         Part::RedactedReasoning { data, .. } => {
             if data.is_empty() {
                 return None;
             }
-            json!({"type": "redacted_thinking", "data": data})
+            object([
+                ("type", string("redacted_thinking".to_owned())),
+                ("data", string(data)),
+            ])
         }
         Part::ToolUse {
             id, name, input, ..
-        } => json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+        } => object([
+            ("type", string("tool_use".to_owned())),
+            ("id", string(id)),
+            ("name", string(name)),
+            ("input", input),
+        ]),
         Part::ToolResult {
             tool_use_id,
             content,
@@ -241,46 +282,76 @@ fn bare_block(part: &Part) -> Option<Value> {
             blocks,
             ..
         } => {
-            let mut result = Map::new();
-            result.insert("type".to_owned(), json!("tool_result"));
-            result.insert("tool_use_id".to_owned(), json!(tool_use_id));
+            let mut result = Map::with_capacity(4);
+            result.insert("type".to_owned(), string("tool_result".to_owned()));
+            result.insert("tool_use_id".to_owned(), string(tool_use_id));
             // A structured result goes back whole; empty content is left out rather than
             // sent as an empty string.
             match blocks {
                 Some(blocks @ Value::Array(_)) => {
-                    result.insert("content".to_owned(), blocks.clone());
+                    result.insert("content".to_owned(), blocks);
                 }
                 _ if !content.is_empty() => {
-                    result.insert("content".to_owned(), json!(content));
+                    result.insert("content".to_owned(), string(content));
                 }
                 _ => {}
             }
-            if *is_error {
-                result.insert("is_error".to_owned(), json!(true));
+            if is_error {
+                result.insert("is_error".to_owned(), Value::Bool(true));
             }
             Value::Object(result)
         }
-        Part::Image { source, .. } => json!({"type": "image", "source": source}),
+        Part::Image { source, .. } => {
+            object([("type", string("image".to_owned())), ("source", source)])
+        }
         Part::Document { source, title, .. } => {
             let mut document = Map::new();
-            document.insert("type".to_owned(), json!("document"));
-            document.insert("source".to_owned(), source.clone());
+            document.insert("type".to_owned(), string("document".to_owned()));
+            document.insert("source".to_owned(), source);
             if let Some(title) = title {
-                document.insert("title".to_owned(), json!(title));
+                document.insert("title".to_owned(), string(title));
             }
             Value::Object(document)
         }
         Part::ServerToolUse {
             id, name, input, ..
-        } => json!({"type": "server_tool_use", "id": id, "name": name, "input": input}),
-        Part::ServerToolResult { block, .. } => block.clone(),
-        Part::Opaque { block, .. } => {
-            if part.opaque_provider() != Some("anthropic") {
-                return None;
-            }
-            block.clone()
-        }
+        } => object([
+            ("type", string("server_tool_use".to_owned())),
+            ("id", string(id)),
+            ("name", string(name)),
+            ("input", input),
+        ]),
+        Part::ServerToolResult { block, .. } => block,
+        Part::Opaque { .. } if !ours => return None,
+        Part::Opaque { ref block, .. } if !verbatim(block) => text_value(describe(&part)),
+        Part::Opaque { block, .. } => block,
     })
+}
+
+/// True when a block kept verbatim can go back as it came: it has a type, and not one this
+/// renderer writes from typed parts (a verbatim tool_use, thinking or server tool block
+/// would escape the pairing and signature rules). Other writers store any block under an
+/// Anthropic opaque part; the rest goes back as text saying what it was.
+fn verbatim(block: &Value) -> bool {
+    block
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| {
+            !kind.is_empty()
+                && !kind.ends_with("_tool_result")
+                && !matches!(
+                    kind,
+                    "text"
+                        | "thinking"
+                        | "redacted_thinking"
+                        | "tool_use"
+                        | "tool_result"
+                        | "image"
+                        | "document"
+                        | "server_tool_use"
+                        | "mcp_tool_use"
+                )
+        })
 }
 
 #[cfg(test)]
@@ -294,6 +365,35 @@ mod tests {
 
     fn signed(text: &str) -> Part {
         Part::reasoning(text, Some(json!({"anthropic": {"signature": "S"}})))
+    }
+
+    #[test]
+    fn a_block_kept_verbatim_goes_back_as_it_came_only_when_its_type_is_not_ours() {
+        let compaction = json!({"type": "compaction", "content": "c"});
+        let view = sanitize(&history(vec![
+            (
+                Role::User,
+                vec![
+                    Part::text("q"),
+                    Part::opaque("anthropic", json!({"executableCode": {}})),
+                ],
+            ),
+            (
+                Role::Assistant,
+                vec![
+                    Part::opaque("anthropic", compaction.clone()),
+                    Part::opaque("anthropic", json!({"type": "tool_use", "id": "x"})),
+                ],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+        assert_eq!(body["messages"][0]["content"][1]["type"], "text");
+        assert_eq!(body["messages"][1]["content"][0], compaction);
+        assert_eq!(
+            body["messages"][1]["content"][1]["text"],
+            "[provider block tool_use not sent]"
+        );
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //! - Images and documents with inline data go as `inlineData`, with a URL and a media type as
 //!   `fileData`, others (and server tool
 //!   parts of another provider) as text saying what they were; a provider block the store
-//!   kept verbatim goes back only when Gemini made it.
+//!   kept verbatim goes back only when Gemini made it, as it came when it is a part Gemini
+//!   takes there (one data field, not text or a function call or response), else as text
+//!   saying what it was.
 //! - A call id is sent unless the call came from a Gemini body without one
 //!   (`{"gemini": {"id": false}}`); its response then goes without one too.
 
@@ -31,6 +33,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
+use crate::history::contract::GEMINI_PART_DATA;
 use crate::history::models::{
     gemini_signature, meta_flag, FOREIGN_THOUGHT_SIGNATURE, GEMINI, THOUGHT_SIGNATURE,
 };
@@ -63,7 +66,7 @@ pub fn render(view: &View) -> Value {
                     .filter_map(|part| match part {
                         Part::Text { text, .. } if !is_blank(text) => Some(json!({"text": text})),
                         Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
-                            media(part)
+                            media(part, false)
                         }
                         _ => None,
                     })
@@ -122,8 +125,9 @@ pub fn render(view: &View) -> Value {
 }
 
 /// An image or document: inline data when the source carries it (`inlineData`), else text
-/// saying what it was; a provider block only when Gemini made it.
-fn media(part: &Part) -> Option<Value> {
+/// saying what it was; a provider block only when Gemini made it, verbatim when it is a part
+/// Gemini takes in that content ([`verbatim`]), else as text saying what it was.
+fn media(part: &Part, model: bool) -> Option<Value> {
     match part {
         Part::Image { source, .. } | Part::Document { source, .. } => {
             let field = |key| source.get(key).and_then(Value::as_str);
@@ -137,9 +141,38 @@ fn media(part: &Part) -> Option<Value> {
                 _ => Some(json!({"text": describe(part)})),
             }
         }
-        Part::Opaque { block, .. } if part.opaque_provider() == Some(GEMINI) => Some(block.clone()),
+        Part::Opaque { block, .. } if part.opaque_provider() == Some(GEMINI) => {
+            if verbatim(block, model) {
+                Some(block.clone())
+            } else {
+                Some(json!({"text": describe(part)}))
+            }
+        }
         _ => None,
     }
+}
+
+/// True when a block kept verbatim can go back as a part of a `user` (or `model`) content:
+/// exactly one data field, and not one this renderer writes from typed parts (text, a
+/// function call or response: a verbatim one would escape the pairing), no `thought` and
+/// signatures only on a model part. Found by the fuzz targets once Gemini was among their
+/// providers: other writers store any block under a Gemini opaque part.
+fn verbatim(block: &Value, model: bool) -> bool {
+    let Some(object) = block.as_object() else {
+        return false;
+    };
+    let mut data = GEMINI_PART_DATA
+        .iter()
+        .filter(|key| object.contains_key(**key));
+    let one = matches!(
+        (data.next(), data.next()),
+        (Some(&key), None) if !matches!(key, "text" | "functionCall" | "functionResponse")
+    );
+    let signature_ok = match object.get(THOUGHT_SIGNATURE) {
+        None => true,
+        Some(signature) => model && signature.as_str().is_some_and(|s| !s.is_empty()),
+    };
+    one && signature_ok && !object.contains_key("thought")
 }
 
 fn has_no_id(metadata: Option<&Value>) -> bool {
@@ -216,7 +249,7 @@ fn model_parts(parts: &[Part]) -> Vec<Value> {
                 out.push(json!({"text": describe(part)}));
             }
             Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => {
-                out.extend(media(part));
+                out.extend(media(part, true));
             }
             Part::Text { .. } | Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
         }
@@ -261,8 +294,42 @@ fn function_response(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::contract::check_gemini;
     use crate::history::sanitize::sanitize;
     use crate::history::testing::history;
+
+    #[test]
+    fn a_block_kept_verbatim_goes_back_as_it_came_only_when_gemini_takes_it_there() {
+        let code = json!({"executableCode": {"language": "PYTHON", "code": "1"}});
+        let signed_code = json!({"executableCode": {"code": "1"}, "thoughtSignature": "G"});
+        let view = sanitize(&history(vec![
+            (
+                Role::User,
+                vec![
+                    Part::text("q"),
+                    Part::opaque(GEMINI, code.clone()),
+                    Part::opaque(GEMINI, signed_code.clone()),
+                    Part::opaque(GEMINI, json!({"functionCall": {"name": "f"}})),
+                ],
+            ),
+            (
+                Role::Assistant,
+                vec![
+                    Part::opaque(GEMINI, signed_code.clone()),
+                    Part::opaque(GEMINI, json!({"text": " ", "inlineData": {}})),
+                ],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(check_gemini(&body), vec![], "{body:#}");
+        let user = &body["contents"][0]["parts"];
+        assert_eq!(user[1], code);
+        assert!(user[2]["text"].is_string(), "{body:#}");
+        assert!(user[3]["text"].is_string(), "{body:#}");
+        let model = &body["contents"][1]["parts"];
+        assert_eq!(model[0], signed_code);
+        assert!(model[1]["text"].is_string(), "{body:#}");
+    }
 
     #[test]
     fn signatures_stay_on_their_parts_and_foreign_calls_get_the_documented_value() {

@@ -102,6 +102,15 @@ pub fn render_for(view: &View, provider: Provider, model: Option<&str>) -> Value
     }
 }
 
+/// [`render_for`] over a view the caller gives up: the Anthropic renderer moves its strings
+/// and values into the body instead of copying them (the export's way, issue 16).
+pub(crate) fn render_owned(view: View, provider: Provider, model: Option<&str>) -> Value {
+    match provider {
+        Provider::Anthropic => anthropic::render_owned(view),
+        _ => render_for(&view, provider, model),
+    }
+}
+
 /// The fingerprint of one rendered message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageDigest {

@@ -10,13 +10,14 @@
 //!   `arguments` the input as a JSON string), each reasoning part that carries
 //!   `encrypted_content` a `reasoning` item, replayed as stored (`id` and `summary` when they
 //!   were stored, else the reasoning text as one `summary_text`). A reasoning item must be
-//!   followed by the item it preceded, so reasoning with no output item after it in its
-//!   message is left out, as is reasoning without `encrypted_content` (another provider's,
-//!   or one the server kept) and redacted reasoning.
+//!   followed by the item it preceded, so reasoning is left out unless the next item its
+//!   message renders (other reasoning aside) is an output item, as is reasoning without
+//!   `encrypted_content` (another provider's, or one the server kept) and redacted reasoning.
 //! - Each tool_result becomes a `function_call_output` (`call_id`, `output`).
 //! - Images, documents and another provider's server tool parts are sent as text saying
 //!   what they were; a provider block the store kept verbatim goes back only when OpenAI
-//!   made it.
+//!   made it: as it came when it is an item of a type this renderer does not write itself
+//!   (`web_search_call`, `item_reference`, ...), else as text saying what it was.
 //!
 //! Which reasoning may be sent (the model that wrote it) is decided before the loader
 //! ([`crate::history::models::bind_to_model`]); the view guarantees the pairing.
@@ -179,23 +180,89 @@ fn message_item(role: &str, kind: &str, texts: &[&str]) -> Value {
     json!({"type": "message", "role": role, "content": content})
 }
 
-/// True when the part renders as an output item (what a reasoning item may precede).
-fn is_output(part: &Part) -> bool {
+/// The item types this renderer writes from typed parts, and the content part types (which
+/// are not items): a block kept verbatim with one of these types would escape the pairing
+/// and the reasoning rules, so it goes back as text saying what it was.
+const NOT_VERBATIM: &[&str] = &[
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "input_text",
+    "input_image",
+    "input_file",
+    "input_audio",
+    "output_text",
+    "output_audio",
+    "refusal",
+    "summary_text",
+    "reasoning_text",
+];
+
+/// The type of an item OpenAI made that the store kept verbatim and that goes back as it
+/// came, if `part` is one.
+fn verbatim_item(part: &Part) -> Option<&str> {
+    let Part::Opaque { block, .. } = part else {
+        return None;
+    };
+    if part.opaque_provider() != Some(OPENAI) {
+        return None;
+    }
+    block
+        .get("type")
+        .and_then(Value::as_str)
+        .filter(|kind| !kind.is_empty() && !NOT_VERBATIM.contains(kind))
+}
+
+/// What a part of an assistant message renders as, for the reasoning before it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rendered {
+    /// Nothing (blank text, a result, another provider's block) or reasoning: the reasoning
+    /// before it precedes whatever comes next.
+    Skipped,
+    /// An output item (text, a call, a verbatim item OpenAI outputs).
+    Output,
+    /// An item that is not an output (a verbatim `*_output` or `item_reference`): reasoning
+    /// right before it precedes nothing it was made for.
+    Input,
+}
+
+fn rendered(part: &Part) -> Rendered {
     match part {
-        Part::Text { text, .. } => !is_blank(text),
-        Part::ToolUse { .. }
+        Part::Text { text, .. } if is_blank(text) => Rendered::Skipped,
+        Part::Text { .. }
+        | Part::ToolUse { .. }
         | Part::ServerToolUse { .. }
         | Part::ServerToolResult { .. }
         | Part::Image { .. }
-        | Part::Document { .. } => true,
-        Part::Opaque { .. } => part.opaque_provider() == Some(OPENAI),
-        _ => false,
+        | Part::Document { .. } => Rendered::Output,
+        Part::Opaque { .. } if part.opaque_provider() != Some(OPENAI) => Rendered::Skipped,
+        Part::Opaque { .. } => match verbatim_item(part) {
+            Some(kind) if kind.ends_with("_output") || kind == "item_reference" => Rendered::Input,
+            // A verbatim output item, or text saying what the block was.
+            _ => Rendered::Output,
+        },
+        Part::Reasoning { .. } | Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {
+            Rendered::Skipped
+        }
     }
 }
 
 fn assistant(parts: &[Part], input: &mut Vec<Value>) {
-    // The last part that renders as an output item: reasoning after it precedes nothing.
-    let last_output = parts.iter().rposition(is_output);
+    // For each part, whether the first item rendered after it (reasoning aside) is an output
+    // item: reasoning is sent only then, since a reasoning item must be followed by the item
+    // it preceded (found by the fuzz targets: reasoning before an item kept verbatim that
+    // is not an output).
+    let mut followed = vec![false; parts.len()];
+    let mut next_is_output = false;
+    for (ordinal, part) in parts.iter().enumerate().rev() {
+        followed[ordinal] = next_is_output;
+        match rendered(part) {
+            Rendered::Skipped => {}
+            Rendered::Output => next_is_output = true,
+            Rendered::Input => next_is_output = false,
+        }
+    }
     let mut pending_text: Vec<String> = Vec::new();
     let flush = |pending: &mut Vec<String>, input: &mut Vec<Value>| {
         if !pending.is_empty() {
@@ -217,9 +284,11 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
             | Part::Image { .. }
             | Part::Document { .. } => pending_text.push(describe(part)),
             Part::Opaque { block, .. } => {
-                if part.opaque_provider() == Some(OPENAI) {
+                if verbatim_item(part).is_some() {
                     flush(&mut pending_text, input);
                     input.push(block.clone());
+                } else if part.opaque_provider() == Some(OPENAI) {
+                    pending_text.push(describe(part));
                 }
             }
             Part::Reasoning {
@@ -229,7 +298,7 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
                 let Some(encrypted) = encrypted_content(provider_metadata.as_ref()) else {
                     continue;
                 };
-                if last_output.is_none_or(|last| last < ordinal) {
+                if !followed[ordinal] {
                     continue;
                 }
                 flush(&mut pending_text, input);
@@ -321,6 +390,55 @@ mod tests {
         assert_eq!(body["input"][1]["summary"][0]["text"], "r1");
         assert_eq!(body["input"][2]["arguments"], "{\"cmd\":\"ls\"}");
         assert!(body.get("instructions").is_none());
+    }
+
+    #[test]
+    fn reasoning_goes_back_only_before_an_output_item() {
+        let opaque = |block: Value| Part::opaque(OPENAI, block);
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![
+                    encrypted("r1", "E1"),
+                    opaque(json!({"type": "computer_call_output", "call_id": "x"})),
+                    Part::text("after"),
+                    encrypted("r2", "E2"),
+                    encrypted("r3", "E3"),
+                    opaque(json!({"type": "web_search_call", "id": "ws"})),
+                    opaque(json!({"type": "reasoning", "summary": []})),
+                ],
+            ),
+        ]));
+        let body = render(&view);
+        let items: Vec<(String, String)> = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|item| {
+                let kind = item["type"].as_str().unwrap_or_default().to_owned();
+                let what = item["encrypted_content"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .or_else(|| item["content"][0]["text"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                (kind, what)
+            })
+            .collect();
+        let expected: Vec<(String, String)> = [
+            ("message", "q"),
+            ("computer_call_output", ""),
+            ("message", "after"),
+            ("reasoning", "E2"),
+            ("reasoning", "E3"),
+            ("web_search_call", ""),
+            // The reasoning block kept verbatim goes back as text, not as an item.
+            ("message", "[provider block reasoning not sent]"),
+        ]
+        .iter()
+        .map(|(k, w)| ((*k).to_owned(), (*w).to_owned()))
+        .collect();
+        assert_eq!(items, expected, "{body:#}");
     }
 
     mod prefix {

@@ -1,0 +1,819 @@
+//! The Anthropic Messages rules (PROVIDER_RULES 1-10) over a rendered `{"system"?,
+//! "messages": [...]}` body. Independent of the renderer: it reads only the JSON.
+//!
+//! Each content block is read once: one pass over its keys picks out its `type` and the
+//! fields the rules look at ([`Block`]), with no hashed lookup per rule, and a block's JSON
+//! pointer is only written out for a violation. (Looking each field up per rule was a tenth
+//! of an export's instructions: issue 16.)
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::{push, ProviderRule, ProviderViolation};
+use crate::history::blank::is_blank;
+
+/// Every violation of the Anthropic Messages rules (1-10) in `body`.
+///
+/// Rule 9's "the latest assistant message's thinking comes back unchanged" needs the original
+/// response to check, so it is not checked here; the renderer passes thinking through as it is.
+pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
+    let mut out = Vec::new();
+    let Some(messages) = super::messages_of(body, &mut out) else {
+        return out;
+    };
+    if let Some(system) = body.get("system") {
+        check_system(system, &mut out);
+    }
+    // Rule 5: check on the messages as the server joins them.
+    let mut joined: Vec<Joined<'_>> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let (mut role, mut content) = (None, None);
+        if let Value::Object(fields) = message {
+            for (key, value) in fields {
+                match key.as_str() {
+                    "role" => role = Some(value),
+                    "content" => content = Some(value),
+                    _ => {}
+                }
+            }
+        }
+        let Some(role) = role.and_then(Value::as_str) else {
+            push(
+                &mut out,
+                ProviderRule::Shape,
+                &format!("/messages/{index}"),
+                "message without a string role",
+            );
+            continue;
+        };
+        if role != "user" && role != "assistant" {
+            push(
+                &mut out,
+                ProviderRule::Roles,
+                &format!("/messages/{index}/role"),
+                format!("role {role:?}: only user and assistant (system is top level)"),
+            );
+            continue;
+        }
+        if index == 0 && role != "user" {
+            push(
+                &mut out,
+                ProviderRule::FirstMessageUser,
+                &format!("/messages/{index}"),
+                format!("first message is {role}"),
+            );
+        }
+        let last = match joined.last_mut() {
+            Some(last) if last.role == role => last,
+            _ => {
+                joined.push(Joined {
+                    role,
+                    blocks: Vec::new(),
+                });
+                let at = joined.len() - 1;
+                &mut joined[at]
+            }
+        };
+        content_blocks(content, index, &mut last.blocks, &mut out);
+    }
+    let mut seen_ids: HashMap<&str, At> = HashMap::new();
+    let latest_assistant = joined.iter().rposition(|m| m.role == "assistant");
+    for (at, message) in joined.iter().enumerate() {
+        check_joined_blocks(message, &mut seen_ids, &mut out);
+        check_server_tools(message, Some(at) == latest_assistant, &mut out);
+        if message.role == "assistant" {
+            check_answered_next(message, joined.get(at + 1), &mut out);
+        } else {
+            let previous = at.checked_sub(1).and_then(|p| joined.get(p));
+            check_results_answer_previous(message, previous, &mut out);
+        }
+    }
+    if let Some(last) = joined.last() {
+        check_final_whitespace(last, &mut out);
+    }
+    out
+}
+
+/// Where a block is: the message's index, and the block's in its content (`None` for string
+/// content, which counts as one text block).
+#[derive(Clone, Copy)]
+struct At {
+    message: usize,
+    block: Option<usize>,
+}
+
+impl At {
+    /// The block's JSON pointer.
+    fn path(self) -> String {
+        match self.block {
+            Some(block) => format!("/messages/{}/content/{block}", self.message),
+            None => format!("/messages/{}/content", self.message),
+        }
+    }
+}
+
+/// One message as the server sees it after joining consecutive messages of one role.
+struct Joined<'a> {
+    role: &'a str,
+    /// Every content block, in order.
+    blocks: Vec<Block<'a>>,
+}
+
+/// A content block as the rules read it: its type and the fields they look at (a string
+/// field is `None` when absent or not a string).
+#[derive(Default)]
+struct Block<'a> {
+    at: Option<At>,
+    kind: Option<&'a str>,
+    text: Option<&'a str>,
+    thinking: Option<&'a str>,
+    signature: Option<&'a str>,
+    data: Option<&'a str>,
+    id: Option<&'a str>,
+    name: Option<&'a str>,
+    /// Present (whatever its value): a `*_tool_result` block with one answers a server call.
+    tool_use_id: Option<&'a Value>,
+    input: Option<&'a Value>,
+    content: Option<&'a Value>,
+    is_error: Option<&'a Value>,
+}
+
+impl<'a> Block<'a> {
+    /// The block `value` at `at`, in one pass over its keys.
+    fn read(value: &'a Value, at: At) -> Self {
+        let mut block = Block {
+            at: Some(at),
+            ..Block::default()
+        };
+        let Value::Object(fields) = value else {
+            return block;
+        };
+        for (key, value) in fields {
+            match key.as_str() {
+                "type" => block.kind = value.as_str(),
+                "text" => block.text = value.as_str(),
+                "thinking" => block.thinking = value.as_str(),
+                "signature" => block.signature = value.as_str(),
+                "data" => block.data = value.as_str(),
+                "id" => block.id = value.as_str(),
+                "name" => block.name = value.as_str(),
+                "tool_use_id" => block.tool_use_id = Some(value),
+                "input" => block.input = Some(value),
+                "content" => block.content = Some(value),
+                "is_error" => block.is_error = Some(value),
+                _ => {}
+            }
+        }
+        block
+    }
+
+    /// String content: one text block.
+    fn text(text: &'a str, at: At) -> Self {
+        Block {
+            at: Some(at),
+            kind: Some("text"),
+            text: Some(text),
+            ..Block::default()
+        }
+    }
+
+    fn path(&self) -> String {
+        self.at.map(At::path).unwrap_or_default()
+    }
+
+    fn tool_use_id(&self) -> Option<&'a str> {
+        self.tool_use_id.and_then(Value::as_str)
+    }
+}
+
+fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
+    match system {
+        Value::String(_) => {}
+        Value::Array(blocks) => {
+            for (index, block) in blocks.iter().enumerate() {
+                let path = || format!("/system/{index}");
+                match block.get("text").and_then(Value::as_str) {
+                    Some(text) if is_blank(text) => {
+                        push(
+                            out,
+                            ProviderRule::NonEmptyText,
+                            &path(),
+                            "blank system text block",
+                        );
+                    }
+                    Some(_) => {}
+                    None => push(
+                        out,
+                        ProviderRule::Shape,
+                        &path(),
+                        "system block without text",
+                    ),
+                }
+            }
+        }
+        _ => push(
+            out,
+            ProviderRule::Shape,
+            "/system",
+            "system is neither a string nor blocks",
+        ),
+    }
+}
+
+/// The blocks of message `index`'s `content`, appended to `blocks`.
+fn content_blocks<'a>(
+    content: Option<&'a Value>,
+    index: usize,
+    blocks: &mut Vec<Block<'a>>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    match content {
+        Some(Value::String(text)) => blocks.push(Block::text(
+            text,
+            At {
+                message: index,
+                block: None,
+            },
+        )),
+        Some(Value::Array(values)) => {
+            if values.is_empty() {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &format!("/messages/{index}/content"),
+                    "empty content",
+                );
+            }
+            blocks.extend(values.iter().enumerate().map(|(at, value)| {
+                Block::read(
+                    value,
+                    At {
+                        message: index,
+                        block: Some(at),
+                    },
+                )
+            }));
+        }
+        _ => push(
+            out,
+            ProviderRule::Shape,
+            &format!("/messages/{index}/content"),
+            "content is neither a string nor blocks",
+        ),
+    }
+}
+
+/// Rule 7b: the final message, when it is an assistant message, may not end with whitespace.
+fn check_final_whitespace(last: &Joined<'_>, out: &mut Vec<ProviderViolation>) {
+    if last.role != "assistant" {
+        return;
+    }
+    let Some(block) = last.blocks.last() else {
+        return;
+    };
+    if block.kind != Some("text") {
+        return;
+    }
+    if block
+        .text
+        .is_some_and(|text| text.ends_with(char::is_whitespace))
+    {
+        push(
+            out,
+            ProviderRule::FinalAssistantTrailingWhitespace,
+            &block.path(),
+            "final assistant content cannot end with trailing whitespace",
+        );
+    }
+}
+
+/// Server tools within one joined message: only in assistant messages; each result follows
+/// its call; a call without result only in the latest assistant message.
+fn check_server_tools(message: &Joined<'_>, latest: bool, out: &mut Vec<ProviderViolation>) {
+    let mut open: HashMap<&str, &Block<'_>> = HashMap::new();
+    for block in &message.blocks {
+        let Some(kind) = block.kind else {
+            continue;
+        };
+        let is_call = kind == "server_tool_use" || kind == "mcp_tool_use";
+        let is_result =
+            kind != "tool_result" && kind.ends_with("_tool_result") && block.tool_use_id.is_some();
+        if !is_call && !is_result {
+            continue;
+        }
+        if message.role != "assistant" {
+            push(
+                out,
+                ProviderRule::Shape,
+                &block.path(),
+                format!("{kind} block in a user message"),
+            );
+            continue;
+        }
+        if is_call {
+            match block.id {
+                Some(id) if !id.is_empty() => {
+                    open.insert(id, block);
+                }
+                _ => push(
+                    out,
+                    ProviderRule::Shape,
+                    &block.path(),
+                    format!("{kind} without an id"),
+                ),
+            }
+        } else {
+            let id = block.tool_use_id().unwrap_or_default();
+            if open.remove(id).is_none() {
+                push(
+                    out,
+                    ProviderRule::ServerToolPaired,
+                    &block.path(),
+                    format!("{kind} for {id:?} follows no server tool call of its message"),
+                );
+            }
+        }
+    }
+    if !latest {
+        let mut unanswered: Vec<(&str, String)> = open
+            .into_iter()
+            .map(|(id, block)| (id, block.path()))
+            .collect();
+        unanswered.sort_by(|a, b| a.1.cmp(&b.1));
+        for (id, path) in unanswered {
+            push(
+                out,
+                ProviderRule::ServerToolPaired,
+                &path,
+                format!("server tool call {id:?} has no result and its turn is over"),
+            );
+        }
+    }
+}
+
+/// Rules 4 and 6-9 and the block shapes, within one joined message.
+fn check_joined_blocks<'a>(
+    message: &Joined<'a>,
+    seen_ids: &mut HashMap<&'a str, At>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    let assistant = message.role == "assistant";
+    // Rule 7's exception: a single space between signed thinking blocks keeps them in place.
+    let is_signed = |block: &Block<'_>| match block.kind {
+        Some("thinking") => block.signature.is_some_and(|s| !s.is_empty()),
+        Some("redacted_thinking") => true,
+        _ => false,
+    };
+    let first_signed = message.blocks.iter().position(is_signed);
+    let last_signed = message.blocks.iter().rposition(is_signed);
+    let between_signed = |at: usize| {
+        assistant
+            && first_signed.is_some_and(|first| first < at)
+            && last_signed.is_some_and(|last| at < last)
+    };
+    let mut other_seen = false;
+    for (at, block) in message.blocks.iter().enumerate() {
+        let kind = block.kind;
+        if kind != Some("tool_result") {
+            other_seen = true;
+        }
+        match kind {
+            Some("text") => match block.text {
+                None => push(
+                    out,
+                    ProviderRule::Shape,
+                    &block.path(),
+                    "text block without text",
+                ),
+                Some(" ") if between_signed(at) => {}
+                Some("") => {
+                    push(
+                        out,
+                        ProviderRule::NonEmptyText,
+                        &block.path(),
+                        "empty text block",
+                    );
+                }
+                Some(text) if is_blank(text) => {
+                    push(
+                        out,
+                        ProviderRule::NonEmptyText,
+                        &block.path(),
+                        "whitespace-only text block",
+                    );
+                }
+                Some(_) => {}
+            },
+            Some(kind @ ("thinking" | "redacted_thinking")) => {
+                if !assistant {
+                    push(
+                        out,
+                        ProviderRule::ThinkingInAssistant,
+                        &block.path(),
+                        format!("{kind} block in a user message"),
+                    );
+                }
+                let (field, name) = if kind == "thinking" {
+                    (block.signature, "thinking block without a signature")
+                } else {
+                    (block.data, "redacted_thinking block without data")
+                };
+                if field.is_none_or(str::is_empty) {
+                    push(out, ProviderRule::ThinkingSigned, &block.path(), name);
+                }
+                if kind == "thinking" && block.thinking.is_none() {
+                    push(
+                        out,
+                        ProviderRule::Shape,
+                        &block.path(),
+                        "thinking block without thinking text",
+                    );
+                }
+            }
+            Some("tool_use") => check_tool_use(block, assistant, seen_ids, out),
+            Some("tool_result") => {
+                if assistant {
+                    push(
+                        out,
+                        ProviderRule::ToolResultAnswersPrevious,
+                        &block.path(),
+                        "tool_result block in an assistant message",
+                    );
+                } else if other_seen {
+                    push(
+                        out,
+                        ProviderRule::ToolResultsFirst,
+                        &block.path(),
+                        "tool_result after another block of the (joined) user message",
+                    );
+                }
+                if block.tool_use_id().is_none_or(str::is_empty) {
+                    push(
+                        out,
+                        ProviderRule::Shape,
+                        &block.path(),
+                        "tool_result without tool_use_id",
+                    );
+                }
+                check_result_content(block, out);
+            }
+            Some(kind @ ("image" | "document")) if assistant => {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &block.path(),
+                    format!("{kind} block in an assistant message"),
+                );
+            }
+            Some(_) => {}
+            None => push(
+                out,
+                ProviderRule::Shape,
+                &block.path(),
+                "content block without a type",
+            ),
+        }
+    }
+}
+
+/// A tool_use block's shape and rule 6.
+fn check_tool_use<'a>(
+    block: &Block<'a>,
+    assistant: bool,
+    seen_ids: &mut HashMap<&'a str, At>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if !assistant {
+        push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "tool_use block in a user message",
+        );
+    }
+    match block.id {
+        Some(id) if !id.is_empty() => {
+            if !id
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+            {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &block.path(),
+                    format!("tool_use id {id:?} does not match ^[a-zA-Z0-9_-]+$"),
+                );
+            }
+            match seen_ids.entry(id) {
+                std::collections::hash_map::Entry::Occupied(first) => push(
+                    out,
+                    ProviderRule::UniqueToolUseIds,
+                    &block.path(),
+                    format!("tool_use id {id:?} already used at {}", first.get().path()),
+                ),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    if let Some(at) = block.at {
+                        slot.insert(at);
+                    }
+                }
+            }
+        }
+        _ => push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "tool_use without an id",
+        ),
+    }
+    if block.name.is_none_or(str::is_empty) {
+        push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "tool_use without a name",
+        );
+    }
+    if !block.input.is_some_and(Value::is_object) {
+        push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "tool_use input is not an object",
+        );
+    }
+}
+
+/// Rule 8, and rule 7 for text blocks nested in a result.
+fn check_result_content(block: &Block<'_>, out: &mut Vec<ProviderViolation>) {
+    let is_error = block.is_error.and_then(Value::as_bool) == Some(true);
+    let has_content = match block.content {
+        None | Some(Value::Null) => false,
+        Some(Value::String(text)) => !is_blank(text),
+        Some(Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                if item.get("type").and_then(Value::as_str) == Some("text")
+                    && item
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .is_none_or(is_blank)
+                {
+                    push(
+                        out,
+                        ProviderRule::NonEmptyText,
+                        &format!("{}/content/{index}", block.path()),
+                        "blank text block in a tool_result",
+                    );
+                }
+            }
+            !items.is_empty()
+        }
+        Some(_) => {
+            push(
+                out,
+                ProviderRule::Shape,
+                &format!("{}/content", block.path()),
+                "tool_result content is neither a string nor blocks",
+            );
+            true
+        }
+    };
+    if is_error && !has_content {
+        push(
+            out,
+            ProviderRule::ErrorResultContent,
+            &block.path(),
+            "error tool_result without content",
+        );
+    }
+}
+
+/// The ids of `message`'s tool_results (`tool_use_id`) or tool_uses (`id`), when it has
+/// `role` (else none).
+fn ids_in<'a>(message: Option<&Joined<'a>>, role: &str, results: bool) -> HashSet<&'a str> {
+    message
+        .filter(|message| message.role == role)
+        .map(|message| ids_of(message, results).map(|(_, id)| id).collect())
+        .unwrap_or_default()
+}
+
+/// Every tool_result's `tool_use_id` (`results`) or every tool_use's `id` of `message`, with
+/// its block, when it is a string.
+fn ids_of<'m, 'a>(
+    message: &'m Joined<'a>,
+    results: bool,
+) -> impl Iterator<Item = (&'m Block<'a>, &'a str)> + 'm {
+    message.blocks.iter().filter_map(move |block| {
+        if results {
+            (block.kind == Some("tool_result"))
+                .then(|| block.tool_use_id())
+                .flatten()
+                .map(|id| (block, id))
+        } else {
+            (block.kind == Some("tool_use"))
+                .then_some(block.id)
+                .flatten()
+                .map(|id| (block, id))
+        }
+    })
+}
+
+/// Rule 2: every tool_use of `message` is answered in the next message, a user message.
+fn check_answered_next(
+    message: &Joined<'_>,
+    next: Option<&Joined<'_>>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    let mut calls = ids_of(message, false).peekable();
+    if calls.peek().is_none() {
+        return;
+    }
+    let answers = ids_in(next, "user", true);
+    for (block, id) in calls {
+        if !answers.contains(id) {
+            push(
+                out,
+                ProviderRule::ToolUseAnswered,
+                &block.path(),
+                format!("tool_use {id:?} has no tool_result in the next message"),
+            );
+        }
+    }
+}
+
+/// Rule 3: every tool_result answers a tool_use of the assistant message directly before,
+/// once.
+fn check_results_answer_previous(
+    message: &Joined<'_>,
+    previous: Option<&Joined<'_>>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    let mut results = ids_of(message, true).peekable();
+    if results.peek().is_none() {
+        return;
+    }
+    let calls = ids_in(previous, "assistant", false);
+    let mut answered = HashSet::new();
+    for (block, id) in results {
+        if !calls.contains(id) {
+            push(
+                out,
+                ProviderRule::ToolResultAnswersPrevious,
+                &block.path(),
+                format!(
+                    "tool_result for {id:?} answers no tool_use of the previous assistant message"
+                ),
+            );
+        } else if !answered.insert(id) {
+            push(
+                out,
+                ProviderRule::ToolResultAnswersPrevious,
+                &block.path(),
+                format!("tool_use {id:?} is answered twice"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use super::check_anthropic;
+    use crate::history::contract::reference;
+    use crate::history::render::anthropic::render;
+    use crate::history::sanitize::sanitize;
+    use crate::history::testing::{arb, history};
+
+    /// One change to a body, the kinds other code (or a renderer bug) makes: a key removed,
+    /// a value of another type, a role changed, a block repeated, two messages swapped.
+    #[derive(Clone, Debug)]
+    enum Change {
+        Remove(usize, usize, &'static str),
+        Set(usize, usize, &'static str, Value),
+        Role(usize, &'static str),
+        Repeat(usize, usize),
+        Swap(usize),
+        StringContent(usize, &'static str),
+    }
+
+    const KEYS: &[&str] = &[
+        "type",
+        "text",
+        "id",
+        "name",
+        "input",
+        "tool_use_id",
+        "signature",
+        "data",
+        "thinking",
+        "content",
+        "is_error",
+    ];
+
+    fn change() -> impl Strategy<Value = Change> {
+        let key = prop::sample::select(KEYS);
+        let value = prop::sample::select(vec![
+            Value::Null,
+            json!(""),
+            json!(" "),
+            json!("x y "),
+            json!(1),
+            json!(true),
+            json!([]),
+            json!({}),
+            json!("tool_use"),
+            json!("tool_result"),
+            json!("thinking"),
+            json!("server_tool_use"),
+            json!("web_search_tool_result"),
+            json!("a"),
+            json!([{"type": "text", "text": " "}]),
+        ]);
+        let role = prop::sample::select(vec!["user", "assistant", "system", ""]);
+        prop_oneof![
+            (any::<usize>(), any::<usize>(), key.clone())
+                .prop_map(|(m, b, k)| Change::Remove(m, b, k)),
+            (any::<usize>(), any::<usize>(), key, value)
+                .prop_map(|(m, b, k, v)| Change::Set(m, b, k, v)),
+            (any::<usize>(), role).prop_map(|(m, r)| Change::Role(m, r)),
+            (any::<usize>(), any::<usize>()).prop_map(|(m, b)| Change::Repeat(m, b)),
+            any::<usize>().prop_map(Change::Swap),
+            (any::<usize>(), prop::sample::select(vec!["", " ", "hi "]))
+                .prop_map(|(m, t)| Change::StringContent(m, t)),
+        ]
+    }
+
+    fn apply(body: &mut Value, change: &Change) {
+        let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+            return;
+        };
+        if messages.is_empty() {
+            return;
+        }
+        let n = messages.len();
+        fn fields(
+            messages: &mut [Value],
+            m: usize,
+            b: usize,
+        ) -> Option<&mut serde_json::Map<String, Value>> {
+            let n = messages.len();
+            let content = messages[m % n].get_mut("content")?.as_array_mut()?;
+            let len = content.len();
+            content.get_mut(b % len.max(1))?.as_object_mut()
+        }
+        match change {
+            Change::Remove(m, b, key) => {
+                if let Some(fields) = fields(messages, *m, *b) {
+                    fields.shift_remove(*key);
+                }
+            }
+            Change::Set(m, b, key, value) => {
+                if let Some(fields) = fields(messages, *m, *b) {
+                    fields.insert((*key).to_owned(), value.clone());
+                }
+            }
+            Change::Role(m, role) => {
+                messages[m % n]["role"] = json!(role);
+            }
+            Change::Repeat(m, b) => {
+                if let Some(content) = messages[m % n]
+                    .get_mut("content")
+                    .and_then(Value::as_array_mut)
+                {
+                    if !content.is_empty() {
+                        let copy = content[b % content.len()].clone();
+                        content.push(copy);
+                    }
+                }
+            }
+            Change::Swap(m) => {
+                if n > 1 {
+                    messages.swap(m % n, (m + 1) % n);
+                }
+            }
+            Change::StringContent(m, text) => {
+                messages[m % n]["content"] = json!(text);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The one-pass check finds exactly what the check it replaced found (same rules,
+        /// paths, details, order), on rendered bodies and on bodies changed afterwards.
+        #[test]
+        fn the_one_pass_check_agrees_with_the_lookup_per_rule_check(
+            raw in arb::messages(14),
+            changes in prop::collection::vec(change(), 0..6),
+        ) {
+            let mut body = render(&sanitize(&history(raw)));
+            for change in &changes {
+                apply(&mut body, change);
+            }
+            prop_assert_eq!(check_anthropic(&body), reference::check_anthropic(&body), "{:#}", body);
+        }
+    }
+}
