@@ -1522,13 +1522,17 @@ fn forks_beside_a_live_writer_are_whole_turn_prefixes_on_every_backend() -> Resu
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
 
-    /// No string a person can type makes the search fail, and both backends find it in the
-    /// same parts. (The text has no accented letter: SQLite's tokenizer removes diacritics
-    /// and PostgreSQL's does not, a documented difference a random `e` would hit.)
+    /// No string a person can type makes the search fail, on either backend, and both find
+    /// a query of ASCII and Han characters in the same parts. Agreement is not asserted for
+    /// any string: SQLite's unicode61 tokenizer removes diacritics and combining marks
+    /// (`"ୋA"` is `a`), and it classifies characters by Unicode 6.1 (a symbol assigned later,
+    /// `"a🔾"`, is part of a word there and a separator for PostgreSQL's `[[:alnum:]]`),
+    /// documented differences (`store/pg/search.rs`).
     #[test]
     fn no_query_is_an_error_and_both_backends_agree(
         query in "\\PC{0,30}",
         ascii in "[ -~]{0,30}",
+        han in "[ -~一-龥]{0,30}",
     ) {
         thread_local! {
             static BACKENDS: Vec<Backend> = {
@@ -1544,14 +1548,16 @@ proptest::proptest! {
             };
         }
         BACKENDS.with(|all| {
-            for q in [&query, &ascii] {
+            for (q, agree) in [(&query, false), (&ascii, true), (&han, true)] {
                 let mut found = Vec::new();
                 for b in all {
                     let hits = b.store.search(q, &session_store::SearchOptions::default());
                     proptest::prop_assert!(hits.is_ok(), "{}: {:?}: {:?}", b.name, q, hits);
                     found.push(hits.map(|h| hit_shapes(&h)).unwrap_or_default());
                 }
-                proptest::prop_assert!(found.windows(2).all(|w| w[0] == w[1]), "{:?}: {:?}", q, found);
+                if agree {
+                    proptest::prop_assert!(found.windows(2).all(|w| w[0] == w[1]), "{:?}: {:?}", q, found);
+                }
             }
             Ok(())
         })?;

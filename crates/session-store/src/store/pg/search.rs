@@ -16,6 +16,8 @@
 //! - FTS5 may move a long snippet's window to a sentence start; this one centres it on the
 //!   matches;
 //! - diacritics count (`café` does not match `cafe`; SQLite's tokenizer removes them).
+//! - characters are classed by today's Unicode (`char::is_alphanumeric`, `[[:alnum:]]`); SQLite's
+//!   unicode61 by Unicode 6.1, so a symbol assigned since (`🔾`) is part of a word there.
 
 use postgres::Row;
 
