@@ -146,7 +146,7 @@ impl Store {
 fn fork_in(conn: &Connection, source: &SessionId, at_turn: i64) -> Result<Forked> {
     let mut db = conn;
     let copied = fork_rows(&mut db, source, at_turn, |db, table| columns_of(db, table))?;
-    let walk = Walk::resume(tail_of(conn, &copied.id)?.resume);
+    let walk = Walk::resume(tail_of(&mut &*conn, &copied.id)?.resume);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
         tombstoned = answered_by(&message);

@@ -105,6 +105,15 @@ pub(crate) trait Sql {
     /// The first column of the first row of a query, when there is a row and it is not NULL.
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>>;
 
+    /// Runs a query and hands each row to `each` as [`Cells`] (read them with [`int_at`] and
+    /// [`text_at`]).
+    fn each_row(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
+    ) -> Result<()>;
+
     /// Messages with their parts, through the one row decoder ([`super::rows::load_messages`]).
     fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>>;
 
@@ -165,6 +174,20 @@ impl Sql for &Connection {
             .flatten())
     }
 
+    fn each_row(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
+    ) -> Result<()> {
+        let mut statement = self.prepare_cached(sql)?;
+        let mut rows = statement.query(params_from_iter(params))?;
+        while let Some(row) = rows.next()? {
+            each(row)?;
+        }
+        Ok(())
+    }
+
     fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
         super::rows::load_messages(self, session, range)
     }
@@ -214,7 +237,7 @@ impl Sql for Tx<'_> {
             .map(|row| {
                 let mut values = [0; N];
                 for (at, value) in values.iter_mut().enumerate() {
-                    *value = pg_int(row, at)?.unwrap_or_default();
+                    *value = int_at(row, at)?.unwrap_or_default();
                 }
                 Ok(values)
             })
@@ -223,9 +246,21 @@ impl Sql for Tx<'_> {
 
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
         match self.query_opt(&dollar_placeholders(sql), &pg_params(params))? {
-            Some(row) => pg_int(&row, 0),
+            Some(row) => int_at(&row, 0),
             None => Ok(None),
         }
+    }
+
+    fn each_row(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
+    ) -> Result<()> {
+        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
+            each(&row)?;
+        }
+        Ok(())
     }
 
     fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
@@ -252,8 +287,8 @@ impl Sql for Tx<'_> {
     }
 }
 
-/// An integer column of any width (`SELECT 1` is an `int4`, a count an `int8`).
-fn pg_int(row: &postgres::Row, at: usize) -> Result<Option<i64>> {
+/// An integer cell (any width on PostgreSQL: `SELECT 1` is an `int4`, a count an `int8`).
+pub(crate) fn int_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<i64>> {
     match row.cell(at) {
         Ok(ValueRef::Integer(n)) => Ok(Some(n)),
         Ok(ValueRef::Null) => Ok(None),
@@ -261,6 +296,26 @@ fn pg_int(row: &postgres::Row, at: usize) -> Result<Option<i64>> {
             table: "(a query of the store)",
             row_id: 0,
             detail: format!("column {at} is {other:?}, not an integer"),
+        }),
+        Err(detail) => Err(crate::Error::CorruptRow {
+            table: "(a query of the store)",
+            row_id: 0,
+            detail,
+        }),
+    }
+}
+
+/// A text cell (a BLOB read as UTF-8, lossily).
+pub(crate) fn text_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<String>> {
+    match row.cell(at) {
+        Ok(ValueRef::Text(bytes) | ValueRef::Blob(bytes)) => {
+            Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
+        }
+        Ok(ValueRef::Null) => Ok(None),
+        Ok(other) => Err(crate::Error::CorruptRow {
+            table: "(a query of the store)",
+            row_id: 0,
+            detail: format!("column {at} is {other:?}, not text"),
         }),
         Err(detail) => Err(crate::Error::CorruptRow {
             table: "(a query of the store)",

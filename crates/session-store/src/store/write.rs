@@ -4,6 +4,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::rows::insert_message;
+use super::sql::{int_at, text_at, values, Sql, Value};
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
@@ -75,7 +76,7 @@ impl Store {
             return pg.cancel_pending(session, reason);
         }
         self.write(|tx| {
-            let position = stored_tail(tx, session)?;
+            let position = stored_tail(&mut &**tx, session)?;
             let walk = Walk::resume(position.resume);
             let Some(message) = pairing::tombstones(&walk, reason) else {
                 return Ok(Vec::new());
@@ -111,7 +112,7 @@ pub(crate) fn append_in(
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
     // The session's row (or `UnknownSession`) with the tail it keeps.
-    let mut position = stored_tail(conn, session)?;
+    let mut position = stored_tail(&mut &*conn, session)?;
     if messages.is_empty() {
         return Err(Error::Refused {
             session: session.clone(),
@@ -180,7 +181,7 @@ pub(crate) fn append_in(
 
 /// The calls of a session still waiting for a result, in part order.
 pub(crate) fn pending_of(conn: &Connection, session: &SessionId) -> Result<Vec<String>> {
-    Ok(Walk::resume(tail_of(conn, session)?.resume).pending())
+    Ok(Walk::resume(tail_of(&mut &*conn, session)?.resume).pending())
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
@@ -209,15 +210,16 @@ const STORED_TAIL: &str = "
     SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1)
     FROM sessions WHERE id = ?1";
 
-/// The end of a session for a write ([`Error::UnknownSession`] unless it exists): the tail
-/// state its row keeps when that is current (its last seq is the real one), else read from
-/// the rows by [`tail_of`] (a session written before V10, or by code that bypasses the
-/// store; the append writes the state back).
-pub(crate) fn stored_tail(conn: &Connection, session: &SessionId) -> Result<Position> {
-    let row: Option<(Option<String>, i64)> = conn
-        .prepare_cached(STORED_TAIL)?
-        .query_row([session.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+/// The end of a session for a write ([`Error::UnknownSession`] unless it exists), on either
+/// engine: the tail state its row keeps when that is current (its last seq is the real one),
+/// else read from the rows by [`tail_of`] (a session written before V10, or by code that
+/// bypasses the store; the append writes the state back).
+pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
+    let mut row: Option<(Option<String>, i64)> = None;
+    db.each_row(STORED_TAIL, &values![session.as_str()], &mut |r| {
+        row = Some((text_at(r, 0)?, int_at(r, 1)?.unwrap_or(0)));
+        Ok(())
+    })?;
     let Some((state, last_seq)) = row else {
         return Err(Error::UnknownSession(session.clone()));
     };
@@ -231,7 +233,7 @@ pub(crate) fn stored_tail(conn: &Connection, session: &SessionId) -> Result<Posi
             last_seq: tail.last_seq,
             last_user_turn: tail.last_user_turn,
         }),
-        None => tail_of(conn, session),
+        None => tail_of(db, session),
     }
 }
 
@@ -248,21 +250,32 @@ const ANSWERS_AFTER: &str = "
     SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1 AND m.seq > ?2 AND m.role = 'tool' AND p.kind = 'tool_result'";
 
-/// Reads the end of a session: the last seq, the last user turn and the open tool block.
-pub(crate) fn tail_of(conn: &Connection, session: &SessionId) -> Result<Position> {
-    let last_seq: i64 = conn
-        .prepare_cached(LAST_SEQ)?
-        .query_row([session.as_str()], |r| r.get(0))?;
-    let last_user_turn: Option<i64> = conn
-        .prepare_cached(LAST_USER_TURN)?
-        .query_row([session.as_str()], |r| r.get(0))
-        .optional()?;
-    let speaker: Option<(i64, i64, String)> = conn
-        .prepare_cached(LAST_SPEAKER)?
-        .query_row([session.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .optional()?;
+/// The non-NULL texts of a query's first column.
+fn texts(db: &mut impl Sql, sql: &str, params: &[Value<'_>]) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    db.each_row(sql, params, &mut |r| {
+        found.extend(text_at(r, 0)?);
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// Reads the end of a session from its rows, on either engine: the last seq, the last user
+/// turn and the open tool block.
+pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
+    let last_seq = db
+        .optional_int(LAST_SEQ, &values![session.as_str()])?
+        .unwrap_or(0);
+    let last_user_turn = db.optional_int(LAST_USER_TURN, &values![session.as_str()])?;
+    let mut speaker: Option<(i64, i64, String)> = None;
+    db.each_row(LAST_SPEAKER, &values![session.as_str()], &mut |r| {
+        speaker = Some((
+            int_at(r, 0)?.unwrap_or(0),
+            int_at(r, 1)?.unwrap_or(0),
+            text_at(r, 2)?.unwrap_or_default(),
+        ));
+        Ok(())
+    })?;
     let resume = match speaker {
         None => Resume::default(),
         Some((_, _, role)) if role == "user" => Resume {
@@ -270,20 +283,13 @@ pub(crate) fn tail_of(conn: &Connection, session: &SessionId) -> Result<Position
             ..Resume::default()
         },
         Some((message_id, seq, _)) => {
-            let calls = conn
-                .prepare_cached(CALLS_OF)?
-                .query_map([message_id], |r| r.get::<_, Option<String>>(0))?
-                .filter_map(|id| id.transpose())
-                .collect::<rusqlite::Result<Vec<String>>>()?;
-            let answered = if calls.is_empty() {
+            let calls = texts(db, CALLS_OF, &values![message_id])?;
+            let answered: std::collections::HashSet<String> = if calls.is_empty() {
                 std::collections::HashSet::new()
             } else {
-                conn.prepare_cached(ANSWERS_AFTER)?
-                    .query_map(params![session.as_str(), seq], |r| {
-                        r.get::<_, Option<String>>(0)
-                    })?
-                    .filter_map(|id| id.transpose())
-                    .collect::<rusqlite::Result<std::collections::HashSet<String>>>()?
+                texts(db, ANSWERS_AFTER, &values![session.as_str(), seq])?
+                    .into_iter()
+                    .collect()
             };
             Resume {
                 speaker: Some(Role::Assistant),

@@ -8,7 +8,7 @@ use super::Tx;
 use super::rows::{insert_message, load_messages, Range};
 use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
-use crate::history::grammar::{Resume, Walk};
+use crate::history::grammar::Walk;
 use crate::history::pairing;
 use crate::history::tail::TailState;
 use crate::history::turns::next_turn_index;
@@ -249,119 +249,7 @@ pub(crate) fn forget_reverts(tx: &mut Tx<'_>, session: &SessionId) -> Result<()>
     Ok(())
 }
 
-/// Where the next message of a session goes, and what it may be.
-#[derive(Debug)]
-pub(crate) struct Position {
-    pub(crate) resume: Resume,
-    pub(crate) last_seq: i64,
-    pub(crate) last_user_turn: Option<i64>,
-}
-
-/// The end of a session for a write (the caller holds its row lock): the tail state its row
-/// keeps when that is current (its last seq is the real one), else read from the rows by
-/// [`tail_of`]. [`Error::UnknownSession`] without a session row.
-pub(crate) fn stored_tail(tx: &mut Tx<'_>, session: &SessionId) -> Result<Position> {
-    let row = tx.query_opt(
-        "SELECT tail_state, (SELECT COALESCE(MAX(seq), 0)::BIGINT FROM messages WHERE session_id = $1)
-         FROM sessions WHERE id = $1",
-        &[&session.as_str()],
-    )?;
-    let Some(row) = row else {
-        return Err(Error::UnknownSession(session.clone()));
-    };
-    let state: Option<String> = row.try_get(0)?;
-    let last_seq: i64 = row.try_get(1)?;
-    let current = state
-        .as_deref()
-        .and_then(TailState::decode)
-        .filter(|tail| tail.last_seq == last_seq);
-    match current {
-        Some(tail) => Ok(Position {
-            resume: tail.resume(),
-            last_seq: tail.last_seq,
-            last_user_turn: tail.last_user_turn,
-        }),
-        None => tail_of(tx, session),
-    }
-}
-
-/// Reads the end of a session: the last seq, the last user turn and the open tool block.
-pub(crate) fn tail_of(tx: &mut Tx<'_>, session: &SessionId) -> Result<Position> {
-    let last_seq: i64 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM messages WHERE session_id = $1",
-            &[&session.as_str()],
-        )?
-        .try_get(0)?;
-    let last_user_turn: Option<i64> = tx
-        .query_opt(
-            "SELECT turn_index FROM messages WHERE session_id = $1 AND role = 'user' ORDER BY seq DESC LIMIT 1",
-            &[&session.as_str()],
-        )?
-        .map(|row| row.try_get(0))
-        .transpose()?;
-    let speaker = tx.query_opt(
-        "SELECT id, seq, role FROM messages
-         WHERE session_id = $1 AND role IN ('user', 'assistant')
-         ORDER BY seq DESC LIMIT 1",
-        &[&session.as_str()],
-    )?;
-    let speaker: Option<(i64, i64, String)> = match speaker {
-        Some(row) => Some((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)),
-        None => None,
-    };
-    let resume = match speaker {
-        None => Resume::default(),
-        Some((_, _, role)) if role == "user" => Resume {
-            speaker: Some(Role::User),
-            ..Resume::default()
-        },
-        Some((message_id, seq, _)) => {
-            let calls: Vec<String> = tx
-                .query(
-                    "SELECT tool_use_id FROM parts WHERE message_id = $1 AND kind = 'tool_use' ORDER BY ordinal",
-                    &[&message_id],
-                )?
-                .iter()
-                .map(|row| row.try_get::<_, Option<String>>(0))
-                .filter_map(|id| id.transpose())
-                .collect::<Result<_, _>>()?;
-            let answered: HashSet<String> = if calls.is_empty() {
-                HashSet::new()
-            } else {
-                tx.query(
-                    "SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
-                     WHERE m.session_id = $1 AND m.seq > $2 AND m.role = 'tool' AND p.kind = 'tool_result'",
-                    &[&session.as_str(), &seq],
-                )?
-                .iter()
-                .map(|row| row.try_get::<_, Option<String>>(0))
-                .filter_map(|id| id.transpose())
-                .collect::<Result<_, _>>()?
-            };
-            Resume {
-                speaker: Some(Role::Assistant),
-                calls: calls
-                    .into_iter()
-                    .map(|id| {
-                        let done = answered.contains(&id);
-                        (id, done)
-                    })
-                    .collect(),
-                ..Resume::default()
-            }
-        }
-    };
-    let resume = Resume {
-        messages: usize::try_from(last_seq).unwrap_or_default(),
-        ..resume
-    };
-    Ok(Position {
-        resume,
-        last_seq,
-        last_user_turn,
-    })
-}
+pub(crate) use crate::store::write::{stored_tail, tail_of};
 
 /// The tool_use ids of `messages` that the session already uses.
 fn used_tool_use_ids(
