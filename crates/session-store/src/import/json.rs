@@ -612,6 +612,47 @@ enum Mode {
     Stream,
 }
 
+/// The parts of a JSON-value `Visitor` that do not depend on the seed: `expecting`, and every
+/// scalar but strings, which each seed keeps in its own way.
+macro_rules! json_scalars {
+    () => {
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_none<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+    };
+}
+
+/// A seed that is its own visitor: reads any JSON value.
+macro_rules! seed_of_visitor {
+    ($seed:ident) => {
+        impl<'de> DeserializeSeed<'de> for $seed<'_> {
+            type Value = Value;
+
+            fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+                deserializer.deserialize_any(self)
+            }
+        }
+    };
+}
+
 /// A visitor that refuses repeated keys, recording where, and builds the value or not.
 struct Checked<'a> {
     path: &'a mut Vec<Step>,
@@ -633,33 +674,13 @@ impl Checked<'_> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Checked<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
+seed_of_visitor!(Checked);
 
 impl<'de> Visitor<'de> for Checked<'_> {
     type Value = Value;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+    json_scalars!();
 
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(if self.building() {
             Value::String(v.to_owned())
@@ -669,12 +690,6 @@ impl<'de> Visitor<'de> for Checked<'_> {
     }
     fn visit_string<E>(self, v: String) -> Result<Value, E> {
         Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
@@ -781,41 +796,15 @@ impl Bounded<'_> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Bounded<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
+seed_of_visitor!(Bounded);
 
 impl<'de> Visitor<'de> for Bounded<'_> {
     type Value = Value;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
+    json_scalars!();
 
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(self.string(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {

@@ -492,7 +492,10 @@ fn decode_part(
 
 /// A text column as another writer may have filled it: SQLite keeps bytes as a BLOB (read
 /// as UTF-8, lossily, like text that is not valid UTF-8) and numbers as numbers.
-fn text(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<Option<String>, String> {
+pub(crate) fn text(
+    row: &(impl Cells + ?Sized),
+    at: usize,
+) -> std::result::Result<Option<String>, String> {
     Ok(match row.cell(at)? {
         ValueRef::Null => None,
         // `str::from_utf8` first: its validation is several times faster than the lossy
@@ -507,7 +510,7 @@ fn text(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<Option<St
 }
 
 /// An integer column (`seq`, `turn_index`): an integer, or a real with no fraction.
-fn integer(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<i64, String> {
+pub(crate) fn integer(row: &(impl Cells + ?Sized), at: usize) -> std::result::Result<i64, String> {
     match row.cell(at)? {
         ValueRef::Integer(n) => Ok(n),
         ValueRef::Real(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => Ok(x as i64),

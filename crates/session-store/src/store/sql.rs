@@ -11,7 +11,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::pg::Tx;
-use super::rows::{Cells, Loaded, Range, Unreadable};
+use super::rows::{self, Cells, Loaded, Range, Unreadable};
 use crate::error::Result;
 use crate::model::{Message, SessionId};
 
@@ -287,41 +287,28 @@ impl Sql for Tx<'_> {
     }
 }
 
-/// An integer cell (any width on PostgreSQL: `SELECT 1` is an `int4`, a count an `int8`).
+/// An integer cell (any width on PostgreSQL: `SELECT 1` is an `int4`, a count an `int8`),
+/// read with the row decoder's leniency ([`super::rows`]).
 pub(crate) fn int_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<i64>> {
     match row.cell(at) {
-        Ok(ValueRef::Integer(n)) => Ok(Some(n)),
         Ok(ValueRef::Null) => Ok(None),
-        Ok(other) => Err(crate::Error::CorruptRow {
-            table: "(a query of the store)",
-            row_id: 0,
-            detail: format!("column {at} is {other:?}, not an integer"),
-        }),
-        Err(detail) => Err(crate::Error::CorruptRow {
-            table: "(a query of the store)",
-            row_id: 0,
-            detail,
-        }),
+        _ => rows::integer(row, at)
+            .map(Some)
+            .map_err(|detail| unreadable(at, detail)),
     }
 }
 
-/// A text cell (a BLOB read as UTF-8, lossily).
+/// A text cell, read with the row decoder's leniency (a BLOB as UTF-8, a number as its text).
 pub(crate) fn text_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<String>> {
-    match row.cell(at) {
-        Ok(ValueRef::Text(bytes) | ValueRef::Blob(bytes)) => {
-            Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
-        }
-        Ok(ValueRef::Null) => Ok(None),
-        Ok(other) => Err(crate::Error::CorruptRow {
-            table: "(a query of the store)",
-            row_id: 0,
-            detail: format!("column {at} is {other:?}, not text"),
-        }),
-        Err(detail) => Err(crate::Error::CorruptRow {
-            table: "(a query of the store)",
-            row_id: 0,
-            detail,
-        }),
+    rows::text(row, at).map_err(|detail| unreadable(at, detail))
+}
+
+/// A cell of one of the store's own queries that is not what the query selects.
+fn unreadable(at: usize, detail: String) -> crate::Error {
+    crate::Error::CorruptRow {
+        table: "(a query of the store)",
+        row_id: 0,
+        detail: format!("column {at}: {detail}"),
     }
 }
 
