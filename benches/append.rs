@@ -267,6 +267,12 @@ fn profile(arm: &str) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("store.db")).unwrap();
     let session = store.create_session().unwrap();
+    if let Ok(sql) = std::env::var("STORE_SQL") {
+        rusqlite::Connection::open(store.path())
+            .unwrap()
+            .execute_batch(&sql)
+            .unwrap();
+    }
     let mut floor = Raw::floor(&dir.path().join("floor.db"));
     let times: u64 = std::env::var("PROFILE_N").map_or(200, |n| n.parse().unwrap());
     let turns: Vec<Vec<NewMessage>> = (1..=times).map(tool_turn).collect();

@@ -609,8 +609,17 @@ impl PartRow<'_> {
     }
 }
 
-/// `INSERT_PART` for `rows` rows.
-fn insert_parts_sql(rows: usize) -> String {
+/// `INSERT_PART` for `rows` rows (2 to [`PARTS_PER_INSERT`]), built once per process: the
+/// text is the statement cache's key, and formatting it on every append cost more than the
+/// cache lookup it feeds (issue 16).
+fn insert_parts_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let texts = SQL.get_or_init(|| (0..=PARTS_PER_INSERT).map(parts_sql).collect());
+    &texts[rows.min(PARTS_PER_INSERT)]
+}
+
+/// `INSERT_PART`'s text for `rows` rows.
+fn parts_sql(rows: usize) -> String {
     let mut sql = String::from(
         "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata) VALUES ",
     );
@@ -666,7 +675,7 @@ pub(crate) fn insert_message(
         for (offset, row) in rows.iter().enumerate() {
             params.extend(row.values(message_id, (first + offset) as i64));
         }
-        db.run(&insert_parts_sql(rows.len()), &params)?;
+        db.run(insert_parts_sql(rows.len()), &params)?;
     }
     Ok(message_id)
 }
