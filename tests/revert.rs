@@ -65,6 +65,31 @@ fn undo_before_append_restores_the_same_history() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The append skips forgetting reverts when the session row kept its tail state (issue 16):
+/// that is only right if every revert and undo clears the state. After each of these
+/// sequences the next append leaves nothing to undo, whatever the row kept before.
+#[test]
+fn every_append_after_a_revert_or_an_undo_forgets_the_reverts() -> anyhow::Result<()> {
+    let (_dir, store) = open_store()?;
+    let session = session_of_turns(&store, &[1, 1, 1, 1])?;
+    // revert, append
+    store.revert_to_turn(&session, 3)?;
+    store.append(&session, NewMessage::user("again"))?;
+    assert_eq!(side_rows(&store)?, (0, 0, 0));
+    // revert, revert, undo, append
+    store.revert_to_turn(&session, 3)?;
+    store.revert_to_turn(&session, 2)?;
+    assert!(store.undo_revert(&session)?.is_some());
+    store.append(&session, NewMessage::user("once more"))?;
+    assert_eq!(store.undo_revert(&session)?, None);
+    assert_eq!(side_rows(&store)?, (0, 0, 0));
+    // an append, then a revert past the end (nothing moved), then an append
+    store.revert_to_turn(&session, 99)?;
+    store.append(&session, NewMessage::user("and again"))?;
+    assert_eq!(side_rows(&store)?, (0, 0, 0));
+    Ok(())
+}
+
 #[test]
 fn reverted_messages_are_gone_after_the_next_append() -> anyhow::Result<()> {
     let (_dir, store) = open_store()?;

@@ -276,16 +276,20 @@ proptest! {
 }
 
 /// Appends do not pay for the full-text index (V12): a part is indexed by the next search,
-/// in one batch, and a part whose id SQLite reused below the index's mark (after a revert
-/// freed the largest ids) is indexed at once by its trigger, so it is never skipped. FTS5's
-/// own check agrees with the content after each step.
+/// in one batch. No part can be skipped: when a revert deletes the parts with the largest ids
+/// (which SQLite then hands out again), the delete trigger brings the index's mark down to
+/// the largest id left (V14), so the next part's id, reused or not, is above the mark and
+/// the next search indexes it. FTS5's own check agrees with the content after each step.
 #[test]
-fn appends_leave_indexing_to_the_next_search_and_reused_ids_are_indexed_at_once(
+fn appends_leave_indexing_to_the_next_search_and_freed_ids_come_back_above_the_mark(
 ) -> anyhow::Result<()> {
     let (_dir, store) = open_store()?;
     let conn = Connection::open(store.path())?;
     let indexed = |conn: &Connection| -> rusqlite::Result<i64> {
         conn.query_row("SELECT COUNT(*) FROM parts_fts_docsize", [], |r| r.get(0))
+    };
+    let mark = |conn: &Connection| -> rusqlite::Result<i64> {
+        conn.query_row("SELECT indexed_through FROM search_state", [], |r| r.get(0))
     };
     let check = |conn: &Connection| {
         conn.execute(
@@ -299,24 +303,28 @@ fn appends_leave_indexing_to_the_next_search_and_reused_ids_are_indexed_at_once(
     assert_eq!(indexed(&conn)?, 0, "an append wrote to the index");
     assert_eq!(found(&store, "aardvark").len(), 1);
     assert_eq!(indexed(&conn)?, 2);
+    let before_revert = mark(&conn)?;
     check(&conn)?;
-    // Freed ids: the second message's part had the largest id, at the mark.
+    // Freed ids: the session's parts had the largest ids, up to the mark.
     store.revert_to_turn(&first, 0)?;
     assert!(found(&store, "badger").is_empty());
+    let largest_left: i64 =
+        conn.query_row("SELECT COALESCE(MAX(id), 0) FROM parts", [], |r| r.get(0))?;
+    assert_eq!(
+        mark(&conn)?,
+        largest_left,
+        "the mark came down with the ids"
+    );
     let second = store.create_session()?;
     store.append(&second, NewMessage::user("a capybara"))?;
-    let reused: i64 = conn.query_row(
-        "SELECT p.id <= s.indexed_through FROM parts p, search_state s WHERE p.text = 'a capybara'",
-        [],
-        |r| r.get(0),
-    )?;
-    assert_eq!(reused, 1, "the new part did not reuse an id below the mark");
-    assert_eq!(
-        indexed(&conn)?,
-        1,
-        "a part at or below the mark is indexed at once"
-    );
+    let id: i64 = conn.query_row("SELECT id FROM parts WHERE text = 'a capybara'", [], |r| {
+        r.get(0)
+    })?;
+    assert!(id <= before_revert, "SQLite handed out a freed id again");
+    assert!(id > mark(&conn)?, "a new part is above the mark");
+    assert_eq!(indexed(&conn)?, 0, "an append wrote to the index");
     assert_eq!(found(&store, "capybara").len(), 1);
+    check(&conn)?;
     store.append(&second, NewMessage::assistant(vec![Part::text("a dingo")]))?;
     assert_eq!(found(&store, "dingo").len(), 1);
     check(&conn)?;

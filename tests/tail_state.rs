@@ -77,13 +77,23 @@ fn recomputed(conn: &Connection, session: &str) -> Value {
             answered.dedup();
         }
     }
+    let block_from = speaker.as_ref().map_or(0, |(_, seq, _)| *seq);
+    let block_parts: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM messages m JOIN parts p ON p.message_id = m.id
+             WHERE m.session_id = ?1 AND m.seq >= ?2",
+            params![session, block_from],
+            |r| r.get(0),
+        )
+        .expect("block parts");
     json!([
-        1,
+        2,
         last_seq,
         last_user_turn,
         speaker.map(|(_, _, role)| role),
         open,
-        answered
+        answered,
+        block_parts
     ])
 }
 
@@ -99,15 +109,31 @@ fn stored(conn: &Connection, session: &str) -> Option<Value> {
     text.map(|t| serde_json::from_str(&t).expect("stored tail state is JSON"))
 }
 
+/// A stored state without its last element, the largest part id when it was written (which
+/// the rows do not say; it is at most today's largest id), and that element.
+fn split_parts_through(mut state: Value) -> (Value, i64) {
+    let parts_through = state
+        .as_array_mut()
+        .and_then(Vec::pop)
+        .and_then(|v| v.as_i64())
+        .expect("a stored state ends with parts_through");
+    (state, parts_through)
+}
+
 /// Every session's stored state, where there is one, equals its rows' state.
 fn assert_tail_states_true(conn: &Connection) {
     let sessions: Vec<String> = conn
         .prepare("SELECT id FROM sessions ORDER BY id")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
         .expect("sessions");
+    let parts_max: i64 = conn
+        .query_row("SELECT COALESCE(MAX(id), 0) FROM parts", [], |r| r.get(0))
+        .expect("max part id");
     for session in sessions {
         if let Some(state) = stored(conn, &session) {
+            let (state, parts_through) = split_parts_through(state);
             assert_eq!(state, recomputed(conn, &session), "session {session}");
+            assert!(parts_through <= parts_max, "session {session}");
         }
     }
 }
@@ -194,8 +220,11 @@ fn rows_written_with_sql_after_the_store_clear_its_state() {
     assert_tail_states_true(&conn);
 }
 
+/// A part another writer adds to the open block leaves the row's state as it was (no
+/// trigger on part inserts since V14, issue 16), but the state no longer matches the block's
+/// part count, so the store reads the rows.
 #[test]
-fn a_call_added_to_a_stored_message_with_sql_clears_the_state() {
+fn a_call_added_to_a_stored_message_with_sql_is_not_trusted_past() {
     let (_dir, store, path) = temp_store();
     let session = SessionId::from("s");
     store.create_session_with_id(&session).expect("create");
@@ -219,8 +248,56 @@ fn a_call_added_to_a_stored_message_with_sql_clears_the_state() {
         [],
     )
     .expect("foreign part");
-    assert_eq!(stored(&conn, "s"), None);
+    assert!(
+        stored(&conn, "s").is_some(),
+        "no trigger clears the state on a part insert"
+    );
     assert_checked_from_the_rows(&store, &session);
+    assert_tail_states_true(&conn);
+}
+
+/// The same for a result another writer adds to a tool message of the block, and for a part
+/// added to a message before the block (which the check does not read: the state stays
+/// trusted, and right).
+#[test]
+fn parts_added_with_sql_inside_and_before_the_open_block() {
+    let (_dir, store, path) = temp_store();
+    let session = SessionId::from("s");
+    store.create_session_with_id(&session).expect("create");
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::user("go"),
+                NewMessage::assistant(vec![call("c1"), call("c2")]),
+                NewMessage::tool(vec![result("c1")]),
+            ],
+        )
+        .expect("append");
+    let conn = Connection::open(&path).expect("raw");
+    // Before the block: a text part on the user message. Nothing the check reads changed.
+    conn.execute(
+        "INSERT INTO parts (message_id, ordinal, kind, text)
+         SELECT id, 1, 'text', 'more' FROM messages WHERE session_id = 's' AND seq = 1",
+        [],
+    )
+    .expect("part before the block");
+    assert!(matches!(
+        refusal(store.append(&session, NewMessage::user("next"))),
+        Refusal::PendingToolUses { .. }
+    ));
+    // Inside the block: the answer to c2, added to the tool message. The state the row keeps
+    // says c2 is open; the rows say it is answered.
+    conn.execute(
+        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id)
+         SELECT id, 1, 'tool_result', 'ok', 'c2' FROM messages WHERE session_id = 's' AND seq = 3",
+        [],
+    )
+    .expect("part in the block");
+    store
+        .append(&session, NewMessage::user("next"))
+        .expect("c2 is answered in the rows, so a user message is accepted");
+    assert_tail_states_true(&conn);
 }
 
 #[test]
@@ -331,13 +408,18 @@ fn expected_from(messages: &[Message]) -> Value {
         answered.sort();
         answered.dedup();
     }
+    let block_parts: usize = messages[speaker.unwrap_or(0)..]
+        .iter()
+        .map(|m| m.parts.len())
+        .sum();
     json!([
-        1,
+        2,
         last_seq,
         last_user_turn,
         speaker.map(|at| messages[at].role.as_str()),
         open,
-        answered
+        answered,
+        block_parts
     ])
 }
 
@@ -358,7 +440,7 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
             .and_then(|row| row.try_get(0))
             .expect("state");
         if let Some(state) = state {
-            let state: Value = serde_json::from_str(&state).expect("JSON");
+            let (state, _) = split_parts_through(serde_json::from_str(&state).expect("JSON"));
             let messages = store.messages(&session).expect("messages");
             assert_eq!(state, expected_from(&messages));
         }
@@ -517,6 +599,7 @@ proptest! {
             };
             assert_tail_states_true(&conn);
             if let Some(state) = stored(&conn, session.as_str()) {
+                let (state, _) = split_parts_through(state);
                 prop_assert_eq!(state, expected_from(&store.messages(&session).expect("messages")));
             }
             if appended {

@@ -4,10 +4,13 @@
 //! (`sessions.tail_state`, migration V10).
 //!
 //! The state is a cache of the rows, never a second truth: the store uses it only when its
-//! `last_seq` is the session's real `MAX(seq)`, triggers clear it on every change of messages
-//! or tool parts (whoever makes it), and when it is missing or stale the store reads the rows
-//! as before and writes it back with the append. After an append it is taken from the walk
-//! that checked the append ([`Walk::resume_point`]), so it states the grammar's own decision.
+//! `last_seq` is the session's real `MAX(seq)` and its `block_parts` the real number of parts
+//! in the session's open block (the messages from the last user or assistant message on,
+//! all the pairing check reads: a part another writer adds there changes the count);
+//! triggers clear it on every new message and every update or delete of messages or tool
+//! parts (whoever makes it); and when it is missing or stale the store reads the rows as
+//! before and writes it back with the append. After an append it is taken from the walk that
+//! checked the append ([`Walk::resume_point`]), so it states the grammar's own decision.
 
 use super::grammar::{Resume, Walk};
 use crate::model::Role;
@@ -25,16 +28,30 @@ pub struct TailState {
     pub open: Vec<String>,
     /// And the ids of its calls answered so far, sorted, each once.
     pub answered: Vec<String>,
+    /// How many parts the open block holds: the messages from the last user or assistant
+    /// message on (every message when there is none).
+    pub block_parts: i64,
+    /// The largest part id in the database when the state was written: while it still is,
+    /// no part went anywhere since, so the block's count needs no reading.
+    pub parts_through: i64,
 }
 
-/// The encoding's version, the first element of the stored array.
-const VERSION: i64 = 1;
+/// The encoding's version, the first element of the stored array (2: with `block_parts` and
+/// `parts_through`; a version 1 state is read as unknown, and the next append writes
+/// version 2).
+const VERSION: i64 = 2;
 
 impl TailState {
     /// The state of a session whose end reads as `resume` (calls in part order, each with its
     /// answered flag, as the store reads them from the rows), normalised: open calls in
     /// order, answered ids sorted and once.
-    pub fn from_resume(last_seq: i64, last_user_turn: Option<i64>, resume: &Resume) -> Self {
+    pub fn from_resume(
+        last_seq: i64,
+        last_user_turn: Option<i64>,
+        block_parts: i64,
+        parts_through: i64,
+        resume: &Resume,
+    ) -> Self {
         let speaker = resume
             .speaker
             .filter(|role| matches!(role, Role::User | Role::Assistant));
@@ -57,13 +74,28 @@ impl TailState {
             speaker,
             open,
             answered,
+            block_parts,
+            parts_through,
         }
     }
 
     /// The state after `walk` (which resumed from a state and walked the appended messages),
-    /// with the appended messages' last `seq` and last user turn.
-    pub fn after(walk: &Walk, last_seq: i64, last_user_turn: Option<i64>) -> Self {
-        Self::from_resume(last_seq, last_user_turn, &walk.resume_point())
+    /// with the appended messages' last `seq` and last user turn, the block's part count
+    /// (see [`block_parts_after`]) and the largest part id.
+    pub fn after(
+        walk: &Walk,
+        last_seq: i64,
+        last_user_turn: Option<i64>,
+        block_parts: i64,
+        parts_through: i64,
+    ) -> Self {
+        Self::from_resume(
+            last_seq,
+            last_user_turn,
+            block_parts,
+            parts_through,
+            &walk.resume_point(),
+        )
     }
 
     /// Where a walk resumes from this state (no `taken`: the caller adds those).
@@ -82,7 +114,8 @@ impl TailState {
         }
     }
 
-    /// The stored text: a JSON array `[1, last_seq, last_user_turn, speaker, open, answered]`.
+    /// The stored text: a JSON array
+    /// `[2, last_seq, last_user_turn, speaker, open, answered, block_parts, parts_through]`.
     pub fn encode(&self) -> String {
         let stored = (
             VERSION,
@@ -91,6 +124,8 @@ impl TailState {
             self.speaker.map(Role::as_str),
             &self.open,
             &self.answered,
+            self.block_parts,
+            self.parts_through,
         );
         // Serialising integers, strings and lists of strings into a String cannot fail.
         serde_json::to_string(&stored).unwrap_or_default()
@@ -106,9 +141,19 @@ impl TailState {
             Option<String>,
             Vec<String>,
             Vec<String>,
+            i64,
+            i64,
         );
-        let (version, last_seq, last_user_turn, speaker, open, answered): Stored =
-            serde_json::from_str(text).ok()?;
+        let (
+            version,
+            last_seq,
+            last_user_turn,
+            speaker,
+            open,
+            answered,
+            block_parts,
+            parts_through,
+        ): Stored = serde_json::from_str(text).ok()?;
         if version != VERSION {
             return None;
         }
@@ -126,8 +171,27 @@ impl TailState {
             speaker,
             open,
             answered,
+            block_parts,
+            parts_through,
         })
     }
+}
+
+/// The open block's part count after appending `appended` (role, part count) to a session
+/// whose block held `before`: the parts from the last appended user or assistant message on,
+/// or, when the append has none, the old block's and all appended parts.
+pub fn block_parts_after(
+    before: i64,
+    appended: impl DoubleEndedIterator<Item = (Role, usize)>,
+) -> i64 {
+    let mut parts = 0i64;
+    for (role, count) in appended.rev() {
+        parts += i64::try_from(count).unwrap_or(i64::MAX);
+        if matches!(role, Role::User | Role::Assistant) {
+            return parts;
+        }
+    }
+    before + parts
 }
 
 #[cfg(test)]
@@ -143,6 +207,8 @@ mod tests {
             speaker: Some(Role::Assistant),
             open: vec!["b".into(), "a\"|,".into()],
             answered: vec!["c".into()],
+            block_parts: 4,
+            parts_through: 90,
         }
     }
 
@@ -156,11 +222,13 @@ mod tests {
             "",
             "null",
             "[]",
-            "[2,7,2,\"assistant\",[],[]]",
-            "[1,7,2,\"tool\",[],[]]",
-            "[1,7,2,\"user\",[\"a\"],[]]",
-            "[1,\"7\",2,\"assistant\",[],[]]",
-            "[1,7,2,\"assistant\",[1],[]]",
+            "[1,7,2,\"assistant\",[],[]]",
+            "[3,7,2,\"assistant\",[],[],1,9]",
+            "[2,7,2,\"assistant\",[],[],1]",
+            "[2,7,2,\"tool\",[],[],1,9]",
+            "[2,7,2,\"user\",[\"a\"],[],1,9]",
+            "[2,\"7\",2,\"assistant\",[],[],1,9]",
+            "[2,7,2,\"assistant\",[1],[],1,9]",
         ] {
             assert_eq!(TailState::decode(bad), None, "{bad}");
         }
@@ -174,7 +242,7 @@ mod tests {
         walk.feed(Role::User, &[Part::text("go")]);
         walk.feed(Role::Assistant, &[call("x"), call("y"), call("z")]);
         walk.feed(Role::Tool, &[result("y")]);
-        let tail = TailState::after(&walk, 3, Some(0));
+        let tail = TailState::after(&walk, 3, Some(0), 4, 9);
         assert_eq!(tail.open, ["x", "z"]);
         assert_eq!(tail.answered, ["y"]);
         let resumed = Walk::resume(tail.resume());
@@ -182,5 +250,25 @@ mod tests {
         for id in ["x", "y", "z", "w"] {
             assert_eq!(resumed.would_answer(id), walk.would_answer(id), "{id}");
         }
+    }
+
+    #[test]
+    fn the_block_starts_at_the_last_appended_speaker() {
+        use Role::{Assistant, System, Tool, User};
+        assert_eq!(block_parts_after(5, [].into_iter()), 5);
+        assert_eq!(block_parts_after(5, [(Tool, 1), (Tool, 2)].into_iter()), 8);
+        assert_eq!(block_parts_after(5, [(System, 1)].into_iter()), 6);
+        assert_eq!(block_parts_after(5, [(User, 1)].into_iter()), 1);
+        assert_eq!(
+            block_parts_after(
+                5,
+                [(User, 1), (Assistant, 3), (Tool, 1), (Tool, 1)].into_iter()
+            ),
+            5
+        );
+        assert_eq!(
+            block_parts_after(5, [(Assistant, 3), (Tool, 1), (User, 2)].into_iter()),
+            2
+        );
     }
 }

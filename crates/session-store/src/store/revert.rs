@@ -123,7 +123,10 @@ const DELETE_REVERT: &str = "DELETE FROM reverts WHERE id = ?1";
 
 const FORGET_REVERTS: &str = "DELETE FROM reverts WHERE session_id = ?1";
 
-const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
+/// Also clears the session's tail state: the append trusts a kept state to mean that no
+/// revert waits for an undo (`write::Position::from_stored_state`), whatever triggers the
+/// moved rows fire.
+const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2, tail_state = NULL WHERE id = ?1";
 
 impl Store {
     /// Takes turn `turn` and every later turn out of the live history, in one transaction.

@@ -9,7 +9,7 @@ use super::{format_time, now, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
-use crate::history::tail::TailState;
+use crate::history::tail::{block_parts_after, TailState};
 use crate::history::turns::next_turn_index;
 use crate::model::{Appended, NewMessage, Part, Role, SessionId};
 
@@ -138,8 +138,11 @@ pub(crate) fn append_in(
     for (index, message) in messages.iter().enumerate() {
         pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
     }
-    // An append ends the chance to undo earlier reverts of the session.
-    super::revert::forget_reverts(conn, session)?;
+    // An append ends the chance to undo earlier reverts of the session (a state the row
+    // kept proves there are none: a revert clears it, and only an append writes it).
+    if !position.from_stored_state {
+        super::revert::forget_reverts(conn, session)?;
+    }
     let now = now();
     let mut appended = replayed;
     appended.reserve(messages.len());
@@ -168,9 +171,9 @@ pub(crate) fn append_in(
             turn_index,
         });
     }
-    // The inserts' triggers cleared the row's tail state; the walk that checked the append
-    // states the new one.
-    let tail = TailState::after(&walk, position.last_seq, position.last_user_turn);
+    // The message inserts' trigger cleared the row's tail state; the walk that checked the
+    // append states the new one.
+    let tail = position.after(&walk, messages);
     conn.prepare_cached(TOUCH_WITH_TAIL)?.execute(params![
         session.as_str(),
         format_time(now),
@@ -202,39 +205,103 @@ pub(crate) struct Position {
     pub(crate) last_seq: i64,
     /// The turn of the last user message, if any.
     pub(crate) last_user_turn: Option<i64>,
+    /// How many parts the open block holds (see [`TailState::block_parts`]).
+    pub(crate) block_parts: i64,
+    /// The largest part id in the database before the append.
+    pub(crate) parts_max: i64,
+    /// Whether this came from the state the session row keeps, which only an append writes
+    /// and every revert and undo clears: then no revert of the session is waiting for an
+    /// undo, and the append has none to forget.
+    pub(crate) from_stored_state: bool,
+}
+
+impl Position {
+    /// The tail state after `appended` went in: `self` advanced past them (its seq and user
+    /// turn), and `walk`, which checked them.
+    pub(crate) fn after(&self, walk: &Walk, appended: &[NewMessage]) -> TailState {
+        let block_parts = block_parts_after(
+            self.block_parts,
+            appended.iter().map(|m| (m.role, m.parts.len())),
+        );
+        // SQLite gives a new row the largest id plus one, and the append holds the only write
+        // lock: its parts took the ids right above `parts_max`. (PostgreSQL's sequences may
+        // skip ids: the state then takes the block count's path the next time.)
+        let inserted: usize = appended.iter().map(|m| m.parts.len()).sum();
+        let parts_through = self.parts_max + i64::try_from(inserted).unwrap_or(i64::MAX);
+        TailState::after(
+            walk,
+            self.last_seq,
+            self.last_user_turn,
+            block_parts,
+            parts_through,
+        )
+    }
 }
 
 const TOUCH_WITH_TAIL: &str = "UPDATE sessions SET updated_at = ?2, tail_state = ?3 WHERE id = ?1";
 
+/// The row's tail state with what it must match: the session's last seq, and the largest
+/// part id in the database.
 const STORED_TAIL: &str = "
-    SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1)
+    SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1),
+           (SELECT COALESCE(MAX(id), 0) FROM parts)
     FROM sessions WHERE id = ?1";
 
+/// The number of parts in the session's open block: the messages from the last user or
+/// assistant message on (from seq 0, every message, when there is none).
+const BLOCK_PARTS: &str = "
+    SELECT COUNT(*) FROM messages m JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1 AND m.seq >= COALESCE(
+        (SELECT seq FROM messages WHERE session_id = ?1 AND role IN ('user', 'assistant')
+         ORDER BY seq DESC LIMIT 1), 0)";
+
 /// The end of a session for a write ([`Error::UnknownSession`] unless it exists), on either
-/// engine: the tail state its row keeps when that is current (its last seq is the real one),
-/// else read from the rows by [`tail_of`] (a session written before V10, or by code that
-/// bypasses the store; the append writes the state back).
+/// engine: the tail state its row keeps when that is current, else read from the rows by
+/// [`tail_of`] (a session written before V14, or changed by code that bypasses the store;
+/// the append writes the state back).
+///
+/// The state is current when its last seq is the session's, and no part went into the
+/// session's open block since it was written (new messages and changed or deleted rows clear
+/// it through triggers). That second fact is read cheaply where it can be: no part at all
+/// was inserted since (the largest part id is still the one the state names); else the
+/// block's parts are counted.
 pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
-    let mut row: Option<(Option<String>, i64)> = None;
+    let mut row: Option<(Option<String>, i64, i64)> = None;
     db.each_row(STORED_TAIL, &values![session.as_str()], &mut |r| {
-        row = Some((text_at(r, 0)?, int_at(r, 1)?.unwrap_or(0)));
+        row = Some((
+            text_at(r, 0)?,
+            int_at(r, 1)?.unwrap_or(0),
+            int_at(r, 2)?.unwrap_or(0),
+        ));
         Ok(())
     })?;
-    let Some((state, last_seq)) = row else {
+    let Some((state, last_seq, parts_max)) = row else {
         return Err(Error::UnknownSession(session.clone()));
     };
-    let current = state
+    let tail = state
         .as_deref()
         .and_then(TailState::decode)
         .filter(|tail| tail.last_seq == last_seq);
-    match current {
-        Some(tail) => Ok(Position {
-            resume: tail.resume(),
-            last_seq: tail.last_seq,
-            last_user_turn: tail.last_user_turn,
-        }),
-        None => tail_of(db, session),
+    if let Some(tail) = tail {
+        if tail.parts_through == parts_max || tail.block_parts == block_parts(db, session)? {
+            return Ok(Position {
+                resume: tail.resume(),
+                last_seq: tail.last_seq,
+                last_user_turn: tail.last_user_turn,
+                block_parts: tail.block_parts,
+                parts_max,
+                from_stored_state: true,
+            });
+        }
     }
+    tail_of(db, session)
+}
+
+/// The number of parts in the session's open block (see [`BLOCK_PARTS`]).
+fn block_parts(db: &mut impl Sql, session: &SessionId) -> Result<i64> {
+    Ok(db
+        .optional_int(BLOCK_PARTS, &values![session.as_str()])?
+        .unwrap_or(0))
 }
 
 const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1";
@@ -266,6 +333,7 @@ pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Position
     let last_seq = db
         .optional_int(LAST_SEQ, &values![session.as_str()])?
         .unwrap_or(0);
+    let block_parts = block_parts(db, session)?;
     let last_user_turn = db.optional_int(LAST_USER_TURN, &values![session.as_str()])?;
     let mut speaker: Option<(i64, i64, String)> = None;
     db.each_row(LAST_SPEAKER, &values![session.as_str()], &mut |r| {
@@ -312,6 +380,11 @@ pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Position
         resume,
         last_seq,
         last_user_turn,
+        block_parts,
+        parts_max: db
+            .optional_int("SELECT COALESCE(MAX(id), 0) FROM parts", &[])?
+            .unwrap_or(0),
+        from_stored_state: false,
     })
 }
 

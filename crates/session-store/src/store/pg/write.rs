@@ -10,7 +10,6 @@ use super::{lock_session, require_session, PgStore};
 use crate::error::{Error, Result};
 use crate::history::grammar::Walk;
 use crate::history::pairing;
-use crate::history::tail::TailState;
 use crate::history::turns::next_turn_index;
 use serde_json::Value;
 
@@ -117,8 +116,11 @@ pub(crate) fn append_in(
     for (index, message) in messages.iter().enumerate() {
         pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
     }
-    // An append ends the chance to undo earlier reverts of the session.
-    forget_reverts(tx, session)?;
+    // An append ends the chance to undo earlier reverts of the session (a state the row
+    // kept proves there are none, see `Position::from_stored_state`).
+    if !position.from_stored_state {
+        forget_reverts(tx, session)?;
+    }
     let now = now();
     let mut appended = replayed;
     appended.reserve(messages.len());
@@ -165,9 +167,9 @@ pub(crate) fn append_in(
             turn_index,
         });
     }
-    // The inserts' triggers cleared the row's tail state; the walk that checked the append
-    // states the new one.
-    let tail = TailState::after(&walk, position.last_seq, position.last_user_turn);
+    // The message inserts' trigger cleared the row's tail state; the walk that checked the
+    // append states the new one.
+    let tail = position.after(&walk, messages);
     tx.execute(
         "UPDATE sessions SET updated_at = $2, tail_state = $3 WHERE id = $1",
         &[&session.as_str(), &format_time(now), &tail.encode()],
