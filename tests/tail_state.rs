@@ -109,6 +109,25 @@ fn stored(conn: &Connection, session: &str) -> Option<Value> {
     text.map(|t| serde_json::from_str(&t).expect("stored tail state is JSON"))
 }
 
+/// Every session's `message_count` column is its number of messages: the store keeps it on
+/// every write (no trigger counts inserts since V14).
+fn assert_message_counts_true(conn: &Connection) {
+    let wrong: Vec<(String, i64, i64)> = conn
+        .prepare(
+            "SELECT s.id, s.message_count, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
+             FROM sessions s",
+        )
+        .and_then(|mut s| {
+            s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .expect("counts")
+        .into_iter()
+        .filter(|(_, kept, real)| kept != real)
+        .collect();
+    assert!(wrong.is_empty(), "message_count off: {wrong:?}");
+}
+
 /// A stored state without its last element, the largest part id when it was written (which
 /// the rows do not say; it is at most today's largest id), and that element.
 fn split_parts_through(mut state: Value) -> (Value, i64) {
@@ -182,7 +201,16 @@ fn rows_written_with_sql_are_checked_from_the_rows() {
     conn.execute_batch(FOREIGN_ROWS).expect("foreign rows");
     let session = SessionId::from("s");
     assert_eq!(stored(&conn, "s"), None);
+    let count = |store: &Store| {
+        store
+            .session(&session)
+            .expect("session")
+            .expect("listed")
+            .message_count
+    };
+    assert_eq!(count(&store), 4, "messages other code inserted are counted");
     assert_checked_from_the_rows(&store, &session);
+    assert_eq!(count(&store), 6);
     assert_tail_states_true(&conn);
     assert!(
         stored(&conn, "s").is_some(),
@@ -190,8 +218,10 @@ fn rows_written_with_sql_are_checked_from_the_rows() {
     );
 }
 
+/// Since V14 no trigger clears the state on an insert: the state stays, but its last seq is
+/// no longer the session's, so the store reads the rows.
 #[test]
-fn rows_written_with_sql_after_the_store_clear_its_state() {
+fn rows_written_with_sql_after_the_store_are_checked_from_the_rows() {
     let (_dir, store, path) = temp_store();
     let session = SessionId::from("s");
     store.create_session_with_id(&session).expect("create");
@@ -207,7 +237,7 @@ fn rows_written_with_sql_after_the_store_clear_its_state() {
         .expect("append");
     let conn = Connection::open(&path).expect("raw");
     assert!(stored(&conn, "s").is_some());
-    // Other code appends an assistant message calling c2: the triggers clear the state.
+    // Other code appends an assistant message calling c2.
     conn.execute_batch(
         "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
              VALUES (100, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
@@ -215,7 +245,6 @@ fn rows_written_with_sql_after_the_store_clear_its_state() {
              VALUES (100, 0, 'tool_use', 'c2', 'bash', '{}');",
     )
     .expect("foreign append");
-    assert_eq!(stored(&conn, "s"), None);
     assert_checked_from_the_rows(&store, &session);
     assert_tail_states_true(&conn);
 }
@@ -598,6 +627,7 @@ proptest! {
                 }
             };
             assert_tail_states_true(&conn);
+            assert_message_counts_true(&conn);
             if let Some(state) = stored(&conn, session.as_str()) {
                 let (state, _) = split_parts_through(state);
                 prop_assert_eq!(state, expected_from(&store.messages(&session).expect("messages")));

@@ -3,13 +3,15 @@
 //! tool block as [`Walk::resume`] takes it), in the compact text the session row keeps
 //! (`sessions.tail_state`, migration V10).
 //!
-//! The state is a cache of the rows, never a second truth: the store uses it only when its
-//! `last_seq` is the session's real `MAX(seq)` and its `block_parts` the real number of parts
-//! in the session's open block (the messages from the last user or assistant message on,
-//! all the pairing check reads: a part another writer adds there changes the count);
-//! triggers clear it on every new message and every update or delete of messages or tool
-//! parts (whoever makes it); and when it is missing or stale the store reads the rows as
-//! before and writes it back with the append. After an append it is taken from the walk that
+//! The state is a cache of the rows, never a second truth. The store uses it only when its
+//! `last_seq` is the session's real `MAX(seq)` (a message another writer appends changes
+//! that) and no part went into the session's open block since it was written: the messages
+//! from the last user or assistant message on, all the pairing check reads. That is known
+//! cheaply when the largest part id in the database is still `parts_through` (no part went
+//! anywhere), and otherwise by counting the block's parts against `block_parts`. Triggers
+//! clear it on every update or delete of messages or tool parts, whoever makes it (and on
+//! PostgreSQL on inserts too), as do the store's reverts, undos and mends; when it is missing
+//! or stale the store reads the rows as before and writes it back with the append. After an append it is taken from the walk that
 //! checked the append ([`Walk::resume_point`]), so it states the grammar's own decision.
 
 use super::grammar::{Resume, Walk};

@@ -37,7 +37,8 @@ const RENAME_TOOL_USE_ID: &str = "UPDATE parts SET tool_use_id = ?2 WHERE id = ?
 const INSERT_LOG: &str = "
     INSERT INTO repair_log (session_id, rule, action, message_id, part_id, before_json, after_json, repaired_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
+/// A mend rewrites the session's rows: the tail state the row kept is read again.
+const TOUCH_SESSION: &str = "UPDATE sessions SET updated_at = ?2, tail_state = NULL WHERE id = ?1";
 
 /// Writes the plan over the loaded session; the caller owns the transaction.
 pub(crate) fn apply(
@@ -74,6 +75,7 @@ pub(crate) fn apply(
     )?;
     logged.extend(follow_summaries(db, session, loaded, plan, &stamp)?);
     db.run(TOUCH_SESSION, &values![session.as_str(), stamp.as_str()])?;
+    super::write::recount_messages(db, session)?;
     Ok(logged)
 }
 

@@ -513,7 +513,10 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.write_session_rows(rows);
         }
-        self.write(|tx| write_sqlite(tx, rows))
+        self.write(|tx| {
+            write_sqlite(tx, rows)?;
+            super::write::recount_messages(&mut &**tx, session)
+        })
     }
 
     /// Copies `sessions` (every session when empty) into `dest`, each in one transaction of

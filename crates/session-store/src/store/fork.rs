@@ -219,6 +219,7 @@ pub(crate) fn fork_rows<D: Sql>(
         Ok::<_, crate::Error>(usize::try_from(copied).unwrap_or(usize::MAX))
     };
     let messages = copy(db, CopyMessages::TABLE, copy_sql::<CopyMessages>, cut)?;
+    super::write::recount_messages(db, &id)?;
     copy(db, CopyParts::TABLE, copy_sql::<CopyParts>, cut)?;
     copy(db, CopyUsage::TABLE, copy_sql::<CopyUsage>, cut)?;
     let summaries = copy(db, CopySummaries::TABLE, copy_sql::<CopySummaries>, at_turn)?;

@@ -8,9 +8,17 @@ use super::{parse_time, Store};
 use crate::error::{Error, Result};
 use crate::model::{Message, SessionId, SessionInfo};
 
-/// `message_count` is kept by triggers (migration V9): one row per session, no message read.
+/// `message_count` is kept on write (the store's appends and other inserts add to it, a
+/// trigger takes deleted messages off) and checked here by two index probes per session:
+/// seqs are distinct integers, so when the lowest is 1 and the highest is the count, no
+/// message another writer inserted is missing from it. Otherwise (such an insert, or a
+/// gap) the session's messages are counted.
 const LIST_SESSIONS: &str = "
-    SELECT s.id, s.created_at, s.updated_at, s.message_count
+    SELECT s.id, s.created_at, s.updated_at,
+           CASE WHEN s.message_count = (SELECT MAX(seq) FROM messages WHERE session_id = s.id)
+                 AND (SELECT MIN(seq) FROM messages WHERE session_id = s.id) = 1
+                THEN s.message_count
+                ELSE (SELECT COUNT(*) FROM messages WHERE session_id = s.id) END
     FROM sessions s WHERE ?1 IS NULL OR s.id = ?1 ORDER BY s.created_at, s.id";
 
 impl Store {

@@ -219,6 +219,7 @@ fn undo_in(db: &mut impl Sql, session: &SessionId) -> Result<Option<Reverted>> {
     db.run(DELETE_REVERT, &values![revert_id])?;
     let now = format_time(now());
     db.run(TOUCH_SESSION, &values![session.as_str(), now.as_str()])?;
+    super::write::recount_messages(db, session)?;
     Ok(Some(Reverted {
         from_turn,
         messages: count(messages),

@@ -177,7 +177,8 @@ pub(crate) fn append_in(
     conn.prepare_cached(TOUCH_WITH_TAIL)?.execute(params![
         session.as_str(),
         format_time(now),
-        tail.encode()
+        tail.encode(),
+        i64::try_from(messages.len()).unwrap_or(i64::MAX)
     ])?;
     Ok(appended)
 }
@@ -238,7 +239,23 @@ impl Position {
     }
 }
 
-const TOUCH_WITH_TAIL: &str = "UPDATE sessions SET updated_at = ?2, tail_state = ?3 WHERE id = ?1";
+/// Also counts the appended messages: SQLite has no trigger counting inserts (V14; on
+/// PostgreSQL this append is `store/pg/write.rs`'s, where a trigger still counts).
+const TOUCH_WITH_TAIL: &str = "
+    UPDATE sessions SET updated_at = ?2, tail_state = ?3, message_count = message_count + ?4
+    WHERE id = ?1";
+
+const RECOUNT: &str = "
+    UPDATE sessions SET message_count = (SELECT COUNT(*) FROM messages WHERE session_id = ?1)
+    WHERE id = ?1";
+
+/// Sets the session's `message_count` from its rows, on either engine: for the writes that
+/// insert messages other than by an append (an undo, a mend, a fork, a copy), which are
+/// rare and already touch every row they count.
+pub(crate) fn recount_messages(db: &mut impl Sql, session: &SessionId) -> Result<()> {
+    db.run(RECOUNT, &values![session.as_str()])?;
+    Ok(())
+}
 
 /// The row's tail state with what it must match: the session's last seq, and the largest
 /// part id in the database.

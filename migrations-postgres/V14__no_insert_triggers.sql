@@ -1,0 +1,11 @@
+-- The PostgreSQL twin of migrations/V14__no_insert_triggers.sql, which drops SQLite's INSERT
+-- triggers on `messages` and `parts` (a statement journal and a temporary table on every
+-- append there). PostgreSQL keeps its triggers: its statements pay no such price, and the
+-- tail state's shortcut (no part inserted anywhere since the state was written, read as the
+-- largest part id) holds on SQLite, whose writers take turns, but not here, where another
+-- transaction may hold an id below ours and commit after us; the trigger that clears the
+-- state on an insert of a tool part covers that. The count trigger keeps counting the
+-- messages, so PostgreSQL's append adds none itself (store/pg/write.rs). PostgreSQL's
+-- full-text index is a generated column (V11), with no trigger to drop. The statement below
+-- reads no table and writes nothing.
+SELECT 1 WHERE false;
