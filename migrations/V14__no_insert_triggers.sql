@@ -16,8 +16,13 @@
 --   the session's open block (the messages from the last user or assistant message on:
 --   all the pairing check reads), and the store trusts it only when its last seq is the
 --   session's and either no part was inserted since (the largest id is the same) or the
---   block still holds that many parts (`store/write.rs`, `stored_tail`). Updates and
---   deletes of messages and tool parts still clear it through their triggers.
+--   block still holds that many parts (`store/write.rs`, `stored_tail`). The largest id
+--   is the id of the last part the state's own append inserted (SQLite gives a new row the
+--   largest id plus one), so it can only come back after that part was deleted or moved:
+--   the triggers that clear the state on a deleted or changed part now fire for a part of
+--   any kind and for a change of its id. (A part another writer inserts with an id chosen
+--   by hand, below the largest, or with INSERT OR REPLACE over an existing id, passes the
+--   shortcut: a plain INSERT does not.) Updates and deletes of messages still clear it.
 -- * `parts_fts_after_insert` indexed a part inserted at or below the search mark at once:
 --   an id SQLite handed out again after the parts with the largest ids were deleted. Such an
 --   id can no longer fall at or below the mark: deleting an indexed part now brings the mark
@@ -25,6 +30,22 @@
 --   indexes it. (An id another writer chooses by hand, in a gap below the mark, is not
 --   indexed until the index is rebuilt; the store never chooses ids.)
 DROP TRIGGER IF EXISTS sessions_count_message_insert;
+DROP TRIGGER IF EXISTS sessions_tail_part_delete;
+DROP TRIGGER IF EXISTS sessions_tail_part_update;
+
+CREATE TRIGGER sessions_tail_part_delete AFTER DELETE ON parts BEGIN
+    UPDATE sessions SET tail_state = NULL
+    WHERE id = (SELECT session_id FROM messages WHERE id = OLD.message_id)
+      AND tail_state IS NOT NULL;
+END;
+
+CREATE TRIGGER sessions_tail_part_update
+AFTER UPDATE OF id, message_id, ordinal, kind, tool_use_id ON parts BEGIN
+    UPDATE sessions SET tail_state = NULL
+    WHERE id IN (SELECT session_id FROM messages WHERE id IN (OLD.message_id, NEW.message_id))
+      AND tail_state IS NOT NULL;
+END;
+
 DROP TRIGGER IF EXISTS sessions_tail_part_insert;
 DROP TRIGGER IF EXISTS parts_fts_after_insert;
 DROP TRIGGER IF EXISTS parts_fts_after_delete;

@@ -285,6 +285,45 @@ fn a_call_added_to_a_stored_message_with_sql_is_not_trusted_past() {
     assert_tail_states_true(&conn);
 }
 
+/// The state names the largest part id when it was written, the id of its append's last
+/// part: that id only comes back for another part once that part is gone, and deleting a
+/// part of any kind clears the state. Here the session's last part (a text part, so the
+/// block's part count stays the same) is replaced by a call that takes its id.
+#[test]
+fn a_deleted_last_part_whose_id_comes_back_is_seen() {
+    let (_dir, store, path) = temp_store();
+    let session = SessionId::from("s");
+    store.create_session_with_id(&session).expect("create");
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::user("go"),
+                NewMessage::assistant(vec![Part::text("let me think")]),
+            ],
+        )
+        .expect("append");
+    let conn = Connection::open(&path).expect("raw");
+    let last: i64 = conn
+        .query_row("SELECT MAX(id) FROM parts", [], |r| r.get(0))
+        .expect("last part");
+    conn.execute_batch(
+        "DELETE FROM parts WHERE id = (SELECT MAX(id) FROM parts);
+         INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input)
+         SELECT id, 0, 'tool_use', 'c2', 'bash', '{}' FROM messages WHERE session_id = 's' AND seq = 2;",
+    )
+    .expect("foreign delete and insert");
+    let reused: i64 = conn
+        .query_row("SELECT MAX(id) FROM parts", [], |r| r.get(0))
+        .expect("reused id");
+    assert_eq!(reused, last, "SQLite handed out the deleted id again");
+    match refusal(store.append(&session, NewMessage::user("next"))) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, ["c2"]),
+        other => panic!("expected c2 pending, got {other:?}"),
+    }
+    assert_tail_states_true(&conn);
+}
+
 /// The same for a result another writer adds to a tool message of the block, and for a part
 /// added to a message before the block (which the check does not read: the state stays
 /// trusted, and right).
