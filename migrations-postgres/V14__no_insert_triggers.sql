@@ -1,11 +1,17 @@
 -- The PostgreSQL twin of migrations/V14__no_insert_triggers.sql, which drops SQLite's INSERT
 -- triggers on `messages` and `parts` (a statement journal and a temporary table on every
--- append there). PostgreSQL keeps its triggers: its statements pay no such price, and the
--- tail state's shortcut (no part inserted anywhere since the state was written, read as the
--- largest part id) holds on SQLite, whose writers take turns, but not here, where another
--- transaction may hold an id below ours and commit after us; the trigger that clears the
--- state on an insert of a tool part covers that. The count trigger keeps counting the
--- messages, so PostgreSQL's append adds none itself (store/pg/write.rs). PostgreSQL's
--- full-text index is a generated column (V11), with no trigger to drop. The statement below
--- reads no table and writes nothing.
-SELECT 1 WHERE false;
+-- append there). Here only the message count's INSERT trigger goes, so that one append,
+-- written once for both engines (store/write.rs, `append_in`), counts its own messages in
+-- the UPDATE of the session row it already runs, as on SQLite; the store's rarer inserts of
+-- messages (undo, mend, fork, copy) count the session again. The count's DELETE and move
+-- triggers stay, and so does the clearing of the tail state they do. The tail state needs
+-- no clearing on an inserted message: the store trusts it only when its last seq is the
+-- session's `MAX(seq)`.
+--
+-- PostgreSQL keeps its trigger that clears the tail state on an insert of a tool part
+-- (`sessions_tail_part_insert`): the tail state's shortcut (no part inserted anywhere since
+-- the state was written, read as the largest part id) holds on SQLite, whose writers take
+-- turns, but not here, where another transaction may hold an id below ours and commit after
+-- us; that trigger covers it. PostgreSQL's full-text index is a generated column (V11), with
+-- no trigger to drop.
+DROP TRIGGER IF EXISTS sessions_count_message_insert ON messages;

@@ -10,7 +10,8 @@
 --   makes of the session row (appends), or counts the session again (undo, mend, fork,
 --   copy); the session list checks the count against the seqs (store/read.rs) and counts
 --   the rows of a session where another writer inserted messages. Deletes and moves keep
---   their triggers.
+--   their triggers. PostgreSQL's V14 drops its twin of this trigger too: the append is
+--   written once for both engines (store/write.rs).
 -- * `sessions_tail_part_insert` cleared the tail state when a tool part was inserted. The
 --   state now names the largest part id when it was written and the number of parts in
 --   the session's open block (the messages from the last user or assistant message on:

@@ -511,7 +511,7 @@ impl Store {
             return Err(Error::SessionExists(session.clone()));
         }
         if let Some(pg) = self.postgres() {
-            return pg.write_session_rows(rows);
+            return pg.write_session_rows(session, rows);
         }
         self.write(|tx| {
             write_sqlite(tx, rows)?;

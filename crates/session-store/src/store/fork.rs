@@ -118,7 +118,11 @@ impl Store {
         if let Some(pg) = self.postgres() {
             return pg.fork(source, at_turn);
         }
-        self.write(|tx| fork_in(tx, source, at_turn))
+        self.write(|tx| {
+            fork_in(&mut &**tx, source, at_turn, |db, table| {
+                columns_of(db, table)
+            })
+        })
     }
 
     /// Every session with its place in the fork tree, depth first: each root (a session
@@ -142,15 +146,20 @@ impl Store {
     }
 }
 
-/// [`Store::fork`] inside the caller's transaction.
-fn fork_in(conn: &Connection, source: &SessionId, at_turn: i64) -> Result<Forked> {
-    let mut db = conn;
-    let copied = fork_rows(&mut db, source, at_turn, |db, table| columns_of(db, table))?;
-    let walk = Walk::resume(tail_of(&mut &*conn, &copied.id)?.resume);
+/// [`Store::fork`] inside the caller's transaction, on either engine: [`fork_rows`] with the
+/// engine's column lists, then tombstones for the calls pending at the cut.
+pub(crate) fn fork_in<D: Sql>(
+    db: &mut D,
+    source: &SessionId,
+    at_turn: i64,
+    columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
+) -> Result<Forked> {
+    let copied = fork_rows(db, source, at_turn, columns)?;
+    let walk = Walk::resume(tail_of(db, &copied.id)?.resume);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
         tombstoned = answered_by(&message);
-        append_in(conn, &copied.id, &[message])?;
+        append_in(db, &copied.id, &[message])?;
     }
     Ok(copied.forked(source, at_turn, tombstoned))
 }

@@ -9,9 +9,8 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{params, Connection, OptionalExtension};
-
-use super::rows::{load_messages, Range};
+use super::rows::Range;
+use super::sql::{values, Sql};
 use crate::error::{Error, Result};
 use crate::model::{Appended, NewMessage, SessionId};
 
@@ -19,16 +18,18 @@ const STORED_KEY: &str = "
     SELECT m.id, m.seq, m.turn_index FROM idempotency_keys k JOIN messages m ON m.id = k.message_id
     WHERE k.session_id = ?1 AND k.key = ?2";
 
-/// `OR REPLACE`: a key row whose message another writer deleted without the cascade is stale.
-const RECORD_KEY: &str =
-    "INSERT OR REPLACE INTO idempotency_keys (session_id, key, message_id) VALUES (?1, ?2, ?3)";
+/// An upsert: a key row whose message another writer deleted without the cascade is stale,
+/// and names the new message instead.
+const RECORD_KEY: &str = "
+    INSERT INTO idempotency_keys (session_id, key, message_id) VALUES (?1, ?2, ?3)
+    ON CONFLICT (session_id, key) DO UPDATE SET message_id = excluded.message_id";
 
 /// The messages at the start of `messages` whose keys the session already stores, as they
 /// were stored. Fails with [`Error::IdempotencyConflict`] when a stored key names a message
 /// with other content, when a replayed message follows a new one, or when one key appears
-/// twice in the batch.
+/// twice in the batch. On either engine.
 pub(crate) fn replayed(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
@@ -43,7 +44,6 @@ pub(crate) fn replayed(
     let mut seen = HashSet::new();
     let mut replayed = Vec::new();
     let mut new_seen = false;
-    let mut stmt = conn.prepare_cached(STORED_KEY)?;
     for message in messages {
         let Some(key) = message.idempotency_key.as_deref() else {
             new_seen = true;
@@ -52,15 +52,14 @@ pub(crate) fn replayed(
         if !seen.insert(key) {
             return Err(conflict(key, "appears twice in one append"));
         }
-        let stored = stmt
-            .query_row(params![session.as_str(), key], |row| {
-                Ok(Appended {
-                    id: row.get(0)?,
-                    seq: row.get(1)?,
-                    turn_index: row.get(2)?,
-                })
-            })
-            .optional()?;
+        let stored = db
+            .int_rows(STORED_KEY, &values![session.as_str(), key])?
+            .first()
+            .map(|&[id, seq, turn_index]| Appended {
+                id,
+                seq,
+                turn_index,
+            });
         match stored {
             None => new_seen = true,
             Some(_) if new_seen => {
@@ -70,7 +69,7 @@ pub(crate) fn replayed(
                 ))
             }
             Some(stored) => {
-                if !same_content(conn, session, &stored, message)? {
+                if !same_content(db, session, &stored, message)? {
                     return Err(conflict(key, "already names a message with other content"));
                 }
                 replayed.push(stored);
@@ -82,32 +81,27 @@ pub(crate) fn replayed(
 
 /// True when the stored message has the role and parts of `message`.
 fn same_content(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     stored: &Appended,
     message: &NewMessage,
 ) -> Result<bool> {
-    let turn = load_messages(
-        conn,
-        session,
-        Range::Turns(stored.turn_index, stored.turn_index),
-    )?;
+    let turn = db.load_messages(session, Range::Turns(stored.turn_index, stored.turn_index))?;
     Ok(turn
         .iter()
         .find(|m| m.id == stored.id)
         .is_some_and(|m| m.role == message.role && m.parts == message.parts))
 }
 
-/// Records the key of a message just stored as `message_id`, if it has one.
+/// Records the key of a message just stored as `message_id`, if it has one. On either engine.
 pub(crate) fn record(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     message: &NewMessage,
     message_id: i64,
 ) -> Result<()> {
     if let Some(key) = &message.idempotency_key {
-        conn.prepare_cached(RECORD_KEY)?
-            .execute(params![session.as_str(), key, message_id])?;
+        db.run(RECORD_KEY, &values![session.as_str(), key, message_id])?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Read, Seek};
 
 use rusqlite::{params, Connection};
 
+use super::sql::{values, Sql};
 use super::write::append_in;
 use super::{format_time, now, Store};
 use crate::error::Result;
@@ -24,18 +25,25 @@ impl Store {
     /// Pairs with the importers in [`crate::import_transcript`], whose output it accepts as is:
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
-        if let Some(pg) = self.postgres() {
-            return pg.import_session(&messages);
-        }
         let id = SessionId::random();
-        self.write(|tx| {
-            tx.prepare_cached(INSERT_SESSION)?
-                .execute(params![id.as_str(), format_time(now())])?;
-            append_in(tx, &id, &messages)?;
-            Ok(())
-        })?;
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| import_session_in(tx, &id, &messages))?,
+            None => self.write(|tx| import_session_in(&mut &**tx, &id, &messages))?,
+        };
         Ok(id)
     }
+}
+
+/// [`Store::import_session`] in the caller's write transaction, on either engine.
+fn import_session_in(
+    db: &mut impl Sql,
+    id: &SessionId,
+    messages: &[NewMessage],
+) -> Result<Vec<Appended>> {
+    let now = format_time(now());
+    db.run(INSERT_SESSION, &values![id.as_str(), now.as_str()])?;
+    db.lock_session(id)?;
+    append_in(db, id, messages)
 }
 
 /// What [`Store::import`] created.
@@ -194,7 +202,7 @@ impl ImportTarget for Sqlite<'_> {
     }
 
     fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
-        append_in(self.0, session, messages)
+        append_in(&mut self.0, session, messages)
     }
 
     fn compact(&mut self, session: &SessionId, c: &Compaction<'_>) -> Result<()> {

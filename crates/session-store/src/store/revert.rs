@@ -12,7 +12,6 @@
 //! search-index entries need no copy: deleting the live parts drops them (the index triggers
 //! fire on the cascade) and an undo's insert adds them again, so only live rows are found.
 
-use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::sql::{values, Sql};
@@ -252,8 +251,8 @@ fn require_covered_head(db: &mut impl Sql, session: &SessionId, turn: i64) -> Re
 
 /// Deletes for good what earlier reverts of the session set aside; the write path calls it
 /// on every append, which ends the chance to undo them.
-pub(crate) fn forget_reverts(conn: &Connection, session: &SessionId) -> Result<()> {
-    conn.prepare_cached(FORGET_REVERTS)?
-        .execute([session.as_str()])?;
+/// On either engine.
+pub(crate) fn forget_reverts(db: &mut impl Sql, session: &SessionId) -> Result<()> {
+    db.run(FORGET_REVERTS, &values![session.as_str()])?;
     Ok(())
 }

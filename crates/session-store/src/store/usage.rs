@@ -5,9 +5,10 @@
 //! `usage` is set; importers fill it where the source recorded it. Counts the source did not
 //! report stay NULL, and a sum over NULLs only is `None`, never a made-up 0.
 
-use rusqlite::{params, Connection, Row};
+use rusqlite::{params, Row};
 use serde::{Deserialize, Serialize};
 
+use super::sql::{values, Sql};
 use super::write::require_session;
 use super::Store;
 use crate::error::Result;
@@ -17,20 +18,23 @@ const INSERT_USAGE: &str = "
     INSERT INTO usage (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-/// Stores what message `message_id` cost; nothing for an empty [`Usage`].
-pub(crate) fn insert_usage(conn: &Connection, message_id: i64, usage: &Usage) -> Result<()> {
+/// Stores what message `message_id` cost, on either engine; nothing for an empty [`Usage`].
+pub(crate) fn insert_usage(db: &mut impl Sql, message_id: i64, usage: &Usage) -> Result<()> {
     if usage.is_empty() {
         return Ok(());
     }
     let count = |n: Option<u64>| n.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
-    conn.prepare_cached(INSERT_USAGE)?.execute(params![
-        message_id,
-        usage.model,
-        count(usage.input_tokens),
-        count(usage.output_tokens),
-        count(usage.cache_read_tokens),
-        count(usage.cache_write_tokens),
-    ])?;
+    db.run(
+        INSERT_USAGE,
+        &values![
+            message_id,
+            usage.model.as_deref(),
+            count(usage.input_tokens),
+            count(usage.output_tokens),
+            count(usage.cache_read_tokens),
+            count(usage.cache_write_tokens),
+        ],
+    )?;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! The write path: sessions are created, and messages appended, only through checks that keep
 //! every tool_use paired with its result.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 
 use super::rows::insert_message;
 use super::sql::{int_at, text_at, values, Sql, Value};
@@ -23,20 +23,10 @@ impl Store {
 
     /// Creates a session with the caller's id; [`Error::SessionExists`] if it is taken.
     pub fn create_session_with_id(&self, id: &SessionId) -> Result<()> {
-        if let Some(pg) = self.postgres() {
-            return pg.create_session_with_id(id);
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| create_session_in(tx, id)),
+            None => self.write(|tx| create_session_in(&mut &**tx, id)),
         }
-        self.write(|tx| {
-            let now = format_time(now());
-            let inserted = tx.execute(
-                "INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2) ON CONFLICT (id) DO NOTHING",
-                params![id.as_str(), now],
-            )?;
-            if inserted == 0 {
-                return Err(Error::SessionExists(id.clone()));
-            }
-            Ok(())
-        })
     }
 
     /// Appends one message, assigning its `seq` and `turn_index`.
@@ -59,10 +49,13 @@ impl Store {
         session: &SessionId,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
-        if let Some(pg) = self.postgres() {
-            return pg.append_batch(session, &messages);
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| {
+                tx.lock_session(session)?;
+                append_in(tx, session, &messages)
+            }),
+            None => self.write(|tx| append_in(&mut &**tx, session, &messages)),
         }
-        self.write(|tx| append_in(tx, session, &messages))
     }
 
     /// Answers every pending tool_use of the session with a tombstone result (`is_error = 1`,
@@ -72,47 +65,68 @@ impl Store {
     /// Call it when a turn is interrupted between storing the assistant message and storing
     /// the results, and on start-up for sessions a crash left pending.
     pub fn cancel_pending(&self, session: &SessionId, reason: &str) -> Result<Vec<String>> {
-        if let Some(pg) = self.postgres() {
-            return pg.cancel_pending(session, reason);
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| cancel_in(tx, session, reason)),
+            None => self.write(|tx| cancel_in(&mut &**tx, session, reason)),
         }
-        self.write(|tx| {
-            let position = stored_tail(&mut &**tx, session)?;
-            let walk = Walk::resume(position.resume);
-            let Some(message) = pairing::tombstones(&walk, reason) else {
-                return Ok(Vec::new());
-            };
-            let ids = message
-                .parts
-                .iter()
-                .filter_map(Part::answers)
-                .map(str::to_owned)
-                .collect();
-            append_in(tx, session, &[message])?;
-            Ok(ids)
-        })
     }
 
     /// The tool_uses of the session still waiting for a result, in part order.
     pub fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
-        if let Some(pg) = self.postgres() {
-            return pg.pending_tool_uses(session);
+        match self.postgres() {
+            Some(pg) => pg.read(|tx| pending_in(tx, session)),
+            None => self.read(|conn| pending_in(&mut &*conn, session)),
         }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            pending_of(conn, session)
-        })
     }
 }
 
-/// Validates `messages` against the session's tail, then inserts them; the caller owns the
-/// transaction.
+const CREATE_SESSION: &str = "
+    INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2)
+    ON CONFLICT (id) DO NOTHING";
+
+/// [`Store::create_session_with_id`] in the caller's write transaction, on either engine.
+fn create_session_in(db: &mut impl Sql, id: &SessionId) -> Result<()> {
+    let now = format_time(now());
+    if db.run(CREATE_SESSION, &values![id.as_str(), now.as_str()])? == 0 {
+        return Err(Error::SessionExists(id.clone()));
+    }
+    Ok(())
+}
+
+/// [`Store::cancel_pending`] in the caller's write transaction, on either engine.
+fn cancel_in(db: &mut impl Sql, session: &SessionId, reason: &str) -> Result<Vec<String>> {
+    db.lock_session(session)?;
+    let position = stored_tail(db, session)?;
+    let walk = Walk::resume(position.resume);
+    let Some(message) = pairing::tombstones(&walk, reason) else {
+        return Ok(Vec::new());
+    };
+    let ids = message
+        .parts
+        .iter()
+        .filter_map(Part::answers)
+        .map(str::to_owned)
+        .collect();
+    append_in(db, session, &[message])?;
+    Ok(ids)
+}
+
+/// [`Store::pending_tool_uses`] in the caller's read snapshot, on either engine.
+fn pending_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<String>> {
+    db.require_session(session)?;
+    Ok(Walk::resume(tail_of(db, session)?.resume).pending())
+}
+
+/// Validates `messages` against the session's tail, then inserts them, on either engine; the
+/// caller owns the transaction (on PostgreSQL it holds the session's row lock,
+/// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
 pub(crate) fn append_in(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
     // The session's row (or `UnknownSession`) with the tail it keeps.
-    let mut position = stored_tail(&mut &*conn, session)?;
+    let mut position = stored_tail(db, session)?;
     if messages.is_empty() {
         return Err(Error::Refused {
             session: session.clone(),
@@ -121,7 +135,7 @@ pub(crate) fn append_in(
         });
     }
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
-    let replayed = super::idempotency::replayed(conn, session, messages)?;
+    let replayed = super::idempotency::replayed(db, session, messages)?;
     if replayed.len() == messages.len() {
         return Ok(replayed);
     }
@@ -133,7 +147,7 @@ pub(crate) fn append_in(
         reason,
     };
     let mut resume = std::mem::take(&mut position.resume);
-    resume.taken = used_tool_use_ids(conn, session, messages)?;
+    resume.taken = used_tool_use_ids(db, session, messages)?;
     let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
         pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
@@ -141,7 +155,7 @@ pub(crate) fn append_in(
     // An append ends the chance to undo earlier reverts of the session (a state the row
     // kept proves there are none: a revert clears it, and only an append writes it).
     if !position.from_stored_state {
-        super::revert::forget_reverts(conn, session)?;
+        super::revert::forget_reverts(db, session)?;
     }
     let now = now();
     let mut appended = replayed;
@@ -154,7 +168,7 @@ pub(crate) fn append_in(
         }
         let created_at = format_time(message.created_at.unwrap_or(now));
         let id = insert_message(
-            &mut &*conn,
+            db,
             session,
             position.last_seq,
             turn_index,
@@ -162,24 +176,28 @@ pub(crate) fn append_in(
             &created_at,
         )?;
         if let Some(usage) = &message.usage {
-            super::usage::insert_usage(conn, id, usage)?;
+            super::usage::insert_usage(db, id, usage)?;
         }
-        super::idempotency::record(conn, session, message, id)?;
+        super::idempotency::record(db, session, message, id)?;
         appended.push(Appended {
             id,
             seq: position.last_seq,
             turn_index,
         });
     }
-    // The message inserts' trigger cleared the row's tail state; the walk that checked the
-    // append states the new one.
-    let tail = position.after(&walk, messages);
-    conn.prepare_cached(TOUCH_WITH_TAIL)?.execute(params![
-        session.as_str(),
-        format_time(now),
-        tail.encode(),
-        i64::try_from(messages.len()).unwrap_or(i64::MAX)
-    ])?;
+    // The walk that checked the append states the new tail; no trigger counts the inserted
+    // messages (V14 on both engines), this UPDATE does.
+    let tail = position.after(&walk, messages).encode();
+    let now = format_time(now);
+    db.run(
+        TOUCH_WITH_TAIL,
+        &values![
+            session.as_str(),
+            now.as_str(),
+            tail.as_str(),
+            i64::try_from(messages.len()).unwrap_or(i64::MAX)
+        ],
+    )?;
     Ok(appended)
 }
 
@@ -239,8 +257,7 @@ impl Position {
     }
 }
 
-/// Also counts the appended messages: SQLite has no trigger counting inserts (V14; on
-/// PostgreSQL this append is `store/pg/write.rs`'s, where a trigger still counts).
+/// Also counts the appended messages: no trigger counts inserts (V14, on both engines).
 const TOUCH_WITH_TAIL: &str = "
     UPDATE sessions SET updated_at = ?2, tail_state = ?3, message_count = message_count + ?4
     WHERE id = ?1";
@@ -409,21 +426,54 @@ const TOOL_USE_ID_TAKEN: &str = "
     SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
     WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 LIMIT 1";
 
-/// The tool_use ids of `messages` that the session already uses.
+/// How many ids [`TOOL_USE_IDS_TAKEN`] asks about at once (the unused ones bound to NULL,
+/// which matches nothing), so that a batch of many calls (an import) costs one statement per
+/// this many, and the statement's text stays one.
+const IDS_AT_ONCE: usize = 32;
+
+/// [`TOOL_USE_ID_TAKEN`] for [`IDS_AT_ONCE`] ids (`?2` to `?33`).
+const TOOL_USE_IDS_TAKEN: &str = "
+    SELECT DISTINCT p.tool_use_id FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+        ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
+      AND p.kind = 'tool_use' AND m.session_id = ?1";
+
+/// The tool_use ids of `messages` that the session already uses, in the messages' order. A
+/// few ids (an append's usual calls) are asked one by one, each an index probe; more, in
+/// groups of [`IDS_AT_ONCE`].
 fn used_tool_use_ids(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare_cached(TOOL_USE_ID_TAKEN)?;
-    let mut used = Vec::new();
-    for id in messages
+    let ids: Vec<&str> = messages
         .iter()
         .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
-    {
-        if stmt.exists(params![id, session.as_str()])? {
-            used.push(id.to_owned());
+        .collect();
+    if ids.len() < 4 {
+        let mut used = Vec::new();
+        for id in ids {
+            if db
+                .optional_int(TOOL_USE_ID_TAKEN, &values![id, session.as_str()])?
+                .is_some()
+            {
+                used.push(id.to_owned());
+            }
         }
+        return Ok(used);
     }
-    Ok(used)
+    let mut taken = std::collections::HashSet::new();
+    for group in ids.chunks(IDS_AT_ONCE) {
+        let mut params = [Value::Text(None); IDS_AT_ONCE + 1];
+        params[0] = Value::from(session.as_str());
+        for (param, id) in params[1..].iter_mut().zip(group) {
+            *param = Value::from(*id);
+        }
+        taken.extend(texts(db, TOOL_USE_IDS_TAKEN, &params)?);
+    }
+    Ok(ids
+        .into_iter()
+        .filter(|id| taken.contains(*id))
+        .map(str::to_owned)
+        .collect())
 }

@@ -50,7 +50,8 @@ impl PgStore {
         })
     }
 
-    pub(crate) fn write_session_rows(&self, rows: &SessionRows) -> Result<()> {
+    /// Writes `session`'s rows and counts its messages (no trigger counts inserts: V14).
+    pub(crate) fn write_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
         self.write(|tx| {
             let mut ids = IdMap::default();
             for (table, table_rows) in TABLES.iter().zip(rows) {
@@ -84,7 +85,7 @@ impl PgStore {
                     }
                 }
             }
-            Ok(())
+            crate::store::write::recount_messages(tx, session)
         })
     }
 }

@@ -1,17 +1,14 @@
-//! Fork and lineage on PostgreSQL. The fork is `store/fork.rs`'s `fork_rows`, written once
+//! Fork and lineage on PostgreSQL. The fork is `store/fork.rs`'s `fork_in`, written once
 //! over the engine seam (`Sql`); here are only what PostgreSQL says its own way: the column
 //! lists (`pg_attribute` for the table the search path finds, as SQLite's come from
 //! `pragma_table_info`, so columns later migrations add are copied too; generated columns,
-//! V11's `parts.search_document`, are left out: the server computes them), the tombstones
-//! through this backend's append path, and the lineage query (ids ordered as bytes).
+//! V11's `parts.search_document`, are left out: the server computes them), and the lineage
+//! query (ids ordered as bytes).
 
-use super::write::{append_in, tail_of};
 use super::{PgStore, Tx};
 use crate::error::Result;
-use crate::history::grammar::Walk;
-use crate::history::{pairing, texts};
 use crate::model::SessionId;
-use crate::store::fork::{answered_by, fork_rows, tree};
+use crate::store::fork::{fork_in, tree};
 use crate::store::{Forked, Lineage};
 
 /// `store/fork.rs`'s order, ids compared as SQLite compares them (bytes).
@@ -27,16 +24,7 @@ impl PgStore {
     /// `Store::fork` on PostgreSQL: one transaction that holds the source's row lock (no
     /// append to it runs meanwhile) and the new session's.
     pub(crate) fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
-        self.write(|tx| {
-            let copied = fork_rows(tx, source, at_turn, columns)?;
-            let walk = Walk::resume(tail_of(tx, &copied.id)?.resume);
-            let mut tombstoned = Vec::new();
-            if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
-                tombstoned = answered_by(&message);
-                append_in(tx, &copied.id, &[message])?;
-            }
-            Ok(copied.forked(source, at_turn, tombstoned))
-        })
+        self.write(|tx| fork_in(tx, source, at_turn, columns))
     }
 
     /// `Store::lineage` on PostgreSQL.

@@ -96,5 +96,3 @@ pub(crate) fn load_for_check(
     }
     decode(tx, SELECT_FOR_CHECK, &[&session.as_str()])
 }
-
-pub(crate) use crate::store::rows::insert_message;
