@@ -513,6 +513,54 @@ fn a_copy_between_any_two_backends_reads_back_the_same() -> Result<()> {
     Ok(())
 }
 
+/// `sessions.message_count` is kept by the store's own writes since V14 (no trigger counts an
+/// inserted message on either engine): an append that forgot to count, or a rarer insert
+/// (undo, fork, import, mend, copy) that forgot to recount, would list a wrong count.
+#[test]
+fn every_write_keeps_the_message_count_on_every_backend() -> Result<()> {
+    const OFF: &str = "SELECT COUNT(*) FROM sessions s
+        WHERE s.message_count <> (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)";
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[1, 2])?;
+        ensure!(b.count(OFF) == 0, "append_batch");
+        store.append(&session, NewMessage::user("more").at(t(5)))?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::tool_use("open", "read", json!({}))]).at(t(5)),
+        )?;
+        ensure!(b.count(OFF) == 0, "append");
+        let forked = store.fork(&session, 2)?;
+        ensure!(b.count(OFF) == 0, "fork");
+        store.cancel_pending(&session, "stopped")?;
+        ensure!(b.count(OFF) == 0, "cancel");
+        store.revert_to_turn(&session, 1)?;
+        ensure!(b.count(OFF) == 0, "revert");
+        store.undo_revert(&session)?;
+        ensure!(b.count(OFF) == 0, "undo");
+        let imported = store.import_session(turn("imp", 3, 7))?;
+        ensure!(b.count(OFF) == 0, "import");
+        b.exec(BROKEN);
+        store.repair_session(&SessionId::new("broken"), &RepairOptions::default())?;
+        ensure!(b.count(OFF) == 0, "mend");
+        for dest in backends() {
+            store.copy_to(&dest.store, &[])?;
+            ensure!(dest.count(OFF) == 0, "copy to {}", dest.name);
+        }
+        let count = |id: &SessionId| -> Result<i64> {
+            Ok(store.session(id)?.context("listed")?.message_count)
+        };
+        Ok([
+            count(&session)?,
+            count(&forked.id)?,
+            count(&imported)?,
+            count(&SessionId::new("broken"))?,
+        ])
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
 /// One turn with `n % 3` tool calls at a fixed time, for other test modules.
 pub fn turn_for_tests(n: u32) -> Vec<NewMessage> {
     turn(&format!("cli{n}"), (n % 3) as usize, n)
