@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use session_store::{NewMessage, Part, Role, Store};
 
+use crate::util::database_at;
+
 const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 const KINDS: [&str; 10] = [
     "text",
@@ -34,39 +36,12 @@ fn fresh(dir: &Path) -> PathBuf {
 /// A database as the last build before V13 left it: V1..V12 applied, with their history
 /// rows, and a session of raw rows holding every role and every part kind.
 fn at_v12(dir: &Path) -> PathBuf {
-    let current = fresh(dir);
-    let old = dir.join("v12.db");
-    let conn = Connection::open(&old).expect("create");
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;")
-        .expect("pragmas");
-    for sql in [
-        include_str!("../migrations/V1__initial_schema.sql"),
-        include_str!("../migrations/V2__turns_compaction_revert.sql"),
-        include_str!("../migrations/V3__thinking_latch.sql"),
-        include_str!("../migrations/V4__repair_log_and_forensic_views.sql"),
-        include_str!("../migrations/V5__dangling_outside_assistant_and_idless_calls.sql"),
-        include_str!("../migrations/V6__view_definitions.sql"),
-        include_str!("../migrations/V7__part_kinds_model_title.sql"),
-        include_str!("../migrations/V8__fork_usage_search.sql"),
-        include_str!("../migrations/V9__idempotency_keys_thinking_mark_tool_use_index.sql"),
-        include_str!("../migrations/V10__session_tail_state.sql"),
-        include_str!("../migrations/V11__search_index.sql"),
-        include_str!("../migrations/V12__search_index_deferred.sql"),
-    ] {
-        conn.execute_batch(sql).expect("old migration");
-    }
+    let (old, conn) = database_at(dir, "v12.db", 12);
     conn.execute(
-        "ATTACH DATABASE ?1 AS current",
-        [current.to_str().expect("utf-8")],
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+        [],
     )
-    .expect("attach");
-    conn.execute_batch(
-        "CREATE TABLE refinery_schema_history AS
-             SELECT * FROM current.refinery_schema_history WHERE version <= 12;
-         DETACH DATABASE current;
-         INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');",
-    )
-    .expect("history");
+    .expect("session");
     for (seq, role) in ROLES.iter().enumerate() {
         conn.execute(
             "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)

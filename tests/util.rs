@@ -32,6 +32,50 @@ pub fn settle(path: &Path) {
 }
 
 /// A raw read-only connection beside the store's pool.
+/// The shipped migrations, in order (index 0 is V1), as an older build applied them.
+const SHIPPED_MIGRATIONS: [&str; 12] = [
+    include_str!("../migrations/V1__initial_schema.sql"),
+    include_str!("../migrations/V2__turns_compaction_revert.sql"),
+    include_str!("../migrations/V3__thinking_latch.sql"),
+    include_str!("../migrations/V4__repair_log_and_forensic_views.sql"),
+    include_str!("../migrations/V5__dangling_outside_assistant_and_idless_calls.sql"),
+    include_str!("../migrations/V6__view_definitions.sql"),
+    include_str!("../migrations/V7__part_kinds_model_title.sql"),
+    include_str!("../migrations/V8__fork_usage_search.sql"),
+    include_str!("../migrations/V9__idempotency_keys_thinking_mark_tool_use_index.sql"),
+    include_str!("../migrations/V10__session_tail_state.sql"),
+    include_str!("../migrations/V11__search_index.sql"),
+    include_str!("../migrations/V12__search_index_deferred.sql"),
+];
+
+/// A database at `dir/name` as an older build left it at `version` (1 to 12): V1..V`version`
+/// applied, with the history rows this build records for them (copied from a fresh
+/// database), and none of the views a later build adds. Returns it open (WAL), for the
+/// caller to write rows before `Store::open` migrates it.
+pub fn database_at(dir: &Path, name: &str, version: usize) -> (PathBuf, Connection) {
+    let current = dir.join(format!("{name}.current.db"));
+    drop(Store::open(&current).expect("a current database"));
+    let path = dir.join(name);
+    let conn = Connection::open(&path).expect("create");
+    conn.execute_batch("PRAGMA journal_mode = WAL")
+        .expect("wal");
+    for sql in &SHIPPED_MIGRATIONS[..version] {
+        conn.execute_batch(sql).expect("old migration");
+    }
+    conn.execute(
+        "ATTACH DATABASE ?1 AS current",
+        [current.to_str().expect("utf-8")],
+    )
+    .expect("attach");
+    conn.execute_batch(&format!(
+        "CREATE TABLE refinery_schema_history AS
+             SELECT * FROM current.refinery_schema_history WHERE version <= {version};
+         DETACH DATABASE current;"
+    ))
+    .expect("history");
+    (path, conn)
+}
+
 pub fn raw(path: &Path) -> Connection {
     Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).expect("raw connection")
 }

@@ -436,29 +436,7 @@ fn a_v5_database_gets_this_builds_views_with_v6() {
     let current = fresh(dir.path());
     let old = dir.path().join("v5.db");
     {
-        let conn = Connection::open(&old).expect("create");
-        conn.execute_batch("PRAGMA journal_mode = WAL")
-            .expect("wal");
-        for sql in [
-            include_str!("../migrations/V1__initial_schema.sql"),
-            include_str!("../migrations/V2__turns_compaction_revert.sql"),
-            include_str!("../migrations/V3__thinking_latch.sql"),
-            include_str!("../migrations/V4__repair_log_and_forensic_views.sql"),
-            include_str!("../migrations/V5__dangling_outside_assistant_and_idless_calls.sql"),
-        ] {
-            conn.execute_batch(sql).expect("old migration");
-        }
-        conn.execute(
-            "ATTACH DATABASE ?1 AS current",
-            [current.to_str().expect("utf-8")],
-        )
-        .expect("attach");
-        conn.execute_batch(
-            "CREATE TABLE refinery_schema_history AS
-                 SELECT * FROM current.refinery_schema_history WHERE version <= 5;
-             DETACH DATABASE current;",
-        )
-        .expect("history");
+        let (_, conn) = crate::util::database_at(dir.path(), "v5.db", 5);
         session(
             &conn,
             "idless",
