@@ -11,7 +11,7 @@ use serde_json::json;
 use session_store::RepairOptions;
 use session_store::{
     check_anthropic, check_openai, CompactionOutcome, Error, ExportOptions, NewMessage, Part,
-    Provider, Reverted, Role, SessionId,
+    Provider, Refusal, Reverted, Role, SessionId,
 };
 
 use crate::backends::{backends, Backend};
@@ -556,6 +556,69 @@ fn every_write_keeps_the_message_count_on_every_backend() -> Result<()> {
             count(&imported)?,
             count(&SessionId::new("broken"))?,
         ])
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+/// The append asks which of a batch's call ids the session already uses one by one for a
+/// few calls and in groups of 32 for more: a stored id in any place of a long batch (the
+/// first group, past it, or the last one of a group) is refused the same on every backend,
+/// and fresh ids pass.
+#[test]
+fn a_reused_call_id_is_found_in_batches_of_any_length_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let session = session_of(b, &[2])?;
+        let mut refusals = Vec::new();
+        for (calls, at) in [
+            (1, 0),
+            (3, 2),
+            (5, 4),
+            (40, 0),
+            (40, 31),
+            (40, 35),
+            (64, 63),
+        ] {
+            let ids: Vec<String> = (0..calls)
+                .map(|i| {
+                    if i == at {
+                        "t0_1".to_owned()
+                    } else {
+                        format!("n{calls}_{i}")
+                    }
+                })
+                .collect();
+            let batch = vec![
+                NewMessage::user("go").at(t(9)),
+                NewMessage::assistant(
+                    ids.iter()
+                        .map(|id| Part::tool_use(id.as_str(), "read", json!({})))
+                        .collect(),
+                )
+                .at(t(9)),
+            ];
+            match b.store.append_batch(&session, batch) {
+                Err(Error::Refused {
+                    index: 1,
+                    reason: Refusal::DuplicateToolUseId { id },
+                    ..
+                }) if id == "t0_1" => refusals.push((calls, at)),
+                other => anyhow::bail!("{calls} calls, reused at {at}: {other:?}"),
+            }
+        }
+        // The same long batch with fresh ids only is stored.
+        let fresh: Vec<Part> = (0..40)
+            .map(|i| Part::tool_use(format!("f{i}"), "read", json!({})))
+            .collect();
+        b.store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("go").at(t(9)),
+                NewMessage::assistant(fresh).at(t(9)),
+            ],
+        )?;
+        ensure!(b.store.pending_tool_uses(&session)?.len() == 40);
+        Ok(refusals)
     })?;
     all_equal(&results);
     Ok(())
