@@ -155,7 +155,7 @@ pub(crate) fn fork_in<D: Sql>(
     columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
 ) -> Result<Forked> {
     let copied = fork_rows(db, source, at_turn, columns)?;
-    let walk = Walk::resume(tail_of(db, &copied.id)?.resume);
+    let walk = Walk::resume(tail_of(db, &copied.id)?);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
         tombstoned = answered_by(&message);

@@ -114,7 +114,7 @@ fn cancel_in(db: &mut impl Sql, session: &SessionId, reason: &str) -> Result<Vec
 /// [`Store::pending_tool_uses`] in the caller's read snapshot, on either engine.
 fn pending_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<String>> {
     db.require_session(session)?;
-    Ok(Walk::resume(tail_of(db, session)?.resume).pending())
+    Ok(Walk::resume(tail_of(db, session)?).pending())
 }
 
 /// Validates `messages` against the session's tail, then inserts them, on either engine; the
@@ -203,7 +203,7 @@ pub(crate) fn append_in(
 
 /// The calls of a session still waiting for a result, in part order.
 pub(crate) fn pending_of(conn: &Connection, session: &SessionId) -> Result<Vec<String>> {
-    Ok(Walk::resume(tail_of(&mut &*conn, session)?.resume).pending())
+    Ok(Walk::resume(tail_of(&mut &*conn, session)?).pending())
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
@@ -229,8 +229,8 @@ pub(crate) struct Position {
     /// The largest part id in the database before the append.
     pub(crate) parts_max: i64,
     /// Whether this came from the state the session row keeps, which only an append writes
-    /// and every revert and undo clears: then no revert of the session is waiting for an
-    /// undo, and the append has none to forget.
+    /// and every revert, undo and mend clears: then no revert of the session is waiting for
+    /// an undo, and the append has none to forget.
     pub(crate) from_stored_state: bool,
 }
 
@@ -294,11 +294,11 @@ const BLOCK_PARTS: &str = "
 /// [`tail_of`] (a session written before V14, or changed by code that bypasses the store;
 /// the append writes the state back).
 ///
-/// The state is current when its last seq is the session's, and no part went into the
-/// session's open block since it was written (new messages and changed or deleted rows clear
-/// it through triggers). That second fact is read cheaply where it can be: no part at all
-/// was inserted since (the largest part id is still the one the state names); else the
-/// block's parts are counted.
+/// The state is current when its last seq is the session's (a message appended by anyone
+/// changes that) and no part went into the session's open block since it was written
+/// (changed or deleted rows clear it through triggers). That second fact is read cheaply
+/// where it can be: no part at all was inserted since (the largest part id is still the one
+/// the state names); else the block's parts are counted.
 pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
     let mut row: Option<(Option<String>, i64, i64)> = None;
     db.each_row(STORED_TAIL, &values![session.as_str()], &mut |r| {
@@ -328,7 +328,14 @@ pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Posi
             });
         }
     }
-    tail_of(db, session)
+    Ok(Position {
+        resume: tail_of(db, session)?,
+        last_seq,
+        last_user_turn: db.optional_int(LAST_USER_TURN, &values![session.as_str()])?,
+        block_parts: block_parts(db, session)?,
+        parts_max,
+        from_stored_state: false,
+    })
 }
 
 /// The number of parts in the session's open block (see [`BLOCK_PARTS`]).
@@ -361,14 +368,12 @@ fn texts(db: &mut impl Sql, sql: &str, params: &[Value<'_>]) -> Result<Vec<Strin
     Ok(found)
 }
 
-/// Reads the end of a session from its rows, on either engine: the last seq, the last user
-/// turn and the open tool block.
-pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
+/// Reads the pairing state at the end of a session from its rows, on either engine: where
+/// a walk resumes (the last speaker and its open tool block, the message count).
+pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Resume> {
     let last_seq = db
         .optional_int(LAST_SEQ, &values![session.as_str()])?
         .unwrap_or(0);
-    let block_parts = block_parts(db, session)?;
-    let last_user_turn = db.optional_int(LAST_USER_TURN, &values![session.as_str()])?;
     let mut speaker: Option<(i64, i64, String)> = None;
     db.each_row(LAST_SPEAKER, &values![session.as_str()], &mut |r| {
         speaker = Some((
@@ -406,19 +411,9 @@ pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Position
             }
         }
     };
-    let resume = Resume {
+    Ok(Resume {
         messages: usize::try_from(last_seq).unwrap_or_default(),
         ..resume
-    };
-    Ok(Position {
-        resume,
-        last_seq,
-        last_user_turn,
-        block_parts,
-        parts_max: db
-            .optional_int("SELECT COALESCE(MAX(id), 0) FROM parts", &[])?
-            .unwrap_or(0),
-        from_stored_state: false,
     })
 }
 

@@ -95,7 +95,7 @@ impl PgStore {
                 });
             }
             for overview in &mut found {
-                overview.pending = Walk::resume(tail_of(tx, &overview.id)?.resume).pending();
+                overview.pending = Walk::resume(tail_of(tx, &overview.id)?).pending();
             }
             Ok(found)
         })
