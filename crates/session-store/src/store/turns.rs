@@ -8,9 +8,9 @@
 use std::ops::{Bound, RangeBounds};
 
 use super::rows::Range;
-use super::sql::{values, Sql};
+use super::sql::{int_at, values, Sql};
 use super::Store;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::history::paging::{page_last_turn, Page, TurnCursor};
 use crate::model::{Message, SessionId};
 
@@ -24,7 +24,10 @@ const HAS_TURNS_AFTER: &str =
     "SELECT 1 FROM messages WHERE session_id = ?1 AND turn_index > ?2 LIMIT 1";
 
 /// The session's last turn: one probe at the end of the index.
-const LAST_TURN: &str = "SELECT MAX(turn_index) FROM messages WHERE session_id = ?1";
+/// The session's last turn, in its row: no row for an unknown session, NULL for an empty
+/// one (the existence check and the probe in one statement).
+const LAST_TURN: &str = "
+    SELECT (SELECT MAX(turn_index) FROM messages WHERE session_id = ?1) FROM sessions WHERE id = ?1";
 
 /// The first of the last `k` distinct turns, walking the index backwards.
 const LAST_TURNS_START: &str = "
@@ -149,17 +152,21 @@ fn turns_in(db: &mut impl Sql, session: &SessionId, first: i64, last: i64) -> Re
 
 /// [`Store::last_turns`] in the caller's read transaction, on either engine.
 fn last_turns_in(db: &mut impl Sql, session: &SessionId, k: usize) -> Result<Vec<Message>> {
-    db.require_session(session)?;
+    // Turn indexes are dense in a session that keeps the contract (each user message opens
+    // the next one), so the last k turns start at `last - k + 1`: one probe instead of a
+    // walk over the distinct turns (BENCHMARKS.md, issue 16).
+    let mut row: Option<Option<i64>> = None;
+    db.each_row(LAST_TURN, &values![session.as_str()], &mut |r| {
+        row = Some(int_at(r, 0)?);
+        Ok(())
+    })?;
+    let Some(last) = row.ok_or_else(|| Error::UnknownSession(session.clone()))? else {
+        return Ok(Vec::new());
+    };
     let k = i64::try_from(k).unwrap_or(i64::MAX);
     if k == 0 {
         return Ok(Vec::new());
     }
-    // Turn indexes are dense in a session that keeps the contract (each user message opens
-    // the next one), so the last k turns start at `last - k + 1`: one probe instead of a
-    // walk over the distinct turns (BENCHMARKS.md, issue 16).
-    let Some(last) = db.optional_int(LAST_TURN, &values![session.as_str()])? else {
-        return Ok(Vec::new());
-    };
     let first = last.saturating_sub(k - 1);
     let messages = db.load_messages(session, Range::Turns(first, i64::MAX))?;
     if distinct_turns(&messages) == k {
