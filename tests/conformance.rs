@@ -148,6 +148,12 @@ fn unknown_sessions_and_taken_ids_are_typed_errors() -> Result<()> {
             b.store.append(&nobody, NewMessage::user("x")),
             Err(Error::UnknownSession(_))
         ));
+        for k in [0, 3] {
+            ensure!(matches!(
+                b.store.last_turns(&nobody, k),
+                Err(Error::UnknownSession(_))
+            ));
+        }
         let id = SessionId::new("taken");
         b.store.create_session_with_id(&id)?;
         ensure!(matches!(
