@@ -177,6 +177,18 @@ fn assert_tail_states_true(conn: &Connection) {
     }
 }
 
+/// A store in a temporary directory with the session `s` holding `messages`, appended in
+/// one batch.
+fn session_s(
+    messages: Vec<NewMessage>,
+) -> (tempfile::TempDir, Store, std::path::PathBuf, SessionId) {
+    let (dir, store, path) = temp_store();
+    let session = SessionId::from("s");
+    store.create_session_with_id(&session).expect("create");
+    store.append_batch(&session, messages).expect("append");
+    (dir, store, path, session)
+}
+
 fn refusal(result: session_store::Result<impl std::fmt::Debug>) -> Refusal {
     match result {
         Err(Error::Refused { reason, .. }) => reason,
@@ -242,19 +254,11 @@ fn rows_written_with_sql_are_checked_from_the_rows() {
 /// no longer the session's, so the store reads the rows.
 #[test]
 fn rows_written_with_sql_after_the_store_are_checked_from_the_rows() {
-    let (_dir, store, path) = temp_store();
-    let session = SessionId::from("s");
-    store.create_session_with_id(&session).expect("create");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![call("c1")]),
-                NewMessage::tool(vec![result("c1")]),
-            ],
-        )
-        .expect("append");
+    let (_dir, store, path, session) = session_s(vec![
+        NewMessage::user("go"),
+        NewMessage::assistant(vec![call("c1")]),
+        NewMessage::tool(vec![result("c1")]),
+    ]);
     let conn = Connection::open(&path).expect("raw");
     assert!(stored(&conn, "s").is_some());
     // Other code appends an assistant message calling c2.
@@ -274,18 +278,10 @@ fn rows_written_with_sql_after_the_store_are_checked_from_the_rows() {
 /// part count, so the store reads the rows.
 #[test]
 fn a_call_added_to_a_stored_message_with_sql_is_not_trusted_past() {
-    let (_dir, store, path) = temp_store();
-    let session = SessionId::from("s");
-    store.create_session_with_id(&session).expect("create");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![call("c1")]),
-            ],
-        )
-        .expect("append");
+    let (_dir, store, path, session) = session_s(vec![
+        NewMessage::user("go"),
+        NewMessage::assistant(vec![call("c1")]),
+    ]);
     store
         .append(&session, NewMessage::tool(vec![result("c1")]))
         .expect("answer");
@@ -311,18 +307,10 @@ fn a_call_added_to_a_stored_message_with_sql_is_not_trusted_past() {
 /// block's part count stays the same) is replaced by a call that takes its id.
 #[test]
 fn a_deleted_last_part_whose_id_comes_back_is_seen() {
-    let (_dir, store, path) = temp_store();
-    let session = SessionId::from("s");
-    store.create_session_with_id(&session).expect("create");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![Part::text("let me think")]),
-            ],
-        )
-        .expect("append");
+    let (_dir, store, path, session) = session_s(vec![
+        NewMessage::user("go"),
+        NewMessage::assistant(vec![Part::text("let me think")]),
+    ]);
     let conn = Connection::open(&path).expect("raw");
     let last: i64 = conn
         .query_row("SELECT MAX(id) FROM parts", [], |r| r.get(0))
@@ -349,19 +337,11 @@ fn a_deleted_last_part_whose_id_comes_back_is_seen() {
 /// trusted, and right).
 #[test]
 fn parts_added_with_sql_inside_and_before_the_open_block() {
-    let (_dir, store, path) = temp_store();
-    let session = SessionId::from("s");
-    store.create_session_with_id(&session).expect("create");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![call("c1"), call("c2")]),
-                NewMessage::tool(vec![result("c1")]),
-            ],
-        )
-        .expect("append");
+    let (_dir, store, path, session) = session_s(vec![
+        NewMessage::user("go"),
+        NewMessage::assistant(vec![call("c1"), call("c2")]),
+        NewMessage::tool(vec![result("c1")]),
+    ]);
     let conn = Connection::open(&path).expect("raw");
     // Before the block: a text part on the user message. Nothing the check reads changed.
     conn.execute(
@@ -392,19 +372,11 @@ fn parts_added_with_sql_inside_and_before_the_open_block() {
 fn a_stale_state_is_not_trusted() {
     // A state left from before other code's rows (its triggers dropped, or a restored row):
     // its last seq is not the session's, so the store reads the rows.
-    let (_dir, store, path) = temp_store();
-    let session = SessionId::from("s");
-    store.create_session_with_id(&session).expect("create");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![call("c1")]),
-                NewMessage::tool(vec![result("c1")]),
-            ],
-        )
-        .expect("append");
+    let (_dir, store, path, session) = session_s(vec![
+        NewMessage::user("go"),
+        NewMessage::assistant(vec![call("c1")]),
+        NewMessage::tool(vec![result("c1")]),
+    ]);
     let conn = Connection::open(&path).expect("raw");
     let old: String = conn
         .query_row("SELECT tail_state FROM sessions WHERE id = 's'", [], |r| {
