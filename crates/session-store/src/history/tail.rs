@@ -44,27 +44,29 @@ pub struct TailState {
 const VERSION: i64 = 2;
 
 impl TailState {
-    /// The state of a session whose end reads as `resume` (calls in part order, each with its
-    /// answered flag, as the store reads them from the rows), normalised: open calls in
-    /// order, answered ids sorted and once.
-    pub fn from_resume(
+    /// The state after `walk` (which resumed from a state and walked the appended messages),
+    /// with the appended messages' last `seq` and last user turn, the block's part count (see
+    /// [`block_parts_after`]) and the largest part id; normalised: open calls in part order,
+    /// answered ids sorted and once.
+    pub fn after(
+        walk: &Walk,
         last_seq: i64,
         last_user_turn: Option<i64>,
         block_parts: i64,
         parts_through: i64,
-        resume: &Resume,
     ) -> Self {
+        let resume = walk.resume_point();
         let speaker = resume
             .speaker
             .filter(|role| matches!(role, Role::User | Role::Assistant));
         let mut open = Vec::new();
         let mut answered = Vec::new();
         if speaker == Some(Role::Assistant) {
-            for (id, done) in &resume.calls {
-                if *done {
-                    answered.push(id.clone());
+            for (id, done) in resume.calls {
+                if done {
+                    answered.push(id);
                 } else {
-                    open.push(id.clone());
+                    open.push(id);
                 }
             }
         }
@@ -79,25 +81,6 @@ impl TailState {
             block_parts,
             parts_through,
         }
-    }
-
-    /// The state after `walk` (which resumed from a state and walked the appended messages),
-    /// with the appended messages' last `seq` and last user turn, the block's part count
-    /// (see [`block_parts_after`]) and the largest part id.
-    pub fn after(
-        walk: &Walk,
-        last_seq: i64,
-        last_user_turn: Option<i64>,
-        block_parts: i64,
-        parts_through: i64,
-    ) -> Self {
-        Self::from_resume(
-            last_seq,
-            last_user_turn,
-            block_parts,
-            parts_through,
-            &walk.resume_point(),
-        )
     }
 
     /// Where a walk resumes from this state (no `taken`: the caller adds those).

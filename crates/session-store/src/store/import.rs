@@ -55,9 +55,10 @@ pub struct ImportedSessions {
     pub children: Vec<SessionId>,
 }
 
-const SET_TITLE: &str = "UPDATE sessions SET title = ?2 WHERE id = ?1";
+const INSERT_IMPORTED_SESSION: &str = "
+    INSERT INTO sessions (id, created_at, updated_at, title, parent_id) VALUES (?1, ?2, ?2, ?3, ?4)";
 
-const SET_PARENT: &str = "UPDATE sessions SET parent_id = ?2 WHERE id = ?1";
+const SET_TITLE: &str = "UPDATE sessions SET title = ?2 WHERE id = ?1";
 
 const MARK_BEFORE: &str =
     "UPDATE messages SET compacted = 1 WHERE session_id = ?1 AND seq < ?2 AND compacted = 0";
@@ -132,23 +133,65 @@ pub struct ImportSummary {
 }
 
 /// A backend's open write transaction, as an import writes into it: the one import logic
-/// below runs on SQLite and PostgreSQL alike.
+/// below runs on SQLite and PostgreSQL alike. Everything but [`ImportTarget::link_call`] is
+/// written once over the engine seam ([`ImportTarget::db`]).
 pub(crate) trait ImportTarget {
-    /// A new session with a fresh id, its title and parent set.
+    /// The engine seam of this transaction.
+    type Db: Sql;
+
+    /// This transaction, as the engine seam.
+    fn db(&mut self) -> &mut Self::Db;
+
+    /// Records `child` on the call that spawned it (JSON edited in SQL on SQLite, in Rust on
+    /// PostgreSQL).
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()>;
+
+    /// A new session with a fresh id, its title and parent set, its row locked.
     fn create_session(
         &mut self,
         created: &str,
         title: Option<&str>,
         parent: Option<&SessionId>,
-    ) -> Result<SessionId>;
+    ) -> Result<SessionId> {
+        let id = SessionId::random();
+        let db = self.db();
+        db.run(
+            INSERT_IMPORTED_SESSION,
+            &values![id.as_str(), created, title, parent.map(SessionId::as_str)],
+        )?;
+        db.lock_session(&id)?;
+        Ok(id)
+    }
+
     /// Sets the session's title.
-    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()>;
+    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        self.db()
+            .run(SET_TITLE, &values![session.as_str(), title])?;
+        Ok(())
+    }
+
     /// Checks `messages` against the session's tail and appends them.
-    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>>;
+    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
+        append_in(self.db(), session, messages)
+    }
+
     /// Marks every message before `seq` compacted and stores the summary.
-    fn compact(&mut self, session: &SessionId, compaction: &Compaction<'_>) -> Result<()>;
-    /// Records `child` on the call that spawned it.
-    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()>;
+    fn compact(&mut self, session: &SessionId, c: &Compaction<'_>) -> Result<()> {
+        let db = self.db();
+        db.run(MARK_BEFORE, &values![session.as_str(), c.seq])?;
+        db.run(
+            INSERT_SUMMARY,
+            &values![
+                session.as_str(),
+                c.last_turn,
+                c.compacted_from,
+                c.through_seq,
+                c.text,
+                c.created
+            ],
+        )?;
+        Ok(())
+    }
 }
 
 /// One compaction to store (the `summaries` row and the messages it hides).
@@ -170,54 +213,11 @@ pub(crate) struct Compaction<'a> {
 /// The SQLite side of [`ImportTarget`].
 struct Sqlite<'a>(&'a Connection);
 
-impl ImportTarget for Sqlite<'_> {
-    fn create_session(
-        &mut self,
-        created: &str,
-        title: Option<&str>,
-        parent: Option<&SessionId>,
-    ) -> Result<SessionId> {
-        let id = SessionId::random();
-        self.0
-            .prepare_cached(INSERT_SESSION)?
-            .execute(params![id.as_str(), created])?;
-        if let Some(title) = title {
-            self.0
-                .prepare_cached(SET_TITLE)?
-                .execute(params![id.as_str(), title])?;
-        }
-        if let Some(parent) = parent {
-            self.0
-                .prepare_cached(SET_PARENT)?
-                .execute(params![id.as_str(), parent.as_str()])?;
-        }
-        Ok(id)
-    }
+impl<'a> ImportTarget for Sqlite<'a> {
+    type Db = &'a Connection;
 
-    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
-        self.0
-            .prepare_cached(SET_TITLE)?
-            .execute(params![session.as_str(), title])?;
-        Ok(())
-    }
-
-    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
-        append_in(&mut self.0, session, messages)
-    }
-
-    fn compact(&mut self, session: &SessionId, c: &Compaction<'_>) -> Result<()> {
-        self.0
-            .prepare_cached(MARK_BEFORE)?
-            .execute(params![session.as_str(), c.seq])?;
-        self.0.prepare_cached(INSERT_SUMMARY)?.execute(params![
-            session.as_str(),
-            c.last_turn,
-            c.compacted_from,
-            c.through_seq,
-            c.text,
-            c.created,
-        ])?;
-        Ok(())
+    fn db(&mut self) -> &mut &'a Connection {
+        &mut self.0
     }
 
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {

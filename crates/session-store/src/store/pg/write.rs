@@ -1,67 +1,23 @@
 //! The PostgreSQL import target: what `store/import.rs`'s import logic asks of a PostgreSQL
-//! transaction. The append itself is `store/write.rs`'s `append_in`, written once over the
-//! engine seam, after the session's row lock.
+//! transaction beyond the engine seam (recording a child session on its call, with the JSON
+//! edited in Rust). Everything else an import writes is `store/import.rs`'s, written once.
 
-use super::lock_session;
 use super::Tx;
 use crate::error::Result;
 use serde_json::Value;
 
-use crate::model::{Appended, NewMessage, SessionId};
-use crate::store::import::{Compaction, ImportTarget};
-use crate::store::write::append_in;
+use crate::model::SessionId;
+use crate::store::import::ImportTarget;
 
 pub(crate) use crate::store::write::tail_of;
 
 /// [`crate::Store::import`] and [`crate::Store::import_reader`] on PostgreSQL: the import
 /// logic of `store/import.rs`, the same rows, in the caller's transaction.
-impl ImportTarget for Tx<'_> {
-    fn create_session(
-        &mut self,
-        created: &str,
-        title: Option<&str>,
-        parent: Option<&SessionId>,
-    ) -> Result<SessionId> {
-        let id = SessionId::random();
-        self.execute(
-            "INSERT INTO sessions (id, created_at, updated_at, title, parent_id) VALUES ($1, $2, $2, $3, $4)",
-            &[&id.as_str(), &created, &title, &parent.map(SessionId::as_str)],
-        )?;
-        lock_session(self, &id)?;
-        Ok(id)
-    }
+impl<'a> ImportTarget for Tx<'a> {
+    type Db = Tx<'a>;
 
-    fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
-        self.execute(
-            "UPDATE sessions SET title = $2 WHERE id = $1",
-            &[&session.as_str(), &title],
-        )?;
-        Ok(())
-    }
-
-    fn append(&mut self, session: &SessionId, messages: &[NewMessage]) -> Result<Vec<Appended>> {
-        append_in(self, session, messages)
-    }
-
-    fn compact(&mut self, session: &SessionId, c: &Compaction<'_>) -> Result<()> {
-        self.execute(
-            "UPDATE messages SET compacted = 1 WHERE session_id = $1 AND seq < $2 AND compacted = 0",
-            &[&session.as_str(), &c.seq],
-        )?;
-        self.execute(
-            "INSERT INTO summaries
-                (session_id, first_turn, last_turn, compacted_from_turn, through_seq, text, created_at)
-             VALUES ($1, 0, $2, $3, $4, $5, $6)",
-            &[
-                &session.as_str(),
-                &c.last_turn,
-                &c.compacted_from,
-                &c.through_seq,
-                &c.text,
-                &c.created,
-            ],
-        )?;
-        Ok(())
+    fn db(&mut self) -> &mut Tx<'a> {
+        self
     }
 
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
