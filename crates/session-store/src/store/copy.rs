@@ -13,7 +13,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use super::Store;
+use super::{SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::model::{Message, SessionId};
 
@@ -492,16 +492,28 @@ fn comparable(messages: Vec<Message>) -> Vec<Message> {
         .collect()
 }
 
-impl Store {
+impl SqliteEngine {
     /// Every row of `session`, read in one snapshot.
-    fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
-        if let Some(pg) = self.postgres() {
-            return pg.read_session_rows(session);
-        }
+    pub(super) fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
         self.read(|conn| {
             super::write::require_session(conn, session)?;
             read_sqlite(conn, session)
         })
+    }
+
+    /// Writes a session's rows in one transaction.
+    pub(super) fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
+        self.write(|tx| {
+            write_sqlite(tx, rows)?;
+            super::write::recount_messages(&mut &**tx, session)
+        })
+    }
+}
+
+impl Store {
+    /// Every row of `session`, read in one snapshot.
+    fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
+        self.engine.session_rows(session)
     }
 
     /// Writes a session's rows in one transaction; [`Error::SessionExists`] when the
@@ -510,13 +522,7 @@ impl Store {
         if self.has_session(session)? {
             return Err(Error::SessionExists(session.clone()));
         }
-        if let Some(pg) = self.postgres() {
-            return pg.write_session_rows(session, rows);
-        }
-        self.write(|tx| {
-            write_sqlite(tx, rows)?;
-            super::write::recount_messages(&mut &**tx, session)
-        })
+        self.engine.put_session_rows(session, rows)
     }
 
     /// Copies `sessions` (every session when empty) into `dest`, each in one transaction of

@@ -1,10 +1,8 @@
 //! Reading sessions back: whole sessions and the session list.
 
-use rusqlite::OptionalExtension;
-
-use super::rows::{load_messages, Range};
-use super::write::require_session;
-use super::{parse_time, Store};
+use super::rows::Range;
+use super::sql::{values, Sql};
+use super::{parse_time, SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::model::{Message, SessionId, SessionInfo};
 
@@ -24,12 +22,9 @@ const LIST_SESSIONS: &str = "
 impl Store {
     /// Every message of the session, in `seq` order, with its parts in ordinal order.
     pub fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
-        if let Some(pg) = self.postgres() {
-            return pg.messages(session);
-        }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            load_messages(conn, session, Range::All)
+        self.read(|db| {
+            db.require_session(session)?;
+            db.load_messages(session, Range::All)
         })
     }
 
@@ -48,9 +43,25 @@ impl Store {
     }
 
     fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
-        if let Some(pg) = self.postgres() {
-            return pg.list_sessions(only);
-        }
+        self.engine.list_sessions(only)
+    }
+
+    /// True when a session with this id exists.
+    pub fn has_session(&self, session: &SessionId) -> Result<bool> {
+        self.read(|db| {
+            Ok(db
+                .optional_int(
+                    "SELECT 1 FROM sessions WHERE id = ?1",
+                    &values![session.as_str()],
+                )?
+                .is_some())
+        })
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::sessions`] and [`Store::session`] on SQLite.
+    pub(super) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(LIST_SESSIONS)?;
             let mut rows = stmt.query([only.map(SessionId::as_str)])?;
@@ -85,20 +96,6 @@ impl Store {
                 });
             }
             Ok(sessions)
-        })
-    }
-
-    /// True when a session with this id exists.
-    pub fn has_session(&self, session: &SessionId) -> Result<bool> {
-        if let Some(pg) = self.postgres() {
-            return pg.has_session(session);
-        }
-        self.read(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
-                .query_row([session.as_str()], |_| Ok(()))
-                .optional()?
-                .is_some())
         })
     }
 }

@@ -23,7 +23,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::write::require_session;
-use super::Store;
+use super::{SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
 
@@ -153,7 +153,7 @@ pub(crate) fn catch_up(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-impl Store {
+impl SqliteEngine {
     /// Brings the full-text index up to the last part (see the module docs); a read-only
     /// store, which cannot write the index, searches what it has.
     pub(crate) fn catch_up_search_index(&self) -> Result<()> {
@@ -209,9 +209,13 @@ impl Store {
     /// # }
     /// ```
     pub fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
-        if let Some(pg) = self.postgres() {
-            return pg.search(query, options);
-        }
+        self.engine.search(query, options)
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::search`] on SQLite.
+    pub(super) fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
         if let Some(session) = &options.session {
             self.read(|conn| require_session(conn, session))?;
         }
