@@ -396,6 +396,32 @@ mod tests {
         assert!(parse_time("yesterday").is_none());
     }
 
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn a_build_without_postgres_refuses_urls_by_the_missing_feature() {
+        for url in [
+            "postgres://u:secret@127.0.0.1/db",
+            "postgresql://127.0.0.1:5432/db?sslmode=disable",
+        ] {
+            let error = Store::open(url).expect_err(url);
+            assert!(
+                matches!(
+                    &error,
+                    Error::FeatureMissing {
+                        feature: "postgres",
+                        ..
+                    }
+                ),
+                "{url}: {error:?}"
+            );
+            let text = error.to_string();
+            assert!(text.contains("`postgres`"), "{text}");
+            assert!(!text.contains("secret"), "{text}");
+            let inspected = repair::inspect_database_url(url).expect_err(url);
+            assert!(matches!(inspected, Error::FeatureMissing { .. }), "{url}");
+        }
+    }
+
     #[test]
     fn times_without_offset_from_other_writers_parse_as_utc() {
         let expected = parse_time("2026-01-02T03:04:05.123456Z");
