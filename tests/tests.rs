@@ -1,6 +1,7 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod async_store;
 mod backends;
 mod broken_db;
 mod check_constraints;

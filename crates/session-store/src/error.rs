@@ -178,6 +178,11 @@ pub enum Error {
         /// What was asked (the URL is shown without its password).
         what: String,
     },
+    /// The tokio runtime shut down before the blocking task of an `AsyncStore`
+    /// operation ran to its end (cargo feature `tokio`); whether a write committed is not
+    /// known.
+    #[error("the runtime shut down before the store operation finished")]
+    TaskCancelled,
     /// The storage engine underneath failed (SQLite, PostgreSQL, the connection pool, a
     /// migration); ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what
     /// kind.
