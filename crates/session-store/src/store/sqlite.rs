@@ -4,13 +4,11 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
-
 use super::copy::SessionRows;
 use super::engine::{Engine, Work};
 use super::sql::Sql;
 use super::{
-    ConnectionSettings, Deleted, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview,
+    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview,
     SessionUsage, SizeReport, SqliteEngine,
 };
 use crate::error::{Error, Result};
@@ -72,18 +70,6 @@ impl Engine for SqliteEngine {
 
     fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
         SqliteEngine::usage(self, session)
-    }
-
-    fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        SqliteEngine::delete_session(self, session)
-    }
-
-    fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        SqliteEngine::prune_candidates(self, cutoff)
-    }
-
-    fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        SqliteEngine::prune(self, cutoff)
     }
 
     fn size_report(&self, top: usize) -> Result<SizeReport> {
