@@ -10,7 +10,7 @@ use super::sql::{values, Sql};
 use super::write::append_in;
 use super::{format_time, now, Store};
 use crate::error::Result;
-use crate::import::stream::{self, Halt, Sink};
+use crate::import::stream::{Halt, Sink};
 use crate::import::{Format, Imported, ImportedCompaction};
 use crate::model::{Appended, NewMessage, Role, SessionId};
 
@@ -357,7 +357,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         sessions: vec![Some(session.clone())],
         rows: vec![Vec::new()],
     };
-    let streamed = match stream::stream(format, input, &mut sink) {
+    let streamed = match format.stream(input, &mut sink) {
         Ok(streamed) => streamed,
         Err(Halt::Import(error)) => return Err(error.into()),
         Err(Halt::Sink(error)) => return Err(error),
