@@ -362,7 +362,14 @@ fn a_broken_session_from_other_code_is_found_and_mended_in_one_transaction() -> 
         let mut rules: Vec<String> = report
             .violations
             .iter()
-            .map(|v| format!("{} seq {} part {:?}", v.rule.as_str(), v.seq, v.part))
+            .map(|v| {
+                format!(
+                    "{} seq {} part {:?}",
+                    v.rule.as_str(),
+                    v.seq.unwrap_or_default(),
+                    v.part
+                )
+            })
             .collect();
         rules.sort();
         // Export is valid even before the mend.
@@ -675,7 +682,7 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
             .iter()
             .map(|v| {
                 let part = v.part.map_or("-".to_owned(), |p| p.to_string());
-                format!("{} {} {part}", v.rule.as_str(), v.seq)
+                format!("{} {} {part}", v.rule.as_str(), v.seq.unwrap_or_default())
             })
             .collect();
         checked.sort();
@@ -1042,7 +1049,7 @@ fn a_second_answer_to_one_call_is_an_orphan_in_the_views_of_every_backend() -> R
             .iter()
             .map(|v| {
                 let part = v.part.map_or("-".to_owned(), |p| p.to_string());
-                format!("{} {} {part}", v.rule.as_str(), v.seq)
+                format!("{} {} {part}", v.rule.as_str(), v.seq.unwrap_or_default())
             })
             .collect();
         ensure!(checked == ["orphan_tool_result 4 0"], "check {checked:?}");

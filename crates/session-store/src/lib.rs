@@ -64,7 +64,7 @@ pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
     ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,
 };
-pub use store::{is_database_url, redact_database_url, CopyReport};
+pub use store::{is_database_url, redact_database_url, CopyReport, ReadableSession};
 pub use store::{
     Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
     SessionUsage, SizeReport, TokenTotals, TurnUsage,

@@ -253,20 +253,16 @@ fn process_alive(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 
-/// Removes temporary files for `path` left in its folder by a process that was killed.
+/// Removes the temporary files (and their side files) a killed process left in `path`'s
+/// folder, whatever file they were to become: a backup's name carries the time it started
+/// (`sessions.db.<time>.bak`), so a rerun writes under another name than the run it follows.
+/// Only names of [`temp_beside`]'s form whose process is gone are removed.
 fn clean_stale_temps(path: &Path) {
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return;
-    };
-    let prefix = format!(".{name}.tmp-");
     let Ok(entries) = fs::read_dir(folder_of(path)) else {
         return;
     };
     for entry in entries.flatten() {
         let file_name = entry.file_name().to_string_lossy().into_owned();
-        if !file_name.starts_with(&prefix) {
-            continue;
-        }
         if let Some(pid) = temp_owner(&file_name) {
             if !process_alive(pid) {
                 tracing::info!(file = %entry.path().display(), "removing a temporary file left by a killed process");
@@ -311,6 +307,18 @@ pub(crate) fn flags(read_only: bool) -> OpenFlags {
 /// error is returned at once: a full disk is [`Error::is_full`]). When another process created
 /// `path` meanwhile, its database is kept and this returns `Ok`.
 pub(crate) fn create_database(path: &Path, max_page_count: Option<u64>) -> Result<()> {
+    build_database(path, max_page_count, |_| Ok(())).map(|_| ())
+}
+
+/// [`create_database`] that also fills the new database before it is put in place: `fill`
+/// runs on the migrated file under its temporary name (and must close every connection it
+/// opens). Nothing is left when it fails. `Ok(None)` when another process created `path`
+/// meanwhile: what `fill` wrote is dropped and that database is kept.
+pub(crate) fn build_database<T>(
+    path: &Path,
+    max_page_count: Option<u64>,
+    fill: impl FnOnce(&Path) -> Result<T>,
+) -> Result<Option<T>> {
     clean_stale_temps(path);
     let temp = temp_beside(path);
     let built = (|| {
@@ -331,10 +339,15 @@ pub(crate) fn create_database(path: &Path, max_page_count: Option<u64>) -> Resul
         }
         schema::migrate(&mut conn)?;
         conn.close().map_err(|(_, e)| e)?;
-        publish(&temp, path)
+        let value = fill(&temp)?;
+        // Everything in the main file before it gets its name: the WAL stays behind.
+        let conn = Connection::open_with_flags(&temp, flags(false))?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        conn.close().map_err(|(_, e)| e)?;
+        Ok(publish(&temp, path)?.then_some(value))
     })();
     remove_temp(&temp);
-    built.map(|_| ())
+    built
 }
 
 /// What [`inspect_database_file`] learned about a file it accepts.

@@ -43,6 +43,7 @@ pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
 pub use import::{ImportSummary, ImportedSessions};
 pub use overview::SessionOverview;
+pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
 pub use search::{SearchHit, SearchOptions};
