@@ -35,6 +35,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A WAL database that cannot be read without write access: its `-wal` holds commits
+    /// not yet in the file, and the `-shm` SQLite needs to read them is missing in a folder
+    /// it cannot write (a read-only mount, another user's folder). Reading the file alone
+    /// would miss those commits.
+    #[error("cannot read {path} without write access: its -wal holds commits not yet in the file and the -shm SQLite needs to read them is missing (its owner can run `PRAGMA wal_checkpoint(TRUNCATE)`, or copy the database with its -wal somewhere writable)")]
+    UnreadableWal {
+        /// The database.
+        path: PathBuf,
+    },
     /// The database records a migration that this build does not know (it was written by a
     /// newer version).
     #[error("database schema is newer than this build: migration V{version}__{name} is unknown here (latest known: V{latest_known})")]

@@ -548,31 +548,92 @@ fn copy_verified(src: &Path, temp: &Path) -> Result<()> {
 /// `immutable` (no locks, no side files). Otherwise (a live database, or the rollback
 /// journal) a plain read-only connection creates nothing.
 fn open_untouched(path: &Path) -> Result<Connection> {
-    let mut header = [0u8; 20];
-    let is_wal = fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .is_ok()
-        && header[18] == 2;
-    let conn = if is_wal && !with_suffix(path, "-wal").exists() {
-        // The one URI the store opens: built here from a checked path, every special
-        // character escaped, so the path itself is never read as a URI.
-        let text = path.to_str().ok_or_else(|| Error::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
-        })?;
-        let escaped = text
-            .replace('%', "%25")
-            .replace('?', "%3f")
-            .replace('#', "%23");
-        Connection::open_with_flags(
-            format!("file:{escaped}?immutable=1"),
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-        )?
+    let conn = if is_wal(path) && !with_suffix(path, "-wal").exists() {
+        Connection::open_with_flags(immutable_uri(path)?, immutable_flags())?
     } else {
         Connection::open_with_flags(path, flags(true))?
     };
     conn.busy_timeout(Duration::from_secs(30))?;
     Ok(conn)
+}
+
+/// True when the file's header says WAL mode (read and write versions 2).
+fn is_wal(path: &Path) -> bool {
+    let mut header = [0u8; 20];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok()
+        && header[18] == 2
+}
+
+/// The one URI the store opens: `file:PATH?immutable=1`, built here from a checked path with
+/// every character a URI reads specially escaped, so the path itself is never read as a URI.
+fn immutable_uri(path: &Path) -> Result<String> {
+    let text = path.to_str().ok_or_else(|| Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
+    })?;
+    let escaped = text
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    Ok(format!("file:{escaped}?immutable=1"))
+}
+
+fn immutable_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX
+}
+
+/// How a read-only store reaches its file (see [`read_only_access`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// A plain read-only connection (`SQLITE_OPEN_READ_ONLY`).
+    Plain,
+    /// The file as `immutable`, through this URI.
+    Immutable(String),
+}
+
+impl Access {
+    /// What a connection opens, and with which flags.
+    pub(crate) fn target(&self, path: &Path) -> (PathBuf, OpenFlags) {
+        match self {
+            Access::Plain => (path.to_path_buf(), flags(true)),
+            Access::Immutable(uri) => (PathBuf::from(uri), immutable_flags()),
+        }
+    }
+}
+
+/// How a store that may not write reads `path`: the one rule for reading a database on a
+/// read-only mount or another user's file.
+///
+/// A plain read-only connection, when SQLite can read through one: it can unless the file is
+/// in WAL mode and its `-shm` is missing in a folder nobody here may write (SQLite needs the
+/// `-shm`, and cannot create it). Then, when the `-wal` is missing or empty, every commit is
+/// in the file itself and no writer can be at work (a writer would need those side files),
+/// so the file is read as `immutable`: no locks, no side files, the same rows. When the
+/// `-wal` holds commits the file alone would miss, reading is refused
+/// ([`Error::UnreadableWal`]) rather than answered from the file without them.
+pub(crate) fn read_only_access(path: &Path) -> Result<Access> {
+    let probe = Connection::open_with_flags(path, flags(true)).and_then(|conn| {
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| {
+            row.get::<_, i64>(0)
+        })
+    });
+    let error = match probe {
+        Ok(_) => return Ok(Access::Plain),
+        Err(error) => error,
+    };
+    if !is_wal(path) || with_suffix(path, "-shm").exists() {
+        return Err(error.into());
+    }
+    let wal_len = fs::metadata(with_suffix(path, "-wal")).map_or(0, |m| m.len());
+    if wal_len > 0 {
+        return Err(Error::UnreadableWal {
+            path: path.to_path_buf(),
+        });
+    }
+    tracing::info!(db = %path.display(), "no -shm and no way to create one: reading the file as immutable");
+    Ok(Access::Immutable(immutable_uri(path)?))
 }
 
 /// The default backup path: next to the database, named after it and the time, e.g.
@@ -593,6 +654,29 @@ pub fn default_backup_path(db: &Path, now: DateTime<Utc>) -> PathBuf {
 }
 
 impl Store {
+    /// Opens the database at `path` for a caller that mostly reads it: as [`Store::open`]
+    /// does (migrating it) when this process may write it, and read-only
+    /// ([`StoreOptions::read_only`](super::StoreOptions::read_only)) when it may not: a
+    /// read-only mount, another user's file, a folder where SQLite cannot create its side
+    /// files, WAL side files or not. Reads then return what a writable open returns; writes
+    /// fail with [`Error::is_read_only`]. A `postgres://` URL opens as [`Store::open`].
+    pub fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        match Self::open(path) {
+            Err(error) if cannot_write(&error) => {
+                tracing::info!(db = %path.display(), %error, "cannot write the database: opening it read-only");
+                Self::open_with(
+                    path,
+                    &super::StoreOptions {
+                        read_only: true,
+                        ..super::StoreOptions::default()
+                    },
+                )
+            }
+            other => other,
+        }
+    }
+
     /// A consistent, verified copy of the whole database at `dest` (see [`backup_database`]);
     /// [`Error::Unsupported`] on a PostgreSQL store, which has no file (use `pg_dump`).
     pub fn backup_to(&self, dest: &Path) -> Result<()> {
@@ -604,6 +688,16 @@ impl Store {
         }
         backup_database(self.path(), dest)
     }
+}
+
+/// True when `error` says this process may not write the database (or create its side
+/// files), rather than that something is wrong with it.
+fn cannot_write(error: &Error) -> bool {
+    let code = error.sqlite().and_then(rusqlite::Error::sqlite_error_code);
+    error.is_read_only()
+        || code == Some(rusqlite::ErrorCode::CannotOpen)
+        || code == Some(rusqlite::ErrorCode::PermissionDenied)
+        || matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 #[cfg(test)]
