@@ -88,6 +88,9 @@ fn a_copy_run_again_skips_what_is_there_and_copies_the_rest() {
     }
 }
 
+/// Something done to a destination (its store and its path).
+type Change<'a> = dyn Fn(&Store, &Path) + 'a;
+
 /// When the destination holds one of the sessions with other rows (a message more, a part's
 /// text changed, its revert undone there), the copy is refused naming it, and nothing at
 /// all is written: not the sessions before it, not those after it.
@@ -95,7 +98,7 @@ fn a_copy_run_again_skips_what_is_there_and_copies_the_rest() {
 fn a_copy_onto_a_session_held_differently_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (store, ids) = source(dir.path());
-    let changes: [(&str, &dyn Fn(&Store, &Path)); 3] = [
+    let changes: [(&str, &Change<'_>); 3] = [
         ("a message more", &|dest, _| {
             dest.append(&ids[1], NewMessage::user("more"))
                 .expect("append");
