@@ -1,15 +1,19 @@
 //! Importers: transcripts written by other tools, turned into messages the store accepts.
 //!
-//! Each format has its own module: [`anthropic`] (a Messages API request body), [`openai`] (a
-//! Chat Completions request body), [`responses`] (an OpenAI Responses request body),
-//! [`gemini`] (a Gemini `generateContent` request body), [`claude_code`] (a Claude Code
-//! session log, JSON Lines) and [`codex`] (a Codex CLI rollout, JSON Lines). Each records
+//! [`import`] (or [`import_bytes`]) reads a whole transcript of a known [`Format`];
+//! [`detect`] names the format of an unknown one; [`validate`] checks one without keeping
+//! it; [`Store::import_reader`](crate::Store::import_reader) stores one as it reads.
+//!
+//! Each format has its own module: `anthropic` (a Messages API request body), `openai` (a
+//! Chat Completions request body), `responses` (an OpenAI Responses request body),
+//! `gemini` (a Gemini `generateContent` request body), `claude_code` (a Claude Code
+//! session log, JSON Lines) and `codex` (a Codex CLI rollout, JSON Lines). Each records
 //! the model of the assistant messages where the source names it (`NewMessage::model`).
 //! They are functions from `&str` to an [`Imported`]: no clock, no I/O but their input. The
-//! messages they return already satisfy the pairing rules ([`crate::history::pairing`]), so
+//! messages they return already satisfy the pairing rules , so
 //! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.
 //! Each also reads from a reader a message (or a line) at a time, handing out batches
-//! ([`stream`]); [`Store::import_reader`](crate::Store::import_reader) stores a transcript
+//! (`stream`); [`Store::import_reader`](crate::Store::import_reader) stores a transcript
 //! that way, and the `&str` functions are that same path, collected.
 //!
 //! Malformed input is refused with an [`ImportError`] whose [`Location`] names the line
@@ -51,17 +55,23 @@ use crate::history::pairing::{self, Refusal};
 use crate::history::texts;
 use crate::model::{NewMessage, Part, Role};
 
-pub mod anthropic;
+pub(crate) mod anthropic;
 mod blocks;
-pub mod claude_code;
-pub mod codex;
-pub mod detect;
-pub mod gemini;
+pub(crate) mod claude_code;
+pub(crate) mod codex;
+pub(crate) mod detect;
+pub(crate) mod gemini;
 mod json;
-pub mod openai;
-pub mod responses;
-pub mod stream;
+pub(crate) mod openai;
+pub(crate) mod responses;
+pub(crate) mod stream;
 mod usage;
+
+pub use detect::{
+    confirm, confirm_sample, detect, detect_sample, DetectError, Evidence, Sample,
+    CANDIDATES as FORMATS,
+};
+pub use stream::validate;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -121,12 +131,6 @@ impl FromStr for Format {
             other => Err(UnknownFormat(other.to_owned())),
         }
     }
-}
-
-/// `bytes` as text, or [`ImportError::InvalidUtf8`] naming the line and byte offset of the
-/// first sequence that is not UTF-8.
-pub fn text_of(bytes: &[u8]) -> Result<&str, ImportError> {
-    json::utf8(bytes)
 }
 
 /// Imports `bytes` in the given format, after checking they are UTF-8 (an error names the
@@ -342,7 +346,7 @@ impl ImportError {
 }
 
 /// The reason written into tombstones for calls a transcript never answered.
-pub const UNANSWERED_REASON: &str = texts::IMPORT_REASON;
+pub(crate) const UNANSWERED_REASON: &str = texts::IMPORT_REASON;
 
 /// How the assembler treats a source that breaks pairing.
 #[derive(Clone, Copy, Debug)]
