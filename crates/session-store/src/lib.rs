@@ -59,6 +59,7 @@ pub use history::compaction::{
 pub use history::paging::{Page, TurnCursor};
 pub use history::render::Provider;
 pub use history::turns::turn_indexes;
+pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,

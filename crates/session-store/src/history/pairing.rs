@@ -93,6 +93,17 @@ pub enum Refusal {
         /// The tool_use id.
         id: String,
     },
+    /// A text field holds a NUL character (U+0000), which PostgreSQL cannot keep: refused on
+    /// every engine, so that a session means the same wherever it is stored.
+    #[error("{field} of part {ordinal} ({kind}) holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInText {
+        /// Position of the part in the message (0-based).
+        ordinal: usize,
+        /// Its kind.
+        kind: PartKind,
+        /// Which field (`text`, `content`, `id`, ...; `model` for the message's model).
+        field: &'static str,
+    },
 }
 
 /// Checks that `message` may follow what `walk` has seen, and feeds it to the walk.
@@ -201,6 +212,13 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
     let role = message.role;
     let mut results = 0;
     for (ordinal, part) in message.parts.iter().enumerate() {
+        if let Some(field) = part.nul_field() {
+            return Err(Refusal::NulInText {
+                ordinal,
+                kind: part.kind(),
+                field,
+            });
+        }
         match part {
             Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {
