@@ -87,14 +87,16 @@ pub use history::render::{digests, first_divergence, render, render_for, Message
 pub use history::request::Request;
 pub use history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
 pub use history::signed::signature;
-pub use history::texts::{describe, is_tombstone};
+pub use history::texts::{describe, is_tombstone, tombstone as tombstone_text};
 pub use history::thinking::{ThinkingConfig, ThinkingState};
 
 // Import: transcripts in, messages that pass the pairing rules out.
+pub use import::anthropic::message as anthropic_message;
 pub use import::detect::{
     confirm as confirm_format, confirm_sample as confirm_format_of, detect as detect_format,
     detect_sample as detect_format_of, DetectError, Evidence, Sample, CANDIDATES as FORMATS,
 };
+pub use import::responses::item_message as responses_item;
 pub use import::{
     import as import_transcript, import_bytes as import_transcript_bytes,
     text_of as transcript_text, Format, ImportError, Imported, ImportedChild, ImportedCompaction,
