@@ -127,6 +127,7 @@ impl Refusal {
             Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
             Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
+            Refusal::NulInText { .. } => "nul_in_text",
         }
     }
 
@@ -146,7 +147,8 @@ impl Refusal {
             | Refusal::MisplacedPart { .. }
             | Refusal::ToolMessageWithoutResult
             | Refusal::NoOpenAssistant
-            | Refusal::ToolUseWithoutId { .. } => Vec::new(),
+            | Refusal::ToolUseWithoutId { .. }
+            | Refusal::NulInText { .. } => Vec::new(),
         }
     }
 }
