@@ -65,6 +65,12 @@ pub(crate) trait Engine: Debug + Send + Sync {
         })
     }
 
+    /// `Store::search_index_behind`: the full-text index misses parts this store could not
+    /// index (a read-only SQLite file); an index the server keeps is never behind.
+    fn search_index_behind(&self) -> Result<bool> {
+        Ok(false)
+    }
+
     /// `Store::search`: the engine's full-text index.
     fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>>;
 

@@ -1,10 +1,21 @@
 //! Reading sessions back: whole sessions and the session list.
 
-use super::rows::Range;
+use super::rows::{load_readable, Range};
 use super::sql::{values, Sql};
 use super::{parse_time, SqliteEngine, Store};
 use crate::error::{Error, Result};
+use crate::history::rules::Problem;
 use crate::model::{Message, SessionId, SessionInfo};
+
+/// What [`Store::readable_messages`] could read of a session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadableSession {
+    /// Every message inside the contract, in `seq` order, without its unreadable parts.
+    pub messages: Vec<Message>,
+    /// Each row left out (rule `unreadable_row`), with where it is as far as that is known:
+    /// `message_id`, `seq` and `turn` are `None` when the row does not say.
+    pub unreadable: Vec<Problem>,
+}
 
 /// `message_count` is kept on write (the store's appends and other inserts add to it, a
 /// trigger takes deleted messages off) and checked here by two index probes per session:
@@ -25,6 +36,21 @@ impl Store {
         self.read(|db| {
             db.require_session(session)?;
             db.load_messages(session, Range::All)
+        })
+    }
+
+    /// Every message of the session that can be read, and each row outside the contract
+    /// that was left out: what a person can still see of a session [`Store::messages`]
+    /// refuses with [`Error::CorruptRow`]. Equal to [`Store::messages`] with no
+    /// `unreadable` rows when the session is healthy.
+    pub fn readable_messages(&self, session: &SessionId) -> Result<ReadableSession> {
+        let (messages, unreadable) = self.read(|db| {
+            db.require_session(session)?;
+            load_readable(db, session)
+        })?;
+        Ok(ReadableSession {
+            messages,
+            unreadable: unreadable.iter().map(|u| u.violation(session)).collect(),
         })
     }
 

@@ -23,6 +23,10 @@ impl Engine for SqliteEngine {
         "sqlite"
     }
 
+    fn search_index_behind(&self) -> Result<bool> {
+        self.read(super::search::index_behind)
+    }
+
     fn run_read(&self, work: Work<'_>) -> Result<()> {
         self.read(|conn| work(&mut { conn } as &mut dyn Sql))
     }
