@@ -3,14 +3,13 @@
 //! collation.
 
 use crate::error::{Error, Result};
-use crate::history::grammar::Walk;
 use crate::model::{Message, SessionId, SessionInfo};
 use crate::store::overview::SessionOverview;
 use crate::store::parse_time;
 
 use super::rows::{load_messages, Range};
-use super::write::tail_of;
 use super::{require_session, PgStore, Tx};
+use crate::store::write::pending_listed;
 
 impl PgStore {
     pub(crate) fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
@@ -95,7 +94,7 @@ impl PgStore {
                 });
             }
             for overview in &mut found {
-                overview.pending = Walk::resume(tail_of(tx, &overview.id)?).pending();
+                overview.pending = pending_listed(tx, &overview.id)?;
             }
             Ok(found)
         })

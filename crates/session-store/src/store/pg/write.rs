@@ -9,8 +9,6 @@ use serde_json::Value;
 use crate::model::SessionId;
 use crate::store::import::ImportTarget;
 
-pub(crate) use crate::store::write::tail_of;
-
 /// [`crate::Store::import`] and [`crate::Store::import_reader`] on PostgreSQL: the import
 /// logic of `store/import.rs`, the same rows, in the caller's transaction.
 impl<'a> ImportTarget for Tx<'a> {
