@@ -12,7 +12,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput};
 use session_store::{NewMessage, Store};
 
-use common::{print_ratios, rounds_of, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
+use common::{agent_turns, print_ratios, rounds_of, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
 
 fn turn(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -260,7 +260,8 @@ fn paired_only() -> bool {
 }
 
 /// `PROFILE_ARM=store_by_message|floor_by_message|store_batch|floor_batch` appends
-/// `PROFILE_N` tool turns (default 200) through that arm and nothing else, inside
+/// `PROFILE_N` tool turns (default 200) through that arm and nothing else (the arms
+/// `store_agent_*` and `floor_agent_*`: turns of [`agent_turns`]), inside
 /// `profile_loop`, for `valgrind --tool=callgrind --collect-atstart=no
 /// --toggle-collect='*profile_loop*'` (instruction counts, robust to the machine's load).
 fn profile(arm: &str) {
@@ -275,20 +276,26 @@ fn profile(arm: &str) {
     }
     let mut floor = Raw::floor(&dir.path().join("floor.db"));
     let times: u64 = std::env::var("PROFILE_N").map_or(200, |n| n.parse().unwrap());
-    let turns: Vec<Vec<NewMessage>> = (1..=times).map(tool_turn).collect();
+    let turns: Vec<Vec<NewMessage>> = if arm.contains("agent") {
+        agent_turns(7, times as usize)
+    } else {
+        (1..=times).map(tool_turn).collect()
+    };
     profile_loop(turns, &mut |turn| match arm {
-        "store_by_message" => {
+        "store_by_message" | "store_agent_by_message" => {
             for message in turn {
                 black_box(store.append(&session, message).unwrap());
             }
         }
-        "store_batch" => drop(black_box(store.append_batch(&session, turn).unwrap())),
-        "floor_by_message" => {
+        "store_batch" | "store_agent_batch" => {
+            drop(black_box(store.append_batch(&session, turn).unwrap()))
+        }
+        "floor_by_message" | "floor_agent_by_message" => {
             for message in turn {
                 floor.append(std::slice::from_ref(&message));
             }
         }
-        "floor_batch" => floor.append(&turn),
+        "floor_batch" | "floor_agent_batch" => floor.append(&turn),
         other => panic!("unknown arm {other}"),
     });
 }

@@ -394,19 +394,25 @@ fn texts(db: &mut impl Sql, sql: &str, params: &[Value<'_>]) -> Result<Vec<Strin
     Ok(found)
 }
 
+/// `CROSS JOIN` makes SQLite look the id up in `parts_tool_use_ids` first and then check
+/// each hit's session (a few rows), never the other way round: without statistics its
+/// planner took the session's messages as the outer loop for an `IN` list (every part of the
+/// session read, per append: quadratic in the session's length). PostgreSQL plans it as the
+/// inner join it is.
 const TOOL_USE_ID_TAKEN: &str = "
-    SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
-    WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 LIMIT 1";
+    SELECT 1 FROM parts p CROSS JOIN messages m
+    WHERE m.id = p.message_id AND p.tool_use_id = ?1 AND p.kind = 'tool_use'
+      AND m.session_id = ?2 LIMIT 1";
 
 /// How many ids [`TOOL_USE_IDS_TAKEN`] asks about at once (the unused ones bound to NULL,
 /// which matches nothing), so that a batch of many calls (an import) costs one statement per
 /// this many, and the statement's text stays one.
 const IDS_AT_ONCE: usize = 32;
 
-/// [`TOOL_USE_ID_TAKEN`] for [`IDS_AT_ONCE`] ids (`?2` to `?33`).
+/// [`TOOL_USE_ID_TAKEN`] for [`IDS_AT_ONCE`] ids (`?2` to `?33`), the same join order.
 const TOOL_USE_IDS_TAKEN: &str = "
-    SELECT DISTINCT p.tool_use_id FROM parts p JOIN messages m ON m.id = p.message_id
-    WHERE p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+    SELECT DISTINCT p.tool_use_id FROM parts p CROSS JOIN messages m
+    WHERE m.id = p.message_id AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
         ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
       AND p.kind = 'tool_use' AND m.session_id = ?1";
 
