@@ -186,6 +186,7 @@ fn paired_ratios() {
         tool_turn(n.get())
     };
     println!();
+    agent_rounds();
     let by_message = |append: &mut dyn FnMut(&[NewMessage])| {
         for message in next() {
             append(std::slice::from_ref(&message));
@@ -252,6 +253,58 @@ fn paired_ratios() {
             ("blob peer", &mut || blob.borrow_mut().append(one)),
         ],
     );
+}
+
+/// The agent shape ([`agent_turns`]: one tool message holding all of a step's results,
+/// parallel calls, multi-KB texts, signed reasoning), whole turns and one commit per message,
+/// store against the floor, each round appending the same turn to both (171 turns, about
+/// 2,000 messages, per pass).
+fn agent_rounds() {
+    let turns = agent_turns(7, 171);
+    let arms = 2;
+    for (name, by_message) in [
+        ("agent turn batch (1 commit)", false),
+        ("agent turn by message", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("store.db")).unwrap();
+        let session = &store.create_session().unwrap();
+        let floor = RefCell::new(Raw::floor(&dir.path().join("floor.db")));
+        let calls = Cell::new(0usize);
+        let current = RefCell::new(Vec::new());
+        rounds_of(
+            name,
+            turns.len(),
+            &mut || {
+                let turn = &turns[(calls.get() / arms) % turns.len()];
+                *current.borrow_mut() = turn.clone();
+                calls.set(calls.get() + 1);
+            },
+            &mut [
+                ("store", &mut || {
+                    let turn = std::mem::take(&mut *current.borrow_mut());
+                    if by_message {
+                        for message in turn {
+                            store.append(session, message).unwrap();
+                        }
+                    } else {
+                        store.append_batch(session, turn).unwrap();
+                    }
+                }),
+                ("floor", &mut || {
+                    let turn = std::mem::take(&mut *current.borrow_mut());
+                    let mut floor = floor.borrow_mut();
+                    if by_message {
+                        for message in &turn {
+                            floor.append(std::slice::from_ref(message));
+                        }
+                    } else {
+                        floor.append(&turn);
+                    }
+                }),
+            ],
+        );
+    }
 }
 
 /// Only the paired rounds (`PAIRED_ONLY=1`), skipping criterion's separate measurements.
