@@ -10,9 +10,9 @@ use std::process::{Command, Output};
 
 use proptest::prelude::*;
 use serde_json::json;
-use session_store::{
-    ExportOptions, Message, NewMessage, Part, Provider, RepairKind, Role, SessionId, Store,
-};
+use session_store::{ExportOptions, Message, NewMessage, Part, Provider, Role, SessionId, Store};
+
+use session_store::request::RepairKind;
 
 use crate::backends::{backends, Backend, Place};
 use crate::util::temp_store;
