@@ -48,6 +48,7 @@ mod self_contained;
 mod store;
 mod store_props;
 mod tail_state;
+mod tail_walk;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;
