@@ -58,7 +58,7 @@ pub use history::paging::{page_last_turn, Page, TurnCursor};
 pub use history::pairing::Refusal;
 pub use history::turns::turn_indexes;
 pub use import::stream::validate as validate_transcript;
-pub use model::Usage;
+pub use model::{token_count, Usage, MAX_TOKEN_COUNT};
 pub use store::ImportSummary;
 pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
@@ -67,7 +67,7 @@ pub use store::{
 pub use store::{is_database_url, redact_database_url, CopyReport};
 pub use store::{
     Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
-    SessionUsage, SizeReport, TokenTotals, TurnUsage,
+    SessionUsage, SizeReport, TokenTotals, TurnUsage, MAX_SEARCH_TERMS,
 };
 
 // Health: the contract's rules over stored sessions, and store-repair's mend.

@@ -8,7 +8,7 @@
 
 use super::grammar::{IdState, OrphanWhy, PartClass, ResultState, Walk};
 use super::texts;
-use crate::model::{NewMessage, Part, PartKind, Role};
+use crate::model::{NewMessage, Part, PartKind, Role, Usage};
 
 /// Why a message was refused. Nothing is written when an append is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +93,14 @@ pub enum Refusal {
         /// The tool_use id.
         id: String,
     },
+    /// A usage count above [`crate::MAX_TOKEN_COUNT`]: the store would have to change it.
+    #[error("usage.{field} = {value} is above the largest token count the store keeps exactly ({max})", max = crate::MAX_TOKEN_COUNT)]
+    TokenCountOutOfRange {
+        /// The field of [`crate::Usage`] (`input_tokens`, ...).
+        field: &'static str,
+        /// The count given.
+        value: u64,
+    },
 }
 
 /// Checks that `message` may follow what `walk` has seen, and feeds it to the walk.
@@ -102,6 +110,9 @@ pub enum Refusal {
 pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal> {
     if message.parts.is_empty() {
         return Err(Refusal::EmptyMessage);
+    }
+    if let Some((field, value)) = message.usage.as_ref().and_then(Usage::unkeepable_count) {
+        return Err(Refusal::TokenCountOutOfRange { field, value });
     }
     check_shape(message)?;
     let pending = walk.pending();

@@ -75,7 +75,7 @@ impl Document for Body {
                 }
                 let mut message = NewMessage::assistant(non_empty(parts));
                 message.model = self.model.clone();
-                message.usage = super::usage::anthropic(object);
+                message.usage = super::usage::anthropic(object, &at)?;
                 assembler.push(&at, message)?;
             }
             other => {
