@@ -35,7 +35,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
 /// A target's corpus folder and its body.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     ("import_anthropic", |d| {
         harness::import(Format::Anthropic, d)
     }),
@@ -50,6 +50,7 @@ const TARGETS: [Target; 8] = [
     ("import_codex", |d| harness::import(Format::Codex, d)),
     ("loader", harness::loader),
     ("repair", harness::repair),
+    ("search_query", harness::search_query),
 ];
 
 #[test]
@@ -133,5 +134,14 @@ proptest! {
     #[test]
     fn store_repair_mends_random_damage(data in vec(any::<u8>(), 0..300)) {
         harness::repair(&data);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_search_query_fails_but_for_too_many_terms(data in mutated("search_query")) {
+        harness::search_query(&data);
     }
 }

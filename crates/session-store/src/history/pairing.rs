@@ -115,13 +115,17 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
         return Err(Refusal::TokenCountOutOfRange { field, value });
     }
     check_shape(message)?;
-    let pending = walk.pending();
-    if matches!(message.role, Role::User | Role::Assistant) && !pending.is_empty() {
+    // Listing the pending calls costs their number: only a refusal does it, so a block of n
+    // tool messages is checked in time linear in n.
+    if matches!(message.role, Role::User | Role::Assistant) && walk.has_pending() {
         return Err(Refusal::PendingToolUses {
-            ids: pending,
+            ids: walk.pending(),
             role: message.role,
         });
     }
+    // The calls an unexpected result is refused against, listed before the walk moves on,
+    // and only when some result may be one.
+    let pending = may_answer_nothing(walk, message).then(|| walk.pending());
     let index = walk.walked();
     walk.feed(message.role, &message.parts);
     let Some(class) = walk.class(index) else {
@@ -146,7 +150,7 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
                 ResultState::Orphan(_) | ResultState::WouldAnswer { .. } => {
                     return Err(Refusal::UnexpectedToolResult {
                         tool_use_id: tool_use_id.clone(),
-                        pending: pending.clone(),
+                        pending: pending.clone().unwrap_or_else(|| walk.pending()),
                     })
                 }
             },
@@ -262,6 +266,17 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
         return Err(Refusal::ToolMessageWithoutResult);
     }
     Ok(())
+}
+
+/// True when a tool_result of `message` may answer no open call of `walk`: its id answers
+/// none now, or the message names one id twice. Constant time per part.
+fn may_answer_nothing(walk: &Walk, message: &NewMessage) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    message
+        .parts
+        .iter()
+        .filter_map(Part::answers)
+        .any(|id| !walk.would_answer(id) || !seen.insert(id))
 }
 
 /// The tool message that cancels every pending call of the walk: one tombstone tool_result
