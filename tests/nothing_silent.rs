@@ -234,3 +234,169 @@ fn a_query_with_too_many_distinct_words_is_refused_by_the_cli_with_the_cap() {
         }
     }
 }
+
+/// Runs a binary under `ulimit -f` (in 512-byte blocks) with SIGXFSZ left at its default,
+/// which kills the process unless the binary catches it.
+fn under_file_size_limit(blocks: u32, binary: &str, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -f {blocks}; exec \"$@\""))
+        .arg("limited")
+        .arg(binary)
+        .args(args)
+        .env_remove("SESSION_STORE_DB")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("sh runs")
+}
+
+#[test]
+fn a_write_past_the_file_size_limit_is_an_error_that_says_so_not_a_signal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("big.json");
+    let long = "x".repeat(100_000);
+    let messages: Vec<Value> = (0..20)
+        .flat_map(|_| {
+            [
+                json!({"role": "user", "content": long}),
+                json!({"role": "assistant", "content": long}),
+            ]
+        })
+        .collect();
+    std::fs::write(&big, json!({ "messages": messages }).to_string()).expect("write");
+    let big = big.to_str().expect("utf-8");
+    // A database with one small session, to copy and to import into.
+    let small = dir.path().join("small.db");
+    let small_json = dir.path().join("small.json");
+    std::fs::write(
+        &small_json,
+        json!({"messages": [{"role": "user", "content": long}]}).to_string(),
+    )
+    .expect("write");
+    let imported = session_store(&small, &["import", small_json.to_str().expect("utf-8")]);
+    assert!(imported.status.success(), "{}", text_of(&imported));
+    let small = small.to_str().expect("utf-8");
+    let store = env!("CARGO_BIN_EXE_session-store");
+    let copy_to = dir.path().join("copy.db");
+    for (blocks, args) in [
+        (
+            400,
+            vec!["--db", small, "import", "--format", "anthropic", big],
+        ),
+        (
+            400,
+            vec![
+                "--db",
+                dir.path().join("new.db").to_str().expect("utf-8"),
+                "import",
+                big,
+            ],
+        ),
+        (
+            100,
+            vec![
+                "copy",
+                "--from",
+                small,
+                "--to",
+                copy_to.to_str().expect("utf-8"),
+            ],
+        ),
+    ] {
+        let output = under_file_size_limit(blocks, store, &args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text_of(&output)
+        );
+        assert!(
+            text(&output.stderr).contains("file size limit"),
+            "{args:?}: {}",
+            text_of(&output)
+        );
+    }
+    // What was committed before stays readable and whole.
+    let listed = session_store(Path::new(small), &["sessions", "--json"]);
+    let rows: Value = serde_json::from_slice(&listed.stdout).expect("json");
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+}
+
+fn text_of(output: &Output) -> String {
+    format!("{}{}", text(&output.stdout), text(&output.stderr))
+}
+
+#[test]
+fn a_byte_order_mark_is_named_not_called_invalid_json() {
+    let bom = "\u{feff}";
+    let bodies = [
+        (Format::Anthropic, "anthropic", r#"{"messages": [{"role": "user", "content": "hi"}]}"#),
+        (Format::OpenAi, "openai", r#"{"messages": [{"role": "user", "content": "hi"}]}"#),
+        (
+            Format::ClaudeCode,
+            "claude-code",
+            "{\"type\": \"user\", \"uuid\": \"u\", \"sessionId\": \"s\", \"message\": {\"role\": \"user\", \"content\": \"hi\"}}\n",
+        ),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("s.db");
+    for (format, name, body) in bodies {
+        let marked = format!("{bom}{body}");
+        for error in [
+            import_transcript(format, &marked).expect_err("refused"),
+            session_store::import_transcript_bytes(format, marked.as_bytes()).expect_err("refused"),
+        ] {
+            assert!(
+                error.to_string().contains("byte order mark"),
+                "{name}: {error}"
+            );
+        }
+        assert!(
+            import_transcript(format, body).is_ok(),
+            "{name} without the mark"
+        );
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, &marked).expect("write");
+        let file = file.to_str().expect("utf-8");
+        for args in [vec!["import", file], vec!["import", "--format", name, file]] {
+            let output = session_store(&db, &args);
+            assert_eq!(output.status.code(), Some(2), "{args:?}");
+            let said = text(&output.stderr);
+            assert!(
+                said.contains("byte order mark (bytes EF BB BF)"),
+                "{args:?}: {said}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_path_that_cannot_be_reached_is_not_called_missing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b, own) = (
+        dir.path().join("a"),
+        dir.path().join("b"),
+        dir.path().join("own"),
+    );
+    std::os::unix::fs::symlink(&b, &a).expect("link");
+    std::os::unix::fs::symlink(&a, &b).expect("link");
+    std::os::unix::fs::symlink(&own, &own).expect("link");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").expect("write");
+    for (db, why) in [
+        (a, "symbolic links"),
+        (own, "symbolic links"),
+        (file.join("under-a-file.db"), "Not a directory"),
+    ] {
+        let output = session_store(&db, &["sessions"]);
+        assert_eq!(output.status.code(), Some(2));
+        let said = text(&output.stderr);
+        assert!(
+            said.contains("cannot reach") && said.contains(why),
+            "{said}"
+        );
+        assert!(!said.contains("no database"), "{said}");
+    }
+    let missing = session_store(&dir.path().join("missing.db"), &["sessions"]);
+    assert!(text(&missing.stderr).contains("no database at"));
+}

@@ -126,17 +126,19 @@ impl FromStr for Format {
 /// `bytes` as text, or [`ImportError::InvalidUtf8`] naming the line and byte offset of the
 /// first sequence that is not UTF-8.
 pub fn text_of(bytes: &[u8]) -> Result<&str, ImportError> {
+    json::refuse_bom(bytes)?;
     json::utf8(bytes)
 }
 
 /// Imports `bytes` in the given format, after checking they are UTF-8 (an error names the
 /// line and byte offset of the first invalid sequence).
 pub fn import_bytes(format: Format, bytes: &[u8]) -> Result<Imported, ImportError> {
-    import(format, json::utf8(bytes)?)
+    import(format, text_of(bytes)?)
 }
 
 /// Imports `text` in the given format.
 pub fn import(format: Format, text: &str) -> Result<Imported, ImportError> {
+    json::refuse_bom(text.as_bytes())?;
     match format {
         Format::Anthropic => anthropic::import(text),
         Format::OpenAi => openai::import(text),
