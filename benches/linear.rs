@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
-use session_store::{import_transcript, Format, NewMessage, SearchOptions, Store};
+use session_store::import::{import as import_transcript, Format};
+use session_store::{NewMessage, SearchOptions, Store};
 
 const GROUP: &str = "linear_growth";
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
-use session_store::{import_transcript, Format, ImportError, Location};
+use session_store::import::{import as import_transcript, Format, ImportError, Location};
 
 fn session_store(db: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_session-store"))
@@ -344,7 +344,7 @@ fn a_byte_order_mark_is_named_not_called_invalid_json() {
         let marked = format!("{bom}{body}");
         for error in [
             import_transcript(format, &marked).expect_err("refused"),
-            session_store::import_transcript_bytes(format, marked.as_bytes()).expect_err("refused"),
+            session_store::import::import_bytes(format, marked.as_bytes()).expect_err("refused"),
         ] {
             assert!(
                 error.to_string().contains("byte order mark"),

@@ -44,7 +44,7 @@ pub(crate) const BOM_PROBLEM: &str = "the input starts with a UTF-8 byte order m
 
 /// [`BOM_PROBLEM`] at the input's first byte when `start` (the input's first bytes) begins
 /// with a byte order mark. Every import meets it: [`utf8_stream`] (streamed imports,
-/// samples), [`crate::import::text_of`] and [`crate::import::import`].
+/// samples) and [`crate::import::import`] (in-memory imports).
 pub(crate) fn refuse_bom(start: &[u8]) -> Result<(), ImportError> {
     if start.starts_with(BOM) {
         return Err(ImportError::Malformed {
