@@ -482,7 +482,7 @@ fn search_store() -> &'static Store {
             for (n, text) in [
                 "Deploy the staging cluster (fast) \"now\" a-b c_d: 漢字 café 🦀",
                 "error: file not found NEAR the AND gate *glob* -flag",
-                "\u{1b}[2J clear, tab\there, nul\u{0}inside",
+                "\u{1b}[2J clear, tab\there, a bell\u{7}inside",
             ]
             .into_iter()
             .enumerate()
