@@ -1085,6 +1085,143 @@ fn a_second_answer_to_one_call_is_an_orphan_in_the_views_of_every_backend() -> R
     Ok(())
 }
 
+/// A query of one word said thousands of times is one word (found at the cost of one), and
+/// one with more distinct words than `MAX_SEARCH_TERMS` is a typed error, never a query cut
+/// short, on every backend.
+#[test]
+fn search_terms_count_once_and_too_many_are_a_typed_error_on_every_backend() -> Result<()> {
+    use session_store::{SearchOptions, MAX_SEARCH_TERMS};
+    let results = on_each(|b| {
+        let session = named_session(b, "terms", &[])?;
+        b.store.append(
+            &session,
+            NewMessage::user("deploy the staging cluster, then deploy again").at(t(1)),
+        )?;
+        b.store
+            .append(&session, NewMessage::user("a staging note").at(t(1)))?;
+        let options = SearchOptions::default();
+        let once = hit_shapes(&b.store.search("deploy staging", &options)?);
+        ensure!(once.len() == 1, "{once:?}");
+        for query in [
+            "deploy staging ".repeat(10_000),
+            format!("{} staging", "deploy ".repeat(MAX_SEARCH_TERMS * 4)),
+            "Deploy deploy DEPLOY staging staging".to_owned(),
+        ] {
+            let hits = hit_shapes(&b.store.search(&query, &options)?);
+            ensure!(hits == once, "{} words: {hits:?}", query.len());
+        }
+        let words: Vec<String> = (0..MAX_SEARCH_TERMS).map(|n| format!("w{n}")).collect();
+        ensure!(b.store.search(&words.join(" "), &options)?.is_empty());
+        let mut refused = Vec::new();
+        for extra in ["deploy", "w64*", "x y z"] {
+            let query = format!("{} {extra}", words.join(" "));
+            match b.store.search(&query, &options) {
+                Err(Error::TooManySearchTerms { max }) => refused.push(max),
+                other => anyhow::bail!("{extra}: {other:?}"),
+            }
+        }
+        ensure!(refused == [MAX_SEARCH_TERMS; 3]);
+        Ok(once)
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+/// A count above what the usage columns keep is refused by the append with its field, and
+/// nothing is written; the largest count is kept exactly; a sum past `i64::MAX` is a typed
+/// error naming the count and the turn or the session, on every backend.
+#[test]
+fn token_counts_are_kept_exactly_or_refused_and_sums_never_overflow_on_every_backend() -> Result<()>
+{
+    use session_store::{Usage, MAX_TOKEN_COUNT};
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "counts", &[])?;
+        store.append(&session, NewMessage::user("q").at(t(1)))?;
+        let mut refused = Vec::new();
+        for usage in [
+            Usage::new(MAX_TOKEN_COUNT + 1, 1),
+            Usage::new(1, u64::MAX),
+            Usage::new(1, 1).cache(0, 1 << 63),
+            Usage {
+                cache_read_tokens: Some(u64::MAX),
+                ..Usage::default()
+            },
+        ] {
+            let before = store.messages(&session)?;
+            let message = NewMessage::assistant(vec![Part::text("a")]).with_usage(usage);
+            match store.append(&session, message) {
+                Err(Error::Refused {
+                    reason: Refusal::TokenCountOutOfRange { field, value },
+                    ..
+                }) => refused.push((field, value)),
+                other => anyhow::bail!("{other:?}"),
+            }
+            ensure!(
+                store.messages(&session)? == before,
+                "a refused append wrote"
+            );
+        }
+        ensure!(store.message_usage(&session)?.is_empty());
+        // Two messages at the largest count: each is kept; their sum is not an i64.
+        for _ in 0..2 {
+            store.append(
+                &session,
+                NewMessage::assistant(vec![Part::text("a")])
+                    .at(t(1))
+                    .with_usage(Usage::new(MAX_TOKEN_COUNT, 1)),
+            )?;
+        }
+        let kept: Vec<Option<u64>> = store
+            .message_usage(&session)?
+            .into_iter()
+            .map(|(_, u)| u.input_tokens)
+            .collect();
+        ensure!(kept == [Some(MAX_TOKEN_COUNT); 2], "{kept:?}");
+        let turn = match store.usage(&session) {
+            Err(Error::UsageOverflow { field, over, .. }) => (field, over),
+            other => anyhow::bail!("{other:?}"),
+        };
+        // One per turn: each turn sums, the session does not.
+        let spread = named_session(b, "spread", &[])?;
+        for minute in 1..=2 {
+            store.append_batch(
+                &spread,
+                vec![
+                    NewMessage::user("q").at(t(minute)),
+                    NewMessage::assistant(vec![Part::text("a")])
+                        .at(t(minute))
+                        .with_usage(Usage::new(1, MAX_TOKEN_COUNT)),
+                ],
+            )?;
+        }
+        let total = match store.usage(&spread) {
+            Err(error @ Error::UsageOverflow { .. }) => error.to_string(),
+            other => anyhow::bail!("{other:?}"),
+        };
+        Ok((refused, turn, total))
+    })?;
+    all_equal(&results);
+    let (refused, turn, total) = &results[0].1;
+    assert_eq!(
+        refused,
+        &[
+            ("input_tokens", MAX_TOKEN_COUNT_PLUS_ONE),
+            ("output_tokens", u64::MAX),
+            ("cache_write_tokens", 1 << 63),
+            ("cache_read_tokens", u64::MAX),
+        ]
+    );
+    assert_eq!(turn, &("input_tokens", "turn 0".to_owned()));
+    assert_eq!(
+        total,
+        "usage of session spread: the sum of output_tokens over the whole session is above 9223372036854775807"
+    );
+    Ok(())
+}
+
+const MAX_TOKEN_COUNT_PLUS_ONE: u64 = 1 << 63;
+
 /// A session with a name of its own, so hits and lineage compare across backends.
 fn named_session(b: &Backend, name: &str, turns: &[Vec<NewMessage>]) -> Result<SessionId> {
     let session = SessionId::new(name);

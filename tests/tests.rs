@@ -29,6 +29,7 @@ mod last_turns;
 mod lossless;
 mod manage_cli;
 mod migration_kill;
+mod nothing_silent;
 mod pages;
 mod postgres;
 mod postgres_cli;

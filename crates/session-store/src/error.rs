@@ -198,6 +198,25 @@ pub enum Error {
         /// `sqlite` or `postgres`.
         backend: &'static str,
     },
+    /// A search query holds more distinct terms than
+    /// [`crate::MAX_SEARCH_TERMS`]: every term is required, so cutting the
+    /// query would change what it finds.
+    #[error("the search query holds more than {max} distinct terms; use fewer words")]
+    TooManySearchTerms {
+        /// The most distinct terms a query may hold.
+        max: usize,
+    },
+    /// A sum of a session's token counts is above `i64::MAX`: the total is refused rather
+    /// than wrapped, clamped or reported as an engine's bare overflow.
+    #[error("usage of session {session}: the sum of {field} over {over} is above {max}", max = i64::MAX)]
+    UsageOverflow {
+        /// The session summed.
+        session: SessionId,
+        /// The count that overflowed (`input_tokens`, ...).
+        field: &'static str,
+        /// What was summed: `turn N` or `the whole session`.
+        over: String,
+    },
     /// This build lacks the cargo feature an operation needs (a `postgres://` URL in a build
     /// without `postgres`); nothing was opened or written.
     #[error("{what} needs the cargo feature `{feature}`, which this build of session-store lacks")]

@@ -263,6 +263,7 @@ fn parse_model(text: &str) -> Result<String, String> {
 
 fn main() -> ExitCode {
     // `--help` and `--version` exit 0 through clap; bad arguments exit 2.
+    terminal::catch_file_size_limit();
     let mut cli = Cli::parse();
     terminal::init_tracing(cli.verbose);
     if cli.db.is_none() {
@@ -276,6 +277,9 @@ fn main() -> ExitCode {
         Err(error) => {
             let message = format!("{error:#}");
             eprintln!("session-store: {}", terminal::escape(&message));
+            if let Some(note) = terminal::file_size_limit_note() {
+                eprintln!("session-store: {note}");
+            }
             if let Some(hint) = hint(&error) {
                 eprintln!("session-store: {}", terminal::escape(&hint));
             }

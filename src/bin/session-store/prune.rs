@@ -27,7 +27,9 @@ pub fn parse_duration(text: &str) -> anyhow::Result<TimeDelta> {
             .parse()
             .with_context(|| format!("{text:?}: number too large"))?;
         rest = &rest[digits..];
-        let unit = rest.chars().next().unwrap_or(' ');
+        let Some(unit) = rest.chars().next() else {
+            bail!("{text:?}: no unit after {number} (use s, m, h, d or w, e.g. {number}d)");
+        };
         let seconds_per = match unit {
             's' => 1,
             'm' => 60,
@@ -123,5 +125,23 @@ mod tests {
         assert!(parse_duration("5y").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
         Ok(())
+    }
+
+    #[test]
+    fn a_number_without_a_unit_is_named_as_missing_its_unit() {
+        for (text, said) in [
+            ("0", "no unit after 0 (use s, m, h, d or w, e.g. 0d)"),
+            ("30", "no unit after 30"),
+            ("1d12", "no unit after 12"),
+            (" 7 ", "no unit after 7"),
+            ("5y", "unknown unit 'y'"),
+        ] {
+            let error = match parse_duration(text) {
+                Ok(span) => panic!("{text:?} read as {span}"),
+                Err(error) => error.to_string(),
+            };
+            assert!(error.contains(said), "{text:?}: {error}");
+            assert!(!error.contains("' '"), "{text:?}: {error}");
+        }
     }
 }

@@ -17,6 +17,7 @@ mod run;
 mod terminal;
 
 fn main() -> ExitCode {
+    terminal::catch_file_size_limit();
     let args = match args::Args::try_parse() {
         Ok(args) => args,
         Err(err) => {
@@ -33,6 +34,9 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome,
         Err(err) => {
             eprintln!("store-repair: {}", terminal::escape(&format!("{err:#}")));
+            if let Some(note) = terminal::file_size_limit_note() {
+                eprintln!("store-repair: {note}");
+            }
             return ExitCode::from(2);
         }
     };

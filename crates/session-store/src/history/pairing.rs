@@ -8,7 +8,7 @@
 
 use super::grammar::{IdState, OrphanWhy, PartClass, ResultState, Walk};
 use super::texts;
-use crate::model::{NewMessage, Part, PartKind, Role};
+use crate::model::{NewMessage, Part, PartKind, Role, Usage};
 
 /// Why a message was refused. Nothing is written when an append is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +93,14 @@ pub enum Refusal {
         /// The tool_use id.
         id: String,
     },
+    /// A usage count above [`crate::MAX_TOKEN_COUNT`]: the store would have to change it.
+    #[error("usage.{field} = {value} is above the largest token count the store keeps exactly ({max})", max = crate::MAX_TOKEN_COUNT)]
+    TokenCountOutOfRange {
+        /// The field of [`crate::Usage`] (`input_tokens`, ...).
+        field: &'static str,
+        /// The count given.
+        value: u64,
+    },
     /// A text field holds a NUL character (U+0000), which PostgreSQL cannot keep: refused on
     /// every engine, so that a session means the same wherever it is stored.
     #[error("{field} of part {ordinal} ({kind}) holds a NUL character (U+0000), which the store cannot keep on every engine")]
@@ -128,6 +136,7 @@ impl Refusal {
             Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
             Refusal::NulInText { .. } => "nul_in_text",
+            Refusal::TokenCountOutOfRange { .. } => "token_count_out_of_range",
         }
     }
 
@@ -148,7 +157,8 @@ impl Refusal {
             | Refusal::ToolMessageWithoutResult
             | Refusal::NoOpenAssistant
             | Refusal::ToolUseWithoutId { .. }
-            | Refusal::NulInText { .. } => Vec::new(),
+            | Refusal::NulInText { .. }
+            | Refusal::TokenCountOutOfRange { .. } => Vec::new(),
         }
     }
 }
@@ -161,14 +171,21 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
     if message.parts.is_empty() {
         return Err(Refusal::EmptyMessage);
     }
+    if let Some((field, value)) = message.usage.as_ref().and_then(Usage::unkeepable_count) {
+        return Err(Refusal::TokenCountOutOfRange { field, value });
+    }
     check_shape(message)?;
-    let pending = walk.pending();
-    if matches!(message.role, Role::User | Role::Assistant) && !pending.is_empty() {
+    // Listing the pending calls costs their number: only a refusal does it, so a block of n
+    // tool messages is checked in time linear in n.
+    if matches!(message.role, Role::User | Role::Assistant) && walk.has_pending() {
         return Err(Refusal::PendingToolUses {
-            ids: pending,
+            ids: walk.pending(),
             role: message.role,
         });
     }
+    // The calls an unexpected result is refused against, listed before the walk moves on,
+    // and only when some result may be one.
+    let pending = may_answer_nothing(walk, message).then(|| walk.pending());
     let index = walk.walked();
     walk.feed(message.role, &message.parts);
     let Some(class) = walk.class(index) else {
@@ -193,7 +210,7 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
                 ResultState::Orphan(_) | ResultState::WouldAnswer { .. } => {
                     return Err(Refusal::UnexpectedToolResult {
                         tool_use_id: tool_use_id.clone(),
-                        pending: pending.clone(),
+                        pending: pending.clone().unwrap_or_else(|| walk.pending()),
                     })
                 }
             },
@@ -316,6 +333,17 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
         return Err(Refusal::ToolMessageWithoutResult);
     }
     Ok(())
+}
+
+/// True when a tool_result of `message` may answer no open call of `walk`: its id answers
+/// none now, or the message names one id twice. Constant time per part.
+fn may_answer_nothing(walk: &Walk, message: &NewMessage) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    message
+        .parts
+        .iter()
+        .filter_map(Part::answers)
+        .any(|id| !walk.would_answer(id) || !seen.insert(id))
 }
 
 /// The tool message that cancels every pending call of the walk: one tombstone tool_result

@@ -401,7 +401,7 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
             assembler.extend_assistant(&at, parts)?;
             // Every line of a message repeats the API response's usage, the last line with
             // the final output count.
-            if let Some(usage) = super::usage::anthropic(entry.message) {
+            if let Some(usage) = super::usage::anthropic(entry.message, &at.join("message"))? {
                 if let Some(last) = assembler.last_assistant() {
                     last.usage = Some(usage);
                 }
@@ -410,7 +410,7 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
             let mut message = NewMessage::assistant(parts);
             message.created_at = created_at;
             message.model = model;
-            message.usage = super::usage::anthropic(entry.message);
+            message.usage = super::usage::anthropic(entry.message, &at.join("message"))?;
             assembler.push(&at, message)?;
             conversation.open_message_id = message_id.map(str::to_owned);
         }

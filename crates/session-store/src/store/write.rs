@@ -158,7 +158,7 @@ pub(crate) fn append_in(
     let now = now();
     let mut appended = replayed;
     appended.reserve(messages.len());
-    for message in messages {
+    for (index, message) in messages.iter().enumerate() {
         position.last_seq += 1;
         let turn_index = next_turn_index(position.last_user_turn, message.role);
         if message.role == Role::User {
@@ -174,7 +174,7 @@ pub(crate) fn append_in(
             &created_at,
         )?;
         if let Some(usage) = &message.usage {
-            super::usage::insert_usage(db, id, usage)?;
+            super::usage::insert_usage(db, id, usage, |reason| refused(index, reason))?;
         }
         super::idempotency::record(db, session, message, id)?;
         appended.push(Appended {
