@@ -26,6 +26,7 @@ mod import_stream;
 mod last_turns;
 mod lossless;
 mod manage_cli;
+mod mcp;
 mod migration_kill;
 mod pages;
 mod postgres;

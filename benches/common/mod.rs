@@ -51,7 +51,7 @@ pub fn filler(seed: u64, len: usize) -> String {
         x ^= x >> 7;
         x ^= x << 17;
         out.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
-        out.push(if x % 11 == 0 { '\n' } else { ' ' });
+        out.push(if x.is_multiple_of(11) { '\n' } else { ' ' });
     }
     out
 }

@@ -11,6 +11,7 @@ pub fn run(
     from: &Path,
     to: &Path,
     sessions: &[String],
+    json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let source = open::existing(&Some(from.to_path_buf()))?;
@@ -19,10 +20,26 @@ pub fn run(
         .map(|id| open::session(&source, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let dest = open::or_create(to)?;
-    let report = source
-        .copy_to(&dest, &ids)
-        .with_context(|| format!("copying to {}", open::shown(to)))?;
+    let spinner = crate::progress::spinner("copying and verifying");
+    let report = source.copy_to(&dest, &ids);
+    spinner.finish_and_clear();
+    let report = report.with_context(|| format!("copying to {}", open::shown(to)))?;
     tracing::info!(sessions = report.sessions, "copied");
+    if json {
+        let rows: serde_json::Map<String, serde_json::Value> = report
+            .rows
+            .iter()
+            .map(|(table, rows)| (table.clone(), (*rows).into()))
+            .collect();
+        let body = serde_json::json!({
+            "from": open::shown(from),
+            "to": open::shown(to),
+            "sessions": report.sessions,
+            "rows": rows,
+            "verified": true,
+        });
+        return crate::shapes::print(out, &body);
+    }
     writeln!(
         out,
         "copied {} session{} from {} to {}, verified",
