@@ -29,6 +29,7 @@ mod sessions;
 mod shapes;
 mod show;
 mod size;
+mod table;
 mod terminal;
 mod tree;
 mod usage;
@@ -41,16 +42,17 @@ Exit status:
      input that is refused (malformed, or not the format named), or any other error;
      a refused command writes nothing
 
-The database is --db PATH (before or after the command), else $SESSION_STORE_DB.
+The database is --db PATH or --db postgres://URL (before or after the command), else
+$SESSION_STORE_DB.
 A session is named by its id or a unique prefix of 8 characters or more.";
 
 /// Inspect and exchange the sessions of a session-store database.
 #[derive(Debug, Parser)]
 #[command(name = "session-store", version, after_help = EXIT_STATUS)]
 struct Cli {
-    /// The database file [default: $SESSION_STORE_DB]. Read commands refuse a missing file;
-    /// `import` creates it.
-    #[arg(long, value_name = "PATH", global = true)]
+    /// The database: a file path or a postgres:// URL [default: $SESSION_STORE_DB]. Read
+    /// commands refuse a missing file; `import` creates it. (`copy` takes --from and --to.)
+    #[arg(long, value_name = "DB", global = true)]
     db: Option<PathBuf>,
     /// Trace what the library does on stderr (-v info, -vv debug, -vvv trace; RUST_LOG
     /// overrides).
@@ -168,6 +170,9 @@ enum Command {
         /// Copy only this session (repeatable; id or unique prefix); every session when absent.
         #[arg(long = "session", value_name = "ID")]
         sessions: Vec<String>,
+        /// Not used by copy (it reads --from and writes --to); refused when given.
+        #[arg(long, value_name = "DB", hide = true)]
+        db: Option<PathBuf>,
         /// One JSON object on stdout (`from`, `to`, `sessions`, `rows` per table, `verified`).
         #[arg(long)]
         json: bool,
@@ -450,7 +455,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             to,
             sessions,
             json,
-        } => copy::run(&from, &to, &sessions, json, &mut out)?,
+            db,
+        } => {
+            if db.is_some() {
+                anyhow::bail!("copy reads --from and writes --to; it takes no --db");
+            }
+            copy::run(&from, &to, &sessions, json, &mut out)?
+        }
         Command::Mcp { allow_writes } => {
             // stdout belongs to the protocol: nothing else may be written there.
             drop(out);
