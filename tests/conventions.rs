@@ -671,11 +671,6 @@ fn help_texts_say_what_the_commands_do() {
     assert!(help.contains("postgres://"), "--db takes URLs: {help}");
     let copy = ok(&db, &["copy", "--help"]);
     assert!(!copy.contains("--db"), "copy takes --from and --to: {copy}");
-    let refused = fails(
-        &db,
-        &["copy", "--from", "a.db", "--to", "b.db", "--db", "c.db"],
-    );
-    assert!(refused.contains("no --db"), "{refused}");
     let prune = ok(&db, &["prune", "--help"]);
     assert!(
         prune.contains("--yes") && prune.contains("terminal"),

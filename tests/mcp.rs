@@ -300,22 +300,26 @@ fn a_read_only_server_lists_its_four_tools_answers_each_and_leaves_the_file_byte
         )
         .await
         .contains("unknown session"));
-        // -32602: invalid params (an unknown tool, arguments outside the schema).
+        // Arguments outside the tool's schema: the tool answers isError, naming the field.
+        for (tool, arguments, field) in [
+            ("show", json!({}), "session"),
+            ("show", json!({"session": 12}), "string"),
+            ("search", json!({"query": "x", "limit": "many"}), "many"),
+            ("export", json!({"session": &imported}), "format"),
+        ] {
+            let why = tool_error(&client, tool, arguments).await;
+            assert!(
+                why.contains("parameters") && why.contains(field),
+                "{tool}: {why}"
+            );
+        }
+        // A tool that is not offered is a JSON-RPC error: -32602 (invalid params).
         assert_eq!(
             protocol_error(&client, "fork", json!({"session": &imported, "at_turn": 1})).await,
             -32602
         );
         assert_eq!(
             protocol_error(&client, "no_such_tool", json!({})).await,
-            -32602
-        );
-        assert_eq!(protocol_error(&client, "show", json!({})).await, -32602);
-        assert_eq!(
-            protocol_error(&client, "show", json!({"session": 12})).await,
-            -32602
-        );
-        assert_eq!(
-            protocol_error(&client, "search", json!({"query": "x", "limit": "many"})).await,
             -32602
         );
         client.cancel().await.expect("close");
@@ -397,10 +401,9 @@ fn fork_is_offered_and_writes_only_with_allow_writes() {
         )
         .await
         .contains("unknown session"));
-        assert_eq!(
-            protocol_error(&client, "fork", json!({"session": &imported})).await,
-            -32602
-        );
+        assert!(tool_error(&client, "fork", json!({"session": &imported}))
+            .await
+            .contains("at_turn"));
         assert_eq!(
             ok(&client, "list_sessions", json!({})).await["total"],
             4,

@@ -170,7 +170,7 @@ enum Command {
         /// Copy only this session (repeatable; id or unique prefix); every session when absent.
         #[arg(long = "session", value_name = "ID")]
         sessions: Vec<String>,
-        /// Not used by copy (it reads --from and writes --to); refused when given.
+        /// Not used by copy (it reads --from and writes --to); kept out of its help.
         #[arg(long, value_name = "DB", hide = true)]
         db: Option<PathBuf>,
         /// One JSON object on stdout (`from`, `to`, `sessions`, `rows` per table, `verified`).
@@ -455,13 +455,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             to,
             sessions,
             json,
-            db,
-        } => {
-            if db.is_some() {
-                anyhow::bail!("copy reads --from and writes --to; it takes no --db");
-            }
-            copy::run(&from, &to, &sessions, json, &mut out)?
-        }
+            db: _,
+        } => copy::run(&from, &to, &sessions, json, &mut out)?,
         Command::Mcp { allow_writes } => {
             // stdout belongs to the protocol: nothing else may be written there.
             drop(out);
