@@ -4,7 +4,8 @@ use std::io::Write;
 
 use anyhow::bail;
 use session_store::clock;
-use session_store::{ExportOptions, Provider, RepairKind, Request, SessionId, Store};
+use session_store::request::{RepairKind, Request};
+use session_store::{ExportOptions, Provider, SessionId, Store};
 
 use crate::open;
 use crate::terminal::escape;

@@ -4,8 +4,8 @@
 //! transaction it rolls back instead of on a private copy.
 
 use anyhow::{bail, Context};
+use session_store::repair::{inspect_database_url, RepairOptions};
 use session_store::Store;
-use session_store::{inspect_database_url, RepairOptions};
 
 use crate::args::Args;
 use crate::run::{check, dry_run, mend, named, Outcome};
