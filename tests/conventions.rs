@@ -181,6 +181,18 @@ fn every_command_a_script_reads_takes_json() {
     assert_eq!(forked["parent"], imported.as_str());
     assert_eq!(forked["at_turn"], 3);
     let fork_id = forked["id"].as_str().expect("id").to_owned();
+    let tree = json_of(&db, &["sessions", "--tree", "--json"]);
+    let node = tree
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|n| n["id"] == fork_id.as_str())
+        .cloned()
+        .expect("the fork is in the tree");
+    assert_eq!(
+        node,
+        json!({"id": fork_id.as_str(), "parent": imported.as_str(), "forked_at_turn": 3, "depth": 1})
+    );
 
     let compacted = json_of(
         &db,

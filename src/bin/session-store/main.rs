@@ -70,11 +70,12 @@ enum Command {
     /// store-repair runs) on each session, one at a time: it reads every message once and
     /// holds one session in memory.
     Sessions {
-        /// One JSON object per session, in a JSON array, instead of the table.
+        /// One JSON object per session, in a JSON array, instead of the table (with --tree:
+        /// `[{"id", "parent", "forked_at_turn", "depth"}]` in the tree's order).
         #[arg(long)]
         json: bool,
         /// Show the fork tree instead: each session under the one it was forked from.
-        #[arg(long, conflicts_with = "json")]
+        #[arg(long)]
         tree: bool,
     },
     /// A person's view of a session, turn by turn.
@@ -349,7 +350,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sessions { json, tree: false } => {
             sessions::run(&open::existing(&cli.db)?, json, &mut out)?
         }
-        Command::Sessions { tree: true, .. } => tree::run(&open::existing(&cli.db)?, &mut out)?,
+        Command::Sessions { tree: true, json } => {
+            tree::run(&open::existing(&cli.db)?, json, &mut out)?
+        }
         Command::Show {
             session,
             turns,

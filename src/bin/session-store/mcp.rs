@@ -190,7 +190,7 @@ impl Server {
     }
 
     #[tool(
-        description = "Full-text search over the text, reasoning, tool inputs and tool results of every session (or one), best match first: session, turn, seq, role, kind and a snippet per hit. Use `show` with the hit's turn to read it whole."
+        description = "Full-text search over the text, reasoning, tool inputs and tool results of every session (or one), best match first: session, turn, seq, role, kind and a snippet per hit. Use `show` with the hit's turn to read it whole. A read-only server searches what the full-text index holds: messages written since the last search that could update it may be missing (any `session-store search` brings it up to date)."
     )]
     async fn search(
         &self,

@@ -5,7 +5,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
 
 /// How often a spinner redraws.
 const TICK: Duration = Duration::from_millis(120);
@@ -20,7 +20,8 @@ pub fn bytes(what: &str, len: u64) -> ProgressBar {
     if !shown() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new(len);
+    // Dropped early (an error returned with `?`), it clears itself as well.
+    let bar = ProgressBar::new(len).with_finish(ProgressFinish::AndClear);
     let template = format!("{what} {{bar:40}} {{bytes}}/{{total_bytes}} {{eta}}");
     if let Ok(style) = ProgressStyle::with_template(&template) {
         bar.set_style(style);
@@ -29,12 +30,12 @@ pub fn bytes(what: &str, len: u64) -> ProgressBar {
 }
 
 /// A spinner saying `what` is under way, for work without a known length; hidden when
-/// piped. Call `finish_and_clear` when done (dropping it leaves the last frame).
+/// piped. Cleared when finished or dropped.
 pub fn spinner(what: &str) -> ProgressBar {
     if !shown() {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new_spinner();
+    let bar = ProgressBar::new_spinner().with_finish(ProgressFinish::AndClear);
     if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
         bar.set_style(style);
     }

@@ -85,6 +85,7 @@ pub fn run(
         return Ok(());
     }
     let dry_run = mode == Mode::DryRun;
+    let spinner = crate::progress::spinner(if dry_run { "listing" } else { "deleting" });
     let sessions = if dry_run {
         store.prune_candidates(cutoff)?
     } else {
@@ -95,6 +96,7 @@ pub fn run(
     } else {
         Some(store.reclaim_space()?)
     };
+    spinner.finish_and_clear();
     if json {
         let body = json!({
             "dry_run": dry_run,
