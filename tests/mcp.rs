@@ -185,6 +185,7 @@ fn a_read_only_server_lists_its_four_tools_answers_each_and_leaves_the_file_byte
         assert_eq!(page["sessions"][0]["id"], listed["sessions"][1]["id"]);
 
         let found = ok(&client, "search", json!({"query": "phoenix"})).await;
+        assert_eq!(found["index_behind"], false, "{found}");
         let hits = found["hits"].as_array().expect("hits");
         assert!(!hits.is_empty(), "{found}");
         assert!(
@@ -352,8 +353,12 @@ fn a_read_only_search_with_the_index_behind_writes_nothing() {
     let before = std::fs::read(&db).expect("read db");
     runtime().block_on(async {
         let client = connect(&db, &[]).await;
-        for query in ["quagga", "zebra", "phoenix"] {
-            ok(&client, "search", json!({"query": query})).await;
+        for (query, hits) in [("quagga", 0), ("zebra", 1), ("phoenix", 6)] {
+            let found = ok(&client, "search", json!({"query": query})).await;
+            // What the index holds is found; the part written after it is not, and it says so.
+            assert_eq!(found["index_behind"], true, "{found}");
+            let count = found["hits"].as_array().map_or(0, Vec::len);
+            assert!((hits == 0) == (count == 0), "{query}: {found}");
         }
         client.cancel().await.expect("close");
     });

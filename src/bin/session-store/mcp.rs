@@ -190,7 +190,7 @@ impl Server {
     }
 
     #[tool(
-        description = "Full-text search over the text, reasoning, tool inputs and tool results of every session (or one), best match first: session, turn, seq, role, kind and a snippet per hit. Use `show` with the hit's turn to read it whole. A read-only server searches what the full-text index holds: messages written since the last search that could update it may be missing (any `session-store search` brings it up to date)."
+        description = "Full-text search over the text, reasoning, tool inputs and tool results of every session (or one), best match first: session, turn, seq, role, kind and a snippet per hit. Use `show` with the hit's turn to read it whole. A read-only server searches what the full-text index holds: when `index_behind` is true, parts written since the index was last updated are not found (one `session-store search` with write access brings it up to date)."
     )]
     async fn search(
         &self,
@@ -208,7 +208,7 @@ impl Server {
                 ..SearchOptions::default()
             };
             let hits = store.search(&args.query, &options)?;
-            Ok(json!({"hits": hits}))
+            Ok(json!({"hits": hits, "index_behind": store.search_index_behind()?}))
         })
         .await
     }

@@ -26,6 +26,14 @@ pub fn run(
     let hits = store.search(query, &options);
     spinner.finish_and_clear();
     let hits = hits?;
+    if store.search_index_behind()? {
+        eprintln!(
+            "session-store: the search index of {} misses parts written since it was last \
+             updated, and this database cannot be written here to update it: parts it misses \
+             are not found (search it once with write access to bring the index up to date)",
+            crate::terminal::escape_line(&open::shown(store.path()))
+        );
+    }
     if json {
         serde_json::to_writer_pretty(&mut *out, &hits)?;
         writeln!(out)?;
