@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::sql::{values, Sql};
 use super::write::{append_in, tail_of};
-use super::{format_time, now, Store};
+use super::{format_time, now, SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::Walk;
 use crate::history::{pairing, texts};
@@ -115,22 +115,19 @@ impl Store {
     /// # }
     /// ```
     pub fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
-        if let Some(pg) = self.postgres() {
-            return pg.fork(source, at_turn);
-        }
-        self.write(|tx| {
-            fork_in(&mut &**tx, source, at_turn, |db, table| {
-                columns_of(db, table)
-            })
-        })
+        self.write(|tx| fork_in(tx, source, at_turn, |db, table| db.columns(table)))
     }
 
     /// Every session with its place in the fork tree, depth first: each root (a session
     /// that is not a fork, or whose parent was deleted) followed by its forks, oldest first.
     pub fn lineage(&self) -> Result<Vec<Lineage>> {
-        if let Some(pg) = self.postgres() {
-            return pg.lineage();
-        }
+        self.engine.lineage()
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::lineage`] on SQLite.
+    pub(super) fn lineage(&self) -> Result<Vec<Lineage>> {
         let rows = self.read(|conn| {
             let mut stmt = conn.prepare_cached(LINEAGE)?;
             let rows = stmt.query_map([], |row| {

@@ -19,7 +19,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 use super::write::require_session;
-use super::{parse_time, Store};
+use super::{parse_time, SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
 
@@ -130,22 +130,87 @@ impl Store {
     /// deleted, when it does not exist. The freed pages stay in the file until
     /// [`Store::reclaim_space`].
     pub fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        if let Some(pg) = self.postgres() {
-            return pg.delete_session(session);
-        }
-        self.write(|tx| {
-            require_session(tx, session)?;
-            delete_in(tx, session)
-        })
+        self.engine.delete_session(session)
     }
 
     /// The sessions that [`Store::prune`] would delete: those last changed before `cutoff`,
     /// oldest first. A session whose `updated_at` cannot be read as a time is never a
     /// candidate.
     pub fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        if let Some(pg) = self.postgres() {
-            return pg.prune_candidates(cutoff);
-        }
+        self.engine.prune_candidates(cutoff)
+    }
+
+    /// Deletes every session last changed before `cutoff`, each in its own transaction that
+    /// checks the time again under the write lock: a session a live writer touched meanwhile
+    /// is kept. Returns what was deleted, oldest first.
+    pub fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
+        self.engine.prune(cutoff)
+    }
+
+    /// Where the bytes are: the file, its free pages and WAL, each table and index, the
+    /// search index, and the `top` largest sessions with how much of each is tool output.
+    /// Reads one snapshot; the only write is the search index's catch-up (parts appended
+    /// since the last search are indexed first, so the index is measured as a search uses it).
+    ///
+    /// On PostgreSQL the same report describes the relations of the store's schema (what
+    /// each figure is there: `store/pg/retention.rs`, `PgStore::size_report`): `file_bytes`
+    /// is their total, `free_bytes` and `wal_bytes` are 0, `objects` are its tables and
+    /// indexes, and the per-session figures are the same as SQLite's.
+    pub fn size_report(&self, top: usize) -> Result<SizeReport> {
+        self.engine.size_report(top)
+    }
+
+    /// Gives the database's free pages back to the file system and truncates the WAL,
+    /// measuring the file before and after.
+    ///
+    /// It first merges the search index into one segment (FTS5 `optimize`, a pass over the
+    /// whole index), which drops the entries of deleted parts.
+    ///
+    /// The first call on a file switches it to `auto_vacuum = INCREMENTAL`, which takes one
+    /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
+    /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
+    /// for a live writer like any write, and readers keep reading.
+    ///
+    /// On PostgreSQL it is `VACUUM` of the store's tables (dead rows' space reusable, empty
+    /// pages at a table's end given back; `full_vacuum` false), measured in the bytes of the
+    /// store's relations.
+    pub fn reclaim_space(&self) -> Result<Reclaimed> {
+        self.reclaim(false)
+    }
+
+    /// [`Store::reclaim_space`] with a full `VACUUM` every time: the whole file is rewritten,
+    /// which also gives back the room in half-empty pages that deleting rows scattered over
+    /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
+    /// as the database, and time in proportion to it.
+    ///
+    /// On PostgreSQL it is `VACUUM FULL` of the store's tables: each rewritten under an
+    /// exclusive lock (readers and writers of it wait).
+    pub fn vacuum(&self) -> Result<Reclaimed> {
+        self.reclaim(true)
+    }
+
+    fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
+        self.engine.reclaim(always_full)
+    }
+
+    /// Bytes of the database file and its WAL. On PostgreSQL: the bytes of the store's
+    /// relations (tables with their TOAST data, and indexes), 0 when the server cannot say.
+    pub fn bytes_on_disk(&self) -> u64 {
+        self.engine.bytes_on_disk()
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::delete_session`] on SQLite.
+    pub(super) fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
+        self.write(|tx| {
+            require_session(tx, session)?;
+            delete_in(tx, session)
+        })
+    }
+
+    /// [`Store::prune_candidates`] on SQLite.
+    pub(super) fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
         self.read(|conn| {
             let mut out = Vec::new();
             for (id, updated_at) in older_than(conn, cutoff)? {
@@ -162,13 +227,8 @@ impl Store {
         })
     }
 
-    /// Deletes every session last changed before `cutoff`, each in its own transaction that
-    /// checks the time again under the write lock: a session a live writer touched meanwhile
-    /// is kept. Returns what was deleted, oldest first.
-    pub fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        if let Some(pg) = self.postgres() {
-            return pg.prune(cutoff);
-        }
+    /// [`Store::prune`] on SQLite.
+    pub(super) fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
         let candidates = self.read(|conn| older_than(conn, cutoff))?;
         let mut deleted = Vec::new();
         for (id, _) in candidates {
@@ -187,19 +247,8 @@ impl Store {
         Ok(deleted)
     }
 
-    /// Where the bytes are: the file, its free pages and WAL, each table and index, the
-    /// search index, and the `top` largest sessions with how much of each is tool output.
-    /// Reads one snapshot; the only write is the search index's catch-up (parts appended
-    /// since the last search are indexed first, so the index is measured as a search uses it).
-    ///
-    /// On PostgreSQL the same report describes the relations of the store's schema (what
-    /// each figure is there: `store/pg/retention.rs`, `PgStore::size_report`): `file_bytes`
-    /// is their total, `free_bytes` and `wal_bytes` are 0, `objects` are its tables and
-    /// indexes, and the per-session figures are the same as SQLite's.
-    pub fn size_report(&self, top: usize) -> Result<SizeReport> {
-        if let Some(pg) = self.postgres() {
-            return pg.size_report(top);
-        }
+    /// [`Store::size_report`] on SQLite.
+    pub(super) fn size_report(&self, top: usize) -> Result<SizeReport> {
         // The index's share is the share of a current index (parts appended since the last
         // search are indexed first, V12).
         self.catch_up_search_index()?;
@@ -256,42 +305,11 @@ impl Store {
         })
     }
 
-    /// Gives the database's free pages back to the file system and truncates the WAL,
-    /// measuring the file before and after.
-    ///
-    /// It first merges the search index into one segment (FTS5 `optimize`, a pass over the
-    /// whole index), which drops the entries of deleted parts.
-    ///
-    /// The first call on a file switches it to `auto_vacuum = INCREMENTAL`, which takes one
-    /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
-    /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
-    /// for a live writer like any write, and readers keep reading.
-    ///
-    /// On PostgreSQL it is `VACUUM` of the store's tables (dead rows' space reusable, empty
-    /// pages at a table's end given back; `full_vacuum` false), measured in the bytes of the
-    /// store's relations.
-    pub fn reclaim_space(&self) -> Result<Reclaimed> {
-        self.reclaim(false)
-    }
-
-    /// [`Store::reclaim_space`] with a full `VACUUM` every time: the whole file is rewritten,
-    /// which also gives back the room in half-empty pages that deleting rows scattered over
-    /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
-    /// as the database, and time in proportion to it.
-    ///
-    /// On PostgreSQL it is `VACUUM FULL` of the store's tables: each rewritten under an
-    /// exclusive lock (readers and writers of it wait).
-    pub fn vacuum(&self) -> Result<Reclaimed> {
-        self.reclaim(true)
-    }
-
-    fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
-        if let Some(pg) = self.postgres() {
-            return pg.reclaim(always_full);
-        }
+    /// [`Store::reclaim_space`] and [`Store::vacuum`] on SQLite.
+    pub(super) fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
         self.catch_up_search_index()?;
         let before_bytes = self.bytes_on_disk();
-        let conn = self.sqlite_pool()?.get()?;
+        let conn = self.pool().get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
         let full_vacuum = always_full || mode != 2;
         // FTS5 records a deleted row as a delete marker in a new index segment; the entries
@@ -313,12 +331,8 @@ impl Store {
         })
     }
 
-    /// Bytes of the database file and its WAL. On PostgreSQL: the bytes of the store's
-    /// relations (tables with their TOAST data, and indexes), 0 when the server cannot say.
-    pub fn bytes_on_disk(&self) -> u64 {
-        if let Some(pg) = self.postgres() {
-            return pg.bytes_on_disk().unwrap_or(0);
-        }
+    /// [`Store::bytes_on_disk`] on SQLite.
+    pub(super) fn bytes_on_disk(&self) -> u64 {
         file_len(self.path()) + file_len(&wal_path(self.path()))
     }
 }

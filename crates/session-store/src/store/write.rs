@@ -23,10 +23,7 @@ impl Store {
 
     /// Creates a session with the caller's id; [`Error::SessionExists`] if it is taken.
     pub fn create_session_with_id(&self, id: &SessionId) -> Result<()> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| create_session_in(tx, id)),
-            None => self.write(|tx| create_session_in(&mut &**tx, id)),
-        }
+        self.write(|tx| create_session_in(tx, id))
     }
 
     /// Appends one message, assigning its `seq` and `turn_index`.
@@ -49,13 +46,10 @@ impl Store {
         session: &SessionId,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| {
-                tx.lock_session(session)?;
-                append_in(tx, session, &messages)
-            }),
-            None => self.write(|tx| append_in(&mut &**tx, session, &messages)),
-        }
+        self.write(|tx| {
+            tx.lock_session_row(session)?;
+            append_in(tx, session, &messages)
+        })
     }
 
     /// Answers every pending tool_use of the session with a tombstone result (`is_error = 1`,
@@ -65,18 +59,12 @@ impl Store {
     /// Call it when a turn is interrupted between storing the assistant message and storing
     /// the results, and on start-up for sessions a crash left pending.
     pub fn cancel_pending(&self, session: &SessionId, reason: &str) -> Result<Vec<String>> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| cancel_in(tx, session, reason)),
-            None => self.write(|tx| cancel_in(&mut &**tx, session, reason)),
-        }
+        self.write(|tx| cancel_in(tx, session, reason))
     }
 
     /// The tool_uses of the session still waiting for a result, in part order.
     pub fn pending_tool_uses(&self, session: &SessionId) -> Result<Vec<String>> {
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| pending_in(tx, session)),
-            None => self.read(|conn| pending_in(&mut &*conn, session)),
-        }
+        self.read(|tx| pending_in(tx, session))
     }
 }
 
