@@ -312,7 +312,15 @@ fn fork_tree_search_usage_prune_and_size_run_on_a_url() {
     ));
     let prune = run(
         TOOL,
-        &["--db", &url, "prune", "--older-than", "1d", "--json"],
+        &[
+            "--db",
+            &url,
+            "prune",
+            "--older-than",
+            "1d",
+            "--yes",
+            "--json",
+        ],
     );
     assert_eq!(code(&prune), 0, "{prune:?}");
     let pruned: Value = serde_json::from_slice(&prune.stdout).expect("json");

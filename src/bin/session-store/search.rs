@@ -22,7 +22,11 @@ pub fn run(
         limit,
         ..SearchOptions::default()
     };
-    let hits = store.search(query, &options)?;
+    // The first search after many writes brings the full-text index up to date first.
+    let spinner = crate::progress::spinner("searching");
+    let hits = store.search(query, &options);
+    spinner.finish_and_clear();
+    let hits = hits?;
     if store.search_index_behind()? {
         eprintln!(
             "session-store: the search index of {} misses parts written since it was last \
