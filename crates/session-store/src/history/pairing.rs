@@ -208,9 +208,10 @@ pub fn check_extension(walk: &mut Walk, parts: &[Part]) -> Result<(), Refusal> {
 
 /// What a message must be on its own, before pairing: parts that fit its role, calls with a
 /// name and an object input, a tool message with a result.
-fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
-    let role = message.role;
-    let mut results = 0;
+/// Refuses a part with a text no engine can keep (a NUL character, [`Part::nul_field`]).
+/// Part of [`check_append`]; the write path also asks it before any statement binds the
+/// message's texts (PostgreSQL would refuse the statement with its own error).
+pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
     for (ordinal, part) in message.parts.iter().enumerate() {
         if let Some(field) = part.nul_field() {
             return Err(Refusal::NulInText {
@@ -219,6 +220,15 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                 field,
             });
         }
+    }
+    Ok(())
+}
+
+fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
+    check_texts(message)?;
+    let role = message.role;
+    let mut results = 0;
+    for (ordinal, part) in message.parts.iter().enumerate() {
         match part {
             Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {

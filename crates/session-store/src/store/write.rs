@@ -134,6 +134,14 @@ pub(crate) fn append_in(
             reason: pairing::Refusal::EmptyMessage,
         });
     }
+    // Texts no engine can keep are refused before any statement binds them.
+    for (index, message) in messages.iter().enumerate() {
+        pairing::check_texts(message).map_err(|reason| Error::Refused {
+            session: session.clone(),
+            index,
+            reason,
+        })?;
+    }
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
     if replayed.len() == messages.len() {
