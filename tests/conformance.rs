@@ -1737,6 +1737,11 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
                 NewMessage::assistant(vec![Part::tool_use("c1", "read", json!({}))]),
                 NewMessage::tool(vec![Part::tool_result("c1", "out\u{0}put")]),
             ],
+            vec![NewMessage::user("keyed").with_idempotency_key("k\u{0}1")],
+            vec![NewMessage {
+                model: Some("model\u{0}x".to_owned()),
+                ..NewMessage::assistant(vec![Part::text("hi")])
+            }],
         ];
         for batch in batches {
             let refused = store.append_batch(&session, batch);
@@ -1744,7 +1749,7 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
                 matches!(
                     &refused,
                     Err(Error::Refused {
-                        reason: Refusal::NulInText { .. },
+                        reason: Refusal::NulInText { .. } | Refusal::NulInMessageField { .. },
                         ..
                     })
                 ),
@@ -1754,6 +1759,15 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
             refusals.push(chain(&error).replace(session.as_str(), "SESSION"));
         }
         ensure!(store.messages(&session)? == before, "a refused batch wrote");
+        let summary = store.compact(&session, 1, "so far\u{0}");
+        ensure!(
+            matches!(summary, Err(Error::NulInSummary { .. })),
+            "{summary:?}"
+        );
+        ensure!(
+            store.summaries(&session)?.is_empty(),
+            "a refused summary was written"
+        );
         // A NUL inside a JSON value is kept escaped, on both engines.
         store.append_batch(
             &session,
@@ -1789,6 +1803,12 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
     })?;
     all_equal(&results);
     for (_, refusals) in &results {
+        assert!(
+            refusals[3].contains("idempotency_key holds a NUL"),
+            "{refusals:?}"
+        );
+        assert!(refusals[4].contains("model holds a NUL"), "{refusals:?}");
+        assert!(refusals[5].contains("holds a NUL"), "{refusals:?}");
         assert!(
             refusals[0].contains("text of part 0 (text) holds a NUL"),
             "{refusals:?}"

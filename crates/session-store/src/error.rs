@@ -154,6 +154,13 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A compaction summary holds a NUL character (U+0000), which PostgreSQL cannot keep:
+    /// refused on every engine, and nothing is written.
+    #[error("the compaction summary for session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInSummary {
+        /// The session.
+        session: SessionId,
+    },
     /// `PRAGMA quick_check` found the file damaged (flipped bytes, truncated pages).
     #[error("{path} is corrupt: {detail}")]
     CorruptDatabase {

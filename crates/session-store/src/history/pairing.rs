@@ -101,7 +101,14 @@ pub enum Refusal {
         ordinal: usize,
         /// Its kind.
         kind: PartKind,
-        /// Which field (`text`, `content`, `id`, ...; `model` for the message's model).
+        /// Which field (`text`, `content`, `id`, ...).
+        field: &'static str,
+    },
+    /// A text of the message itself (its `model`, `usage.model` or `idempotency_key`) holds
+    /// a NUL character (U+0000): refused on every engine, as in a part.
+    #[error("the message's {field} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInMessageField {
+        /// `model`, `usage.model` or `idempotency_key`.
         field: &'static str,
     },
 }
@@ -212,6 +219,20 @@ pub fn check_extension(walk: &mut Walk, parts: &[Part]) -> Result<(), Refusal> {
 /// Part of [`check_append`]; the write path also asks it before any statement binds the
 /// message's texts (PostgreSQL would refuse the statement with its own error).
 pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
+    let own = [
+        ("model", message.model.as_deref()),
+        (
+            "usage.model",
+            message.usage.as_ref().and_then(|u| u.model.as_deref()),
+        ),
+        ("idempotency_key", message.idempotency_key.as_deref()),
+    ];
+    if let Some((field, _)) = own
+        .into_iter()
+        .find(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+    {
+        return Err(Refusal::NulInMessageField { field });
+    }
     for (ordinal, part) in message.parts.iter().enumerate() {
         if let Some(field) = part.nul_field() {
             return Err(Refusal::NulInText {

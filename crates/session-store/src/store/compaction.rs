@@ -134,6 +134,11 @@ impl Store {
                 session: session.clone(),
             });
         }
+        if summary.contains('\0') {
+            return Err(Error::NulInSummary {
+                session: session.clone(),
+            });
+        }
         if let Some(pg) = self.postgres() {
             return pg.compact(session, min_keep_tail, summary);
         }
