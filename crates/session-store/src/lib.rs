@@ -81,7 +81,7 @@ pub mod request {
     pub use crate::history::request::Request;
     pub use crate::history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
     pub use crate::history::signed::signature;
-    pub use crate::history::texts::{describe, is_tombstone};
+    pub use crate::history::texts::{describe, is_tombstone, tombstone as tombstone_text};
     pub use crate::history::thinking::{ThinkingConfig, ThinkingState};
 }
 

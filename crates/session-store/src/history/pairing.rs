@@ -113,6 +113,53 @@ pub enum Refusal {
     },
 }
 
+impl Refusal {
+    /// The name of the rule the refused write would have broken: the contract's rule name
+    /// (`dangling_tool_use`, `orphan_tool_result`, `duplicate_tool_use_id`,
+    /// `misplaced_tool_result`) where the refusal protects one, else the refusal's own name
+    /// (`empty_message`, `misplaced_part`, ...).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Refusal::EmptyMessage => "empty_message",
+            Refusal::PendingToolUses { .. } => "dangling_tool_use",
+            Refusal::UnexpectedToolResult { .. } | Refusal::DuplicateToolResult { .. } => {
+                "orphan_tool_result"
+            }
+            Refusal::MisplacedToolResult { .. } => "misplaced_tool_result",
+            Refusal::UnpairedServerToolResult { .. } => "unpaired_server_tool_result",
+            Refusal::MisplacedPart { .. } => "misplaced_part",
+            Refusal::ToolMessageWithoutResult => "tool_message_without_result",
+            Refusal::DuplicateToolUseId { .. } => "duplicate_tool_use_id",
+            Refusal::NoOpenAssistant => "no_open_assistant",
+            Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
+            Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
+            Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
+            Refusal::NulInText { .. } => "nul_in_text",
+        }
+    }
+
+    /// The tool_use ids the refusal names (the unanswered calls, the id a result claims to
+    /// answer, the reused id); empty when it names none.
+    pub fn ids(&self) -> Vec<String> {
+        match self {
+            Refusal::PendingToolUses { ids, .. } => ids.clone(),
+            Refusal::UnexpectedToolResult { tool_use_id, .. }
+            | Refusal::DuplicateToolResult { tool_use_id }
+            | Refusal::MisplacedToolResult { tool_use_id, .. }
+            | Refusal::UnpairedServerToolResult { tool_use_id } => vec![tool_use_id.clone()],
+            Refusal::DuplicateToolUseId { id }
+            | Refusal::ToolUseWithoutName { id }
+            | Refusal::ToolInputNotObject { id } => vec![id.clone()],
+            Refusal::EmptyMessage
+            | Refusal::MisplacedPart { .. }
+            | Refusal::ToolMessageWithoutResult
+            | Refusal::NoOpenAssistant
+            | Refusal::ToolUseWithoutId { .. }
+            | Refusal::NulInText { .. } => Vec::new(),
+        }
+    }
+}
+
 /// Checks that `message` may follow what `walk` has seen, and feeds it to the walk.
 ///
 /// On a refusal the walk may hold part of the message: drop it, as the write path drops its

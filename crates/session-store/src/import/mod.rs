@@ -45,11 +45,13 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use self::stream::{Halt, Sink, Streamed};
 use crate::history::grammar::Walk;
 use crate::history::pairing::{self, Refusal};
 use crate::history::texts;
@@ -67,11 +69,12 @@ pub(crate) mod responses;
 pub(crate) mod stream;
 mod usage;
 
+pub use anthropic::message as anthropic_message;
 pub use detect::{
     confirm, confirm_sample, detect, detect_sample, DetectError, Evidence, Sample,
     CANDIDATES as FORMATS,
 };
-pub use stream::validate;
+pub use responses::item_message as responses_item;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,6 +133,52 @@ impl FromStr for Format {
             "codex" => Ok(Format::Codex),
             other => Err(UnknownFormat(other.to_owned())),
         }
+    }
+}
+
+impl Format {
+    /// Imports `input` with this format's importer, handing the messages to `sink` in
+    /// batches. `input` is read from its current position, more than once.
+    pub(crate) fn stream<R: BufRead + Seek, S: Sink>(
+        self,
+        input: &mut R,
+        sink: &mut S,
+    ) -> Result<Streamed, Halt<S::Error>> {
+        stream::require_utf8(input)?;
+        match self {
+            Format::Anthropic => stream::document::<anthropic::Body, _, _>(input, sink),
+            Format::OpenAi => stream::document::<openai::Body, _, _>(input, sink),
+            Format::Responses => stream::document::<responses::Body, _, _>(input, sink),
+            Format::Gemini => stream::document::<gemini::Body, _, _>(input, sink),
+            Format::Codex => stream::log::<codex::Rollout, _, _>(input, sink),
+            Format::ClaudeCode => stream::log::<claude_code::Session, _, _>(input, sink),
+        }
+    }
+}
+
+/// A sink that only counts (a dry run).
+#[derive(Default)]
+struct Count(usize);
+
+impl Sink for Count {
+    type Error = std::convert::Infallible;
+
+    fn batch(&mut self, _: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+        self.0 += messages.len();
+        Ok(())
+    }
+}
+
+/// Reads `input` as [`crate::Store::import_reader`] would and stores nothing: the error it
+/// would refuse the transcript with, or how many messages it would store (its system prompt
+/// included).
+pub fn validate<R: Read + Seek>(format: Format, input: R) -> Result<usize, ImportError> {
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut sink = Count::default();
+    match format.stream(&mut input, &mut sink) {
+        Ok(streamed) => Ok(streamed.messages),
+        Err(Halt::Import(error)) => Err(error),
+        Err(Halt::Sink(never)) => match never {},
     }
 }
 

@@ -10,7 +10,7 @@ use super::sql::{values, Sql};
 use super::write::append_in;
 use super::{format_time, now, Store};
 use crate::error::Result;
-use crate::import::stream::{self, Halt, Sink};
+use crate::import::stream::{Halt, Sink};
 use crate::import::{Format, Imported, ImportedCompaction};
 use crate::model::{Appended, NewMessage, Role, SessionId};
 
@@ -74,6 +74,25 @@ const LINK_CALL: &str = "
         json_set(COALESCE(provider_metadata, '{}'), '$.session_store.child_session', ?3)
     WHERE kind = 'tool_use' AND tool_use_id = ?2
       AND message_id IN (SELECT id FROM messages WHERE session_id = ?1)";
+
+impl Store {
+    /// Sets the session's title (`sessions.title`; `None` clears it), in one transaction.
+    /// [`Error::UnknownSession`](crate::Error::UnknownSession) when there is no such session.
+    pub fn set_title(&self, session: &SessionId, title: Option<&str>) -> Result<()> {
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| set_title_in(tx, session, title)),
+            None => self.write(|tx| set_title_in(&mut &**tx, session, title)),
+        }
+    }
+}
+
+/// [`Store::set_title`] in the caller's write transaction, on either engine.
+fn set_title_in(db: &mut impl Sql, session: &SessionId, title: Option<&str>) -> Result<()> {
+    if db.run(SET_TITLE, &values![session.as_str(), title])? == 0 {
+        return Err(crate::Error::UnknownSession(session.clone()));
+    }
+    Ok(())
+}
 
 impl Store {
     /// Stores everything an importer produced, in one transaction: the session with its
@@ -357,7 +376,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         sessions: vec![Some(session.clone())],
         rows: vec![Vec::new()],
     };
-    let streamed = match stream::stream(format, input, &mut sink) {
+    let streamed = match format.stream(input, &mut sink) {
         Ok(streamed) => streamed,
         Err(Halt::Import(error)) => return Err(error.into()),
         Err(Halt::Sink(error)) => return Err(error),
