@@ -134,7 +134,7 @@ impl Refusal {
             Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
             Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
-            Refusal::NulInText { .. } => "nul_in_text",
+            Refusal::NulInText { .. } | Refusal::NulInMessageField { .. } => "nul_in_text",
         }
     }
 
@@ -155,7 +155,8 @@ impl Refusal {
             | Refusal::ToolMessageWithoutResult
             | Refusal::NoOpenAssistant
             | Refusal::ToolUseWithoutId { .. }
-            | Refusal::NulInText { .. } => Vec::new(),
+            | Refusal::NulInText { .. }
+            | Refusal::NulInMessageField { .. } => Vec::new(),
         }
     }
 }
