@@ -1761,12 +1761,25 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
         ensure!(store.messages(&session)? == before, "a refused batch wrote");
         let summary = store.compact(&session, 1, "so far\u{0}");
         ensure!(
-            matches!(summary, Err(Error::NulInSummary { .. })),
+            matches!(summary, Err(Error::NulInSessionText { .. })),
             "{summary:?}"
         );
         ensure!(
             store.summaries(&session)?.is_empty(),
             "a refused summary was written"
+        );
+        let title = store.set_title(&session, Some("a\u{0}title"));
+        ensure!(
+            matches!(&title, Err(Error::NulInSessionText { field: "title", .. })),
+            "{title:?}"
+        );
+        ensure!(
+            store
+                .session_overview(&session)?
+                .context("listed")?
+                .title
+                .is_none(),
+            "a refused title was written"
         );
         // A NUL inside a JSON value is kept escaped, on both engines.
         store.append_batch(

@@ -134,11 +134,7 @@ impl Store {
                 session: session.clone(),
             });
         }
-        if summary.contains('\0') {
-            return Err(Error::NulInSummary {
-                session: session.clone(),
-            });
-        }
+        super::write::keepable(session, "compaction summary", Some(summary))?;
         if let Some(pg) = self.postgres() {
             return pg.compact(session, min_keep_tail, summary);
         }

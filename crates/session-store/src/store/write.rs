@@ -120,6 +120,19 @@ fn pending_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<String>> {
 /// Validates `messages` against the session's tail, then inserts them, on either engine; the
 /// caller owns the transaction (on PostgreSQL it holds the session's row lock,
 /// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
+/// Refuses a session's text (a title, a summary) that holds a NUL character, which
+/// PostgreSQL cannot keep: the same refusal on every engine, before any statement binds it
+/// (the messages' texts: `pairing::check_texts`).
+pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&str>) -> Result<()> {
+    if text.is_some_and(|text| text.contains('\0')) {
+        return Err(Error::NulInSessionText {
+            session: session.clone(),
+            field,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn append_in(
     db: &mut impl Sql,
     session: &SessionId,
