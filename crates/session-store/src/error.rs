@@ -154,6 +154,15 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A text of a session (its title, a compaction summary) holds a NUL character
+    /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
+    #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInSessionText {
+        /// The session (`new` for one an import was about to create).
+        session: SessionId,
+        /// `title` or `compaction summary`.
+        field: &'static str,
+    },
     /// `PRAGMA quick_check` found the file damaged (flipped bytes, truncated pages).
     #[error("{path} is corrupt: {detail}")]
     CorruptDatabase {

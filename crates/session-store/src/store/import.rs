@@ -104,6 +104,7 @@ impl Store {
 
 /// [`Store::set_title`] in the caller's write transaction, on either engine.
 fn set_title_in(db: &mut impl Sql, session: &SessionId, title: Option<&str>) -> Result<()> {
+    super::write::keepable(session, "title", title)?;
     if db.run(SET_TITLE, &values![session.as_str(), title])? == 0 {
         return Err(crate::Error::UnknownSession(session.clone()));
     }
@@ -183,6 +184,7 @@ pub(crate) trait ImportTarget {
         parent: Option<&SessionId>,
     ) -> Result<SessionId> {
         let id = SessionId::random();
+        super::write::keepable(&id, "title", title)?;
         let db = self.db();
         db.run(
             INSERT_IMPORTED_SESSION,
@@ -206,6 +208,7 @@ pub(crate) trait ImportTarget {
 
     /// Sets the session's title.
     fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        super::write::keepable(session, "title", Some(title))?;
         self.db()
             .run(SET_TITLE, &values![session.as_str(), title])?;
         Ok(())
