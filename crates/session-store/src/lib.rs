@@ -65,9 +65,10 @@ pub use store::{
     ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,
 };
 pub use store::{is_database_url, redact_database_url, CopyReport};
+pub use store::{validate_bundle, BUNDLE_FORMAT, BUNDLE_VERSION};
 pub use store::{
     Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
-    SessionUsage, SizeReport, TokenTotals, TurnUsage,
+    SessionUsage, SizeReport, TokenTotals, TranscriptFormat, TurnUsage,
 };
 
 // Health: the contract's rules over stored sessions, and store-repair's mend.
@@ -88,7 +89,12 @@ pub use history::request::Request;
 pub use history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
 pub use history::signed::signature;
 pub use history::texts::{describe, is_tombstone};
+
+// Transcripts for people: Markdown and one self-contained HTML page.
 pub use history::thinking::{ThinkingConfig, ThinkingState};
+pub use history::transcript::{
+    html as transcript_html, markdown as transcript_markdown, Transcript,
+};
 
 // Import: transcripts in, messages that pass the pairing rules out.
 pub use import::detect::{

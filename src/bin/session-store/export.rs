@@ -1,22 +1,44 @@
-//! `export`: the request body the library would send now, as JSON on stdout.
+//! `export`: the request body the library would send now, as JSON on stdout; a transcript
+//! for people (Markdown, HTML); or a bundle of every row of the session (JSON Lines).
 
 use std::io::Write;
 
 use anyhow::bail;
 use session_store::clock;
-use session_store::{ExportOptions, Provider, Store};
+use session_store::{ExportOptions, Provider, Store, TranscriptFormat};
 
 use crate::open;
 use crate::terminal::escape;
 
+/// What `export` writes.
+pub enum Shape {
+    /// A provider's request body.
+    Request(Provider),
+    /// A transcript a person reads.
+    Transcript(TranscriptFormat),
+    /// Every row of the session, for `import --format bundle`.
+    Bundle,
+}
+
 pub fn run(
     store: &Store,
     session: &str,
-    provider: Provider,
+    shape: Shape,
     model: Option<String>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
+    let provider = match shape {
+        Shape::Request(provider) => provider,
+        Shape::Transcript(format) => {
+            out.write_all(store.transcript(&id, format)?.as_bytes())?;
+            return Ok(());
+        }
+        Shape::Bundle => {
+            out.write_all(store.export_bundle(&id)?.as_bytes())?;
+            return Ok(());
+        }
+    };
     // Same body as a live export; only the thinking latch is not written back, so inspecting
     // a session never changes it.
     let options = ExportOptions {
