@@ -47,6 +47,7 @@ mod self_contained;
 mod store;
 mod store_props;
 mod tail_state;
+mod transcripts;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;
