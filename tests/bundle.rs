@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};
 use session_store::{
-    Error, Message, NewMessage, Part, RepairOptions, SessionId, Store, Summary, Usage,
+    repair::RepairOptions, Error, Message, NewMessage, Part, SessionId, Store, Summary, Usage,
 };
 
 use crate::backends::backends;

@@ -306,8 +306,8 @@ fn a_headless_browser_draws_the_page() {
     let store = Store::open(dir.path().join("t.db")).expect("open");
     let fixture = crate::util::transcripts().join("fasthooks/sample_main_transcript.jsonl");
     let text = std::fs::read_to_string(fixture).expect("fixture");
-    let imported =
-        session_store::import_transcript(session_store::Format::ClaudeCode, &text).expect("import");
+    let imported = session_store::import::import(session_store::import::Format::ClaudeCode, &text)
+        .expect("import");
     let real = store.import(&imported).expect("store").session;
     let hostile = hostile_session(&store);
     for (session, name) in [(real, "transcript"), (hostile, "hostile")] {
