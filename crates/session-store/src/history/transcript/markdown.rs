@@ -16,7 +16,10 @@ pub fn markdown(transcript: &Transcript<'_>) -> String {
     let title = transcript
         .title
         .filter(|t| !t.trim().is_empty())
-        .map_or_else(|| format!("Session {}", transcript.session), one_line);
+        .map_or_else(
+            || format!("Session {}", transcript.session),
+            |title| prose(&one_line(title)),
+        );
     let _ = writeln!(out, "# {title}\n");
     let messages = transcript.messages;
     let mut facts = vec![
@@ -61,14 +64,14 @@ fn message(out: &mut String, shown: &Shown<'_>) {
         match block {
             Block::Text(text) if text.trim().is_empty() => out.push_str("*(empty text)*\n\n"),
             Block::Text(text) => {
-                let _ = writeln!(out, "{}\n", text.trim_end());
+                let _ = writeln!(out, "{}\n", prose(text));
             }
             Block::Reasoning(text) => {
                 out.push_str("> **Reasoning**\n>\n");
-                quote(out, text);
+                quote(out, &prose(text));
             }
             Block::Described(text) => {
-                let _ = writeln!(out, "*{}*\n", one_line(text));
+                let _ = writeln!(out, "*{}*\n", prose(&one_line(text)));
             }
             Block::Call(call) => call_block(out, call),
             Block::Stray(answer) => answer_block(out, answer),
@@ -137,7 +140,25 @@ fn summary_block(out: &mut String, summary: &Summary) {
         summary.last_turn,
         when(&summary.created_at)
     );
-    quote(out, &summary.text);
+    quote(out, &prose(&summary.text));
+}
+
+/// Stored text as Markdown prose: as written, but no raw HTML (`<` becomes `\<`, which
+/// Markdown shows as `<`), and a code fence it opens and never closes is closed, so one
+/// message cannot swallow the rest of the transcript.
+fn prose(text: &str) -> String {
+    let mut out = text.trim_end().replace('<', "\\<");
+    let fences = out
+        .lines()
+        .filter(|line| {
+            let line = line.trim_start();
+            line.starts_with("```") || line.starts_with("~~~")
+        })
+        .count();
+    if fences % 2 == 1 {
+        out.push_str("\n```");
+    }
+    out
 }
 
 /// `text` as a block quote, every line prefixed.

@@ -211,3 +211,73 @@ fn usage_model_and_totals_are_shown_when_present() {
     assert_eq!(grouped(1_000), "1,000");
     assert_eq!(grouped(12_345_678), "12,345,678");
 }
+
+#[test]
+fn markdown_prose_shows_no_raw_html_and_closes_a_fence_left_open() {
+    for (text, raw_tag, fences) in [
+        ("<script>alert(1)</script>", false, 0),
+        ("```rust\nfn main() {}", false, 2),
+        ("```\nclosed\n```", false, 2),
+        ("plain", false, 0),
+    ] {
+        let messages = history(vec![user(text), assistant(vec![Part::text("next")])]);
+        let (md, _) = render(&messages, &[]);
+        let body = md.split("### User").nth(1).unwrap_or_default();
+        let raw = body
+            .char_indices()
+            .any(|(at, c)| c == '<' && !body[..at].ends_with('\\'));
+        assert_eq!(raw, raw_tag, "{md}");
+        assert!(
+            md.starts_with("# A \\<b>title\\</b>\n"),
+            "the title is prose too"
+        );
+        let before_next = body.split("### Assistant").next().unwrap_or_default();
+        assert_eq!(
+            before_next.lines().filter(|l| l.starts_with("```")).count(),
+            fences,
+            "{md}"
+        );
+    }
+}
+
+#[test]
+fn every_part_kind_is_shown_in_both_formats() {
+    let messages = history(vec![
+        (
+            Role::User,
+            vec![
+                Part::text("look"),
+                Part::image(json!({"type": "base64", "media_type": "image/png", "data": "AAAA"})),
+                Part::document(json!({"type": "url", "url": "https://example.com/a.pdf"})),
+            ],
+        ),
+        assistant(vec![
+            Part::RedactedReasoning {
+                data: "xyz".into(),
+                provider_metadata: None,
+            },
+            Part::server_tool_use("srv_1", "web_search", json!({"query": "q"})),
+            Part::server_tool_result(
+                "srv_1",
+                json!({"type": "web_search_tool_result", "content": ["hit"]}),
+            ),
+            Part::opaque("anthropic", json!({"type": "container_upload"})),
+            Part::text("done"),
+        ]),
+    ]);
+    let (md, page) = render(&messages, &[]);
+    for text in [&md, &page] {
+        for shown in [
+            "image (image/png)",
+            "document from https://example.com/a.pdf",
+            "[redacted reasoning]",
+            "web_search",
+            "web_search_tool_result",
+            "container_upload",
+            "done",
+        ] {
+            assert!(text.contains(shown), "{shown} missing:\n{text}");
+        }
+    }
+    assert!(!page.contains("AAAA"), "image data is not shown");
+}
