@@ -505,6 +505,23 @@ fn the_cli_exports_a_bundle_and_imports_it_into_another_database() {
         let again = ok(&two, &["export", restored, "--format", "bundle"]);
         assert_eq!(comparable(&again, false), comparable(&bundle, false));
     }
+    let refused = session_store(
+        &one,
+        &[
+            "export",
+            id,
+            "--format",
+            "bundle",
+            "--model",
+            "anthropic/claude-x",
+        ],
+    );
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "--model is for request bodies"
+    );
+    assert!(refused.stdout.is_empty());
     let broken = dir.path().join("broken.jsonl");
     std::fs::write(
         &broken,

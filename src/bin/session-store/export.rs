@@ -28,6 +28,9 @@ pub fn run(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
+    if model.is_some() && !matches!(shape, Shape::Request(_)) {
+        bail!("--model names the model a request body is for; transcripts and bundles show every message as stored");
+    }
     let provider = match shape {
         Shape::Request(provider) => provider,
         Shape::Transcript(format) => {
