@@ -59,6 +59,7 @@ pub use history::compaction::{
 pub use history::paging::{Page, TurnCursor};
 pub use history::render::Provider;
 pub use history::turns::turn_indexes;
+pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
     validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions,
@@ -80,7 +81,7 @@ pub mod request {
     pub use crate::history::request::Request;
     pub use crate::history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
     pub use crate::history::signed::signature;
-    pub use crate::history::texts::{describe, is_tombstone};
+    pub use crate::history::texts::{describe, is_tombstone, tombstone as tombstone_text};
     pub use crate::history::thinking::{ThinkingConfig, ThinkingState};
 }
 

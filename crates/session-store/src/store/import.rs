@@ -76,6 +76,25 @@ const LINK_CALL: &str = "
       AND message_id IN (SELECT id FROM messages WHERE session_id = ?1)";
 
 impl Store {
+    /// Sets the session's title (`sessions.title`; `None` clears it), in one transaction.
+    /// [`Error::UnknownSession`](crate::Error::UnknownSession) when there is no such session.
+    pub fn set_title(&self, session: &SessionId, title: Option<&str>) -> Result<()> {
+        match self.postgres() {
+            Some(pg) => pg.write(|tx| set_title_in(tx, session, title)),
+            None => self.write(|tx| set_title_in(&mut &**tx, session, title)),
+        }
+    }
+}
+
+/// [`Store::set_title`] in the caller's write transaction, on either engine.
+fn set_title_in(db: &mut impl Sql, session: &SessionId, title: Option<&str>) -> Result<()> {
+    if db.run(SET_TITLE, &values![session.as_str(), title])? == 0 {
+        return Err(crate::Error::UnknownSession(session.clone()));
+    }
+    Ok(())
+}
+
+impl Store {
     /// Stores everything an importer produced, in one transaction: the session with its
     /// title and messages (with their usage rows), the compactions the source made (the
     /// turns before each summary compacted, the summary stored), and child sessions for the
