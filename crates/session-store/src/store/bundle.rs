@@ -23,13 +23,12 @@
 //! - Import reads and checks the whole bundle before it writes anything (a typed
 //!   [`Error::Bundle`] naming the line), then writes every row in one transaction.
 
-use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 
 use serde_json::{json, Map, Value as Json};
 
-use super::copy::{Cell, Kind, Table, TABLES};
+use super::copy::{local_ids, Cell, Kind, Table, TABLES};
 use super::sql::{int_at, text_at, values, Sql, Value};
 use super::write::recount_messages;
 use super::Store;
@@ -72,62 +71,6 @@ fn read_rows_in(sql: &mut impl Sql, session: &SessionId) -> Result<Vec<Vec<Vec<C
     Ok(all)
 }
 
-/// Row ids made the bundle's own (each table's rows numbered from 1, references following,
-/// references to rows not in the session null), and tables without ids sorted by value, so
-/// the bundle does not depend on the database it came from.
-fn localise(all: &mut [Vec<Vec<Cell>>]) {
-    let mut ids: HashMap<&'static str, HashMap<i64, i64>> = HashMap::new();
-    for (table, rows) in TABLES.iter().zip(all.iter_mut()) {
-        for row in rows.iter_mut() {
-            for reference in table.references {
-                let Some(at) = column_at(table, reference.column) else {
-                    continue;
-                };
-                if let Cell::Int(old) = row[at] {
-                    row[at] = ids
-                        .get(reference.table)
-                        .and_then(|m| m.get(&old))
-                        .map_or(Cell::Null, |new| Cell::Int(*new));
-                }
-            }
-        }
-        if table.generates_id() {
-            let map = ids.entry(table.name).or_default();
-            for (local, row) in (1_i64..).zip(rows.iter_mut()) {
-                if let Cell::Int(old) = row[0] {
-                    map.insert(old, local);
-                }
-                row[0] = Cell::Int(local);
-            }
-        } else if table.no_id {
-            rows.sort_by(|a, b| compare_rows(a, b));
-        }
-    }
-}
-
-/// Rows in a fixed order: cell by cell, NULL first, integers before text.
-fn compare_rows(a: &[Cell], b: &[Cell]) -> Ordering {
-    let rank = |cell: &Cell| match cell {
-        Cell::Null => 0,
-        Cell::Int(_) => 1,
-        Cell::Text(_) => 2,
-    };
-    for (x, y) in a.iter().zip(b) {
-        let order = match (x, y) {
-            (Cell::Int(x), Cell::Int(y)) => x.cmp(y),
-            (Cell::Text(x), Cell::Text(y)) => x.as_bytes().cmp(y.as_bytes()),
-            _ => rank(x).cmp(&rank(y)),
-        };
-        if order != Ordering::Equal {
-            return order;
-        }
-    }
-    a.len().cmp(&b.len())
-}
-
-fn column_at(table: &Table, column: &str) -> Option<usize> {
-    table.columns.iter().position(|(name, _)| *name == column)
-}
 
 /// The bundle's text: the header, then a line per row.
 fn bundle_text(session: &SessionId, all: &[Vec<Vec<Cell>>]) -> Result<String> {
@@ -472,7 +415,7 @@ fn bound<'a>((cell, kind): (&'a Cell, &Kind)) -> Value<'a> {
 /// The bundle of `session`, read in the caller's snapshot.
 fn bundle_in(sql: &mut impl Sql, session: &SessionId) -> Result<String> {
     let mut all = read_rows_in(sql, session)?;
-    localise(&mut all);
+    local_ids(&mut all);
     bundle_text(session, &all)
 }
 

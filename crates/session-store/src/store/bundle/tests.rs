@@ -123,16 +123,3 @@ fn each_malformed_bundle_is_refused_at_the_line_that_is_wrong() {
         assert!(detail.contains(words), "{detail:?} lacks {words:?}");
     }
 }
-
-#[test]
-fn rows_without_ids_sort_the_same_whatever_order_they_were_read_in() {
-    let a = vec![Cell::Int(2), Cell::Text("b".into())];
-    let b = vec![Cell::Int(1), Cell::Null];
-    let c = vec![Cell::Int(1), Cell::Text("a".into())];
-    let mut one = vec![a.clone(), b.clone(), c.clone()];
-    let mut two = vec![c, a, b];
-    one.sort_by(|x, y| compare_rows(x, y));
-    two.sort_by(|x, y| compare_rows(x, y));
-    assert_eq!(one, two);
-    assert_eq!(one[0][1], Cell::Null);
-}
