@@ -71,7 +71,6 @@ fn read_rows_in(sql: &mut impl Sql, session: &SessionId) -> Result<Vec<Vec<Vec<C
     Ok(all)
 }
 
-
 /// The bundle's text: the header, then a line per row.
 fn bundle_text(session: &SessionId, all: &[Vec<Vec<Cell>>]) -> Result<String> {
     let counts: Map<String, Json> = TABLES

@@ -22,12 +22,13 @@ pub enum TranscriptFormat {
 /// What a transcript shows, read in one snapshot.
 struct Rows {
     title: Option<String>,
+    forked_from: Option<(String, i64)>,
     messages: Vec<Message>,
     summaries: Vec<Summary>,
     usage: Vec<(i64, Usage)>,
 }
 
-const TITLE: &str = "SELECT title FROM sessions WHERE id = ?1";
+const SESSION: &str = "SELECT title, parent_id, forked_at_turn FROM sessions WHERE id = ?1";
 
 /// Summaries in use or superseded, but not those a revert set aside.
 const SUMMARIES: &str = "
@@ -42,9 +43,10 @@ const USAGE: &str = "
 /// Every row a transcript of `session` shows.
 fn rows_in(sql: &mut impl Sql, session: &SessionId) -> Result<Rows> {
     sql.require_session(session)?;
-    let mut title = None;
-    sql.each_row(TITLE, &values![session.as_str()], &mut |row| {
+    let (mut title, mut forked_from) = (None, None);
+    sql.each_row(SESSION, &values![session.as_str()], &mut |row| {
         title = text_at(row, 0)?;
+        forked_from = text_at(row, 1)?.zip(int_at(row, 2)?);
         Ok(())
     })?;
     let messages = sql.load_messages(session, Range::All)?;
@@ -86,6 +88,7 @@ fn rows_in(sql: &mut impl Sql, session: &SessionId) -> Result<Rows> {
     })?;
     Ok(Rows {
         title,
+        forked_from,
         messages,
         summaries,
         usage,
@@ -102,6 +105,10 @@ fn transcript_in(
     let transcript = Transcript {
         session,
         title: rows.title.as_deref(),
+        forked_from: rows
+            .forked_from
+            .as_ref()
+            .map(|(parent, turn)| (parent.as_str(), *turn)),
         messages: &rows.messages,
         summaries: &rows.summaries,
         usage: &rows.usage,

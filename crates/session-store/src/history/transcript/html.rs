@@ -6,8 +6,8 @@
 use std::fmt::Write;
 
 use super::{
-    is_long, layout, pretty, role_name, total_usage, turn_count, usage_line, when, Answer, Block,
-    Call, Entry, Outcome, Shown, Transcript,
+    is_long, layout, lineage, pretty, role_name, total_usage, turn_count, usage_line, when, Answer,
+    Block, Call, Entry, Outcome, Shown, Transcript,
 };
 use crate::history::compaction::Summary;
 
@@ -94,6 +94,9 @@ fn header(page: &mut String, transcript: &Transcript<'_>, title: &str) {
     }
     if !transcript.summaries.is_empty() {
         facts.push(format!("{} compaction(s)", transcript.summaries.len()));
+    }
+    if let Some(line) = lineage(transcript) {
+        facts.push(escape(&line));
     }
     let _ = writeln!(
         page,

@@ -5,8 +5,8 @@
 use std::fmt::Write;
 
 use super::{
-    layout, pretty, role_name, total_usage, turn_count, usage_line, when, Answer, Block, Call,
-    Entry, Outcome, Shown, Transcript,
+    layout, lineage, pretty, role_name, total_usage, turn_count, usage_line, when, Answer, Block,
+    Call, Entry, Outcome, Shown, Transcript,
 };
 use crate::history::compaction::Summary;
 
@@ -29,6 +29,9 @@ pub fn markdown(transcript: &Transcript<'_>) -> String {
     ];
     if let Some(line) = usage_line(&total_usage(transcript.usage)) {
         facts.push(format!("tokens: {line}"));
+    }
+    if let Some(line) = lineage(transcript) {
+        facts.push(prose(&one_line(&line)));
     }
     let _ = writeln!(out, "{}\n", facts.join(" · "));
     for entry in layout(transcript) {

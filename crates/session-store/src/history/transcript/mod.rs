@@ -31,6 +31,8 @@ pub struct Transcript<'a> {
     pub session: &'a SessionId,
     /// Its title, when it has one.
     pub title: Option<&'a str>,
+    /// The session it was forked from and the first turn it did not copy, when it is a fork.
+    pub forked_from: Option<(&'a str, i64)>,
     /// Every live message, compacted ones included, in `seq` order.
     pub messages: &'a [Message],
     /// Every compaction summary, oldest first.
@@ -354,6 +356,13 @@ fn grouped(n: u64) -> String {
         out.push(digit);
     }
     out
+}
+
+/// The lineage line of a fork: `forked from SESSION at turn N`.
+pub(crate) fn lineage(transcript: &Transcript<'_>) -> Option<String> {
+    transcript
+        .forked_from
+        .map(|(parent, turn)| format!("forked from {parent} at turn {turn}"))
 }
 
 /// How many turns the messages span (distinct turn indexes).

@@ -14,6 +14,7 @@ fn render(messages: &[Message], summaries: &[Summary]) -> (String, String) {
     let t = Transcript {
         session: &id,
         title: Some("A <b>title</b>"),
+        forked_from: Some(("parent-<id>", 3)),
         messages,
         summaries,
         usage: &[(2, Usage::new(1200, 34))],
@@ -36,6 +37,7 @@ fn every_answered_call_is_shown_with_its_result_and_the_tool_message_is_not_repe
     let t = Transcript {
         session: &id,
         title: None,
+        forked_from: None,
         messages: &messages,
         summaries: &[],
         usage: &[],
@@ -206,6 +208,8 @@ fn usage_model_and_totals_are_shown_when_present() {
         assert!(text.contains("1,200 in · 34 out"), "{text}");
     }
     assert!(page.contains("A &lt;b&gt;title&lt;/b&gt;"));
+    assert!(page.contains("forked from parent-&lt;id&gt; at turn 3"));
+    assert!(md.contains("forked from parent-\\<id> at turn 3"));
     assert_eq!(grouped(0), "0");
     assert_eq!(grouped(999), "999");
     assert_eq!(grouped(1_000), "1,000");
