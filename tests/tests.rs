@@ -4,6 +4,7 @@
 mod async_store;
 mod backends;
 mod broken_db;
+mod bundle;
 mod check_constraints;
 mod cli;
 mod compaction;
@@ -52,6 +53,7 @@ mod store;
 mod store_props;
 mod tail_state;
 mod tail_walk;
+mod transcripts;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;

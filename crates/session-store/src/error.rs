@@ -251,6 +251,16 @@ pub enum Error {
     /// A transcript was refused by its importer; nothing was written.
     #[error("import refused")]
     Import(#[from] crate::import::ImportError),
+    /// A session bundle that cannot be restored as it is (`import --format bundle`): not a
+    /// bundle, a line that is not what it should be, rows missing or left over. Nothing was
+    /// written.
+    #[error("bundle refused at line {line}: {detail}")]
+    Bundle {
+        /// The line of the bundle (from 1; the line after the last one when rows are missing).
+        line: usize,
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -281,6 +291,15 @@ impl Error {
             Error::Refused { reason, .. } => Some(reason),
             _ => None,
         }
+    }
+
+    /// True when a row broke a constraint of the schema (NOT NULL, CHECK, UNIQUE, a foreign
+    /// key), on either engine.
+    pub(crate) fn is_constraint(&self) -> bool {
+        self.sqlite_code() == Some(rusqlite::ErrorCode::ConstraintViolation)
+            || self
+                .postgres_state()
+                .is_some_and(|code| code.starts_with("23"))
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {

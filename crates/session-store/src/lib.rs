@@ -69,10 +69,11 @@ pub use history::turns::turn_indexes;
 pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
-    CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
-    ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
+    validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions,
+    Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
     SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport, Store,
-    StoreOptions, TokenTotals, TurnUsage, MAX_SEARCH_TERMS,
+    StoreOptions, TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION,
+    MAX_SEARCH_TERMS,
 };
 
 /// Provider requests: the defensive loader, the renderers, and each provider's contract.
