@@ -8,10 +8,11 @@
 use anyhow::{ensure, Context, Result};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
-use session_store::RepairOptions;
+use session_store::repair::RepairOptions;
 use session_store::{
-    check_anthropic, check_openai, CompactionOutcome, Error, ExportOptions, NewMessage, Part,
-    Provider, Refusal, Reverted, Role, SessionId,
+    request::{check_anthropic, check_openai},
+    CompactionOutcome, Error, ExportOptions, NewMessage, Part, Provider, Refusal, Reverted, Role,
+    SessionId,
 };
 
 use crate::backends::{backends, Backend};
@@ -362,7 +363,14 @@ fn a_broken_session_from_other_code_is_found_and_mended_in_one_transaction() -> 
         let mut rules: Vec<String> = report
             .violations
             .iter()
-            .map(|v| format!("{} seq {} part {:?}", v.rule.as_str(), v.seq, v.part))
+            .map(|v| {
+                format!(
+                    "{} seq {} part {:?}",
+                    v.rule.as_str(),
+                    v.seq.unwrap_or_default(),
+                    v.part
+                )
+            })
             .collect();
         rules.sort();
         // Export is valid even before the mend.
@@ -508,12 +516,22 @@ fn a_copy_between_any_two_backends_reads_back_the_same() -> Result<()> {
                 let sql = format!("SELECT COUNT(*) FROM {table}");
                 ensure!(source.count(&sql) == dest.count(&sql), "{context}: {table}");
             }
+            // Copying again skips what the destination holds with the same rows.
+            let again = store.copy_to(&dest.store, &[])?;
+            ensure!(
+                again.sessions == 0 && again.skipped.len() == 2,
+                "{context}: {again:?}"
+            );
             // The revert moved with its rows: undo works on the copy.
             let undone = dest.store.undo_revert(&session)?;
             ensure!(undone.map(|u| u.messages) == Some(4), "{context}");
-            // Copying again is refused: the destination has the sessions.
-            let again = store.copy_to(&dest.store, std::slice::from_ref(&session));
-            ensure!(matches!(again, Err(Error::SessionExists(_))), "{context}");
+            // The session whose revert was undone there differs now: refused, nothing written.
+            let refused = store.copy_to(&dest.store, &[]);
+            ensure!(
+                matches!(&refused, Err(Error::CopyConflict { first, sessions, .. })
+                    if *first == session && sessions.len() == 1),
+                "{context}: {refused:?}"
+            );
         }
     }
     Ok(())
@@ -675,7 +693,7 @@ fn the_forensic_views_name_what_the_check_finds_on_every_backend() -> Result<()>
             .iter()
             .map(|v| {
                 let part = v.part.map_or("-".to_owned(), |p| p.to_string());
-                format!("{} {} {part}", v.rule.as_str(), v.seq)
+                format!("{} {} {part}", v.rule.as_str(), v.seq.unwrap_or_default())
             })
             .collect();
         checked.sort();
@@ -832,7 +850,7 @@ fn real_transcripts_import_the_same_on_every_backend() -> Result<()> {
         for file in &files {
             let text = std::fs::read_to_string(file)?;
             let imported =
-                session_store::import_transcript(session_store::Format::ClaudeCode, &text)?;
+                session_store::import::import(session_store::import::Format::ClaudeCode, &text)?;
             let session = b.store.import_session(imported.clone().into_messages())?;
             let report = b
                 .store
@@ -1042,7 +1060,7 @@ fn a_second_answer_to_one_call_is_an_orphan_in_the_views_of_every_backend() -> R
             .iter()
             .map(|v| {
                 let part = v.part.map_or("-".to_owned(), |p| p.to_string());
-                format!("{} {} {part}", v.rule.as_str(), v.seq)
+                format!("{} {} {part}", v.rule.as_str(), v.seq.unwrap_or_default())
             })
             .collect();
         ensure!(checked == ["orphan_tool_result 4 0"], "check {checked:?}");

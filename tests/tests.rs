@@ -9,6 +9,7 @@ mod compaction;
 mod compaction_kill;
 mod conformance;
 mod contention;
+mod copy_resume;
 mod corrupt_file;
 mod crash;
 mod disk_full;

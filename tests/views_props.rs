@@ -15,7 +15,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use rusqlite::{params, Connection};
-use session_store::{HealthRule, RepairOptions, Store};
+use session_store::{
+    repair::{HealthRule, RepairOptions},
+    Store,
+};
 
 pub(crate) type Id = Option<&'static str>;
 
@@ -236,7 +239,7 @@ fn library_problems(path: &Path) -> BTreeSet<Problem> {
             (
                 v.session_id.to_string(),
                 v.rule.to_string(),
-                v.seq,
+                v.seq.unwrap_or_default(),
                 v.part.map(|p| p as i64),
             )
         })

@@ -1,13 +1,13 @@
 //! The OpenAI Agents SDK's session items, kept as the store's messages.
 //!
 //! Each Responses input item is read by the library's Responses importer
-//! ([`lib::responses_item`]) into the parts a request body's item becomes, and the item itself
+//! ([`lib::import::responses_item`]) into the parts a request body's item becomes, and the item itself
 //! is kept verbatim on its first part, under `provider_metadata.openai_agents.item`, so that
 //! reading the session gives every item back deep-equal. Consecutive assistant-side items
 //! (reasoning, text, calls) form one assistant message and consecutive outputs one tool
 //! message, as in a request body. A call still unanswered when a user item (or a new
 //! assistant message) arrives gets a tombstone result first, the store's own
-//! ([`lib::tombstone_text`]); reading gives it back as a `function_call_output`.
+//! ([`lib::request::tombstone`]); reading gives it back as a `function_call_output`.
 
 use serde_json::{json, Map, Value};
 use session_store as lib;
@@ -45,7 +45,7 @@ pub(crate) fn add_items(
 fn messages_of(items: Vec<Value>, mut pending: Vec<String>) -> Result<Vec<NewMessage>, Failure> {
     let mut messages: Vec<NewMessage> = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
-        let mut message = lib::responses_item(&item).map_err(|e| {
+        let mut message = lib::import::responses_item(&item).map_err(|e| {
             Failure::Input(format!("items[{index}] is not a Responses input item: {e}"))
         })?;
         if let Some(first) = message.parts.first_mut() {
@@ -88,7 +88,7 @@ fn call_of(part: &Part) -> Option<&str> {
 
 /// A tool message answering every id in `pending` with a tombstone.
 fn tombstones(pending: Vec<String>) -> NewMessage {
-    let text = lib::tombstone_text(REASON);
+    let text = lib::request::tombstone(REASON);
     NewMessage::tool(
         pending
             .into_iter()
@@ -139,7 +139,7 @@ fn read_items(messages: &[Message]) -> Vec<Read> {
                         is_error,
                         ..
                     },
-                ) if lib::is_tombstone(content, *is_error) => json!({
+                ) if lib::request::is_tombstone(content, *is_error) => json!({
                     "type": "function_call_output",
                     "call_id": tool_use_id,
                     "output": content,
@@ -250,7 +250,7 @@ pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option
 fn without_last_item(messages: Vec<Message>) -> Vec<NewMessage> {
     let is_item = |part: &Part| {
         part.provider_metadata().and_then(|m| m.get(KEY)).is_some()
-            || matches!(part, Part::ToolResult { content, is_error, .. } if lib::is_tombstone(content, *is_error))
+            || matches!(part, Part::ToolResult { content, is_error, .. } if lib::request::is_tombstone(content, *is_error))
     };
     let mut rest: Vec<NewMessage> = messages
         .into_iter()

@@ -4,7 +4,7 @@
 //! Entries are kept as they came, each an `opaque` part for no provider (`claude_agent_sdk`)
 //! in a `system` message of its batch: never sent to a provider, and a system message never
 //! breaks a tool pair. The messages are what `import --format claude-code` reads from all
-//! entries so far ([`lib::import_transcript`]). As the log grows, its end may be read
+//! entries so far ([`lib::import::import`]). As the log grows, its end may be read
 //! differently (Claude Code writes one line per content block, and a later line may extend the
 //! assistant message of an earlier batch): then the turns from the first that differs are
 //! rewritten in one transaction ([`lib::Store::replace_from_turn`]), the entries they held
@@ -13,7 +13,8 @@
 
 use serde_json::Value;
 use session_store as lib;
-use session_store::{Format, ImportError, Message, NewMessage, Part, Role, SessionId};
+use session_store::import::{Format, ImportError};
+use session_store::{Message, NewMessage, Part, Role, SessionId};
 
 use crate::{dump, ensure_session, parse, Failure};
 
@@ -124,7 +125,7 @@ fn read_transcript(entries: &[&Value]) -> Result<(Vec<NewMessage>, Option<String
         text.push_str(&dump(entry)?);
         text.push('\n');
     }
-    match lib::import_transcript(Format::ClaudeCode, &text) {
+    match lib::import::import(Format::ClaudeCode, &text) {
         Ok(imported) => {
             let title = imported.title.clone();
             Ok((imported.into_messages(), title))

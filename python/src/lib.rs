@@ -202,7 +202,7 @@ impl Store {
     fn append(&self, py: Python<'_>, session: String, message: String) -> PyResult<()> {
         self.run(py, move |store| {
             let value = parse(&message, "the message")?;
-            let messages = lib::anthropic_message(&value)
+            let messages = lib::import::anthropic_message(&value)
                 .map_err(|e| Failure::Input(format!("not an Anthropic message: {e}")))?;
             store.append_batch(&SessionId::new(session), messages)?;
             Ok(())
@@ -247,7 +247,7 @@ impl Store {
             if !store.has_session(&id)? {
                 return Err(lib::Error::UnknownSession(id).into());
             }
-            let report = store.check(std::slice::from_ref(&id), &lib::RepairOptions::default())?;
+            let report = store.check(std::slice::from_ref(&id), &lib::repair::RepairOptions::default())?;
             let problems = serde_json::to_value(&report.violations)
                 .map_err(|e| Failure::Input(format!("cannot write JSON: {e}")))?;
             dump(&problems)

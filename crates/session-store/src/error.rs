@@ -35,6 +35,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A WAL database that cannot be read without write access: its `-wal` holds commits
+    /// not yet in the file, and the `-shm` SQLite needs to read them is missing in a folder
+    /// it cannot write (a read-only mount, another user's folder). Reading the file alone
+    /// would miss those commits.
+    #[error("cannot read {path} without write access: its -wal holds commits not yet in the file and the -shm SQLite needs to read them is missing (its owner can run `PRAGMA wal_checkpoint(TRUNCATE)`, or copy the database with its -wal somewhere writable)")]
+    UnreadableWal {
+        /// The database.
+        path: PathBuf,
+    },
     /// The database records a migration that this build does not know (it was written by a
     /// newer version).
     #[error("database schema is newer than this build: migration V{version}__{name} is unknown here (latest known: V{latest_known})")]
@@ -161,6 +170,26 @@ pub enum Error {
         /// What differs.
         detail: String,
     },
+    /// `copy` refused before writing anything: the destination holds sessions of these ids
+    /// with other rows than the source's (a session it holds with the same rows is skipped).
+    #[error("{}", copy_conflict(first, detail, sessions.len()))]
+    CopyConflict {
+        /// The first of them.
+        first: SessionId,
+        /// Where the first one differs.
+        detail: String,
+        /// Every session held differently.
+        sessions: Vec<SessionId>,
+    },
+    /// `copy` to PostgreSQL refused before writing anything: a text of the source holds a
+    /// NUL character (U+0000), which PostgreSQL's text cannot keep.
+    #[error("session {session}: {place} holds a NUL character (U+0000), which PostgreSQL cannot keep; nothing was copied")]
+    NulInCopiedText {
+        /// The session.
+        session: SessionId,
+        /// Where: message seq, part ordinal and column.
+        place: String,
+    },
     /// An operation this backend does not have (e.g. a file backup of a PostgreSQL store).
     #[error("{operation} is not supported on a {backend} store")]
     Unsupported {
@@ -278,3 +307,16 @@ impl From<refinery::Error> for Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The words of [`Error::CopyConflict`].
+fn copy_conflict(first: &SessionId, detail: &str, count: usize) -> String {
+    let others = match count {
+        0 | 1 => String::new(),
+        2 => " (and 1 more session)".to_owned(),
+        n => format!(" (and {} more sessions)", n - 1),
+    };
+    format!(
+        "the destination holds session {first} with other rows ({detail}){others}; \
+         nothing was copied"
+    )
+}

@@ -144,7 +144,10 @@ enum Command {
         /// The source database (path or postgres:// URL; must exist).
         #[arg(long, value_name = "DB")]
         from: PathBuf,
-        /// The destination database (path or postgres:// URL; created and migrated if new).
+        /// The destination database (path or postgres:// URL; a new file appears only once
+        /// the copy succeeded). Sessions it already holds with the same rows are skipped and
+        /// named on stderr, so a copy that stopped can be run again; when it holds one with
+        /// other rows, nothing is copied.
         #[arg(long, value_name = "DB")]
         to: PathBuf,
         /// Copy only this session (repeatable; id or unique prefix); every session when absent.
@@ -381,7 +384,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// pending calls says "call cancel_pending", which a person at a shell cannot: a refused
 /// write names the command that answers them, a refused import says what the body lacks.
 fn hint(error: &anyhow::Error) -> Option<String> {
-    use session_store::ImportError;
+    use session_store::import::ImportError;
     use session_store::{Error, Refusal};
     error.chain().find_map(|cause| {
         if let Some(Error::Refused {
@@ -446,8 +449,8 @@ mod tests {
             Some("hint: `session-store cancel s-1` answers the pending calls with tombstones")
         );
         assert_eq!(hint(&anyhow::anyhow!("unknown session x")), None);
-        let import = session_store::import_transcript(
-            session_store::Format::Anthropic,
+        let import = session_store::import::import(
+            session_store::import::Format::Anthropic,
             r#"{"messages": [{"role": "user", "content": "hi"},
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
                 {"role": "user", "content": "go on"}]}"#,

@@ -21,7 +21,9 @@ pub fn path(db: &Option<PathBuf>) -> anyhow::Result<&Path> {
 }
 
 /// Opens an existing database (bringing it to the current schema, as the library does on
-/// every open); a missing file is an error, not a new empty database.
+/// every open, when it may write it; read-only when it may not, so read commands work on a
+/// read-only mount or another user's file); a missing file is an error, not a new empty
+/// database.
 pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
     let path = path(db)?;
     // A PostgreSQL URL names a database, not a file; the library connects to it.
@@ -29,7 +31,7 @@ pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
         bail!("no database at {}", path.display());
     }
     tracing::info!(db = %shown(path), "opening");
-    Store::open(path).with_context(|| format!("cannot open {}", shown(path)))
+    Store::open_readable(path).with_context(|| format!("cannot open {}", shown(path)))
 }
 
 /// Opens the database, creating it when it does not exist yet.

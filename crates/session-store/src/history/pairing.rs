@@ -93,6 +93,17 @@ pub enum Refusal {
         /// The tool_use id.
         id: String,
     },
+    /// A text field holds a NUL character (U+0000), which PostgreSQL cannot keep: refused on
+    /// every engine, so that a session means the same wherever it is stored.
+    #[error("{field} of part {ordinal} ({kind}) holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInText {
+        /// Position of the part in the message (0-based).
+        ordinal: usize,
+        /// Its kind.
+        kind: PartKind,
+        /// Which field (`text`, `content`, `id`, ...; `model` for the message's model).
+        field: &'static str,
+    },
 }
 
 impl Refusal {
@@ -116,6 +127,7 @@ impl Refusal {
             Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
             Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
+            Refusal::NulInText { .. } => "nul_in_text",
         }
     }
 
@@ -135,7 +147,8 @@ impl Refusal {
             | Refusal::MisplacedPart { .. }
             | Refusal::ToolMessageWithoutResult
             | Refusal::NoOpenAssistant
-            | Refusal::ToolUseWithoutId { .. } => Vec::new(),
+            | Refusal::ToolUseWithoutId { .. }
+            | Refusal::NulInText { .. } => Vec::new(),
         }
     }
 }
@@ -246,6 +259,13 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
     let role = message.role;
     let mut results = 0;
     for (ordinal, part) in message.parts.iter().enumerate() {
+        if let Some(field) = part.nul_field() {
+            return Err(Refusal::NulInText {
+                ordinal,
+                kind: part.kind(),
+                field,
+            });
+        }
         match part {
             Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {

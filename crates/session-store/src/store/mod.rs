@@ -43,6 +43,7 @@ pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
 pub use import::{ImportSummary, ImportedSessions};
 pub use overview::SessionOverview;
+pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
 pub use search::{SearchHit, SearchOptions};
@@ -147,14 +148,24 @@ impl Store {
         } else {
             file::Use::OpenOrCreate
         };
-        if file::check_path(&path, usage)? == file::Found::Missing {
+        let found = file::check_path(&path, usage)?;
+        let access = if options.read_only {
+            file::read_only_access(&path)?
+        } else {
+            file::Access::Plain
+        };
+        if found == file::Found::Missing {
             file::create_database(&path, options.max_page_count)?;
         } else {
             // Before any pragma writes to the file: refuse a foreign migration history.
-            let conn = Connection::open_with_flags(&path, file::flags(options.read_only))?;
+            let (target, flags) = match &access {
+                file::Access::Plain => (path.clone(), file::flags(options.read_only)),
+                immutable => immutable.target(&path),
+            };
+            let conn = Connection::open_with_flags(&target, flags)?;
             schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
         }
-        let manager = connection_manager(&path, options);
+        let manager = connection_manager(&path, &access, options);
         // The first connection is opened here, not through the pool: the pool retries a
         // failing open until its connection timeout and then reports only that it timed out.
         let mut first = manager.connect()?;
@@ -271,14 +282,22 @@ fn not_a_database(error: Error, path: &Path) -> Error {
     }
 }
 
-fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionManager {
-    // Never SQLITE_OPEN_URI (a path is a path) and never CREATE: a database is only created
-    // by `file::create_database`, all-or-nothing.
-    let flags = file::flags(options.read_only);
+fn connection_manager(
+    path: &Path,
+    access: &file::Access,
+    options: &StoreOptions,
+) -> SqliteConnectionManager {
+    // Never SQLITE_OPEN_URI (a path is a path; the one exception is the immutable URI
+    // `file::read_only_access` builds) and never CREATE: a database is only created by
+    // `file::create_database`, all-or-nothing.
+    let (target, flags) = match access {
+        file::Access::Plain => (path.to_path_buf(), file::flags(options.read_only)),
+        immutable => immutable.target(path),
+    };
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
     let max_page_count = options.max_page_count;
-    SqliteConnectionManager::file(path)
+    SqliteConnectionManager::file(target)
         .with_flags(flags)
         .with_init(move |conn| {
             configure(conn, busy_timeout, read_only)?;

@@ -2,11 +2,22 @@
 
 use rusqlite::OptionalExtension;
 
-use super::rows::{load_messages, Range};
+use super::rows::{load_messages, load_readable, Range};
 use super::write::require_session;
 use super::{parse_time, Store};
 use crate::error::{Error, Result};
+use crate::history::rules::Problem;
 use crate::model::{Message, SessionId, SessionInfo};
+
+/// What [`Store::readable_messages`] could read of a session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadableSession {
+    /// Every message inside the contract, in `seq` order, without its unreadable parts.
+    pub messages: Vec<Message>,
+    /// Each row left out (rule `unreadable_row`), with where it is as far as that is known:
+    /// `message_id`, `seq` and `turn` are `None` when the row does not say.
+    pub unreadable: Vec<Problem>,
+}
 
 /// `message_count` is kept on write (the store's appends and other inserts add to it, a
 /// trigger takes deleted messages off) and checked here by two index probes per session:
@@ -30,6 +41,28 @@ impl Store {
         self.read(|conn| {
             require_session(conn, session)?;
             load_messages(conn, session, Range::All)
+        })
+    }
+
+    /// Every message of the session that can be read, and each row outside the contract
+    /// that was left out: what a person can still see of a session [`Store::messages`]
+    /// refuses with [`Error::CorruptRow`]. Equal to [`Store::messages`] with no
+    /// `unreadable` rows when the session is healthy.
+    pub fn readable_messages(&self, session: &SessionId) -> Result<ReadableSession> {
+        let (messages, unreadable) = if let Some(pg) = self.postgres() {
+            pg.read(|tx| {
+                super::pg::require_session(tx, session)?;
+                load_readable(tx, session)
+            })?
+        } else {
+            self.read(|conn| {
+                require_session(conn, session)?;
+                load_readable(&mut &*conn, session)
+            })?
+        };
+        Ok(ReadableSession {
+            messages,
+            unreadable: unreadable.iter().map(|u| u.violation(session)).collect(),
         })
     }
 

@@ -57,6 +57,12 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// True when a mend of these findings would change something: one of them breaks a rule
+    /// the mend mends ([`crate::HealthRule::is_mended`]).
+    pub fn needs_mending(&self) -> bool {
+        self.violations.iter().any(|v| v.rule.is_mended())
+    }
+
     /// The sessions with at least one violation, in the order they were checked.
     pub fn broken_sessions(&self) -> Vec<SessionId> {
         let mut sessions: Vec<SessionId> = Vec::new();

@@ -167,6 +167,19 @@ impl Store {
     }
 }
 
+impl Store {
+    /// True when the full-text index misses parts written since it was last brought up to
+    /// date and this store could not bring it up to date (it may not write the file: a
+    /// read-only store, mount or file): a search then finds only the parts indexed, and a
+    /// caller should say so. Always false on PostgreSQL, whose index is the server's.
+    pub fn search_index_behind(&self) -> Result<bool> {
+        if self.is_postgres() {
+            return Ok(false);
+        }
+        self.read(index_behind)
+    }
+}
+
 fn hit_from_row(row: &Row<'_>) -> rusqlite::Result<SearchHit> {
     Ok(SearchHit {
         session: SessionId::new(row.get::<_, String>(0)?),
