@@ -28,6 +28,7 @@ mod last_turns;
 mod lossless;
 mod manage_cli;
 mod migration_kill;
+mod mirror_writes;
 mod pages;
 mod postgres;
 mod postgres_cli;

@@ -59,7 +59,6 @@ pub use history::compaction::{
 pub use history::paging::{Page, TurnCursor};
 pub use history::render::Provider;
 pub use history::turns::turn_indexes;
-pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
@@ -67,6 +66,7 @@ pub use store::{
     SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport, Store,
     StoreOptions, TokenTotals, TurnUsage,
 };
+pub use store::{ReadableSession, StoredPart};
 
 /// Provider requests: the defensive loader, the renderers, and each provider's contract.
 ///
