@@ -137,8 +137,14 @@ fn stored_parts_are_the_rows_of_the_latest_turns_undecoded() -> Result<()> {
         let kept: serde_json::Value =
             serde_json::from_str(all[7].provider_metadata.as_deref().unwrap_or("null"))?;
         ensure!(kept == meta);
-        let last_two = store.stored_parts(&session, Some(2))?;
-        ensure!(last_two.iter().map(|p| p.turn_index).collect::<Vec<_>>() == [2, 2, 3]);
+        // The latest 3 messages reach into turn 2: all of turn 2 comes back, and turn 3.
+        let last_three = store.stored_parts(&session, Some(3))?;
+        let seqs: Vec<i64> = last_three.iter().map(|p| p.seq).collect();
+        let turns: Vec<(i64, i64)> = all.iter().map(|p| (p.seq, p.turn_index)).collect();
+        ensure!(seqs == [6, 7, 8], "{seqs:?} {turns:?}");
+        let last_four = store.stored_parts(&session, Some(4))?;
+        ensure!(last_four.iter().map(|p| p.seq).collect::<Vec<_>>() == [3, 4, 5, 6, 7, 8]);
+        ensure!(store.stored_parts(&session, Some(1))?.len() == 1);
         ensure!(store.stored_parts(&session, Some(100))? == all);
         let unknown = store.stored_parts(&SessionId::new("nope"), None);
         ensure!(matches!(unknown, Err(Error::UnknownSession(_))));

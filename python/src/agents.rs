@@ -202,7 +202,9 @@ pub(crate) fn get_items(
     session: &SessionId,
     limit: Option<usize>,
 ) -> Result<String, Failure> {
-    let parts = match store.stored_parts(session, limit.map(|_| 1)) {
+    // Every item of the adapter's is (or starts) a message of its own or shares one with
+    // others: the latest `limit` messages hold at least `limit` items.
+    let parts = match store.stored_parts(session, limit) {
         Ok(parts) => parts,
         Err(lib::Error::UnknownSession(_)) => return Ok("[]".to_owned()),
         Err(error) => return Err(error.into()),
@@ -226,22 +228,23 @@ pub(crate) fn get_items(
 
 /// The items of enough of the latest whole turns to hold `limit` items (a call and its
 /// outputs never span turns: a user item tombstones what is pending), or of the whole
-/// session; `parts` are those of the latest turn.
+/// session; `parts` are those of the turns holding the latest `limit` messages, enough
+/// unless other writers' messages (no items) sit among them.
 fn last_items(
     store: &lib::Store,
     session: &SessionId,
     mut parts: Vec<lib::StoredPart>,
     limit: usize,
 ) -> Result<Vec<Read>, Failure> {
-    let mut turns = 1usize;
+    let mut messages = limit;
     loop {
         let items = read_items(&parts);
         let whole = parts.first().is_none_or(|p| p.turn_index == 0);
         if whole || items.len() >= limit {
             return Ok(items);
         }
-        turns = turns.saturating_mul(2);
-        parts = store.stored_parts(session, Some(turns))?;
+        messages = messages.saturating_mul(2);
+        parts = store.stored_parts(session, Some(messages))?;
     }
 }
 
@@ -249,9 +252,9 @@ fn last_items(
 /// the session holds none. The turns from the item's on are rewritten without it in one
 /// transaction.
 pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option<String>, Failure> {
-    let mut turns = 1usize;
+    let mut messages = 1usize;
     let (from_turn, last) = loop {
-        let parts = match store.stored_parts(session, Some(turns)) {
+        let parts = match store.stored_parts(session, Some(messages)) {
             Ok(parts) => parts,
             Err(lib::Error::UnknownSession(_)) => return Ok(None),
             Err(error) => return Err(error.into()),
@@ -260,7 +263,7 @@ pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option
         match (parts.first(), read_items(&parts).pop()) {
             (Some(first), Some(last)) => break (first.turn_index, last),
             _ if whole => return Ok(None),
-            _ => turns = turns.saturating_mul(2),
+            _ => messages = messages.saturating_mul(2),
         }
     };
     let messages = store.turns(session, from_turn..)?;

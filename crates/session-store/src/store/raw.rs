@@ -28,40 +28,49 @@ pub struct StoredPart {
     pub provider_metadata: Option<String>,
 }
 
-/// The parts of the latest `?2` turns (all of them when `?2` is at least the session's turn
-/// count), in message and part order, through the `(session_id, turn_index, seq)` index.
+/// The parts of every turn from that of the message `?2` places before the latest one (all of
+/// them when the session has fewer), in message and part order, through the `(session_id,
+/// turn_index, seq)` index; that message is found on the `(session_id, seq)` key (seqs are
+/// dense; where another writer left a gap, an earlier message and so more turns are read).
 const STORED_PARTS: &str = "
     SELECT m.seq, m.turn_index, m.role, p.kind, p.text, p.tool_use_id, p.is_error,
            p.provider_metadata
     FROM messages m JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1
-      AND m.turn_index > (SELECT COALESCE(MAX(turn_index), 0) FROM messages WHERE session_id = ?1) - ?2
+      AND m.turn_index >= COALESCE((
+          SELECT turn_index FROM messages
+          WHERE session_id = ?1
+            AND seq <= (SELECT MAX(seq) FROM messages WHERE session_id = ?1) - ?2
+          ORDER BY seq DESC LIMIT 1), 0)
     ORDER BY m.turn_index, m.seq, m.id, p.ordinal";
 
 impl Store {
-    /// The parts of the session's latest `turns` turns (every part with `None`), as stored:
-    /// nothing is decoded, so a row another writer broke comes back as it is.
-    /// [`crate::Error::UnknownSession`] when there is no such session.
+    /// The parts of the whole turns that hold the session's latest `messages` messages
+    /// (every part with `None`), as stored: nothing is decoded, so a row another writer broke
+    /// comes back as it is. [`crate::Error::UnknownSession`] when there is no such session.
     pub fn stored_parts(
         &self,
         session: &SessionId,
-        turns: Option<usize>,
+        messages: Option<usize>,
     ) -> Result<Vec<StoredPart>> {
-        let turns = turns.map_or(i64::MAX, |t| i64::try_from(t).unwrap_or(i64::MAX));
+        // How far before the latest message the earliest one wanted is.
+        let offset = messages.map_or(i64::MAX, |n| {
+            i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX)
+        });
         match self.postgres() {
-            Some(pg) => pg.read(|tx| stored_parts_in(tx, session, turns)),
-            None => self.read(|conn| stored_parts_in(&mut &*conn, session, turns)),
+            Some(pg) => pg.read(|tx| stored_parts_in(tx, session, offset)),
+            None => self.read(|conn| stored_parts_in(&mut &*conn, session, offset)),
         }
     }
 }
 
 /// [`Store::stored_parts`] in the caller's transaction, on either engine.
-fn stored_parts_in(db: &mut impl Sql, session: &SessionId, turns: i64) -> Result<Vec<StoredPart>> {
+fn stored_parts_in(db: &mut impl Sql, session: &SessionId, offset: i64) -> Result<Vec<StoredPart>> {
     db.require_session(session)?;
     let mut parts = Vec::new();
     db.each_row(
         STORED_PARTS,
-        &values![session.as_str(), turns],
+        &values![session.as_str(), offset],
         &mut |row| {
             parts.push(StoredPart {
                 seq: int_at(row, 0)?.unwrap_or_default(),
