@@ -85,7 +85,7 @@ fn replace_from_turn_rewrites_the_end_in_one_transaction_or_not_at_all() -> Resu
         ensure!(store.replace_from_turn(&session, 1, Vec::new())?.is_empty());
         ensure!(texts(store, &session)? == [(Role::User, 1), (Role::Assistant, 1)]);
         ensure!(store
-            .check(&[session.clone()], &Default::default())?
+            .check(std::slice::from_ref(&session), &Default::default())?
             .violations
             .is_empty());
         let unknown = store.replace_from_turn(&SessionId::new("nope"), 0, Vec::new());

@@ -7,7 +7,7 @@
 //! (reasoning, text, calls) form one assistant message and consecutive outputs one tool
 //! message, as in a request body. A call still unanswered when a user item (or a new
 //! assistant message) arrives gets a tombstone result first, the store's own
-//! ([`lib::request::tombstone`]); reading gives it back as a `function_call_output`.
+//! ([`lib::request::tombstone_text`]); reading gives it back as a `function_call_output`.
 
 use serde_json::{json, Map, Value};
 use session_store as lib;
@@ -88,7 +88,7 @@ fn call_of(part: &Part) -> Option<&str> {
 
 /// A tool message answering every id in `pending` with a tombstone.
 fn tombstones(pending: Vec<String>) -> NewMessage {
-    let text = lib::request::tombstone(REASON);
+    let text = lib::request::tombstone_text(REASON);
     NewMessage::tool(
         pending
             .into_iter()

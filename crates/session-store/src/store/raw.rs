@@ -57,10 +57,7 @@ impl Store {
         let offset = messages.map_or(i64::MAX, |n| {
             i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX)
         });
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| stored_parts_in(tx, session, offset)),
-            None => self.read(|conn| stored_parts_in(&mut &*conn, session, offset)),
-        }
+        self.read(|db| stored_parts_in(db, session, offset))
     }
 }
 
