@@ -9,6 +9,8 @@
 //! assistant message) arrives gets a tombstone result first, the store's own
 //! ([`lib::request::tombstone_text`]); reading gives it back as a `function_call_output`.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 use session_store as lib;
 use session_store::{Message, NewMessage, Part, Role, SessionId};
@@ -110,9 +112,9 @@ fn keep_item(part: &mut Part, item: Value) {
 }
 
 /// One item read back, with what `limit` must keep together.
-struct Read {
-    /// The item's JSON text.
-    item: String,
+struct Read<'a> {
+    /// The item's JSON text, borrowed from the stored row where it was kept there.
+    item: Cow<'a, str>,
     /// Index of the first item of the assistant message whose call this item is or answers:
     /// a window that holds this item must start there or before.
     group_start: Option<usize>,
@@ -140,8 +142,8 @@ fn kept_item(part: &lib::StoredPart) -> Option<&str> {
 
 /// The items of `parts`, in order: each kept item, and a `function_call_output` for each
 /// tombstone the store wrote.
-fn read_items(parts: &[lib::StoredPart]) -> Vec<Read> {
-    let mut items: Vec<Read> = Vec::new();
+fn read_items(parts: &[lib::StoredPart]) -> Vec<Read<'_>> {
+    let mut items: Vec<Read<'_>> = Vec::new();
     let mut call_groups: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut message: Option<i64> = None;
     let mut first = 0;
@@ -150,18 +152,18 @@ fn read_items(parts: &[lib::StoredPart]) -> Vec<Read> {
             message = Some(part.seq);
             first = items.len();
         }
-        let text = part.text.as_deref().unwrap_or_default();
+        let text = part.error_text.as_deref().unwrap_or_default();
         let item = match kept_item(part) {
-            Some(item) => item.to_owned(),
+            Some(item) => Cow::Borrowed(item),
             None if part.kind == "tool_result"
                 && lib::request::is_tombstone(text, part.is_error) =>
             {
-                json!({
+                let output = json!({
                     "type": "function_call_output",
                     "call_id": part.tool_use_id,
                     "output": text,
-                })
-                .to_string()
+                });
+                Cow::Owned(output.to_string())
             }
             None => continue,
         };
@@ -181,7 +183,7 @@ fn read_items(parts: &[lib::StoredPart]) -> Vec<Read> {
 
 /// Where the latest window of at most `limit` items starts, no output without its call and
 /// no call without the items of its assistant message before it.
-fn window_start(items: &[Read], limit: usize) -> usize {
+fn window_start(items: &[Read<'_>], limit: usize) -> usize {
     let n = items.len();
     // earliest[i]: the earliest index an item at or after i needs.
     let mut earliest = vec![0; n + 1];
@@ -209,10 +211,11 @@ pub(crate) fn get_items(
         Err(lib::Error::UnknownSession(_)) => return Ok("[]".to_owned()),
         Err(error) => return Err(error.into()),
     };
-    let items = match limit {
-        None => read_items(&parts),
-        Some(limit) => last_items(store, session, parts, limit)?,
+    let parts = match limit {
+        None => parts,
+        Some(limit) => enough_parts(store, session, parts, limit)?,
     };
+    let items = read_items(&parts);
     let start = limit.map_or(0, |limit| window_start(&items, limit));
     let mut out = String::with_capacity(items.iter().map(|r| r.item.len() + 1).sum::<usize>() + 2);
     out.push('[');
@@ -226,22 +229,21 @@ pub(crate) fn get_items(
     Ok(out)
 }
 
-/// The items of enough of the latest whole turns to hold `limit` items (a call and its
+/// The parts of enough of the latest whole turns to hold `limit` items (a call and its
 /// outputs never span turns: a user item tombstones what is pending), or of the whole
 /// session; `parts` are those of the turns holding the latest `limit` messages, enough
 /// unless other writers' messages (no items) sit among them.
-fn last_items(
+fn enough_parts(
     store: &lib::Store,
     session: &SessionId,
     mut parts: Vec<lib::StoredPart>,
     limit: usize,
-) -> Result<Vec<Read>, Failure> {
+) -> Result<Vec<lib::StoredPart>, Failure> {
     let mut messages = limit;
     loop {
-        let items = read_items(&parts);
         let whole = parts.first().is_none_or(|p| p.turn_index == 0);
-        if whole || items.len() >= limit {
-            return Ok(items);
+        if whole || read_items(&parts).len() >= limit {
+            return Ok(parts);
         }
         messages = messages.saturating_mul(2);
         parts = store.stored_parts(session, Some(messages))?;
@@ -261,14 +263,14 @@ pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option
         };
         let whole = parts.first().is_none_or(|p| p.turn_index == 0);
         match (parts.first(), read_items(&parts).pop()) {
-            (Some(first), Some(last)) => break (first.turn_index, last),
+            (Some(first), Some(last)) => break (first.turn_index, last.item.into_owned()),
             _ if whole => return Ok(None),
             _ => messages = messages.saturating_mul(2),
         }
     };
     let messages = store.turns(session, from_turn..)?;
     store.replace_from_turn(session, from_turn, without_last_item(messages))?;
-    Ok(Some(last.item))
+    Ok(Some(last))
 }
 
 /// `messages` as new messages, less the latest item: the last part that is an item, with
@@ -303,11 +305,11 @@ fn without_last_item(messages: Vec<Message>) -> Vec<NewMessage> {
 mod tests {
     use super::*;
 
-    fn read(group_starts: &[Option<usize>]) -> Vec<Read> {
+    fn read(group_starts: &[Option<usize>]) -> Vec<Read<'static>> {
         group_starts
             .iter()
             .map(|&group_start| Read {
-                item: String::new(),
+                item: Cow::Borrowed(""),
                 group_start,
             })
             .collect()

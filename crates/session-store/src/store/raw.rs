@@ -18,8 +18,10 @@ pub struct StoredPart {
     pub role: String,
     /// Its kind, as stored (`text`, `tool_use`, ...).
     pub kind: String,
-    /// `parts.text`.
-    pub text: Option<String>,
+    /// `parts.text` of an error result (`is_error`), which is what tells a tombstone
+    /// ([`crate::request::is_tombstone`]); `None` for every other part, whose text is not
+    /// read (a caller that keeps its own JSON has the text there).
+    pub error_text: Option<String>,
     /// `parts.tool_use_id`: a tool_use's id, or the id a tool_result answers.
     pub tool_use_id: Option<String>,
     /// `parts.is_error`.
@@ -33,7 +35,8 @@ pub struct StoredPart {
 /// turn_index, seq)` index; that message is found on the `(session_id, seq)` key (seqs are
 /// dense; where another writer left a gap, an earlier message and so more turns are read).
 const STORED_PARTS: &str = "
-    SELECT m.seq, m.turn_index, m.role, p.kind, p.text, p.tool_use_id, p.is_error,
+    SELECT m.seq, m.turn_index, m.role, p.kind, CASE WHEN p.is_error <> 0 THEN p.text END,
+           p.tool_use_id, p.is_error,
            p.provider_metadata
     FROM messages m JOIN parts p ON p.message_id = m.id
     WHERE m.session_id = ?1
@@ -73,7 +76,7 @@ fn stored_parts_in(db: &mut impl Sql, session: &SessionId, offset: i64) -> Resul
                 turn_index: int_at(row, 1)?.unwrap_or_default(),
                 role: text_at(row, 2)?.unwrap_or_default(),
                 kind: text_at(row, 3)?.unwrap_or_default(),
-                text: text_at(row, 4)?,
+                error_text: text_at(row, 4)?,
                 tool_use_id: text_at(row, 5)?,
                 is_error: int_at(row, 6)?.unwrap_or_default() != 0,
                 provider_metadata: text_at(row, 7)?,
