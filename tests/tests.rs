@@ -33,6 +33,7 @@ mod manage_cli;
 mod mcp;
 mod migration_kill;
 mod nothing_silent;
+mod mirror_writes;
 mod pages;
 mod postgres;
 mod postgres_cli;

@@ -31,6 +31,7 @@ mod import;
 mod overview;
 #[cfg(feature = "postgres")]
 mod pg;
+mod raw;
 mod read;
 pub mod repair;
 mod retention;
@@ -53,6 +54,7 @@ pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
 pub use import::{ImportSummary, ImportedSessions};
 pub use overview::SessionOverview;
+pub use raw::StoredPart;
 pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
