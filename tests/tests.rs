@@ -1,6 +1,7 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod async_store;
 mod backends;
 mod broken_db;
 mod bundle;
@@ -48,6 +49,7 @@ mod self_contained;
 mod store;
 mod store_props;
 mod tail_state;
+mod tail_walk;
 mod transcripts;
 mod turn_fixtures;
 mod turn_properties;

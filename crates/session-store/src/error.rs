@@ -198,6 +198,20 @@ pub enum Error {
         /// `sqlite` or `postgres`.
         backend: &'static str,
     },
+    /// This build lacks the cargo feature an operation needs (a `postgres://` URL in a build
+    /// without `postgres`); nothing was opened or written.
+    #[error("{what} needs the cargo feature `{feature}`, which this build of session-store lacks")]
+    FeatureMissing {
+        /// The cargo feature (`postgres`).
+        feature: &'static str,
+        /// What was asked (the URL is shown without its password).
+        what: String,
+    },
+    /// The tokio runtime shut down before the blocking task of an `AsyncStore`
+    /// operation ran to its end (cargo feature `tokio`); whether a write committed is not
+    /// known.
+    #[error("the runtime shut down before the store operation finished")]
+    TaskCancelled,
     /// The storage engine underneath failed (SQLite, PostgreSQL, the connection pool, a
     /// migration); ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what
     /// kind.
@@ -229,7 +243,7 @@ impl Error {
                 code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             )
-        }) || self.postgres_code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+        }) || self.postgres_state() == Some("55P03")
     }
 
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
@@ -240,7 +254,7 @@ impl Error {
     /// True when the database cannot be written (read-only file or connection).
     pub fn is_read_only(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
-            || self.postgres_code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+            || self.postgres_state() == Some("25006")
     }
 
     /// The refusal, when the error is a refused append.
@@ -256,8 +270,8 @@ impl Error {
     pub(crate) fn is_constraint(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::ConstraintViolation)
             || self
-                .postgres_code()
-                .is_some_and(|code| code.code().starts_with("23"))
+                .postgres_state()
+                .is_some_and(|code| code.starts_with("23"))
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
@@ -272,12 +286,22 @@ impl Error {
         }
     }
 
-    /// PostgreSQL's SQLSTATE, when the error is PostgreSQL's.
-    fn postgres_code(&self) -> Option<&postgres::error::SqlState> {
+    /// PostgreSQL's SQLSTATE (`55P03` lock not available, `25006` read-only transaction),
+    /// when the error is PostgreSQL's.
+    #[cfg(feature = "postgres")]
+    fn postgres_state(&self) -> Option<&str> {
         match self {
-            Error::Storage(StorageError(Engine::Postgres(e))) => e.code(),
+            Error::Storage(StorageError(Engine::Postgres(e))) => {
+                e.code().map(postgres::error::SqlState::code)
+            }
             _ => None,
         }
+    }
+
+    /// A build without PostgreSQL has no PostgreSQL error.
+    #[cfg(not(feature = "postgres"))]
+    fn postgres_state(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -294,10 +318,12 @@ enum Engine {
     Sqlite(#[source] rusqlite::Error),
     #[error("connection pool")]
     Pool(#[source] r2d2::Error),
+    #[cfg(feature = "postgres")]
     #[error("postgres")]
     Postgres(#[source] postgres::Error),
-    #[error("migration")]
-    Migration(#[source] refinery::Error),
+    // `Error::Migration` already says "migration failed": refinery's message follows it.
+    #[error(transparent)]
+    Migration(refinery::Error),
 }
 
 impl From<rusqlite::Error> for Error {
@@ -306,6 +332,7 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<postgres::Error> for Error {
     fn from(error: postgres::Error) -> Self {
         Error::Storage(StorageError(Engine::Postgres(error)))

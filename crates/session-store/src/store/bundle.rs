@@ -427,10 +427,7 @@ impl Store {
     /// Every row of `session` as a bundle (JSON Lines; see `import_bundle`), read in one
     /// snapshot. [`Error::UnknownSession`] when it does not exist.
     pub fn export_bundle(&self, session: &SessionId) -> Result<String> {
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| bundle_in(tx, session)),
-            None => self.read(|conn| bundle_in(&mut &*conn, session)),
-        }
+        self.read(|db| bundle_in(db, session))
     }
 
     /// Restores a bundle as a new session and returns its id. The whole bundle is read and
@@ -440,10 +437,7 @@ impl Store {
     /// this database).
     pub fn import_bundle(&self, input: impl BufRead) -> Result<SessionId> {
         let parsed = parse(input)?;
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| restore_in(tx, &parsed)),
-            None => self.write(|tx| restore_in(&mut &**tx, &parsed)),
-        }
+        self.write(|db| restore_in(db, &parsed))
     }
 }
 

@@ -22,7 +22,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use super::Store;
+use super::{SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 
@@ -627,16 +627,28 @@ enum Held {
     Differently(String),
 }
 
-impl Store {
+impl SqliteEngine {
     /// Every row of `session`, read in one snapshot.
-    fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
-        if let Some(pg) = self.postgres() {
-            return pg.read_session_rows(session);
-        }
+    pub(super) fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
         self.read(|conn| {
             super::write::require_session(conn, session)?;
             read_sqlite(conn, session)
         })
+    }
+
+    /// Writes a session's rows in one transaction.
+    pub(super) fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
+        self.write(|tx| {
+            write_sqlite(tx, rows)?;
+            super::write::recount_messages(&mut &**tx, session)
+        })
+    }
+}
+
+impl Store {
+    /// Every row of `session`, read in one snapshot.
+    fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
+        self.engine.session_rows(session)
     }
 
     /// Writes a session's rows in one transaction; [`Error::SessionExists`] when the
@@ -645,13 +657,7 @@ impl Store {
         if self.has_session(session)? {
             return Err(Error::SessionExists(session.clone()));
         }
-        if let Some(pg) = self.postgres() {
-            return pg.write_session_rows(session, rows);
-        }
-        self.write(|tx| {
-            write_sqlite(tx, rows)?;
-            super::write::recount_messages(&mut &**tx, session)
-        })
+        self.engine.put_session_rows(session, rows)
     }
 
     /// [`Store::copy_to`] the database at `to`: a file path or a PostgreSQL URL. A file that
@@ -660,7 +666,7 @@ impl Store {
     /// leaves no new file behind. An existing database is copied into as [`Store::copy_to`]
     /// says (resumable, refused before anything is written).
     pub fn copy_to_path(&self, to: &Path, sessions: &[SessionId]) -> Result<CopyReport> {
-        let url = to.to_str().is_some_and(super::pg::is_url);
+        let url = to.to_str().is_some_and(super::url::is_url);
         if url
             || super::file::check_path(to, super::file::Use::OpenOrCreate)?
                 != super::file::Found::Missing

@@ -680,13 +680,7 @@ impl Store {
     /// A consistent, verified copy of the whole database at `dest` (see [`backup_database`]);
     /// [`Error::Unsupported`] on a PostgreSQL store, which has no file (use `pg_dump`).
     pub fn backup_to(&self, dest: &Path) -> Result<()> {
-        if self.is_postgres() {
-            return Err(Error::Unsupported {
-                operation: "a file backup",
-                backend: "postgres",
-            });
-        }
-        backup_database(self.path(), dest)
+        self.engine.backup_to(dest)
     }
 }
 

@@ -26,10 +26,7 @@ impl Store {
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
         let id = SessionId::random();
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| import_session_in(tx, &id, &messages))?,
-            None => self.write(|tx| import_session_in(&mut &**tx, &id, &messages))?,
-        };
+        self.write(|tx| import_session_in(tx, &id, &messages))?;
         Ok(id)
     }
 }
@@ -79,10 +76,7 @@ impl Store {
     /// Sets the session's title (`sessions.title`; `None` clears it), in one transaction.
     /// [`Error::UnknownSession`](crate::Error::UnknownSession) when there is no such session.
     pub fn set_title(&self, session: &SessionId, title: Option<&str>) -> Result<()> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| set_title_in(tx, session, title)),
-            None => self.write(|tx| set_title_in(&mut &**tx, session, title)),
-        }
+        self.write(|db| set_title_in(db, session, title))
     }
 }
 
@@ -105,10 +99,7 @@ impl Store {
     /// stays NULL: it is not a fork). A compaction that would not cut at a turn start is
     /// left out (the importers never make one).
     pub fn import(&self, imported: &Imported) -> Result<ImportedSessions> {
-        if let Some(pg) = self.postgres() {
-            return pg.write(|tx| import_tree(tx, imported));
-        }
-        self.write(|tx| import_tree(&mut Sqlite(tx), imported))
+        self.write(|tx| import_tree(tx, imported))
     }
 
     /// Imports a transcript from `input` into a new session, in one transaction, reading it
@@ -124,10 +115,7 @@ impl Store {
     /// current position and read more than once (hence `Seek`).
     pub fn import_reader<R: Read + Seek>(&self, format: Format, input: R) -> Result<ImportSummary> {
         let mut input = BufReader::with_capacity(READ_BUFFER, input);
-        if let Some(pg) = self.postgres() {
-            return pg.write(|tx| import_streamed(tx, format, &mut input));
-        }
-        self.write(|tx| import_streamed(&mut Sqlite(tx), format, &mut input))
+        self.write(|tx| import_streamed(tx, format, &mut input))
     }
 }
 
@@ -229,24 +217,29 @@ pub(crate) struct Compaction<'a> {
     pub(crate) created: &'a str,
 }
 
-/// The SQLite side of [`ImportTarget`].
-struct Sqlite<'a>(&'a Connection);
+/// Every engine's transaction is an import target: [`Sql::link_call`] is its own.
+impl<S: Sql> ImportTarget for S {
+    type Db = S;
 
-impl<'a> ImportTarget for Sqlite<'a> {
-    type Db = &'a Connection;
-
-    fn db(&mut self) -> &mut &'a Connection {
-        &mut self.0
+    fn db(&mut self) -> &mut S {
+        self
     }
 
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
-        self.0.prepare_cached(LINK_CALL)?.execute(params![
-            session.as_str(),
-            call,
-            child.as_str()
-        ])?;
-        Ok(())
+        Sql::link_call(self, session, call, child)
     }
+}
+
+/// [`Sql::link_call`] on SQLite: the call's metadata edited with `json_set`.
+pub(crate) fn link_call(
+    conn: &Connection,
+    session: &SessionId,
+    call: &str,
+    child: &SessionId,
+) -> Result<()> {
+    conn.prepare_cached(LINK_CALL)?
+        .execute(params![session.as_str(), call, child.as_str()])?;
+    Ok(())
 }
 
 /// [`Store::import`] inside the caller's transaction.

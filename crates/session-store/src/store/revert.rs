@@ -141,10 +141,7 @@ impl Store {
     /// behind a summary of turns that are gone, and the revert is refused with
     /// [`Error::RevertSplitsCompaction`].
     pub fn revert_to_turn(&self, session: &SessionId, turn: i64) -> Result<Reverted> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| revert_in(tx, session, turn)),
-            None => self.write(|tx| revert_in(&mut &**tx, session, turn)),
-        }
+        self.write(|tx| revert_in(tx, session, turn))
     }
 
     /// Brings back what the latest revert of the session took out, in one transaction.
@@ -152,10 +149,7 @@ impl Store {
     /// Returns `None` when there is nothing to undo: no revert, or an append since (which
     /// deleted the reverted messages for good). Call it again to undo the revert before.
     pub fn undo_revert(&self, session: &SessionId) -> Result<Option<Reverted>> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| undo_in(tx, session)),
-            None => self.write(|tx| undo_in(&mut &**tx, session)),
-        }
+        self.write(|tx| undo_in(tx, session))
     }
 }
 
@@ -173,10 +167,7 @@ impl Store {
         turn: i64,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| replace_in(tx, session, turn, &messages)),
-            None => self.write(|tx| replace_in(&mut &**tx, session, turn, &messages)),
-        }
+        self.write(|db| replace_in(db, session, turn, &messages))
     }
 }
 

@@ -124,9 +124,6 @@ impl Store {
     /// (every stored string escaped, long results folded). Read in one snapshot;
     /// [`Error::UnknownSession`] when the session does not exist.
     pub fn transcript(&self, session: &SessionId, format: TranscriptFormat) -> Result<String> {
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| transcript_in(tx, session, format)),
-            None => self.read(|conn| transcript_in(&mut &*conn, session, format)),
-        }
+        self.read(|db| transcript_in(db, session, format))
     }
 }
