@@ -154,6 +154,15 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A text of a session (its title, a compaction summary) holds a NUL character
+    /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
+    #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInSessionText {
+        /// The session (`new` for one an import was about to create).
+        session: SessionId,
+        /// `title` or `compaction summary`.
+        field: &'static str,
+    },
     /// `PRAGMA quick_check` found the file damaged (flipped bytes, truncated pages).
     #[error("{path} is corrupt: {detail}")]
     CorruptDatabase {
@@ -197,6 +206,25 @@ pub enum Error {
         operation: &'static str,
         /// `sqlite` or `postgres`.
         backend: &'static str,
+    },
+    /// A search query holds more distinct terms than
+    /// [`crate::MAX_SEARCH_TERMS`]: every term is required, so cutting the
+    /// query would change what it finds.
+    #[error("the search query holds more than {max} distinct terms; use fewer words")]
+    TooManySearchTerms {
+        /// The most distinct terms a query may hold.
+        max: usize,
+    },
+    /// A sum of a session's token counts is above `i64::MAX`: the total is refused rather
+    /// than wrapped, clamped or reported as an engine's bare overflow.
+    #[error("usage of session {session}: the sum of {field} over {over} is above {max}", max = i64::MAX)]
+    UsageOverflow {
+        /// The session summed.
+        session: SessionId,
+        /// The count that overflowed (`input_tokens`, ...).
+        field: &'static str,
+        /// What was summed: `turn N` or `the whole session`.
+        over: String,
     },
     /// This build lacks the cargo feature an operation needs (a `postgres://` URL in a build
     /// without `postgres`); nothing was opened or written.

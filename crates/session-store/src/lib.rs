@@ -53,6 +53,7 @@ pub use async_store::AsyncStore;
 // The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, Result, StorageError};
 pub use history::pairing::Refusal;
+pub use model::{token_count, MAX_TOKEN_COUNT};
 pub use model::{
     Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo, UnknownPartKind,
     UnknownRole, Usage,
@@ -72,6 +73,7 @@ pub use store::{
     Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
     SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport, Store,
     StoreOptions, TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION,
+    MAX_SEARCH_TERMS,
 };
 
 /// Provider requests: the defensive loader, the renderers, and each provider's contract.

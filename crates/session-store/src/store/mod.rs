@@ -56,7 +56,7 @@ pub use overview::SessionOverview;
 pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
-pub use search::{SearchHit, SearchOptions};
+pub use search::{SearchHit, SearchOptions, MAX_SEARCH_TERMS};
 pub use transcript::TranscriptFormat;
 pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
