@@ -1,14 +1,17 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod async_store;
 mod backends;
 mod broken_db;
+mod bundle;
 mod check_constraints;
 mod cli;
 mod compaction;
 mod compaction_kill;
 mod conformance;
 mod contention;
+mod conventions;
 mod copy_resume;
 mod corrupt_file;
 mod crash;
@@ -27,7 +30,10 @@ mod import_stream;
 mod last_turns;
 mod lossless;
 mod manage_cli;
+mod mcp;
 mod migration_kill;
+mod nothing_silent;
+mod mirror_writes;
 mod pages;
 mod postgres;
 mod postgres_cli;
@@ -48,6 +54,7 @@ mod store;
 mod store_props;
 mod tail_state;
 mod tail_walk;
+mod transcripts;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;
