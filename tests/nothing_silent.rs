@@ -400,3 +400,44 @@ fn a_path_that_cannot_be_reached_is_not_called_missing() {
     let missing = session_store(&dir.path().join("missing.db"), &["sessions"]);
     assert!(text(&missing.stderr).contains("no database at"));
 }
+
+#[test]
+fn a_search_that_finds_nothing_says_why_when_the_index_cannot_match_the_term() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("s.db");
+    let body = dir.path().join("text.json");
+    std::fs::write(
+        &body,
+        json!({"messages": [{"role": "user", "content": "漢字のテキスト and a 🦀 crab"}]})
+            .to_string(),
+    )
+    .expect("write");
+    let imported = session_store(&db, &["import", body.to_str().expect("utf-8")]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    for (query, said) in [
+        ("🦀", "holds no letter or digit"),
+        ("🦀 🎉", "\"🎉\" holds no letter or digit"),
+        ("漢字", "漢字* finds the runs that start with it"),
+        ("テキスト", "matches only a whole run"),
+    ] {
+        let output = session_store(&db, &["search", query]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert!(
+            output.stdout.is_empty(),
+            "{query}: {}",
+            text(&output.stdout)
+        );
+        let notes = text(&output.stderr);
+        assert!(notes.contains(said), "{query}: {notes}");
+    }
+    // The way the note points finds it; a word found prints no note.
+    for query in ["漢字*", "crab"] {
+        let output = session_store(&db, &["search", query]);
+        assert!(!output.stdout.is_empty(), "{query} found nothing");
+        assert!(
+            output.stderr.is_empty(),
+            "{query}: {}",
+            text(&output.stderr)
+        );
+    }
+}

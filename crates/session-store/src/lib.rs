@@ -63,8 +63,8 @@ pub use history::turns::turn_indexes;
 pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
-    CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
-    ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
+    search_notes, CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions,
+    Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
     SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport, Store,
     StoreOptions, TokenTotals, TurnUsage, MAX_SEARCH_TERMS,
 };

@@ -53,7 +53,7 @@ pub use overview::SessionOverview;
 pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
-pub use search::{SearchHit, SearchOptions, MAX_SEARCH_TERMS};
+pub use search::{search_notes, SearchHit, SearchOptions, MAX_SEARCH_TERMS};
 pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
 pub use export::ExportOptions;
