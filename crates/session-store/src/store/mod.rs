@@ -37,6 +37,7 @@ mod revert;
 mod rows;
 mod schema;
 mod search;
+mod snippet;
 mod sql;
 mod sqlite;
 mod turns;

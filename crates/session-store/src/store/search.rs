@@ -265,9 +265,62 @@ impl SqliteEngine {
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }
             };
+            let mut hits = hits;
+            recut_where_nul(conn, &mut hits, query, options)?;
             Ok(hits)
         })
     }
+}
+
+/// A hit's columns when its text or tool name holds a NUL: FTS5's `snippet()` reads the
+/// column as a C string and stops there.
+const NUL_COLUMNS: &str = "
+    SELECT kind, text, tool_name, input FROM parts
+    WHERE id = ?1 AND (instr(text, char(0)) > 0 OR instr(tool_name, char(0)) > 0)";
+
+/// Cuts again, in Rust ([`super::snippet`]), the snippet of each hit whose part holds a NUL,
+/// so it shows the text past the NUL as the part holds it (only other code writes one: the
+/// store refuses it on write).
+fn recut_where_nul(
+    conn: &Connection,
+    hits: &mut [SearchHit],
+    query: &str,
+    options: &SearchOptions,
+) -> Result<()> {
+    let mut phrases = None;
+    for hit in hits {
+        let columns = conn
+            .prepare_cached(NUL_COLUMNS)?
+            .query_row([hit.part_id], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                ))
+            })
+            .optional()?;
+        let Some((kind, text, name, input)) = columns else {
+            continue;
+        };
+        let phrases = match &mut phrases {
+            Some(phrases) => phrases,
+            None => phrases.insert(super::snippet::phrases(query)?),
+        };
+        let columns = super::snippet::snippet_columns(
+            &kind,
+            text.as_deref(),
+            name.as_deref(),
+            input.as_deref(),
+        );
+        hit.snippet = super::snippet::snippet(
+            &columns,
+            phrases,
+            options.snippet_tokens.clamp(1, 64),
+            &options.highlight,
+        );
+    }
+    Ok(())
 }
 
 /// The most distinct terms a query may hold. Every term is required, and both engines'
