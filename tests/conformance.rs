@@ -1835,3 +1835,177 @@ proptest::proptest! {
         })?;
     }
 }
+
+/// An error and its causes, as one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(&format!(": {next}"));
+        cause = next.source();
+    }
+    text
+}
+
+/// A NUL character (U+0000) in a text: PostgreSQL's text cannot keep one, so every engine
+/// refuses it at write, saying where it is (the message of the batch, the part, its field)
+/// in the same words, and writes nothing; an import of a transcript holding one is refused
+/// alike. A SQLite database that already holds one (other code wrote it) still reads it
+/// exactly, copies it exactly to SQLite, and `copy` to PostgreSQL refuses it before writing
+/// anything, naming the session, the message's seq, the part and the column.
+#[test]
+fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[1])?;
+        let before = store.messages(&session)?;
+        let mut refusals = Vec::new();
+        let batches: Vec<Vec<NewMessage>> = vec![
+            vec![NewMessage::user("a\u{0}b")],
+            vec![
+                NewMessage::user("fine"),
+                NewMessage::assistant(vec![
+                    Part::text("calling"),
+                    Part::tool_use("call\u{0}x", "read", json!({"path": "a\u{0}b"})),
+                ]),
+            ],
+            vec![
+                NewMessage::user("fine"),
+                NewMessage::assistant(vec![Part::tool_use("c1", "read", json!({}))]),
+                NewMessage::tool(vec![Part::tool_result("c1", "out\u{0}put")]),
+            ],
+            vec![NewMessage::user("keyed").with_idempotency_key("k\u{0}1")],
+            vec![NewMessage {
+                model: Some("model\u{0}x".to_owned()),
+                ..NewMessage::assistant(vec![Part::text("hi")])
+            }],
+        ];
+        for batch in batches {
+            let refused = store.append_batch(&session, batch);
+            ensure!(
+                matches!(
+                    &refused,
+                    Err(Error::Refused {
+                        reason: Refusal::NulInText { .. } | Refusal::NulInMessageField { .. },
+                        ..
+                    })
+                ),
+                "{refused:?}"
+            );
+            let error = refused.err().context("refused")?;
+            refusals.push(chain(&error).replace(session.as_str(), "SESSION"));
+        }
+        ensure!(store.messages(&session)? == before, "a refused batch wrote");
+        let summary = store.compact(&session, 1, "so far\u{0}");
+        ensure!(
+            matches!(summary, Err(Error::NulInSessionText { .. })),
+            "{summary:?}"
+        );
+        ensure!(
+            store.summaries(&session)?.is_empty(),
+            "a refused summary was written"
+        );
+        let title = store.set_title(&session, Some("a\u{0}title"));
+        ensure!(
+            matches!(&title, Err(Error::NulInSessionText { field: "title", .. })),
+            "{title:?}"
+        );
+        ensure!(
+            store
+                .session_overview(&session)?
+                .context("listed")?
+                .title
+                .is_none(),
+            "a refused title was written"
+        );
+        // A NUL inside a JSON value is kept escaped, on both engines.
+        store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("json"),
+                NewMessage::assistant(vec![Part::tool_use("j1", "read", json!({"p": "a\u{0}b"}))]),
+                NewMessage::tool(vec![Part::tool_result("j1", "ok")]),
+            ],
+        )?;
+        let input = store
+            .messages(&session)?
+            .into_iter()
+            .rev()
+            .nth(1)
+            .map(|m| m.parts);
+        ensure!(
+            matches!(input.as_deref(), Some([Part::ToolUse { input, .. }]) if input["p"] == "a\u{0}b"),
+            "{input:?}"
+        );
+        let sessions = store.sessions()?.len();
+        let body = r#"{"messages": [{"role": "user", "content": "a\u0000b"}]}"#;
+        let imported = store.import_reader(
+            session_store::import::Format::OpenAi,
+            std::io::Cursor::new(body.as_bytes()),
+        );
+        ensure!(imported.is_err(), "{imported:?}");
+        refusals.push(chain(&imported.err().context("refused")?));
+        ensure!(
+            store.sessions()?.len() == sessions,
+            "a refused import wrote"
+        );
+        Ok(refusals)
+    })?;
+    all_equal(&results);
+    for (_, refusals) in &results {
+        assert!(
+            refusals[3].contains("idempotency_key holds a NUL"),
+            "{refusals:?}"
+        );
+        assert!(refusals[4].contains("model holds a NUL"), "{refusals:?}");
+        assert!(refusals[5].contains("holds a NUL"), "{refusals:?}");
+        assert!(
+            refusals[0].contains("text of part 0 (text) holds a NUL"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[1].contains("message 1 of the append"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[1].contains("id of part 1 (tool_use)"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[2].contains("content of part 0 (tool_result)"),
+            "{refusals:?}"
+        );
+    }
+
+    // Other code put a NUL into a SQLite database: it reads back exactly, copies exactly to
+    // SQLite, and is refused by a copy to PostgreSQL before anything is written.
+    let source = crate::backends::sqlite();
+    let session = session_of(&source, &[1])?;
+    source.exec(&format!(
+        "UPDATE parts SET text = 'a' || char(0) || 'b' WHERE message_id =
+         (SELECT id FROM messages WHERE session_id = '{session}' AND seq = 3)"
+    ));
+    let held = source.store.messages(&session)?;
+    let text_of = |messages: &[session_store::Message]| match &messages[2].parts[0] {
+        Part::ToolResult { content, .. } => content.clone(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(text_of(&held), "a\u{0}b");
+    for dest in backends() {
+        let copied = source.store.copy_to(&dest.store, &[]);
+        if dest.name == "postgres" {
+            match &copied {
+                Err(Error::NulInCopiedText { session: s, place }) => {
+                    assert_eq!(s, &session);
+                    assert_eq!(place, "message seq 3, part 0, column text");
+                }
+                other => panic!("copy to postgres: {other:?}"),
+            }
+            assert!(dest.store.sessions()?.is_empty(), "a refused copy wrote");
+        } else {
+            copied?;
+            assert_eq!(text_of(&dest.store.messages(&session)?), "a\u{0}b");
+        }
+    }
+    Ok(())
+}

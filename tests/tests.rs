@@ -1,6 +1,7 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod async_store;
 mod backends;
 mod broken_db;
 mod check_constraints;
@@ -9,6 +10,7 @@ mod compaction;
 mod compaction_kill;
 mod conformance;
 mod contention;
+mod conventions;
 mod copy_resume;
 mod corrupt_file;
 mod crash;
@@ -27,6 +29,7 @@ mod import_stream;
 mod last_turns;
 mod lossless;
 mod manage_cli;
+mod mcp;
 mod migration_kill;
 mod nothing_silent;
 mod pages;
@@ -48,6 +51,7 @@ mod self_contained;
 mod store;
 mod store_props;
 mod tail_state;
+mod tail_walk;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;

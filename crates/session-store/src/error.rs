@@ -154,6 +154,15 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A text of a session (its title, a compaction summary) holds a NUL character
+    /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
+    #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInSessionText {
+        /// The session (`new` for one an import was about to create).
+        session: SessionId,
+        /// `title` or `compaction summary`.
+        field: &'static str,
+    },
     /// `PRAGMA quick_check` found the file damaged (flipped bytes, truncated pages).
     #[error("{path} is corrupt: {detail}")]
     CorruptDatabase {
@@ -226,6 +235,11 @@ pub enum Error {
         /// What was asked (the URL is shown without its password).
         what: String,
     },
+    /// The tokio runtime shut down before the blocking task of an `AsyncStore`
+    /// operation ran to its end (cargo feature `tokio`); whether a write committed is not
+    /// known.
+    #[error("the runtime shut down before the store operation finished")]
+    TaskCancelled,
     /// The storage engine underneath failed (SQLite, PostgreSQL, the connection pool, a
     /// migration); ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what
     /// kind.

@@ -37,12 +37,18 @@
 
 // The modules are private but for `import`: the API is the list below and four small public
 // modules, so the insides can move freely.
+#[cfg(feature = "tokio")]
+mod async_store;
 mod error;
 mod fnv;
 mod history;
 pub mod import;
 mod model;
 mod store;
+
+// The store for async Rust (cargo feature `tokio`).
+#[cfg(feature = "tokio")]
+pub use async_store::AsyncStore;
 
 // The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, Result, StorageError};

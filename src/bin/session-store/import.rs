@@ -12,12 +12,13 @@ use session_store::{
     is_database_url,
 };
 
-use crate::{open, ImportFormat};
+use crate::{open, progress, ImportFormat};
 
 pub fn run(
     db: &Option<PathBuf>,
     format: ImportFormat,
     file: &Path,
+    json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let db = open::path(db)?;
@@ -49,20 +50,37 @@ pub fn run(
     // (which stores nothing and holds one message at a time) has read the whole transcript.
     if !is_database_url(&db.to_string_lossy()) && !db.exists() {
         rewind(&mut input, file)?;
-        let messages = validate_transcript(format, &mut input)
+        let bar = progress::bytes("checking", input.len());
+        let messages = validate_transcript(format, bar.wrap_read(&mut input))
             .with_context(|| format!("{} refused as {format}", file.display()))?;
+        bar.finish_and_clear();
         tracing::debug!(messages, "checked");
     }
     rewind(&mut input, file)?;
     let store = open::or_create(db)?;
+    let bar = progress::bytes("importing", input.len());
     let stored = store
-        .import_reader(format, &mut input)
+        .import_reader(format, bar.wrap_read(&mut input))
         .map_err(|error| match error {
             session_store::Error::Import(refused) => anyhow::Error::new(refused)
                 .context(format!("{} refused as {format}", file.display())),
             other => anyhow::Error::new(other).context(format!("cannot import {}", file.display())),
         })?;
+    bar.finish_and_clear();
     tracing::debug!(messages = stored.messages, "stored");
+    if json {
+        // The notes below go to stderr as well: a script reading stdout sees them here.
+        let body = serde_json::json!({
+            "session": stored.session.as_str(),
+            "format": format.to_string(),
+            "children": stored.children,
+            "messages": stored.messages,
+            "tombstoned": stored.tombstoned,
+            "orphans_as_text": stored.orphans_as_text,
+            "warnings": stored.warnings,
+        });
+        crate::shapes::print(out, &body)?;
+    }
     let session = stored.session;
     for child in &stored.children {
         eprintln!(
@@ -82,7 +100,9 @@ pub fn run(
     for warning in stored.warnings {
         eprintln!("session-store: {}", crate::terminal::escape_line(&warning));
     }
-    writeln!(out, "{session}")?;
+    if !json {
+        writeln!(out, "{session}")?;
+    }
     Ok(())
 }
 
@@ -98,6 +118,16 @@ fn rewind(input: &mut Input, file: &Path) -> anyhow::Result<()> {
 enum Input {
     File(std::fs::File),
     Bytes(Cursor<Vec<u8>>),
+}
+
+impl Input {
+    /// Its length in bytes (0 when unknown), for the progress bar.
+    fn len(&self) -> u64 {
+        match self {
+            Input::File(file) => file.metadata().map_or(0, |m| m.len()),
+            Input::Bytes(bytes) => bytes.get_ref().len() as u64,
+        }
+    }
 }
 
 impl Read for Input {

@@ -22,7 +22,11 @@ pub fn run(
         limit,
         ..SearchOptions::default()
     };
-    let hits = store.search(query, &options)?;
+    // The first search after many writes brings the full-text index up to date first.
+    let spinner = crate::progress::spinner("searching");
+    let hits = store.search(query, &options);
+    spinner.finish_and_clear();
+    let hits = hits?;
     // Why nothing (or less than the text holds) may have been found: on stderr, so that
     // the output stays the hits alone.
     if hits.is_empty() {

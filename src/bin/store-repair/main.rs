@@ -10,6 +10,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod args;
+// Sessions are named as `session-store` names them: an id or a unique prefix.
+#[allow(dead_code)]
+#[path = "../session-store/open.rs"]
+mod open;
 mod postgres;
 mod report;
 mod run;

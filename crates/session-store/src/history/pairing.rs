@@ -109,7 +109,14 @@ pub enum Refusal {
         ordinal: usize,
         /// Its kind.
         kind: PartKind,
-        /// Which field (`text`, `content`, `id`, ...; `model` for the message's model).
+        /// Which field (`text`, `content`, `id`, ...).
+        field: &'static str,
+    },
+    /// A text of the message itself (its `model`, `usage.model` or `idempotency_key`) holds
+    /// a NUL character (U+0000): refused on every engine, as in a part.
+    #[error("the message's {field} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInMessageField {
+        /// `model`, `usage.model` or `idempotency_key`.
         field: &'static str,
     },
 }
@@ -135,7 +142,7 @@ impl Refusal {
             Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
             Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
-            Refusal::NulInText { .. } => "nul_in_text",
+            Refusal::NulInText { .. } | Refusal::NulInMessageField { .. } => "nul_in_text",
             Refusal::TokenCountOutOfRange { .. } => "token_count_out_of_range",
         }
     }
@@ -158,7 +165,8 @@ impl Refusal {
             | Refusal::NoOpenAssistant
             | Refusal::ToolUseWithoutId { .. }
             | Refusal::NulInText { .. }
-            | Refusal::TokenCountOutOfRange { .. } => Vec::new(),
+            | Refusal::TokenCountOutOfRange { .. }
+            | Refusal::NulInMessageField { .. } => Vec::new(),
         }
     }
 }
@@ -272,9 +280,24 @@ pub fn check_extension(walk: &mut Walk, parts: &[Part]) -> Result<(), Refusal> {
 
 /// What a message must be on its own, before pairing: parts that fit its role, calls with a
 /// name and an object input, a tool message with a result.
-fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
-    let role = message.role;
-    let mut results = 0;
+/// Refuses a part with a text no engine can keep (a NUL character, [`Part::nul_field`]).
+/// Part of [`check_append`]; the write path also asks it before any statement binds the
+/// message's texts (PostgreSQL would refuse the statement with its own error).
+pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
+    let own = [
+        ("model", message.model.as_deref()),
+        (
+            "usage.model",
+            message.usage.as_ref().and_then(|u| u.model.as_deref()),
+        ),
+        ("idempotency_key", message.idempotency_key.as_deref()),
+    ];
+    if let Some((field, _)) = own
+        .into_iter()
+        .find(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+    {
+        return Err(Refusal::NulInMessageField { field });
+    }
     for (ordinal, part) in message.parts.iter().enumerate() {
         if let Some(field) = part.nul_field() {
             return Err(Refusal::NulInText {
@@ -283,6 +306,15 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                 field,
             });
         }
+    }
+    Ok(())
+}
+
+fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
+    check_texts(message)?;
+    let role = message.role;
+    let mut results = 0;
+    for (ordinal, part) in message.parts.iter().enumerate() {
         match part {
             Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {

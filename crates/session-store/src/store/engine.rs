@@ -11,13 +11,10 @@
 use std::fmt::Debug;
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
-
 use super::copy::SessionRows;
 use super::sql::Sql;
 use super::{
-    ConnectionSettings, Deleted, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview,
-    SizeReport,
+    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
 };
 use crate::error::{Error, Result};
 use crate::model::{SessionId, SessionInfo};
@@ -87,15 +84,6 @@ pub(crate) trait Engine: Debug + Send + Sync {
 
     /// `Store::lineage`.
     fn lineage(&self) -> Result<Vec<Lineage>>;
-
-    /// `Store::delete_session`.
-    fn delete_session(&self, session: &SessionId) -> Result<Deleted>;
-
-    /// `Store::prune_candidates`.
-    fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>>;
-
-    /// `Store::prune`.
-    fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>>;
 
     /// `Store::size_report`: a file, or the server's relations.
     fn size_report(&self, top: usize) -> Result<SizeReport>;

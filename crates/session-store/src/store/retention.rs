@@ -15,12 +15,12 @@
 //! `PRAGMA incremental_vacuum` frees pages without rewriting anything.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::write::require_session;
+use super::sql::{text_at, values, Sql};
 use super::{parse_time, SqliteEngine, Store};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::SessionId;
 
 /// What deleting one session removed.
@@ -130,21 +130,51 @@ impl Store {
     /// deleted, when it does not exist. The freed pages stay in the file until
     /// [`Store::reclaim_space`].
     pub fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        self.engine.delete_session(session)
+        self.write(|tx| {
+            tx.lock_session(session)?;
+            delete_in(tx, session)
+        })
     }
 
     /// The sessions that [`Store::prune`] would delete: those last changed before `cutoff`,
     /// oldest first. A session whose `updated_at` cannot be read as a time is never a
     /// candidate.
     pub fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        self.engine.prune_candidates(cutoff)
+        self.read(|db| {
+            let mut out = Vec::new();
+            for (session, updated_at) in older_than(db, cutoff)? {
+                let messages = message_count(db, &session)?;
+                out.push(Deleted {
+                    session,
+                    updated_at,
+                    messages,
+                });
+            }
+            Ok(out)
+        })
     }
 
     /// Deletes every session last changed before `cutoff`, each in its own transaction that
     /// checks the time again under the write lock: a session a live writer touched meanwhile
     /// is kept. Returns what was deleted, oldest first.
     pub fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        self.engine.prune(cutoff)
+        let candidates = self.read(|db| older_than(db, cutoff))?;
+        let mut deleted = Vec::new();
+        for (session, _) in candidates {
+            let done = self.write(|tx| {
+                match tx.lock_session(&session) {
+                    // Deleted meanwhile: nothing left to prune.
+                    Err(Error::UnknownSession(_)) => return Ok(None),
+                    other => other?,
+                }
+                match updated_at(tx, &session)?.as_deref().and_then(parse_time) {
+                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &session)?)),
+                    _ => Ok(None),
+                }
+            })?;
+            deleted.extend(done);
+        }
+        Ok(deleted)
     }
 
     /// Where the bytes are: the file, its free pages and WAL, each table and index, the
@@ -201,52 +231,6 @@ impl Store {
 }
 
 impl SqliteEngine {
-    /// [`Store::delete_session`] on SQLite.
-    pub(super) fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        self.write(|tx| {
-            require_session(tx, session)?;
-            delete_in(tx, session)
-        })
-    }
-
-    /// [`Store::prune_candidates`] on SQLite.
-    pub(super) fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        self.read(|conn| {
-            let mut out = Vec::new();
-            for (id, updated_at) in older_than(conn, cutoff)? {
-                let messages = conn
-                    .prepare_cached(MESSAGE_COUNT)?
-                    .query_row([id.as_str()], |row| row.get(0))?;
-                out.push(Deleted {
-                    session: id,
-                    updated_at,
-                    messages,
-                });
-            }
-            Ok(out)
-        })
-    }
-
-    /// [`Store::prune`] on SQLite.
-    pub(super) fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        let candidates = self.read(|conn| older_than(conn, cutoff))?;
-        let mut deleted = Vec::new();
-        for (id, _) in candidates {
-            let done = self.write(|tx| {
-                let updated: Option<String> = tx
-                    .prepare_cached(SESSION_UPDATED)?
-                    .query_row([id.as_str()], |row| row.get(0))
-                    .optional()?;
-                match updated.as_deref().and_then(parse_time) {
-                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &id)?)),
-                    _ => Ok(None),
-                }
-            })?;
-            deleted.extend(done);
-        }
-        Ok(deleted)
-    }
-
     /// [`Store::size_report`] on SQLite.
     pub(super) fn size_report(&self, top: usize) -> Result<SizeReport> {
         // The index's share is the share of a current index (parts appended since the last
@@ -392,17 +376,11 @@ fn incremental_vacuum(conn: &Connection) -> Result<()> {
 }
 
 /// Deletes one session inside the caller's transaction; the session must exist.
-fn delete_in(conn: &Connection, session: &SessionId) -> Result<Deleted> {
-    let updated_at: String = conn
-        .prepare_cached(SESSION_UPDATED)?
-        .query_row([session.as_str()], |row| row.get(0))?;
-    let messages: i64 = conn
-        .prepare_cached(MESSAGE_COUNT)?
-        .query_row([session.as_str()], |row| row.get(0))?;
-    conn.prepare_cached(DELETE_REPAIR_LOG)?
-        .execute(params![session.as_str()])?;
-    conn.prepare_cached(DELETE_SESSION)?
-        .execute(params![session.as_str()])?;
+fn delete_in(db: &mut impl Sql, session: &SessionId) -> Result<Deleted> {
+    let updated_at = updated_at(db, session)?.unwrap_or_default();
+    let messages = message_count(db, session)?;
+    db.run(DELETE_REPAIR_LOG, &values![session.as_str()])?;
+    db.run(DELETE_SESSION, &values![session.as_str()])?;
     Ok(Deleted {
         session: session.clone(),
         updated_at,
@@ -410,14 +388,33 @@ fn delete_in(conn: &Connection, session: &SessionId) -> Result<Deleted> {
     })
 }
 
+/// The session's `updated_at` as stored; `None` when there is no such session.
+fn updated_at(db: &mut impl Sql, session: &SessionId) -> Result<Option<String>> {
+    let mut found = None;
+    db.each_row(SESSION_UPDATED, &values![session.as_str()], &mut |row| {
+        found = text_at(row, 0)?;
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// How many messages the session holds.
+fn message_count(db: &mut impl Sql, session: &SessionId) -> Result<i64> {
+    Ok(db
+        .optional_int(MESSAGE_COUNT, &values![session.as_str()])?
+        .unwrap_or(0))
+}
+
 /// Sessions whose `updated_at` reads as a time before `cutoff`, oldest first.
-fn older_than(conn: &Connection, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
-    let mut stmt = conn.prepare_cached(ALL_UPDATED)?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+fn older_than(db: &mut impl Sql, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
+    let mut rows = Vec::new();
+    db.each_row(ALL_UPDATED, &[], &mut |row| {
+        rows.push((
+            text_at(row, 0)?.unwrap_or_default(),
+            text_at(row, 1)?.unwrap_or_default(),
+        ));
+        Ok(())
+    })?;
     Ok(older_than_in(rows, cutoff))
 }
 

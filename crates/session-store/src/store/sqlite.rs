@@ -4,14 +4,12 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
-
 use super::copy::SessionRows;
 use super::engine::{Engine, Work};
 use super::sql::Sql;
 use super::{
-    ConnectionSettings, Deleted, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview,
-    SizeReport, SqliteEngine,
+    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
+    SqliteEngine,
 };
 use crate::error::{Error, Result};
 use crate::model::{SessionId, SessionInfo};
@@ -72,18 +70,6 @@ impl Engine for SqliteEngine {
 
     fn lineage(&self) -> Result<Vec<Lineage>> {
         SqliteEngine::lineage(self)
-    }
-
-    fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        SqliteEngine::delete_session(self, session)
-    }
-
-    fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        SqliteEngine::prune_candidates(self, cutoff)
-    }
-
-    fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        SqliteEngine::prune(self, cutoff)
     }
 
     fn size_report(&self, top: usize) -> Result<SizeReport> {

@@ -3,16 +3,12 @@
 
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
-
 use super::PgStore;
 use crate::error::Result;
 use crate::model::{SessionId, SessionInfo};
 use crate::store::copy::SessionRows;
 use crate::store::engine::{Engine, Work};
-use crate::store::{
-    Deleted, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
-};
+use crate::store::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 
 impl Engine for PgStore {
     fn location(&self) -> &Path {
@@ -53,18 +49,6 @@ impl Engine for PgStore {
 
     fn lineage(&self) -> Result<Vec<Lineage>> {
         PgStore::lineage(self)
-    }
-
-    fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        PgStore::delete_session(self, session)
-    }
-
-    fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        PgStore::prune_candidates(self, cutoff)
-    }
-
-    fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        PgStore::prune(self, cutoff)
     }
 
     fn size_report(&self, top: usize) -> Result<SizeReport> {
