@@ -4,7 +4,7 @@
 //! runtime worker thread never waits on SQLite's lock, the disk or a PostgreSQL server.
 //! The results and errors are `Store`'s, unchanged.
 
-use std::io::{Read, Seek};
+use std::io::{BufRead, Read, Seek};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
     ImportSummary, ImportedSessions, Lineage, Reclaimed, Reverted, SearchHit, SearchOptions,
-    SessionOverview, SessionUsage, SizeReport, Store, StoreOptions,
+    SessionOverview, SessionUsage, SizeReport, Store, StoreOptions, TranscriptFormat,
 };
 
 /// A [`Store`] whose operations are `async fn`s that run on tokio's blocking pool.
@@ -405,6 +405,28 @@ impl AsyncStore {
     ) -> Result<ImportSummary> {
         self.run(move |store| store.import_reader(format, input))
             .await
+    }
+
+    /// [`Store::transcript`].
+    pub async fn transcript(
+        &self,
+        session: &SessionId,
+        format: TranscriptFormat,
+    ) -> Result<String> {
+        let session = session.clone();
+        self.run(move |store| store.transcript(&session, format))
+            .await
+    }
+
+    /// [`Store::export_bundle`].
+    pub async fn export_bundle(&self, session: &SessionId) -> Result<String> {
+        let session = session.clone();
+        self.run(move |store| store.export_bundle(&session)).await
+    }
+
+    /// [`Store::import_bundle`]: `input` is read on the blocking pool.
+    pub async fn import_bundle<R: BufRead + Send + 'static>(&self, input: R) -> Result<SessionId> {
+        self.run(move |store| store.import_bundle(input)).await
     }
 
     /// [`Store::copy_to`], into another async store.

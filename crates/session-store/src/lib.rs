@@ -66,14 +66,15 @@ pub use history::compaction::{
 pub use history::paging::{Page, TurnCursor};
 pub use history::render::Provider;
 pub use history::turns::turn_indexes;
-pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
-    search_notes, CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions,
-    Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
-    SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport, Store,
-    StoreOptions, TokenTotals, TurnUsage, MAX_SEARCH_TERMS,
+    search_notes, validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted,
+    ExportOptions, Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem,
+    Reclaimed, Reverted, SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage,
+    SizeReport, Store, StoreOptions, TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT,
+    BUNDLE_VERSION, MAX_SEARCH_TERMS,
 };
+pub use store::{ReadableSession, StoredPart};
 
 /// Provider requests: the defensive loader, the renderers, and each provider's contract.
 ///

@@ -1,23 +1,48 @@
-//! `export`: the request body the library would send now, as JSON on stdout.
+//! `export`: the request body the library would send now, as JSON on stdout; a transcript
+//! for people (Markdown, HTML); or a bundle of every row of the session (JSON Lines).
 
 use std::io::Write;
 
 use anyhow::bail;
 use session_store::clock;
 use session_store::request::{RepairKind, Request};
-use session_store::{ExportOptions, Provider, SessionId, Store};
+use session_store::{ExportOptions, Provider, SessionId, Store, TranscriptFormat};
 
 use crate::open;
 use crate::terminal::escape;
 
+/// What `export` writes.
+pub enum Shape {
+    /// A provider's request body.
+    Request(Provider),
+    /// A transcript a person reads.
+    Transcript(TranscriptFormat),
+    /// Every row of the session, for `import --format bundle`.
+    Bundle,
+}
+
 pub fn run(
     store: &Store,
     session: &str,
-    provider: Provider,
+    shape: Shape,
     model: Option<String>,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
+    if model.is_some() && !matches!(shape, Shape::Request(_)) {
+        bail!("--model names the model a request body is for; transcripts and bundles show every message as stored");
+    }
+    let provider = match shape {
+        Shape::Request(provider) => provider,
+        Shape::Transcript(format) => {
+            out.write_all(store.transcript(&id, format)?.as_bytes())?;
+            return Ok(());
+        }
+        Shape::Bundle => {
+            out.write_all(store.export_bundle(&id)?.as_bytes())?;
+            return Ok(());
+        }
+    };
     let request = checked_request(store, &id, provider, model)?;
     serde_json::to_writer_pretty(&mut *out, &request.body)?;
     writeln!(out)?;

@@ -1,6 +1,6 @@
 //! `import`: a new session from a transcript file, in one transaction.
 
-use std::io::{Cursor, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Cursor, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -11,6 +11,7 @@ use session_store::{
     import::{validate as validate_transcript, Format},
     is_database_url,
 };
+use session_store::{validate_bundle, BUNDLE_FORMAT};
 
 use crate::{open, progress, ImportFormat};
 
@@ -23,6 +24,9 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let db = open::path(db)?;
     let mut input = open_input(file)?;
+    if format == ImportFormat::Bundle || (format == ImportFormat::Auto && is_bundle(&mut input)?) {
+        return bundle(db, input, file, out);
+    }
     // Never read a file as a format it is not: detect it, or confirm the format named. The
     // sample holds the first elements of a document's arrays, not the whole file.
     let sample = Sample::read(&mut input).with_context(|| format!("{} refused", file.display()))?;
@@ -37,7 +41,9 @@ pub fn run(
                 ImportFormat::Responses => Format::Responses,
                 ImportFormat::Gemini => Format::Gemini,
                 ImportFormat::Codex => Format::Codex,
-                ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
+                ImportFormat::ClaudeCode | ImportFormat::Auto | ImportFormat::Bundle => {
+                    Format::ClaudeCode
+                }
             };
             confirm_format_of(format, &sample)
                 .with_context(|| format!("{} refused as {format}", file.display()))?;
@@ -104,6 +110,37 @@ pub fn run(
         writeln!(out, "{session}")?;
     }
     Ok(())
+}
+
+/// A bundle restored as a new session (checked whole before a database file is created).
+fn bundle(db: &Path, mut input: Input, file: &Path, out: &mut impl Write) -> anyhow::Result<()> {
+    let refused = || format!("{} refused as a bundle", file.display());
+    if !is_database_url(&db.to_string_lossy()) && !db.exists() {
+        validate_bundle(BufReader::new(&mut input)).with_context(refused)?;
+        rewind(&mut input, file)?;
+    }
+    let store = open::or_create(db)?;
+    let session = store
+        .import_bundle(BufReader::new(input))
+        .with_context(refused)?;
+    writeln!(out, "{session}")?;
+    Ok(())
+}
+
+/// True when the input's first line is a bundle's header (then rewound).
+fn is_bundle(input: &mut Input) -> anyhow::Result<bool> {
+    let mut start = [0_u8; 64];
+    let mut read = 0;
+    while read < start.len() {
+        match input.read(&mut start[read..])? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    input.seek(SeekFrom::Start(0))?;
+    let start = String::from_utf8_lossy(&start[..read]);
+    let compact: String = start.chars().filter(|c| !c.is_whitespace()).collect();
+    Ok(compact.starts_with(&format!("{{\"format\":\"{BUNDLE_FORMAT}\"")))
 }
 
 /// The input, read from its start again (a streamed import reads it more than once).

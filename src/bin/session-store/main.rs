@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
-use session_store::Provider;
+use session_store::{Provider, TranscriptFormat};
+
+use crate::export::Shape;
 
 mod cancel;
 mod compact;
@@ -95,11 +97,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The request body the library would send now, as JSON on stdout.
+    /// The request body the library would send now, as JSON on stdout; or the session as a
+    /// transcript (Markdown, HTML) or a bundle of every row (JSON Lines).
     Export {
         /// The session id, or a unique prefix of 8 characters or more.
         session: String,
-        /// Which provider's request shape.
+        /// Which provider's request shape, or a transcript or bundle.
         #[arg(long, value_enum)]
         format: ExportFormat,
         /// The model the body is for, as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`):
@@ -125,7 +128,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A new session from a transcript; prints its id.
+    /// A new session from a transcript or a bundle; prints its id.
     Import {
         /// What the file holds; `auto` tells the formats apart. A file that is not the
         /// format named is refused, never read as another.
@@ -292,6 +295,14 @@ enum ExportFormat {
     Responses,
     /// Gemini generateContent: `{"systemInstruction"?, "contents": [...]}`.
     Gemini,
+    /// A transcript a person reads, as Markdown: turns, calls beside their results,
+    /// tombstones and compactions marked.
+    Markdown,
+    /// The same as one self-contained HTML page (no script, nothing fetched, long results
+    /// folded).
+    Html,
+    /// Every row of the session as JSON Lines, for `import --format bundle`.
+    Bundle,
 }
 
 /// The transcript formats `import` reads.
@@ -311,6 +322,8 @@ enum ImportFormat {
     ClaudeCode,
     /// A Codex CLI rollout (JSON Lines).
     Codex,
+    /// A session bundle written by `export --format bundle` (JSON Lines): every row restored.
+    Bundle,
 }
 
 /// A target model as `messages.model` records it: `provider/model`.
@@ -378,19 +391,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             format,
             model,
         } => {
-            let provider = match format {
-                ExportFormat::Anthropic => Provider::Anthropic,
-                ExportFormat::Openai => Provider::OpenAi,
-                ExportFormat::Responses => Provider::Responses,
-                ExportFormat::Gemini => Provider::Gemini,
+            let shape = match format {
+                ExportFormat::Anthropic => Shape::Request(Provider::Anthropic),
+                ExportFormat::Openai => Shape::Request(Provider::OpenAi),
+                ExportFormat::Responses => Shape::Request(Provider::Responses),
+                ExportFormat::Gemini => Shape::Request(Provider::Gemini),
+                ExportFormat::Markdown => Shape::Transcript(TranscriptFormat::Markdown),
+                ExportFormat::Html => Shape::Transcript(TranscriptFormat::Html),
+                ExportFormat::Bundle => Shape::Bundle,
             };
-            export::run(
-                &open::existing(&cli.db)?,
-                &session,
-                provider,
-                model,
-                &mut out,
-            )?
+            export::run(&open::existing(&cli.db)?, &session, shape, model, &mut out)?
         }
         Command::Compact {
             session,
