@@ -400,3 +400,101 @@ fn a_path_that_cannot_be_reached_is_not_called_missing() {
     let missing = session_store(&dir.path().join("missing.db"), &["sessions"]);
     assert!(text(&missing.stderr).contains("no database at"));
 }
+
+#[test]
+fn a_search_that_finds_nothing_says_why_when_the_index_cannot_match_the_term() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("s.db");
+    let body = dir.path().join("text.json");
+    std::fs::write(
+        &body,
+        json!({"messages": [{"role": "user", "content": "漢字のテキスト and a 🦀 crab"}]})
+            .to_string(),
+    )
+    .expect("write");
+    let imported = session_store(&db, &["import", body.to_str().expect("utf-8")]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    for (query, said) in [
+        ("🦀", "holds no letter or digit"),
+        ("🦀 🎉", "\"🎉\" holds no letter or digit"),
+        ("漢字", "漢字* finds the runs that start with it"),
+        ("テキスト", "matches only a whole run"),
+    ] {
+        let output = session_store(&db, &["search", query]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert!(
+            output.stdout.is_empty(),
+            "{query}: {}",
+            text(&output.stdout)
+        );
+        let notes = text(&output.stderr);
+        assert!(notes.contains(said), "{query}: {notes}");
+    }
+    // The way the note points finds it; a word found prints no note.
+    for query in ["漢字*", "crab"] {
+        let output = session_store(&db, &["search", query]);
+        assert!(!output.stdout.is_empty(), "{query} found nothing");
+        assert!(
+            output.stderr.is_empty(),
+            "{query}: {}",
+            text(&output.stderr)
+        );
+    }
+}
+
+/// The store refuses NUL on write; other code may still write one. FTS5's `snippet()` reads
+/// a column as a C string and stopped there: the snippet then lost what follows the NUL.
+#[test]
+fn a_nul_in_stored_text_does_not_cut_the_snippet_short() {
+    use session_store::{NewMessage, Part, SearchOptions, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.db");
+    let store = Store::open(&path).expect("open");
+    let session = store.create_session().expect("session");
+    store
+        .append(&session, NewMessage::user("placeholder one"))
+        .expect("user");
+    store
+        .append(
+            &session,
+            NewMessage::assistant(vec![Part::tool_use("c1", "placeholder_tool", json!({}))]),
+        )
+        .expect("call");
+    let conn = rusqlite::Connection::open(&path).expect("raw");
+    conn.execute(
+        "UPDATE parts SET text = 'start of text' || char(0) || 'after the nul comes the target word'
+         WHERE text = 'placeholder one'",
+        [],
+    )
+    .expect("text");
+    conn.execute(
+        "UPDATE parts SET tool_name = 'fetch' || char(0) || 'hidden_tool' WHERE tool_name = 'placeholder_tool'",
+        [],
+    )
+    .expect("name");
+    drop(conn);
+    let options = SearchOptions::default();
+    for (query, snippet) in [
+        (
+            "target",
+            "start of text\u{0}after the nul comes the [target] word",
+        ),
+        (
+            "start",
+            "[start] of text\u{0}after the nul comes the target word",
+        ),
+        (
+            "nul",
+            "start of text\u{0}after the [nul] comes the target word",
+        ),
+        ("hidden", "fetch\u{0}[hidden]_tool"),
+        ("fetch", "[fetch]\u{0}hidden_tool"),
+    ] {
+        let hits = store.search(query, &options).expect("search");
+        let found: Vec<&str> = hits.iter().map(|h| h.snippet.as_str()).collect();
+        assert_eq!(found, [snippet], "{query}");
+    }
+    // The words replaced are gone from the index: the rows are searched as they are now.
+    let hits = store.search("placeholder", &options).expect("search");
+    assert!(hits.is_empty(), "{hits:?}");
+}

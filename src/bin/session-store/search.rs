@@ -27,6 +27,13 @@ pub fn run(
     let hits = store.search(query, &options);
     spinner.finish_and_clear();
     let hits = hits?;
+    // Why nothing (or less than the text holds) may have been found: on stderr, so that
+    // the output stays the hits alone.
+    if hits.is_empty() {
+        for note in session_store::search_notes(query) {
+            eprintln!("session-store: search: {}", escape_line(&note));
+        }
+    }
     if store.search_index_behind()? {
         eprintln!(
             "session-store: the search index of {} misses parts written since it was last \

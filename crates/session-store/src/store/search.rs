@@ -265,9 +265,62 @@ impl SqliteEngine {
                         .collect::<rusqlite::Result<Vec<_>>>()?
                 }
             };
+            let mut hits = hits;
+            recut_where_nul(conn, &mut hits, query, options)?;
             Ok(hits)
         })
     }
+}
+
+/// A hit's columns when its text or tool name holds a NUL: FTS5's `snippet()` reads the
+/// column as a C string and stops there.
+const NUL_COLUMNS: &str = "
+    SELECT kind, text, tool_name, input FROM parts
+    WHERE id = ?1 AND (instr(text, char(0)) > 0 OR instr(tool_name, char(0)) > 0)";
+
+/// Cuts again, in Rust ([`super::snippet`]), the snippet of each hit whose part holds a NUL,
+/// so it shows the text past the NUL as the part holds it (only other code writes one: the
+/// store refuses it on write).
+fn recut_where_nul(
+    conn: &Connection,
+    hits: &mut [SearchHit],
+    query: &str,
+    options: &SearchOptions,
+) -> Result<()> {
+    let mut phrases = None;
+    for hit in hits {
+        let columns = conn
+            .prepare_cached(NUL_COLUMNS)?
+            .query_row([hit.part_id], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, Option<String>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                ))
+            })
+            .optional()?;
+        let Some((kind, text, name, input)) = columns else {
+            continue;
+        };
+        let phrases = match &mut phrases {
+            Some(phrases) => phrases,
+            None => phrases.insert(super::snippet::phrases(query)?),
+        };
+        let columns = super::snippet::snippet_columns(
+            &kind,
+            text.as_deref(),
+            name.as_deref(),
+            input.as_deref(),
+        );
+        hit.snippet = super::snippet::snippet(
+            &columns,
+            phrases,
+            options.snippet_tokens.clamp(1, 64),
+            &options.highlight,
+        );
+    }
+    Ok(())
 }
 
 /// The most distinct terms a query may hold. Every term is required, and both engines'
@@ -287,15 +340,9 @@ pub const MAX_SEARCH_TERMS: usize = 64;
 pub(crate) fn query_terms(query: &str) -> Result<Vec<(String, bool)>> {
     let mut seen = std::collections::HashSet::new();
     let mut terms = Vec::new();
-    // FTS5 reads its query as a C string: a NUL would end it inside a quoted term. Control
-    // characters separate terms like whitespace.
-    for term in query.split(|c: char| c.is_whitespace() || c.is_control()) {
-        let (stem, prefix) = match term.strip_suffix('*') {
-            Some(stem) => (stem.trim_end_matches('*'), true),
-            None => (term, false),
-        };
+    for (stem, prefix) in raw_terms(query) {
         // FTS5 would see an empty phrase, which matches nothing.
-        if !stem.chars().any(char::is_alphanumeric) || !seen.insert((stem, prefix)) {
+        if !holds_a_word(stem) || !seen.insert((stem, prefix)) {
             continue;
         }
         if seen.len() > MAX_SEARCH_TERMS {
@@ -306,6 +353,60 @@ pub(crate) fn query_terms(query: &str) -> Result<Vec<(String, bool)>> {
         terms.push((stem.to_owned(), prefix));
     }
     Ok(terms)
+}
+
+/// Every whitespace-separated term of a query, its trailing `*`s removed, with whether it
+/// had any (a prefix search). FTS5 reads its query as a C string: a NUL would end it inside
+/// a quoted term, so control characters separate terms like whitespace.
+fn raw_terms(query: &str) -> impl Iterator<Item = (&str, bool)> {
+    query
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|term| !term.is_empty())
+        .map(|term| match term.strip_suffix('*') {
+            Some(stem) => (stem.trim_end_matches('*'), true),
+            None => (term, false),
+        })
+}
+
+/// Whether a term holds a letter or digit, which both engines' indexes keep as words.
+fn holds_a_word(term: &str) -> bool {
+    term.chars().any(char::is_alphanumeric)
+}
+
+/// Scripts written without spaces between words (Han, Hiragana, Katakana, Thai): the
+/// indexes keep a whole run of them as one word.
+fn unspaced_script(c: char) -> bool {
+    matches!(c,
+        '\u{3040}'..='\u{30ff}' | '\u{3400}'..='\u{4dbf}' | '\u{4e00}'..='\u{9fff}'
+        | '\u{f900}'..='\u{faff}' | '\u{0e00}'..='\u{0e7f}' | '\u{20000}'..='\u{2ffff}')
+}
+
+/// Why `query` may find nothing the text holds, one sentence per term the index cannot
+/// match as written: a term without a letter or digit (an emoji, punctuation) is left out,
+/// and a term of Han, kana or Thai matches a whole run of that script only (the indexes
+/// split words at spaces and punctuation), so a part of a word needs `*`. Empty when every
+/// term is searched as a person would expect. Pure: for a caller to show next to an empty
+/// result (the CLI prints them on stderr).
+pub fn search_notes(query: &str) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (stem, prefix) in raw_terms(query) {
+        if !seen.insert((stem, prefix)) {
+            continue;
+        }
+        if !holds_a_word(stem) {
+            if !stem.is_empty() {
+                notes.push(format!(
+                    "{stem:?} holds no letter or digit: the index keeps words only (no emoji, symbols or punctuation), so it was left out of the search"
+                ));
+            }
+        } else if !prefix && stem.chars().any(unspaced_script) {
+            notes.push(format!(
+                "{stem:?} matches only a whole run of its script: the index splits words at spaces and punctuation, and Han, kana and Thai text has none between words; {stem}* finds the runs that start with it"
+            ));
+        }
+    }
+    notes
 }
 
 /// A person's query as an FTS5 query that cannot be a syntax error: each term of
