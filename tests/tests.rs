@@ -12,6 +12,7 @@ mod contention;
 mod corrupt_file;
 mod crash;
 mod disk_full;
+mod durability;
 mod export_bytes;
 mod fault_support;
 mod forensics;

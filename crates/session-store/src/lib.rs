@@ -62,7 +62,8 @@ pub use model::Usage;
 pub use store::ImportSummary;
 pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
-    ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store, StoreOptions,
+    Durability, ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store,
+    StoreOptions,
 };
 pub use store::{is_database_url, redact_database_url, CopyReport};
 pub use store::{

@@ -52,6 +52,15 @@ struct Cli {
     /// overrides).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
+    /// What a commit promises on power loss: `full` syncs every commit (SQLite
+    /// synchronous=FULL), `normal` may lose the latest commits but never corrupts.
+    #[arg(
+        long,
+        value_name = "full|normal",
+        global = true,
+        default_value = "normal"
+    )]
+    durability: session_store::Durability,
     #[command(subcommand)]
     command: Command,
 }
@@ -262,6 +271,7 @@ fn main() -> ExitCode {
     // `--help` and `--version` exit 0 through clap; bad arguments exit 2.
     let mut cli = Cli::parse();
     terminal::init_tracing(cli.verbose);
+    open::set_durability(cli.durability);
     if cli.db.is_none() {
         cli.db = std::env::var_os("SESSION_STORE_DB")
             .filter(|v| !v.is_empty())
