@@ -46,6 +46,8 @@ mod search;
 mod self_contained;
 mod store;
 mod store_props;
+mod stream_kill;
+mod streaming;
 mod tail_state;
 mod turn_fixtures;
 mod turn_properties;

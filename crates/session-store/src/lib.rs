@@ -46,8 +46,8 @@ mod store;
 // The vocabulary.
 pub use error::{Error, Result, StorageError};
 pub use model::{
-    Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo, UnknownPartKind,
-    UnknownRole,
+    Appended, Message, MessageState, NewMessage, Part, PartKind, Role, SessionId, SessionInfo,
+    UnknownPartKind, UnknownRole,
 };
 
 // The store: opening, writing, reading, turns, compaction, revert, export.
@@ -62,8 +62,8 @@ pub use model::Usage;
 pub use store::ImportSummary;
 pub use store::{
     clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
-    Durability, ExportOptions, ImportedSessions, PathProblem, Reverted, SessionOverview, Store,
-    StoreOptions,
+    Durability, ExportOptions, ImportedSessions, OpenMessage, PathProblem, Reverted,
+    SessionOverview, Store, StoreOptions,
 };
 pub use store::{is_database_url, redact_database_url, CopyReport};
 pub use store::{

@@ -625,8 +625,55 @@ pub struct Message {
     /// Which model wrote it (`messages.model`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Whether it is still streaming in, finished, or was cut off (`messages.state`).
+    #[serde(default, skip_serializing_if = "MessageState::is_complete")]
+    pub state: MessageState,
     /// Its content blocks, in ordinal order.
     pub parts: Vec<Part>,
+}
+
+/// Where a stored message stands (`messages.state`): written whole or finished, still
+/// streaming in ([`crate::Store::begin_message`]), or cut off when its writer went away.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageState {
+    /// Written whole, or streamed and finished.
+    #[default]
+    Complete,
+    /// Streaming in: its writer may still push parts.
+    Open,
+    /// Its writer went away before finishing it (a process that died, a handle dropped
+    /// unfinished). Its parts stay; its unanswered calls were answered with tombstones.
+    Interrupted,
+}
+
+impl MessageState {
+    /// The column's text: `complete`, `open` or `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageState::Complete => "complete",
+            MessageState::Open => "open",
+            MessageState::Interrupted => "interrupted",
+        }
+    }
+
+    /// True for [`MessageState::Complete`].
+    pub fn is_complete(&self) -> bool {
+        *self == MessageState::Complete
+    }
+}
+
+impl FromStr for MessageState {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "complete" => Ok(MessageState::Complete),
+            "open" => Ok(MessageState::Open),
+            "interrupted" => Ok(MessageState::Interrupted),
+            other => Err(format!("unknown message state {other:?}")),
+        }
+    }
 }
 
 /// What an append stored for one message.

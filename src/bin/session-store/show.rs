@@ -133,9 +133,14 @@ pub fn run(
         } else {
             ""
         };
+        let state = match message.state {
+            session_store::MessageState::Open => "  [open: still streaming]",
+            session_store::MessageState::Interrupted => "  [interrupted: its writer went away]",
+            _ => "",
+        };
         writeln!(
             out,
-            "#{} {}  {}{compacted}",
+            "#{} {}  {}{compacted}{state}",
             message.seq,
             message.role,
             message.created_at.format("%Y-%m-%d %H:%M:%S")

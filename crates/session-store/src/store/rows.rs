@@ -35,13 +35,15 @@ pub(crate) enum Range {
     Turns(i64, i64),
     /// Messages the provider sees: `compacted = 0`.
     Visible,
+    /// Messages whose `seq` lies in `[first, last]`.
+    Seqs(i64, i64),
 }
 
 /// The message and part columns every load selects, under the names the decoder reads.
 macro_rules! message_columns {
     () => {
         "m.id AS message_id, m.seq AS seq, m.turn_index AS turn_index, m.role AS role,
-         m.compacted AS compacted, m.created_at AS created_at, m.model AS model,
+         m.compacted AS compacted, m.created_at AS created_at, m.model AS model, m.state AS state,
          p.id AS part_id, p.kind AS kind, p.text AS text, p.tool_use_id AS tool_use_id,
          p.tool_name AS tool_name, p.is_error AS is_error"
     };
@@ -158,6 +160,7 @@ pub(crate) struct Columns {
     compacted: usize,
     created_at: usize,
     model: usize,
+    state: usize,
     part_id: usize,
     kind: usize,
     text: usize,
@@ -191,6 +194,7 @@ impl Columns {
             compacted: at("compacted")?,
             created_at: at("created_at")?,
             model: at("model")?,
+            state: at("state")?,
             part_id: at("part_id")?,
             kind: at("kind")?,
             text: at("text")?,
@@ -223,6 +227,7 @@ pub(crate) fn select_for(range: Range) -> (&'static str, i64, i64) {
         Range::All => (SELECT_MESSAGES, i64::MIN, i64::MAX),
         Range::Turns(first, last) => (SELECT_MESSAGES_BY_TURN, first, last),
         Range::Visible => (SELECT_VISIBLE_MESSAGES, i64::MIN, i64::MAX),
+        Range::Seqs(first, last) => (SELECT_MESSAGES, first, last),
     }
 }
 
@@ -385,6 +390,10 @@ fn decode_message(
         compacted: flag(row, columns.compacted)?,
         created_at: time_of(row, columns.created_at, "created_at")?,
         model: text(row, columns.model)?,
+        state: match text(row, columns.state)? {
+            Some(state) => state.parse().map_err(|e| format!("state: {e}"))?,
+            None => crate::model::MessageState::Complete,
+        },
         parts: Vec::new(),
     })
 }
