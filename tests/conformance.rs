@@ -246,6 +246,27 @@ fn streamed_messages_store_each_part_and_interrupt_when_dropped() -> Result<()> 
 }
 
 #[test]
+fn budget_reads_the_same_ledger_and_plans_the_same_cut() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[2, 1, 3, 0])?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::text("with usage")])
+                .with_usage(session_store::Usage::new(700, 20).cache(100, 50)),
+        )?;
+        let budget = store.budget(&session, 10)?;
+        ensure!(budget.reported_input_tokens == Some(850), "{budget:?}");
+        ensure!(budget.over);
+        let roomy = store.budget(&session, 1_000_000)?;
+        ensure!(!roomy.over && roomy.compact_through_turn.is_none());
+        Ok((budget, roomy))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
 fn pages_and_slices_hold_whole_turns() -> Result<()> {
     let results = on_each(|b| {
         let store = &b.store;

@@ -3,6 +3,7 @@
 
 mod backends;
 mod broken_db;
+mod budget;
 mod check_constraints;
 mod cli;
 mod compaction;

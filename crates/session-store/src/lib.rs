@@ -51,6 +51,9 @@ pub use model::{
 };
 
 // The store: opening, writing, reading, turns, compaction, revert, export.
+pub use history::budget::{
+    estimate_message, estimate_part, plan_budget, Budget, Reported, SummaryNote, SUMMARY_TOKENS,
+};
 pub use history::compaction::{
     plan_compaction, CompactionPlan, Cut, NothingToCompact, ProviderHistory, Summary, TurnItem,
 };

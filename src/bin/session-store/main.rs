@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use session_store::Provider;
 
+mod budget;
 mod cancel;
 mod compact;
 mod copy;
@@ -207,6 +208,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The next request's size against a token limit, and the smallest compaction on a
+    /// turn boundary that brings it under (the estimate's method: `history/budget.rs`).
+    Budget {
+        /// The session id.
+        session: String,
+        /// The limit, in tokens.
+        #[arg(long, value_name = "TOKENS")]
+        limit: u64,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Where the bytes are: file, tables, search index, the largest sessions, tool output.
     Size {
         /// How many of the largest sessions to list.
@@ -366,6 +379,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             &mut out,
         )?,
+        Command::Budget {
+            session,
+            limit,
+            json,
+        } => budget::run(&open::existing(&cli.db)?, &session, limit, json, &mut out)?,
         Command::Usage { session, json } => {
             usage::run(&open::existing(&cli.db)?, &session, json, &mut out)?
         }

@@ -6,6 +6,7 @@
 //! so every rule here is testable with plain vectors.
 
 pub mod blank;
+pub mod budget;
 pub mod compaction;
 pub mod grammar;
 pub mod mend;

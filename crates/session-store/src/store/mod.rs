@@ -17,6 +17,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use crate::error::{Error, Result};
 
 mod apply;
+mod budget;
 mod compaction;
 mod copy;
 pub mod file;
