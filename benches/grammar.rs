@@ -12,8 +12,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 use rusqlite::{params, Connection};
 use serde_json::json;
-use session_store::RepairOptions;
-use session_store::{import_transcript, Format};
+use session_store::import::{import as import_transcript, Format};
+use session_store::repair::RepairOptions;
 use session_store::{ExportOptions, NewMessage, Part, Provider, SessionId, Store};
 
 const SIZES: [usize; 2] = [2_500, 20_000];

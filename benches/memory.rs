@@ -19,7 +19,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
 
-use session_store::Format;
+use session_store::import::Format;
 use session_store::{ExportOptions, Provider, SessionId, Store};
 
 use common::{raw_load, tool_turn, Blob, Jsonl};
@@ -129,7 +129,7 @@ fn child(variant: &str, dir: &Path) {
             let opened = peak_kib();
             let started = std::time::Instant::now();
             let file = std::fs::File::open(dir.join("transcript.json")).unwrap();
-            let count = session_store::validate_transcript(Format::Anthropic, file).unwrap();
+            let count = session_store::import::validate(Format::Anthropic, file).unwrap();
             let streamed = started.elapsed();
             let started = std::time::Instant::now();
             let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
@@ -148,7 +148,7 @@ fn child(variant: &str, dir: &Path) {
             let store = Store::open(dir.join("import-whole.db")).unwrap();
             let opened = peak_kib();
             let text = std::fs::read_to_string(dir.join("transcript.json")).unwrap();
-            let imported = session_store::import_transcript(Format::Anthropic, &text).unwrap();
+            let imported = session_store::import::import(Format::Anthropic, &text).unwrap();
             drop(text);
             let messages = imported.into_messages();
             let count = messages.len();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::million::{fixture, PER_SESSION, SESSIONS};
 use criterion::{criterion_group, criterion_main, Criterion};
 use rusqlite::Connection;
-use session_store::RepairOptions;
+use session_store::repair::RepairOptions;
 use session_store::Store;
 
 /// The baseline: every row of `messages` and `parts` read once in table order, every column

@@ -21,7 +21,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::json;
-use session_store::RepairOptions;
+use session_store::repair::RepairOptions;
 use session_store::{NewMessage, Part, SearchOptions, SessionId, Store};
 
 const TURNS: usize = 100;

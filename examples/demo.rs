@@ -161,6 +161,10 @@ fn describe(part: &Part) -> String {
             };
             format!("{tag} {tool_use_id} {content:?}")
         }
-        other => format!("{} {}", other.kind(), session_store::describe(other)),
+        other => format!(
+            "{} {}",
+            other.kind(),
+            session_store::request::describe(other)
+        ),
     }
 }

@@ -22,8 +22,9 @@ use std::path::Path;
 use rusqlite::{params, Connection};
 use serde_json::json;
 use session_store::{
-    backup_database, import_transcript_bytes, inspect_database_file, Error, ExportOptions, Format,
-    Provider, RepairOptions, SessionId, Store,
+    import::{import_bytes as import_transcript_bytes, Format},
+    repair::{backup_database, inspect_database_file, RepairOptions},
+    Error, ExportOptions, Provider, SessionId, Store,
 };
 
 /// The providers whose exports are held to their contract here: every provider the store

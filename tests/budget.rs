@@ -5,10 +5,8 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use session_store::{
-    import_transcript, CompactionOutcome, Format, NewMessage, Part, SessionId, Store, Usage,
-    SUMMARY_TOKENS,
-};
+use session_store::import::{import as import_transcript, Format};
+use session_store::{CompactionOutcome, NewMessage, Part, SessionId, Store, Usage, SUMMARY_TOKENS};
 
 /// The logs with reported usage this test reads.
 const LOGS: &[&str] = &[

@@ -402,7 +402,7 @@ fn compact_cuts_at_a_turn_start_and_export_sends_the_summary_first() {
     // The provider sees the summary first and nothing of the compacted head.
     let body: serde_json::Value =
         serde_json::from_str(&ok(&db, &["export", &id, "--format", "openai"])).expect("JSON");
-    assert!(session_store::check_openai(&body).is_empty());
+    assert!(session_store::request::check_openai(&body).is_empty());
     let first = body["messages"][0]["content"].to_string();
     assert!(first.contains("SUMMARY-OF-THE-HEAD"), "{first}");
     assert!(!body.to_string().contains("start phoenix in background"));
@@ -438,9 +438,9 @@ fn export_prints_a_body_that_passes_the_contract_and_writes_nothing() {
     for (format, check) in [
         (
             "anthropic",
-            session_store::check_anthropic as fn(&serde_json::Value) -> Vec<_>,
+            session_store::request::check_anthropic as fn(&serde_json::Value) -> Vec<_>,
         ),
-        ("openai", session_store::check_openai),
+        ("openai", session_store::request::check_openai),
     ] {
         let body: serde_json::Value =
             serde_json::from_str(&ok(&db, &["export", &id, "--format", format]))
@@ -571,9 +571,9 @@ fn sessions_reports_the_rules_a_broken_session_breaks_and_export_still_passes() 
     for (format, check) in [
         (
             "anthropic",
-            session_store::check_anthropic as fn(&serde_json::Value) -> Vec<_>,
+            session_store::request::check_anthropic as fn(&serde_json::Value) -> Vec<_>,
         ),
-        ("openai", session_store::check_openai),
+        ("openai", session_store::request::check_openai),
     ] {
         let body: serde_json::Value =
             serde_json::from_str(&ok(&db, &["export", "broken", "--format", format]))

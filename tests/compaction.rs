@@ -241,7 +241,7 @@ fn unknown_session_is_an_error() -> session_store::Result<()> {
 /// then the kept turns with every tool pair whole, and it passes every provider's contract.
 #[test]
 fn export_sends_the_summary_in_place_of_the_head() -> anyhow::Result<()> {
-    use session_store::check_request as check;
+    use session_store::request::check;
     use session_store::{ExportOptions, Provider};
 
     let (_dir, store) = open_store()?;

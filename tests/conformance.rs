@@ -8,10 +8,11 @@
 use anyhow::{ensure, Context, Result};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::json;
-use session_store::RepairOptions;
+use session_store::repair::RepairOptions;
 use session_store::{
-    check_anthropic, check_openai, CompactionOutcome, Error, ExportOptions, NewMessage, Part,
-    Provider, Refusal, Reverted, Role, SessionId,
+    request::{check_anthropic, check_openai},
+    CompactionOutcome, Error, ExportOptions, NewMessage, Part, Provider, Refusal, Reverted, Role,
+    SessionId,
 };
 
 use crate::backends::{backends, Backend};
@@ -906,7 +907,7 @@ fn real_transcripts_import_the_same_on_every_backend() -> Result<()> {
         for file in &files {
             let text = std::fs::read_to_string(file)?;
             let imported =
-                session_store::import_transcript(session_store::Format::ClaudeCode, &text)?;
+                session_store::import::import(session_store::import::Format::ClaudeCode, &text)?;
             let session = b.store.import_session(imported.clone().into_messages())?;
             let report = b
                 .store

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use chrono::{TimeZone, Utc};
 use serde_json::json;
 use session_store::{
-    import_transcript, ExportOptions, Format, NewMessage, Part, Provider, Role, SessionId, Store,
+    import::{import as import_transcript, Format},
+    ExportOptions, NewMessage, Part, Provider, Role, SessionId, Store,
 };
 
 use crate::import_fixtures::transcripts;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use session_store::Format;
+use session_store::import::Format;
 
 use crate::fuzz_harness as harness;
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use serde_json::Value;
-use session_store::{backup_database, RepairOptions};
+use session_store::repair::{backup_database, RepairOptions};
 use session_store::{Error, NewMessage, Part, SessionId, Store, StoreOptions};
 
 use crate::util::dump;
@@ -467,8 +467,10 @@ fn a_session_with_rows_outside_the_contract_stops_nothing_else() {
 
     // The rule has its contract name both ways.
     assert_eq!(
-        "unreadable_row".parse::<session_store::HealthRule>().ok(),
-        Some(session_store::HealthRule::UnreadableRow)
+        "unreadable_row"
+            .parse::<session_store::repair::HealthRule>()
+            .ok(),
+        Some(session_store::repair::HealthRule::UnreadableRow)
     );
     // The library's check: every session checked, A-C unreadable, D broken, E healthy.
     let store = Store::open(&db).expect("open");
@@ -764,7 +766,7 @@ fn duplicate_keys_are_refused_with_their_json_path_and_nothing_is_created() {
 
 #[test]
 fn a_json_lines_syntax_error_names_its_own_line_and_byte() {
-    use session_store::{import_transcript, Format};
+    use session_store::import::{import as import_transcript, Format};
     let text = "{\"type\": \"user\"}\n{\"type\": \"assist\n{}\n";
     let err = import_transcript(Format::ClaudeCode, text).expect_err("cut short");
     let at = err.location().expect("location");
@@ -777,7 +779,7 @@ fn a_json_lines_syntax_error_names_its_own_line_and_byte() {
 /// digit through import, storage and export (an f64 would round the first one).
 #[test]
 fn big_numbers_survive_import_storage_and_export_digit_for_digit() {
-    use session_store::{import_transcript, Format};
+    use session_store::import::{import as import_transcript, Format};
     let text = r#"{"messages": [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f",

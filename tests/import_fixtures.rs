@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use session_store::import::{import as import_transcript, Format, Imported};
 use session_store::{
-    check_anthropic, check_gemini, check_openai, check_responses, ExportOptions, Message,
-    NewMessage, Part, Provider, Refusal, Role, Store, ThinkingConfig,
+    request::{check_anthropic, check_gemini, check_openai, check_responses, ThinkingConfig},
+    ExportOptions, Message, NewMessage, Part, Provider, Refusal, Role, Store,
 };
-use session_store::{import_transcript, Format, Imported};
 
 fn fixtures() -> PathBuf {
     crate::util::transcripts()
@@ -526,9 +526,7 @@ fn a_refused_import_leaves_no_session_behind() {
 /// importer reads, and is refused for every other format; the Codex rollouts too.
 #[test]
 fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
-    use session_store::{
-        confirm_format as confirm, detect_format as detect, FORMATS as CANDIDATES,
-    };
+    use session_store::import::{confirm, detect, FORMATS as CANDIDATES};
     let transcripts = transcripts();
     assert!(transcripts.len() >= 15, "{transcripts:?}");
     for (path, format) in &transcripts {

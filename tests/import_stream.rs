@@ -9,7 +9,10 @@ use std::io::Cursor;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use session_store::{import_transcript, Format, ImportError, Message, SessionId, Store};
+use session_store::{
+    import::{import as import_transcript, Format, ImportError},
+    Message, SessionId, Store,
+};
 
 use crate::backends::backends;
 use crate::import_fixtures::transcripts;
@@ -197,7 +200,7 @@ fn a_body_the_parse_layer_refuses_is_refused_with_the_same_error_streamed() {
         br#"{"messages": [{"role": "robot", "content": "a"}]}"#,
     ];
     for bytes in cases {
-        let whole = session_store::import_transcript_bytes(Format::Anthropic, bytes)
+        let whole = session_store::import::import_bytes(Format::Anthropic, bytes)
             .expect_err("refused whole");
         let streamed = store
             .import_reader(Format::Anthropic, Cursor::new(bytes))

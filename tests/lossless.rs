@@ -5,8 +5,11 @@
 //! every block type on both sides; the export passes the provider's contract.
 
 use serde_json::{json, Value};
-use session_store::{check_anthropic, check_openai, ExportOptions, Part, Provider};
-use session_store::{import_transcript, Format};
+use session_store::import::{import as import_transcript, Format};
+use session_store::{
+    request::{check_anthropic, check_openai},
+    ExportOptions, Part, Provider,
+};
 
 use crate::util::{raw, temp_store};
 
@@ -368,9 +371,9 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
     let (_dir, store, _path) = temp_store();
     let options = ExportOptions {
         persist_latch: false,
-        thinking: session_store::ThinkingConfig {
+        thinking: session_store::request::ThinkingConfig {
             keep_recent: usize::MAX,
-            ..session_store::ThinkingConfig::default()
+            ..session_store::request::ThinkingConfig::default()
         },
         model: None,
     };
@@ -433,7 +436,7 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
                 b["type"] == "tool_result"
                     && b["content"]
                         .as_str()
-                        .is_some_and(|t| session_store::is_tombstone(t, true))
+                        .is_some_and(|t| session_store::request::is_tombstone(t, true))
             })
             .count();
         assert!(synthetic >= tombstones, "{}", path.display());
@@ -454,7 +457,7 @@ mod any_stored_session {
     //! before a verbatim item that is not an output broke the Responses contract).
     use proptest::prelude::*;
     use serde_json::json;
-    use session_store::{check_request, ExportOptions, Provider, SessionId};
+    use session_store::{request::check as check_request, ExportOptions, Provider, SessionId};
 
     use crate::util::temp_store;
 
@@ -653,7 +656,7 @@ fn a_system_message_inside_a_tool_block_is_imported_by_every_importer() {
 fn check_anthropic_or_openai(
     provider: Provider,
     body: &Value,
-) -> Vec<session_store::ProviderViolation> {
+) -> Vec<session_store::request::ProviderViolation> {
     match provider {
         Provider::Anthropic => check_anthropic(body),
         _ => check_openai(body),
@@ -799,9 +802,9 @@ fn an_assistant_message_of_server_blocks_comes_back_to_anthropic_exactly() {
     ]});
     let options = ExportOptions {
         persist_latch: false,
-        thinking: session_store::ThinkingConfig {
+        thinking: session_store::request::ThinkingConfig {
             keep_recent: usize::MAX,
-            ..session_store::ThinkingConfig::default()
+            ..session_store::request::ThinkingConfig::default()
         },
         ..ExportOptions::default()
     };

@@ -165,7 +165,7 @@ type Problem = (String, String, i64, Option<i64>);
 #[test]
 fn the_postgres_views_report_exactly_what_the_check_reports() {
     use proptest::prelude::*;
-    use session_store::{HealthRule, RepairOptions};
+    use session_store::repair::{HealthRule, RepairOptions};
     use std::collections::BTreeSet;
     let Some(schema) = PgSchema::create() else {
         return;

@@ -8,9 +8,9 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use session_store::check_request as check;
-use session_store::sanitize;
-use session_store::{render, Provider};
+use session_store::request::check;
+use session_store::request::sanitize;
+use session_store::{request::render, Provider};
 use session_store::{Message, Part, Role};
 
 fn derived_dir() -> PathBuf {
@@ -304,7 +304,7 @@ fn claude_code_logs_render_with_zero_violations() {
         let signatures: Vec<String> = messages
             .iter()
             .filter(|m| m.role == Role::Assistant)
-            .flat_map(|m| m.parts.iter().filter_map(session_store::signature))
+            .flat_map(|m| m.parts.iter().filter_map(session_store::request::signature))
             .map(str::to_owned)
             .collect();
         assert_eq!(collect(&anthropic, "signature"), signatures, "{file}");

@@ -140,7 +140,7 @@ fn reasoning_before_a_verbatim_item_that_is_not_an_output_exports_valid_for_ever
         {"type": "item_reference", "id": "msg_0"},
     ]});
     let imported =
-        session_store::import_transcript(session_store::Format::Responses, &body.to_string())
+        session_store::import::import(session_store::import::Format::Responses, &body.to_string())
             .expect("imports");
     let (_dir, store, _path) = temp_store();
     let session = store.import(&imported).expect("stores").session;
@@ -153,7 +153,7 @@ fn reasoning_before_a_verbatim_item_that_is_not_an_output_exports_valid_for_ever
             .export_now(&session, provider, &options)
             .unwrap_or_else(|e| panic!("{provider}: {e}"));
         assert_eq!(
-            session_store::check_request(provider, &exported),
+            session_store::request::check(provider, &exported),
             vec![],
             "{provider}: {exported:#}"
         );

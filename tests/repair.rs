@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use session_store::{backup_database, RepairOptions};
+use session_store::repair::{backup_database, RepairOptions};
 use session_store::{NewMessage, Part, SessionId, Store};
 
 use crate::broken_db::{self, dump, dump_session, CASES};

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-use session_store::{check_request as check, detect_format, import_transcript, Format};
+use session_store::{
+    import::{detect as detect_format, import as import_transcript, Format},
+    request::check,
+};
 use session_store::{ExportOptions, Message, NewMessage, Part, Provider, Role, SessionId, Store};
 
 fn codex_rollouts() -> Vec<PathBuf> {
@@ -103,9 +106,9 @@ impl Inventory {
 fn options() -> ExportOptions {
     ExportOptions {
         persist_latch: false,
-        thinking: session_store::ThinkingConfig {
+        thinking: session_store::request::ThinkingConfig {
             keep_recent: usize::MAX,
-            ..session_store::ThinkingConfig::default()
+            ..session_store::request::ThinkingConfig::default()
         },
         ..ExportOptions::default()
     }
@@ -577,7 +580,7 @@ mod any_stored_session_any_target {
     //! no signature another model made.
     use proptest::prelude::*;
     use serde_json::json;
-    use session_store::{check_request as check, check_signed_by_target};
+    use session_store::request::{check, check_signed_by_target};
     use session_store::{ExportOptions, Provider, SessionId};
 
     use crate::util::temp_store;

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use session_store::repair::{HealthRule, RepairOptions};
 use session_store::{
-    ExportOptions, HealthRule, MessageState, NewMessage, Part, Provider, RepairOptions, Role,
-    SessionId, Store,
+    ExportOptions, MessageState, NewMessage, Part, Provider, Role, SessionId, Store,
 };
 
 use crate::fault_support::{
@@ -127,7 +127,7 @@ fn reader(db: PathBuf, session: SessionId, stop: Arc<AtomicBool>) -> (usize, Vec
         for provider in Provider::ALL {
             match store.export_now(&session, provider, &options) {
                 Ok(body) => {
-                    let found = session_store::check_request(provider, &body);
+                    let found = session_store::request::check(provider, &body);
                     if !found.is_empty() {
                         failures.push(format!("{provider:?}: {found:?}"));
                     }

@@ -5,9 +5,10 @@
 //! it passing the provider checks. The kill test is `stream_kill.rs`.
 
 use serde_json::json;
+use session_store::repair::{HealthRule, RepairOptions};
+use session_store::request::check as check_request;
 use session_store::{
-    check_request, Error, ExportOptions, HealthRule, MessageState, NewMessage, Part, Provider,
-    Refusal, RepairOptions, Role, SessionId, Store,
+    Error, ExportOptions, MessageState, NewMessage, Part, Provider, Refusal, Role, SessionId, Store,
 };
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -149,7 +150,7 @@ fn a_dropped_handle_leaves_an_interrupted_message_with_tombstones() {
             assert!(tombstones.parts.iter().all(|p| matches!(
                 p,
                 Part::ToolResult { content, is_error: true, .. }
-                    if session_store::is_tombstone(content, true)
+                    if session_store::request::is_tombstone(content, true)
             )));
         } else {
             assert_eq!(messages.len(), 2);

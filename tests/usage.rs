@@ -3,7 +3,7 @@
 //! usage ignored, or a count the provider never reported shown as 0. These tests pin usage
 //! per turn and in total through append, import, revert and undo.
 
-use session_store::{import_transcript, Format};
+use session_store::import::{import as import_transcript, Format};
 use session_store::{NewMessage, Part, Store, Usage};
 
 use crate::turn_fixtures::open_store;

@@ -212,7 +212,7 @@ fn each_result_takes_one_call_as_the_walk_does() {
 
     let store = Store::open(&path).expect("open");
     let report = store
-        .check(&[], &session_store::RepairOptions::default())
+        .check(&[], &session_store::repair::RepairOptions::default())
         .expect("check");
     for session in ["queue", "user-after-answer", "from-user"] {
         let mut library: Vec<(String, i64, Option<i64>)> = report

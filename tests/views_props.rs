@@ -15,7 +15,10 @@ use std::path::Path;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 use rusqlite::{params, Connection};
-use session_store::{HealthRule, RepairOptions, Store};
+use session_store::{
+    repair::{HealthRule, RepairOptions},
+    Store,
+};
 
 pub(crate) type Id = Option<&'static str>;
 

@@ -5,5 +5,5 @@
 mod harness;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    harness::import(session_store::Format::Anthropic, data);
+    harness::import(session_store::import::Format::Anthropic, data);
 });

@@ -35,72 +35,61 @@
 //! ```
 #![warn(missing_docs)]
 
-// The modules are private: the API is the flat list below, so the insides can move freely.
+// The modules are private but for `import`: the API is the list below and four small public
+// modules, so the insides can move freely.
 mod error;
 mod fnv;
 mod history;
-mod import;
+pub mod import;
 mod model;
 mod store;
 
-// The vocabulary.
+// The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, Result, StorageError};
+pub use history::pairing::Refusal;
 pub use model::{
     Appended, Message, MessageState, NewMessage, Part, PartKind, Role, SessionId, SessionInfo,
-    UnknownPartKind, UnknownRole,
+    UnknownPartKind, UnknownRole, Usage,
 };
 
-// The store: opening, writing, reading, turns, compaction, revert, export.
-pub use history::budget::{
-    estimate_message, estimate_part, plan_budget, Budget, Reported, SummaryNote, SUMMARY_TOKENS,
-};
+// The store and what its operations take and return.
+pub use history::budget::{Budget, SUMMARY_TOKENS};
 pub use history::compaction::{
     plan_compaction, CompactionPlan, Cut, NothingToCompact, ProviderHistory, Summary, TurnItem,
 };
-pub use history::paging::{page_last_turn, Page, TurnCursor};
-pub use history::pairing::Refusal;
+pub use history::paging::{Page, TurnCursor};
+pub use history::render::Provider;
 pub use history::turns::turn_indexes;
-pub use import::stream::validate as validate_transcript;
-pub use model::Usage;
-pub use store::ImportSummary;
 pub use store::{
-    clock, latest_schema_version, schema_version, CompactionOutcome, ConnectionSettings,
-    Durability, ExportOptions, ImportedSessions, OpenMessage, PathProblem, Reverted,
-    SessionOverview, Store, StoreOptions,
-};
-pub use store::{is_database_url, redact_database_url, CopyReport};
-pub use store::{
-    Deleted, Forked, Lineage, ObjectSize, Reclaimed, SearchHit, SearchOptions, SessionSize,
-    SessionUsage, SizeReport, TokenTotals, TurnUsage,
+    clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
+    CompactionOutcome, ConnectionSettings, CopyReport, Deleted, Durability, ExportOptions, Forked,
+    ImportSummary, ImportedSessions, Lineage, ObjectSize, OpenMessage, PathProblem, Reclaimed,
+    Reverted, SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport,
+    Store, StoreOptions, TokenTotals, TurnUsage,
 };
 
-// Health: the contract's rules over stored sessions, and store-repair's mend.
-pub use history::rules::{check_session, CheckOptions, HealthRule, Problem, UnknownRule};
-pub use store::repair::{
-    backup_database, default_backup_path, inspect_database_file, inspect_database_url, CheckReport,
-    DatabaseFile, LoggedChange, RepairOptions, SessionRepair,
-};
+/// Provider requests: the defensive loader, the renderers, and each provider's contract.
+///
+/// [`Store::export_now`] is the usual way in; these are the pieces it is built from, for
+/// a caller that holds messages of its own.
+pub mod request {
+    pub use crate::history::contract::{
+        check, check_anthropic, check_gemini, check_openai, check_responses,
+        check_signed_by_target, ProviderRule, ProviderViolation,
+    };
+    pub use crate::history::render::{digests, render, MessageDigest};
+    pub use crate::history::request::Request;
+    pub use crate::history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
+    pub use crate::history::signed::signature;
+    pub use crate::history::texts::{describe, is_tombstone};
+    pub use crate::history::thinking::{ThinkingConfig, ThinkingState};
+}
 
-// Provider requests: the defensive loader, renderers and the providers' contracts.
-pub use history::contract::{
-    check as check_request, check_anthropic, check_gemini, check_openai, check_responses,
-    check_signed_by_target, ProviderRule, ProviderViolation,
-};
-pub use history::models::{bind_to_model, latest_model};
-pub use history::render::{digests, first_divergence, render, render_for, MessageDigest, Provider};
-pub use history::request::Request;
-pub use history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
-pub use history::signed::signature;
-pub use history::texts::{describe, is_tombstone};
-pub use history::thinking::{ThinkingConfig, ThinkingState};
-
-// Import: transcripts in, messages that pass the pairing rules out.
-pub use import::detect::{
-    confirm as confirm_format, confirm_sample as confirm_format_of, detect as detect_format,
-    detect_sample as detect_format_of, DetectError, Evidence, Sample, CANDIDATES as FORMATS,
-};
-pub use import::{
-    import as import_transcript, import_bytes as import_transcript_bytes,
-    text_of as transcript_text, Format, ImportError, Imported, ImportedChild, ImportedCompaction,
-    Location, UnknownFormat,
-};
+/// Health: the contract's rules over stored sessions, and what `store-repair` runs.
+pub mod repair {
+    pub use crate::history::rules::{CheckOptions, HealthRule, Problem, UnknownRule};
+    pub use crate::store::repair::{
+        backup_database, default_backup_path, inspect_database_file, inspect_database_url,
+        CheckReport, DatabaseFile, LoggedChange, RepairOptions, SessionRepair,
+    };
+}

@@ -4,8 +4,13 @@ use std::io::{Cursor, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use session_store::{confirm_format_of, detect_format_of, Sample};
-use session_store::{is_database_url, validate_transcript, Format};
+use session_store::import::{
+    confirm_sample as confirm_format_of, detect_sample as detect_format_of, Sample,
+};
+use session_store::{
+    import::{validate as validate_transcript, Format},
+    is_database_url,
+};
 
 use crate::{open, ImportFormat};
 

@@ -409,7 +409,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 /// pending calls says "call cancel_pending", which a person at a shell cannot: a refused
 /// write names the command that answers them, a refused import says what the body lacks.
 fn hint(error: &anyhow::Error) -> Option<String> {
-    use session_store::ImportError;
+    use session_store::import::ImportError;
     use session_store::{Error, Refusal};
     error.chain().find_map(|cause| {
         if let Some(Error::Refused {
@@ -474,8 +474,8 @@ mod tests {
             Some("hint: `session-store cancel s-1` answers the pending calls with tombstones")
         );
         assert_eq!(hint(&anyhow::anyhow!("unknown session x")), None);
-        let import = session_store::import_transcript(
-            session_store::Format::Anthropic,
+        let import = session_store::import::import(
+            session_store::import::Format::Anthropic,
             r#"{"messages": [{"role": "user", "content": "hi"},
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
                 {"role": "user", "content": "go on"}]}"#,

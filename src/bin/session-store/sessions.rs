@@ -11,9 +11,9 @@ use std::io::Write;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::json;
-use session_store::RepairOptions;
+use session_store::repair::RepairOptions;
 use session_store::SessionOverview;
-use session_store::{Error, HealthRule, Store};
+use session_store::{repair::HealthRule, Error, Store};
 
 use crate::terminal::escape_line;
 

@@ -9,9 +9,9 @@ use std::io::Write;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::bail;
-use session_store::is_tombstone;
-use session_store::Problem;
-use session_store::RepairOptions;
+use session_store::repair::Problem;
+use session_store::repair::RepairOptions;
+use session_store::request::is_tombstone;
 use session_store::SessionOverview;
 use session_store::{Message, Part, Store};
 
@@ -318,11 +318,11 @@ fn describe(part: &Part, pending: &BTreeSet<&str>) -> (String, String) {
         } => (format!("server tool {name} {id}"), input.to_string()),
         Part::ServerToolResult { tool_use_id, .. } => (
             format!("server result for {tool_use_id}"),
-            session_store::describe(part),
+            session_store::request::describe(part),
         ),
         Part::Image { .. } | Part::Document { .. } | Part::Opaque { .. } => (
             part.kind().as_str().to_owned(),
-            session_store::describe(part),
+            session_store::request::describe(part),
         ),
     }
 }

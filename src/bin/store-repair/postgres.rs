@@ -4,7 +4,7 @@
 //! transaction it rolls back instead of on a private copy.
 
 use anyhow::{bail, Context};
-use session_store::{inspect_database_url, RepairOptions};
+use session_store::repair::{inspect_database_url, RepairOptions};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde_json::{json, Map, Value};
-use session_store::HealthRule;
+use session_store::repair::HealthRule;
 use session_store::SessionId;
 
 use crate::run::Outcome;

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use session_store::{
+use session_store::repair::{
     backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
-use session_store::{HealthRule, Problem, SessionRepair};
+use session_store::repair::{HealthRule, Problem, SessionRepair};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;

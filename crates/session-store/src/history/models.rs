@@ -82,7 +82,8 @@ pub fn latest_model(messages: &[Message]) -> Option<&str> {
 /// Gemini signatures on its other parts). With no target, or for a message whose model is
 /// unknown, nothing changes. The rest of each message is untouched, so the loader sees the
 /// same calls and results.
-pub fn bind_to_model(messages: &[Message], target: Option<&str>) -> Vec<Message> {
+#[cfg(test)]
+pub(crate) fn bind_to_model(messages: &[Message], target: Option<&str>) -> Vec<Message> {
     bind_owned(messages.to_vec(), target)
 }
 

@@ -44,14 +44,9 @@ pub struct Page {
 /// Returns `None` when nothing remains. The page holds every turn that fits whole in
 /// `max_messages`; when even the first turn does not fit, it holds that turn alone.
 ///
-/// ```
-/// use session_store::page_last_turn;
-/// // Turns 4, 4, 5, 5, 5, 6: a page of at most 3 messages holds turn 4 only.
-/// assert_eq!(page_last_turn(&[4, 4, 5, 5], 3), Some(4));
-/// // A page of 1 still holds all of turn 4.
-/// assert_eq!(page_last_turn(&[4, 4], 1), Some(4));
-/// ```
-pub fn page_last_turn(turns: &[i64], max_messages: usize) -> Option<i64> {
+/// Turns 4, 4, 5, 5, 5, 6: a page of at most 3 messages holds turn 4 only; a page of 1
+/// still holds all of turn 4.
+pub(crate) fn page_last_turn(turns: &[i64], max_messages: usize) -> Option<i64> {
     let first = *turns.first()?;
     let Some(&overflow) = turns.get(max_messages) else {
         // Everything that remains fits.

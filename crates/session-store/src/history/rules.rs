@@ -39,7 +39,7 @@ pub enum HealthRule {
     /// A row of the session is outside the contract (a role or part kind it does not name, a
     /// timestamp that is not one): the session cannot be read, is left as it is, and does
     /// not stop the check of the others. Found by the store's row decoder, never by
-    /// [`check_session`].
+    /// the check of the messages.
     UnreadableRow,
     /// A message still `open` (streaming) whose writer went away: the process died or the
     /// handle was dropped. Found by the store's check (only it can ask whether a writer is

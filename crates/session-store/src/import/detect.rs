@@ -106,7 +106,7 @@ impl Sample {
     /// document cut to about 8 MiB of text (each array's elements while that lasts, each
     /// string's first 64 KiB; a smaller document whole), or the first 64 non-blank lines of
     /// JSON Lines. Refuses bytes that are not UTF-8 first, naming where, as
-    /// [`crate::import::text_of`] does. `input` is read from its current position, more
+    /// [`crate::import::import_bytes`] does. `input` is read from its current position, more
     /// than once; the only I/O of this module.
     pub fn read<R: Read + Seek>(input: R) -> Result<Self, ImportError> {
         let io = |source| ImportError::Io { source };

@@ -1,15 +1,19 @@
 //! Importers: transcripts written by other tools, turned into messages the store accepts.
 //!
-//! Each format has its own module: [`anthropic`] (a Messages API request body), [`openai`] (a
-//! Chat Completions request body), [`responses`] (an OpenAI Responses request body),
-//! [`gemini`] (a Gemini `generateContent` request body), [`claude_code`] (a Claude Code
-//! session log, JSON Lines) and [`codex`] (a Codex CLI rollout, JSON Lines). Each records
+//! [`import`] (or [`import_bytes`]) reads a whole transcript of a known [`Format`];
+//! [`detect`] names the format of an unknown one; [`validate`] checks one without keeping
+//! it; [`Store::import_reader`](crate::Store::import_reader) stores one as it reads.
+//!
+//! Each format has its own module: `anthropic` (a Messages API request body), `openai` (a
+//! Chat Completions request body), `responses` (an OpenAI Responses request body),
+//! `gemini` (a Gemini `generateContent` request body), `claude_code` (a Claude Code
+//! session log, JSON Lines) and `codex` (a Codex CLI rollout, JSON Lines). Each records
 //! the model of the assistant messages where the source names it (`NewMessage::model`).
 //! They are functions from `&str` to an [`Imported`]: no clock, no I/O but their input. The
-//! messages they return already satisfy the pairing rules ([`crate::history::pairing`]), so
+//! messages they return already satisfy the pairing rules , so
 //! [`Store::import_session`](crate::Store::import_session) stores them in one transaction.
 //! Each also reads from a reader a message (or a line) at a time, handing out batches
-//! ([`stream`]); [`Store::import_reader`](crate::Store::import_reader) stores a transcript
+//! (`stream`); [`Store::import_reader`](crate::Store::import_reader) stores a transcript
 //! that way, and the `&str` functions are that same path, collected.
 //!
 //! Malformed input is refused with an [`ImportError`] whose [`Location`] names the line
@@ -41,27 +45,34 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use self::stream::{Halt, Sink, Streamed};
 use crate::history::grammar::Walk;
 use crate::history::pairing::{self, Refusal};
 use crate::history::texts;
 use crate::model::{NewMessage, Part, Role};
 
-pub mod anthropic;
+pub(crate) mod anthropic;
 mod blocks;
-pub mod claude_code;
-pub mod codex;
-pub mod detect;
-pub mod gemini;
+pub(crate) mod claude_code;
+pub(crate) mod codex;
+pub(crate) mod detect;
+pub(crate) mod gemini;
 mod json;
-pub mod openai;
-pub mod responses;
-pub mod stream;
+pub(crate) mod openai;
+pub(crate) mod responses;
+pub(crate) mod stream;
 mod usage;
+
+pub use detect::{
+    confirm, confirm_sample, detect, detect_sample, DetectError, Evidence, Sample,
+    CANDIDATES as FORMATS,
+};
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -123,10 +134,50 @@ impl FromStr for Format {
     }
 }
 
-/// `bytes` as text, or [`ImportError::InvalidUtf8`] naming the line and byte offset of the
-/// first sequence that is not UTF-8.
-pub fn text_of(bytes: &[u8]) -> Result<&str, ImportError> {
-    json::utf8(bytes)
+impl Format {
+    /// Imports `input` with this format's importer, handing the messages to `sink` in
+    /// batches. `input` is read from its current position, more than once.
+    pub(crate) fn stream<R: BufRead + Seek, S: Sink>(
+        self,
+        input: &mut R,
+        sink: &mut S,
+    ) -> Result<Streamed, Halt<S::Error>> {
+        stream::require_utf8(input)?;
+        match self {
+            Format::Anthropic => stream::document::<anthropic::Body, _, _>(input, sink),
+            Format::OpenAi => stream::document::<openai::Body, _, _>(input, sink),
+            Format::Responses => stream::document::<responses::Body, _, _>(input, sink),
+            Format::Gemini => stream::document::<gemini::Body, _, _>(input, sink),
+            Format::Codex => stream::log::<codex::Rollout, _, _>(input, sink),
+            Format::ClaudeCode => stream::log::<claude_code::Session, _, _>(input, sink),
+        }
+    }
+}
+
+/// A sink that only counts (a dry run).
+#[derive(Default)]
+struct Count(usize);
+
+impl Sink for Count {
+    type Error = std::convert::Infallible;
+
+    fn batch(&mut self, _: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
+        self.0 += messages.len();
+        Ok(())
+    }
+}
+
+/// Reads `input` as [`crate::Store::import_reader`] would and stores nothing: the error it
+/// would refuse the transcript with, or how many messages it would store (its system prompt
+/// included).
+pub fn validate<R: Read + Seek>(format: Format, input: R) -> Result<usize, ImportError> {
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut sink = Count::default();
+    match format.stream(&mut input, &mut sink) {
+        Ok(streamed) => Ok(streamed.messages),
+        Err(Halt::Import(error)) => Err(error),
+        Err(Halt::Sink(never)) => match never {},
+    }
 }
 
 /// Imports `bytes` in the given format, after checking they are UTF-8 (an error names the
@@ -342,7 +393,7 @@ impl ImportError {
 }
 
 /// The reason written into tombstones for calls a transcript never answered.
-pub const UNANSWERED_REASON: &str = texts::IMPORT_REASON;
+pub(crate) const UNANSWERED_REASON: &str = texts::IMPORT_REASON;
 
 /// How the assembler treats a source that breaks pairing.
 #[derive(Clone, Copy, Debug)]

@@ -22,12 +22,12 @@
 //! [`super::import_bytes`] does. The same code reads a `&str` (the in-memory importers are
 //! this path with a sink that collects), so the two cannot drift apart.
 
-use std::io::{BufRead, BufReader, Cursor, Read, Seek, SeekFrom};
+use std::io::{BufRead, Cursor, Seek, SeekFrom};
 
 use serde_json::Value;
 
 use super::json::{self, Pass, Top};
-use super::{Assembler, Format, ImportError, Imported, ImportedChild, ImportedCompaction, Rest};
+use super::{Assembler, ImportError, Imported, ImportedChild, ImportedCompaction, Rest};
 use crate::model::NewMessage;
 
 /// Where a streamed import's messages go, batch by batch, in order (the system prompt first).
@@ -109,29 +109,18 @@ pub(crate) trait Document: Sized {
     fn finish(self) -> Result<Rest, ImportError>;
 }
 
-/// Imports `input` in `format`, handing the messages to `sink` in batches. `input` is read
-/// from its current position, more than once.
-pub(crate) fn stream<R: BufRead + Seek, S: Sink>(
-    format: Format,
-    input: &mut R,
-    sink: &mut S,
-) -> Result<Streamed, Halt<S::Error>> {
+/// Refuses `input` unless it is UTF-8 throughout (naming where it is not), and leaves it
+/// where it was: the first step of every import, before the importer reads.
+pub(crate) fn require_utf8<R: BufRead + Seek>(input: &mut R) -> Result<(), ImportError> {
     let io = |source| ImportError::Io { source };
     let start = input.stream_position().map_err(io)?;
     json::utf8_stream(input)?;
     input.seek(SeekFrom::Start(start)).map_err(io)?;
-    match format {
-        Format::Anthropic => document::<super::anthropic::Body, _, _>(input, sink),
-        Format::OpenAi => document::<super::openai::Body, _, _>(input, sink),
-        Format::Responses => document::<super::responses::Body, _, _>(input, sink),
-        Format::Gemini => document::<super::gemini::Body, _, _>(input, sink),
-        Format::Codex => log::<super::codex::Rollout, _, _>(input, sink),
-        Format::ClaudeCode => log::<super::claude_code::Session, _, _>(input, sink),
-    }
+    Ok(())
 }
 
 /// Reads one request body: pass one, [`Document::begin`], pass two, [`Document::finish`].
-fn document<D: Document, R: BufRead + Seek, S: Sink>(
+pub(crate) fn document<D: Document, R: BufRead + Seek, S: Sink>(
     input: &mut R,
     sink: &mut S,
 ) -> Result<Streamed, Halt<S::Error>> {
@@ -201,7 +190,7 @@ pub(crate) trait Log: Sized {
 }
 
 /// Reads one JSON Lines log: [`Log::begin`], then every line, then [`Log::finish`].
-fn log<L: Log, R: BufRead + Seek, S: Sink>(
+pub(crate) fn log<L: Log, R: BufRead + Seek, S: Sink>(
     input: &mut R,
     sink: &mut S,
 ) -> Result<Streamed, Halt<S::Error>> {
@@ -331,41 +320,16 @@ fn collected(
     })
 }
 
-/// A sink that only counts (a dry run).
-#[derive(Default)]
-struct Count(usize);
-
-impl Sink for Count {
-    type Error = std::convert::Infallible;
-
-    fn batch(&mut self, _: usize, messages: Vec<NewMessage>) -> Result<(), Self::Error> {
-        self.0 += messages.len();
-        Ok(())
-    }
-}
-
-/// Reads `input` as [`crate::Store::import_reader`] would and stores nothing: the error it
-/// would refuse the transcript with, or how many messages it would store (its system prompt
-/// included).
-pub fn validate<R: Read + Seek>(format: Format, input: R) -> Result<usize, ImportError> {
-    let mut input = BufReader::with_capacity(64 * 1024, input);
-    let mut sink = Count::default();
-    match stream(format, &mut input, &mut sink) {
-        Ok(streamed) => Ok(streamed.messages),
-        Err(Halt::Import(error)) => Err(error),
-        Err(Halt::Sink(never)) => match never {},
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
-    use std::io::{self, Read, Seek, SeekFrom};
+    use std::io::{self, BufReader, Read, Seek, SeekFrom};
     use std::rc::Rc;
 
     use serde_json::json;
 
     use super::*;
+    use crate::import::{Count, Format};
 
     /// A reader over bytes that tells where it is.
     struct Watched {
@@ -447,7 +411,9 @@ mod tests {
             at: Rc::clone(&at),
             seen: Vec::new(),
         };
-        let streamed = stream(Format::Anthropic, &mut input, &mut sink).expect("imports");
+        let streamed = Format::Anthropic
+            .stream(&mut input, &mut sink)
+            .expect("imports");
         assert_eq!(streamed.messages, 1 + 4 * 2_000);
         assert!(streamed.has_system);
         let (first_at, _) = sink.seen[0];
@@ -471,7 +437,9 @@ mod tests {
         let whole = super::super::import(Format::Anthropic, &text).expect("imports");
         let mut input = Cursor::new(bytes);
         let mut sink = Collect::default();
-        stream(Format::Anthropic, &mut input, &mut sink).expect("imports");
+        Format::Anthropic
+            .stream(&mut input, &mut sink)
+            .expect("imports");
         assert_eq!(sink.0, [whole.into_messages()]);
     }
 
@@ -490,8 +458,9 @@ mod tests {
         let mut bytes = body.as_bytes().to_vec();
         bytes.extend(b" \xff");
         let mut sink = Count::default();
-        let err =
-            stream(Format::Anthropic, &mut Cursor::new(bytes), &mut sink).expect_err("not UTF-8");
+        let err = Format::Anthropic
+            .stream(&mut Cursor::new(bytes), &mut sink)
+            .expect_err("not UTF-8");
         assert!(
             matches!(err, Halt::Import(ImportError::InvalidUtf8 { .. })),
             "{err:?}"

@@ -10,7 +10,7 @@ use super::sql::{values, Sql};
 use super::write::append_in;
 use super::{format_time, now, Store};
 use crate::error::Result;
-use crate::import::stream::{self, Halt, Sink};
+use crate::import::stream::{Halt, Sink};
 use crate::import::{Format, Imported, ImportedCompaction};
 use crate::model::{Appended, NewMessage, Role, SessionId};
 
@@ -22,7 +22,7 @@ impl Store {
     /// message is refused by the pairing rules (or anything else fails), neither the session
     /// nor any message is written.
     ///
-    /// Pairs with the importers in [`crate::import_transcript`], whose output it accepts as is:
+    /// Pairs with the importers in [`crate::import::import`], whose output it accepts as is:
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
         let id = SessionId::random();
@@ -94,7 +94,7 @@ impl Store {
 
     /// Imports a transcript from `input` into a new session, in one transaction, reading it
     /// as it goes: a request body (Anthropic, OpenAI, Responses, Gemini) is checked whole
-    /// first (UTF-8, syntax, duplicate keys: the errors [`crate::import_transcript_bytes`]
+    /// first (UTF-8, syntax, duplicate keys: the errors [`crate::import::import_bytes`]
     /// gives), then read again one message at a time, and its messages are appended in
     /// batches as they settle. Peak memory is about one message and the open end of the
     /// conversation, not the file: `benches/memory.rs` measures it. The JSON Lines logs
@@ -357,7 +357,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         sessions: vec![Some(session.clone())],
         rows: vec![Vec::new()],
     };
-    let streamed = match stream::stream(format, input, &mut sink) {
+    let streamed = match format.stream(input, &mut sink) {
         Ok(streamed) => streamed,
         Err(Halt::Import(error)) => return Err(error.into()),
         Err(Halt::Sink(error)) => return Err(error),

@@ -35,24 +35,7 @@ pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
         );
         return out;
     }
-    if let Some(system) = body.get("systemInstruction") {
-        let texts_ok = system
-            .get("parts")
-            .and_then(Value::as_array)
-            .is_some_and(|parts| {
-                parts
-                    .iter()
-                    .all(|p| p.get("text").and_then(Value::as_str).is_some())
-            });
-        if !texts_ok {
-            push(
-                &mut out,
-                ProviderRule::Shape,
-                "/systemInstruction",
-                "systemInstruction is not {\"parts\": [{\"text\"}]}",
-            );
-        }
-    }
+    check_system(body, &mut out);
     let Some(contents) = body.get("contents").and_then(Value::as_array) else {
         push(
             &mut out,
@@ -62,112 +45,181 @@ pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
         );
         return out;
     };
-    let mut roles: Vec<&str> = Vec::with_capacity(contents.len());
-    let mut calls: Vec<Vec<Called<'_>>> = Vec::with_capacity(contents.len());
-    let mut responses: Vec<Vec<Called<'_>>> = Vec::with_capacity(contents.len());
-    // Whether each content holds something besides function responses (a person's turn).
-    let mut speaks: Vec<bool> = Vec::with_capacity(contents.len());
-    let mut first_calls: Vec<Option<(String, bool)>> = Vec::with_capacity(contents.len());
     let mut ids = HashSet::new();
+    let mut read: Vec<Content<'_>> = Vec::with_capacity(contents.len());
     for (index, content) in contents.iter().enumerate() {
         let path = format!("/contents/{index}");
         let role = content
             .get("role")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if role != "user" && role != "model" {
-            push(
-                &mut out,
-                ProviderRule::Roles,
-                &format!("{path}/role"),
-                format!("role {role:?}: expected user or model"),
-            );
-        }
-        if index == 0 && role != "user" {
-            push(
-                &mut out,
-                ProviderRule::FirstMessageUser,
-                &path,
-                format!("first content is {role}"),
-            );
-        }
-        if index > 0 && roles.last() == Some(&role) {
-            push(
-                &mut out,
-                ProviderRule::ContentsAlternate,
-                &path,
-                format!("two {role} contents in a row"),
-            );
-        }
-        roles.push(role);
-        let (mut own_calls, mut own_responses) = (Vec::new(), Vec::new());
-        let mut speaking = false;
-        let mut first_call = None;
-        match content.get("parts").and_then(Value::as_array) {
-            Some(parts) if !parts.is_empty() => {
-                for (at, part) in parts.iter().enumerate() {
-                    let part_path = format!("{path}/parts/{at}");
-                    let model = role == "model";
-                    check_part(part, &part_path, model, &mut out);
-                    if let Some(call) = part.get("functionCall") {
-                        let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
-                        let id = call.get("id").and_then(Value::as_str);
-                        if let Some(id) = id {
-                            if !ids.insert(id) {
-                                push(
-                                    &mut out,
-                                    ProviderRule::UniqueToolUseIds,
-                                    &part_path,
-                                    format!("function call id {id:?} used twice"),
-                                );
-                            }
-                        }
-                        if first_call.is_none() {
-                            let signed = part
-                                .get("thoughtSignature")
-                                .and_then(Value::as_str)
-                                .is_some_and(|s| !s.is_empty());
-                            first_call = Some((part_path.clone(), signed));
-                        }
-                        own_calls.push((part_path, name, id));
-                    } else if let Some(response) = part.get("functionResponse") {
-                        let name = response
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default();
-                        let id = response.get("id").and_then(Value::as_str);
-                        own_responses.push((part_path, name, id));
-                    } else {
-                        speaking = true;
-                    }
-                }
-            }
-            _ => push(
-                &mut out,
-                ProviderRule::Shape,
-                &format!("{path}/parts"),
-                "content without parts",
-            ),
-        }
-        calls.push(own_calls);
-        responses.push(own_responses);
-        speaks.push(speaking);
-        first_calls.push(first_call);
+        check_role(index, role, read.last().map(|c| c.role), &path, &mut out);
+        read.push(Content::read(content, role, &path, &mut ids, &mut out));
     }
-    for index in 0..contents.len() {
-        let next_is_user = roles.get(index + 1) == Some(&"user");
-        let answers: &[Called<'_>] = if next_is_user {
-            &responses[index + 1]
-        } else {
-            &[]
+    check_pairs(&read, &mut out);
+    check_signatures(&read, &mut out);
+    out
+}
+
+/// `systemInstruction`, when present, is `{"parts": [{"text"}, ...]}`.
+fn check_system(body: &Value, out: &mut Vec<ProviderViolation>) {
+    let Some(system) = body.get("systemInstruction") else {
+        return;
+    };
+    let texts_ok = system
+        .get("parts")
+        .and_then(Value::as_array)
+        .is_some_and(|parts| {
+            parts
+                .iter()
+                .all(|p| p.get("text").and_then(Value::as_str).is_some())
+        });
+    if !texts_ok {
+        push(
+            out,
+            ProviderRule::Shape,
+            "/systemInstruction",
+            "systemInstruction is not {\"parts\": [{\"text\"}]}",
+        );
+    }
+}
+
+/// Roles are user or model, the first is user, and they alternate.
+fn check_role(
+    index: usize,
+    role: &str,
+    previous: Option<&str>,
+    path: &str,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if role != "user" && role != "model" {
+        push(
+            out,
+            ProviderRule::Roles,
+            &format!("{path}/role"),
+            format!("role {role:?}: expected user or model"),
+        );
+    }
+    if index == 0 && role != "user" {
+        push(
+            out,
+            ProviderRule::FirstMessageUser,
+            path,
+            format!("first content is {role}"),
+        );
+    }
+    if previous == Some(role) {
+        push(
+            out,
+            ProviderRule::ContentsAlternate,
+            path,
+            format!("two {role} contents in a row"),
+        );
+    }
+}
+
+/// One content as the pairing and signature rules see it.
+struct Content<'a> {
+    role: &'a str,
+    calls: Vec<Called<'a>>,
+    responses: Vec<Called<'a>>,
+    /// Holds something besides function responses (a person's turn).
+    speaks: bool,
+    /// The first function call's path, and whether it carries a `thoughtSignature`.
+    first_call: Option<(String, bool)>,
+}
+
+impl<'a> Content<'a> {
+    /// Checks each part of `content` and collects its calls and responses; a call id seen
+    /// before (in `ids`) breaks uniqueness.
+    fn read(
+        content: &'a Value,
+        role: &'a str,
+        path: &str,
+        ids: &mut HashSet<&'a str>,
+        out: &mut Vec<ProviderViolation>,
+    ) -> Self {
+        let mut read = Content {
+            role,
+            calls: Vec::new(),
+            responses: Vec::new(),
+            speaks: false,
+            first_call: None,
         };
-        let previous_calls: &[Called<'_>] = match index.checked_sub(1) {
-            Some(p) if roles[p] == "model" => &calls[p],
+        let parts = match content.get("parts").and_then(Value::as_array) {
+            Some(parts) if !parts.is_empty() => parts,
+            _ => {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &format!("{path}/parts"),
+                    "content without parts",
+                );
+                return read;
+            }
+        };
+        for (at, part) in parts.iter().enumerate() {
+            let part_path = format!("{path}/parts/{at}");
+            check_part(part, &part_path, role == "model", out);
+            if let Some(call) = part.get("functionCall") {
+                read.call(part, call, part_path, ids, out);
+            } else if let Some(response) = part.get("functionResponse") {
+                let name = response
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let id = response.get("id").and_then(Value::as_str);
+                read.responses.push((part_path, name, id));
+            } else {
+                read.speaks = true;
+            }
+        }
+        read
+    }
+
+    fn call(
+        &mut self,
+        part: &Value,
+        call: &'a Value,
+        path: String,
+        ids: &mut HashSet<&'a str>,
+        out: &mut Vec<ProviderViolation>,
+    ) {
+        let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+        let id = call.get("id").and_then(Value::as_str);
+        if let Some(id) = id.filter(|id| !ids.insert(id)) {
+            push(
+                out,
+                ProviderRule::UniqueToolUseIds,
+                &path,
+                format!("function call id {id:?} used twice"),
+            );
+        }
+        if self.first_call.is_none() {
+            let signed = part
+                .get("thoughtSignature")
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty());
+            self.first_call = Some((path.clone(), signed));
+        }
+        self.calls.push((path, name, id));
+    }
+}
+
+/// Each model content's calls are answered in the next user content, and each user
+/// content's responses answer an open call of the model content before.
+fn check_pairs(contents: &[Content<'_>], out: &mut Vec<ProviderViolation>) {
+    for (index, content) in contents.iter().enumerate() {
+        let answers: &[Called<'_>] = match contents.get(index + 1) {
+            Some(next) if next.role == "user" => &next.responses,
             _ => &[],
         };
-        // Calls of a model content, answered in the next user content.
+        let previous_calls: &[Called<'_>] = match index.checked_sub(1).map(|p| &contents[p]) {
+            Some(previous) if previous.role == "model" => &previous.calls,
+            _ => &[],
+        };
         let mut used = vec![false; answers.len()];
-        for (path, name, id) in &calls[index] {
+        for (path, name, id) in &content.calls {
             let found = answers
                 .iter()
                 .enumerate()
@@ -175,7 +227,7 @@ pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
             match found {
                 Some((at, _)) => used[at] = true,
                 None => push(
-                    &mut out,
+                    out,
                     ProviderRule::FunctionCallAnswered,
                     path,
                     format!(
@@ -184,9 +236,8 @@ pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
                 ),
             }
         }
-        // Responses of a user content, answering the model content before.
         let mut taken = vec![false; previous_calls.len()];
-        for (path, name, id) in &responses[index] {
+        for (path, name, id) in &content.responses {
             let found = previous_calls
                 .iter()
                 .enumerate()
@@ -196,7 +247,7 @@ pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
             match found {
                 Some((at, _)) => taken[at] = true,
                 None => push(
-                    &mut out,
+                    out,
                     ProviderRule::FunctionOutputAnswersCall,
                     path,
                     format!("functionResponse {name:?} answers no open call of the model content before"),
@@ -204,23 +255,25 @@ pub fn check_gemini(body: &Value) -> Vec<ProviderViolation> {
             }
         }
     }
-    // The current turn: everything after the last user content a person wrote.
-    let current = speaks
+}
+
+/// In the current turn (everything after the last user content a person wrote), the first
+/// function call of each step carries a `thoughtSignature`.
+fn check_signatures(contents: &[Content<'_>], out: &mut Vec<ProviderViolation>) {
+    let current = contents
         .iter()
-        .zip(&roles)
-        .rposition(|(speaks, role)| *speaks && *role == "user")
+        .rposition(|c| c.speaks && c.role == "user")
         .map_or(0, |at| at + 1);
-    for (path, signed) in first_calls[current..].iter().flatten() {
-        if !signed {
+    for content in &contents[current..] {
+        if let Some((path, false)) = &content.first_call {
             push(
-                &mut out,
+                out,
                 ProviderRule::ThoughtSignatureOnCall,
                 path,
                 "the first function call of a step in the current turn has no thoughtSignature",
             );
         }
     }
-    out
 }
 
 fn matches(answer: &Called<'_>, name: &str, id: Option<&str>) -> bool {

@@ -11,201 +11,233 @@ use crate::history::blank::is_blank;
 /// Every violation of the OpenAI Responses rules (14) in `body`.
 pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
-    if !body.is_object() {
-        push(
-            &mut out,
-            ProviderRule::Shape,
-            "",
-            "body is not a JSON object",
-        );
+    let Some(items) = input_items(body, &mut out) else {
         return out;
-    }
-    if let Some(instructions) = body.get("instructions") {
-        if !instructions.is_string() {
-            push(
-                &mut out,
-                ProviderRule::Shape,
-                "/instructions",
-                "instructions is not a string",
-            );
+    };
+    let mut calls = Calls::default();
+    for (index, item) in items.iter().enumerate() {
+        let path = format!("/input/{index}");
+        let Some(kind) = item_kind(item, &path, &mut out) else {
+            continue;
+        };
+        match kind {
+            "message" => check_message(item, &path, &mut out),
+            "function_call" => check_function_call(item, &path, &mut calls, &mut out),
+            "function_call_output" => check_function_output(item, &path, &mut calls, &mut out),
+            "reasoning" => check_reasoning(items, index, &path, &mut out),
+            _ => {}
         }
     }
-    let Some(items) = body.get("input").and_then(Value::as_array) else {
+    calls.unanswered(&mut out);
+    out
+}
+
+/// The body's `input` list, after the top-level shape checks; `None` when there is none.
+fn input_items<'a>(body: &'a Value, out: &mut Vec<ProviderViolation>) -> Option<&'a [Value]> {
+    if !body.is_object() {
+        push(out, ProviderRule::Shape, "", "body is not a JSON object");
+        return None;
+    }
+    if body.get("instructions").is_some_and(|i| !i.is_string()) {
         push(
-            &mut out,
+            out,
+            ProviderRule::Shape,
+            "/instructions",
+            "instructions is not a string",
+        );
+    }
+    let items = body.get("input").and_then(Value::as_array);
+    if items.is_none() {
+        push(
+            out,
             ProviderRule::Shape,
             "/input",
             "body has no input array",
         );
-        return out;
+    }
+    items.map(Vec::as_slice)
+}
+
+/// An input item's `type` (`message` for an item with a role and no type); `None`, with a
+/// violation, for an item that is no object or has neither.
+fn item_kind<'a>(item: &'a Value, path: &str, out: &mut Vec<ProviderViolation>) -> Option<&'a str> {
+    let Some(object) = item.as_object() else {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "input item is not an object",
+        );
+        return None;
     };
-    // Each call by id: (its path, answered).
-    let mut calls: HashMap<&str, (String, bool)> = HashMap::new();
-    let mut order: Vec<&str> = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        let path = format!("/input/{index}");
-        let Some(object) = item.as_object() else {
-            push(
-                &mut out,
-                ProviderRule::Shape,
-                &path,
-                "input item is not an object",
-            );
-            continue;
-        };
-        let kind = match object.get("type").and_then(Value::as_str) {
-            Some(kind) => kind,
-            None if object.contains_key("role") => "message",
-            None => {
+    match object.get("type").and_then(Value::as_str) {
+        Some(kind) => Some(kind),
+        None if object.contains_key("role") => Some("message"),
+        None => {
+            push(out, ProviderRule::Shape, path, "input item without a type");
+            None
+        }
+    }
+}
+
+/// The function calls seen so far, by `call_id`: where each is and whether it was answered.
+#[derive(Default)]
+struct Calls<'a> {
+    by_id: HashMap<&'a str, (String, bool)>,
+    order: Vec<&'a str>,
+}
+
+impl<'a> Calls<'a> {
+    /// A violation for every call no output answered, in the order of the calls.
+    fn unanswered(&self, out: &mut Vec<ProviderViolation>) {
+        for id in &self.order {
+            if let Some((path, false)) = self.by_id.get(id) {
                 push(
-                    &mut out,
-                    ProviderRule::Shape,
-                    &path,
-                    "input item without a type",
+                    out,
+                    ProviderRule::FunctionCallAnswered,
+                    path,
+                    format!("no function_call_output for call_id {id:?}"),
                 );
-                continue;
             }
-        };
-        match kind {
-            "message" => check_message(item, &path, &mut out),
-            "function_call" => {
-                match item.get("call_id").and_then(Value::as_str) {
-                    Some(id) if !id.is_empty() => {
-                        if let Some((first, _)) = calls.get(id) {
-                            push(
-                                &mut out,
-                                ProviderRule::UniqueToolUseIds,
-                                &path,
-                                format!("call_id {id:?} already used at {first}"),
-                            );
-                        } else {
-                            calls.insert(id, (path.clone(), false));
-                            order.push(id);
-                        }
-                    }
-                    _ => push(
-                        &mut out,
-                        ProviderRule::Shape,
-                        &path,
-                        "function_call without a call_id",
-                    ),
-                }
-                if item
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    push(
-                        &mut out,
-                        ProviderRule::Shape,
-                        &path,
-                        "function_call without a name",
-                    );
-                }
-                let arguments = format!("{path}/arguments");
-                match item.get("arguments") {
-                    Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}
-                    Some(Value::String(_)) => push(
-                        &mut out,
-                        ProviderRule::ArgumentsJsonString,
-                        &arguments,
-                        "arguments are not valid JSON",
-                    ),
-                    _ => push(
-                        &mut out,
-                        ProviderRule::ArgumentsJsonString,
-                        &arguments,
-                        "arguments are not a string",
-                    ),
-                }
-            }
-            "function_call_output" => {
-                let id = item
-                    .get("call_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                match calls.get_mut(id) {
-                    Some((_, answered)) if !*answered => *answered = true,
-                    Some(_) => push(
-                        &mut out,
-                        ProviderRule::FunctionOutputAnswersCall,
-                        &path,
-                        format!("function_call {id:?} is answered twice"),
-                    ),
-                    None => push(
-                        &mut out,
-                        ProviderRule::FunctionOutputAnswersCall,
-                        &path,
-                        format!("no function_call with call_id {id:?} before this output"),
-                    ),
-                }
-                if !item
-                    .get("output")
-                    .is_some_and(|o| o.is_string() || o.is_array())
-                {
-                    push(
-                        &mut out,
-                        ProviderRule::Shape,
-                        &format!("{path}/output"),
-                        "function_call_output without an output",
-                    );
-                }
-            }
-            "reasoning" => {
-                if item
-                    .get("encrypted_content")
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    push(
-                        &mut out,
-                        ProviderRule::ReasoningEncrypted,
-                        &path,
-                        "reasoning item without encrypted_content",
-                    );
-                }
-                if !item.get("summary").is_some_and(Value::is_array) {
-                    push(
-                        &mut out,
-                        ProviderRule::Shape,
-                        &format!("{path}/summary"),
-                        "reasoning item without a summary list",
-                    );
-                }
-                let follower = items[index + 1..]
-                    .iter()
-                    .find(|next| next.get("type").and_then(Value::as_str) != Some("reasoning"));
-                // An output item: an assistant message or a call of any kind, not an input.
-                let followed =
-                    follower.is_some_and(|next| match next.get("type").and_then(Value::as_str) {
-                        Some("message") | None => {
-                            next.get("role").and_then(Value::as_str) == Some("assistant")
-                        }
-                        Some(kind) => !kind.ends_with("_output") && kind != "item_reference",
-                    });
-                if !followed {
-                    push(
-                        &mut out,
-                        ProviderRule::ReasoningFollowed,
-                        &path,
-                        "reasoning item not followed by the assistant item it preceded",
-                    );
-                }
-            }
-            _ => {}
         }
     }
-    for id in order {
-        if let Some((path, false)) = calls.get(id) {
-            push(
-                &mut out,
-                ProviderRule::FunctionCallAnswered,
-                path,
-                format!("no function_call_output for call_id {id:?}"),
-            );
+}
+
+fn check_function_call<'a>(
+    item: &'a Value,
+    path: &str,
+    calls: &mut Calls<'a>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    match item.get("call_id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => {
+            if let Some((first, _)) = calls.by_id.get(id) {
+                push(
+                    out,
+                    ProviderRule::UniqueToolUseIds,
+                    path,
+                    format!("call_id {id:?} already used at {first}"),
+                );
+            } else {
+                calls.by_id.insert(id, (path.to_owned(), false));
+                calls.order.push(id);
+            }
         }
+        _ => push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "function_call without a call_id",
+        ),
     }
-    out
+    if item
+        .get("name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "function_call without a name",
+        );
+    }
+    let arguments = format!("{path}/arguments");
+    match item.get("arguments") {
+        Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}
+        Some(Value::String(_)) => push(
+            out,
+            ProviderRule::ArgumentsJsonString,
+            &arguments,
+            "arguments are not valid JSON",
+        ),
+        _ => push(
+            out,
+            ProviderRule::ArgumentsJsonString,
+            &arguments,
+            "arguments are not a string",
+        ),
+    }
+}
+
+fn check_function_output(
+    item: &Value,
+    path: &str,
+    calls: &mut Calls<'_>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    let id = item
+        .get("call_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match calls.by_id.get_mut(id) {
+        Some((_, answered)) if !*answered => *answered = true,
+        Some(_) => push(
+            out,
+            ProviderRule::FunctionOutputAnswersCall,
+            path,
+            format!("function_call {id:?} is answered twice"),
+        ),
+        None => push(
+            out,
+            ProviderRule::FunctionOutputAnswersCall,
+            path,
+            format!("no function_call with call_id {id:?} before this output"),
+        ),
+    }
+    if !item
+        .get("output")
+        .is_some_and(|o| o.is_string() || o.is_array())
+    {
+        push(
+            out,
+            ProviderRule::Shape,
+            &format!("{path}/output"),
+            "function_call_output without an output",
+        );
+    }
+}
+
+/// A reasoning item (`items[index]`) carries its encrypted content and summary list, and is
+/// followed, past any other reasoning, by the output item it preceded.
+fn check_reasoning(items: &[Value], index: usize, path: &str, out: &mut Vec<ProviderViolation>) {
+    let item = &items[index];
+    if item
+        .get("encrypted_content")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        push(
+            out,
+            ProviderRule::ReasoningEncrypted,
+            path,
+            "reasoning item without encrypted_content",
+        );
+    }
+    if !item.get("summary").is_some_and(Value::is_array) {
+        push(
+            out,
+            ProviderRule::Shape,
+            &format!("{path}/summary"),
+            "reasoning item without a summary list",
+        );
+    }
+    let follower = items[index + 1..]
+        .iter()
+        .find(|next| next.get("type").and_then(Value::as_str) != Some("reasoning"));
+    // An output item: an assistant message or a call of any kind, not an input.
+    let followed = follower.is_some_and(|next| match next.get("type").and_then(Value::as_str) {
+        Some("message") | None => next.get("role").and_then(Value::as_str) == Some("assistant"),
+        Some(kind) => !kind.ends_with("_output") && kind != "item_reference",
+    });
+    if !followed {
+        push(
+            out,
+            ProviderRule::ReasoningFollowed,
+            path,
+            "reasoning item not followed by the assistant item it preceded",
+        );
+    }
 }
 
 fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {

@@ -171,7 +171,8 @@ impl std::io::Write for Fnv1a64 {
 
 /// The index of the first digest that differs between `a` and `b` (in path or value), or the
 /// length of the shorter list when one is a prefix of the other; `None` when they are equal.
-pub fn first_divergence(a: &[MessageDigest], b: &[MessageDigest]) -> Option<usize> {
+#[cfg(test)]
+fn first_divergence(a: &[MessageDigest], b: &[MessageDigest]) -> Option<usize> {
     a.iter()
         .zip(b)
         .position(|(x, y)| x != y)
