@@ -49,6 +49,7 @@ mod store;
 mod store_props;
 mod stream_kill;
 mod streaming;
+mod subagents;
 mod tail_state;
 mod turn_fixtures;
 mod turn_properties;

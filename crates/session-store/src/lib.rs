@@ -49,7 +49,7 @@ pub use error::{Error, Result, StorageError};
 pub use history::pairing::Refusal;
 pub use model::{
     Appended, Message, MessageState, NewMessage, Part, PartKind, Role, SessionId, SessionInfo,
-    UnknownPartKind, UnknownRole, Usage,
+    Subagent, SubagentState, UnknownPartKind, UnknownRole, Usage,
 };
 
 // The store and what its operations take and return.

@@ -77,7 +77,8 @@ enum Command {
         /// One JSON object per session, in a JSON array, instead of the table.
         #[arg(long)]
         json: bool,
-        /// Show the fork tree instead: each session under the one it was forked from.
+        /// Show the tree instead: each session under the one it was forked from, and each
+        /// sub-agent under the session that spawned it (with its call and state).
         #[arg(long, conflicts_with = "json")]
         tree: bool,
     },

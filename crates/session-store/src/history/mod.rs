@@ -24,6 +24,7 @@ pub mod render;
 pub mod request;
 pub mod sanitize;
 pub mod signed;
+pub mod subagents;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod thinking;

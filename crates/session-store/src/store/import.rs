@@ -263,6 +263,7 @@ fn import_in<T: ImportTarget>(
         if let Some(call) = &child.spawned_by {
             target.link_call(&id, call, &child_id)?;
         }
+        super::subagents::record_in(target.db(), &id, &child_id, child.spawned_by.as_deref())?;
         children.push(child_id);
     }
     Ok(id)
@@ -396,6 +397,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         if let Some(call) = &child.spawned_by {
             target.link_call(&session, call, child_id)?;
         }
+        super::subagents::record_in(target.db(), &session, child_id, child.spawned_by.as_deref())?;
         children.push(child_id.clone());
     }
     Ok(ImportSummary {

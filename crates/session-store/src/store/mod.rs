@@ -35,6 +35,7 @@ mod schema;
 mod search;
 mod sql;
 mod stream;
+mod subagents;
 mod turns;
 mod usage;
 mod views;
