@@ -16,6 +16,7 @@ mod disk_full;
 mod durability;
 mod export_bytes;
 mod fault_support;
+mod fidelity;
 mod forensics;
 mod fork;
 #[path = "../fuzz/harness.rs"]

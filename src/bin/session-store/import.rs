@@ -17,6 +17,7 @@ use crate::{open, ImportFormat};
 pub fn run(
     db: &Option<PathBuf>,
     format: ImportFormat,
+    model: Option<&str>,
     file: &Path,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -55,13 +56,16 @@ pub fn run(
     }
     rewind(&mut input, file)?;
     let store = open::or_create(db)?;
-    let stored = store
-        .import_reader(format, &mut input)
-        .map_err(|error| match error {
-            session_store::Error::Import(refused) => anyhow::Error::new(refused)
-                .context(format!("{} refused as {format}", file.display())),
-            other => anyhow::Error::new(other).context(format!("cannot import {}", file.display())),
-        })?;
+    let stored =
+        store
+            .import_reader_as(format, &mut input, model)
+            .map_err(|error| match error {
+                session_store::Error::Import(refused) => anyhow::Error::new(refused)
+                    .context(format!("{} refused as {format}", file.display())),
+                other => {
+                    anyhow::Error::new(other).context(format!("cannot import {}", file.display()))
+                }
+            })?;
     tracing::debug!(messages = stored.messages, "stored");
     let session = stored.session;
     for child in &stored.children {

@@ -128,6 +128,10 @@ enum Command {
         /// format named is refused, never read as another.
         #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
         format: ImportFormat,
+        /// The model that wrote the source's assistant messages, when the source does not
+        /// say (a body's own top-level `model` is used when present).
+        #[arg(long, value_name = "PROVIDER/MODEL", value_parser = parse_model)]
+        model: Option<String>,
         /// The transcript file (`-` reads stdin).
         file: PathBuf,
     },
@@ -348,7 +352,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &summary,
             &mut out,
         )?,
-        Command::Import { format, file } => import::run(&cli.db, format, &file, &mut out)?,
+        Command::Import {
+            format,
+            model,
+            file,
+        } => import::run(&cli.db, format, model.as_deref(), &file, &mut out)?,
         Command::Cancel { session, reason } => {
             cancel::run(&open::existing(&cli.db)?, &session, &reason, &mut out)?
         }

@@ -1,0 +1,183 @@
+//! What the issue found lost between a provider's body and what the store sends back, each
+//! fixed where it belongs, on bodies shaped like the providers' own documentation. One
+//! regression test per loss; the CLIs run as processes.
+
+use serde_json::{json, Value};
+
+/// Runs `session-store` with `args` on `db`, feeding `stdin` when given; stdout on success.
+fn cli(db: &std::path::Path, args: &[&str], stdin: Option<&Value>) -> Result<String, String> {
+    use std::io::Write;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_session-store"));
+    command
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().expect("spawn");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(body) = stdin {
+        // A command refused on its arguments reads nothing: a closed pipe is its answer.
+        let _ = input.write_all(body.to_string().as_bytes());
+    }
+    drop(input);
+    let out = child.wait_with_output().expect("wait");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).expect("utf-8"))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Imports `body` (as `format`, with extra import arguments) and returns the session id.
+fn import(db: &std::path::Path, format: &str, body: &Value, extra: &[&str]) -> String {
+    let mut args = vec!["import", "--format", format];
+    args.extend_from_slice(extra);
+    args.push("-");
+    cli(db, &args, Some(body))
+        .unwrap_or_else(|e| panic!("import refused: {e}"))
+        .trim()
+        .to_owned()
+}
+
+/// The export of `session` as `format` (with `--model` when given), checked by the
+/// provider's own checks.
+fn export(db: &std::path::Path, session: &str, format: &str, model: Option<&str>) -> Value {
+    let mut args = vec!["export", session, "--format", format];
+    if let Some(model) = model {
+        args.extend(["--model", model]);
+    }
+    let body: Value = serde_json::from_str(&cli(db, &args, None).expect("export")).expect("json");
+    let provider = match format {
+        "anthropic" => session_store::Provider::Anthropic,
+        "openai" => session_store::Provider::OpenAi,
+        "responses" => session_store::Provider::Responses,
+        _ => session_store::Provider::Gemini,
+    };
+    let found = session_store::request::check(provider, &body);
+    assert!(found.is_empty(), "{format}: {found:#?}\n{body:#}");
+    body
+}
+
+fn tempdb() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("f.db");
+    (dir, db)
+}
+
+/// Every signature-like value anywhere in a body.
+fn signatures(body: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![body];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, inner) in map {
+                    if matches!(
+                        key.as_str(),
+                        "signature" | "thoughtSignature" | "encrypted_content"
+                    ) {
+                        if let Some(text) = inner.as_str() {
+                            found.push(text.to_owned());
+                        }
+                    }
+                    stack.push(inner);
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The three signed bodies of the model test: (format, body without a top-level model, the
+/// signature it carries, the model that made it).
+fn signed_bodies() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    vec![
+        (
+            "anthropic",
+            json!({"messages": [
+                {"role": "user", "content": "What is 27 * 453?"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "27 * 453 = 12231", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"},
+                    {"type": "text", "text": "12,231"}
+                ]},
+                {"role": "user", "content": "And times 2?"}
+            ]}),
+            "EqQBCgIYAhIM1gbcDa9GJwZA",
+            "anthropic/claude-sonnet-4-5",
+        ),
+        (
+            "gemini",
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": "What is the weather in Paris?"}]},
+                {"role": "model", "parts": [
+                    {"text": "Let me check.", "thoughtSignature": "CiQB0e2Kb7gXw1"},
+                    {"text": "It is sunny."}
+                ]},
+                {"role": "user", "parts": [{"text": "And tomorrow?"}]}
+            ]}),
+            "CiQB0e2Kb7gXw1",
+            "gemini/gemini-3-pro-preview",
+        ),
+        (
+            "responses",
+            json!({"input": [
+                {"role": "user", "content": "What is 2 + 2?"},
+                {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAABo-enc"},
+                {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                 "content": [{"type": "output_text", "text": "4", "annotations": []}]},
+                {"role": "user", "content": "Thanks"}
+            ]}),
+            "gAAAAABo-enc",
+            "openai/gpt-5",
+        ),
+    ]
+}
+
+#[test]
+fn import_model_binds_a_modelless_sources_signatures() {
+    for (format, body, signature, maker) in signed_bodies() {
+        let (_dir, db) = tempdb();
+        // Named at import: another model's export drops the signature, the maker's keeps it.
+        let named = import(&db, format, &body, &["--model", maker]);
+        assert!(
+            signatures(&export(&db, &named, format, Some(maker))).contains(&signature.to_owned()),
+            "{format}: the maker gets its signature back"
+        );
+        let other = if maker.starts_with("anthropic") {
+            "anthropic/claude-opus-4-6"
+        } else if maker.starts_with("gemini") {
+            "gemini/gemini-2.5-flash"
+        } else {
+            "openai/gpt-5-mini"
+        };
+        assert!(
+            !signatures(&export(&db, &named, format, Some(other))).contains(&signature.to_owned()),
+            "{format}: another model is not sent {maker}'s signature"
+        );
+        // A body's own top-level model wins over --model.
+        let mut own = body.clone();
+        own["model"] = json!(maker.split_once('/').map(|(_, m)| m).unwrap_or(maker));
+        let kept = import(&db, format, &own, &["--model", other]);
+        assert!(
+            signatures(&export(&db, &kept, format, Some(maker))).contains(&signature.to_owned()),
+            "{format}: the body's own model wins"
+        );
+        assert!(
+            !signatures(&export(&db, &kept, format, Some(other))).contains(&signature.to_owned())
+        );
+    }
+}
+
+#[test]
+fn import_model_must_name_a_provider() {
+    let (_dir, db) = tempdb();
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+    for bad in ["claude-sonnet-4-5", "/x", "anthropic/"] {
+        let refused = cli(&db, &["import", "--model", bad, "-"], Some(&body));
+        assert!(refused.is_err(), "{bad}");
+    }
+}
