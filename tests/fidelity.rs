@@ -181,3 +181,56 @@ fn import_model_must_name_a_provider() {
         assert!(refused.is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_whitespace_placeholder_never_ends_up_in_the_final_assistant_message() {
+    // Interleaved thinking as Anthropic documents it, with the empty text block a stream
+    // leaves between two thinking blocks, as the last message (a continuation).
+    for (between, after) in [
+        ("", None),
+        (" ", None),
+        ("\n", Some("Here it is. ")),
+        ("", Some("\t")),
+    ] {
+        let mut content = vec![
+            json!({"type": "thinking", "thinking": "I should check the weather.", "signature": "EuYBCkQYAiJA"}),
+            json!({"type": "text", "text": between}),
+            json!({"type": "thinking", "thinking": "Now answer.", "signature": "EpYCCkYIBRgC"}),
+        ];
+        if let Some(text) = after {
+            content.push(json!({"type": "text", "text": text}));
+        }
+        let body = json!({"messages": [
+            {"role": "user", "content": "What's the weather in Paris?"},
+            {"role": "assistant", "content": content},
+        ]});
+        let (_dir, db) = tempdb();
+        let session = import(
+            &db,
+            "anthropic",
+            &body,
+            &["--model", "anthropic/claude-sonnet-4-5"],
+        );
+        // `export` checks the body with the provider's rules (7b included).
+        let sent = export(&db, &session, "anthropic", None);
+        let last = &sent["messages"][1]["content"];
+        let texts: Vec<&str> = last
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect();
+        assert!(
+            texts
+                .iter()
+                .all(|t| !t.trim().is_empty() && !t.ends_with(char::is_whitespace)),
+            "{last}"
+        );
+        assert_eq!(
+            signatures(&sent).len(),
+            2,
+            "the thinking blocks stay: {last}"
+        );
+    }
+}
