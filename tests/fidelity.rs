@@ -234,3 +234,59 @@ fn a_whitespace_placeholder_never_ends_up_in_the_final_assistant_message() {
         );
     }
 }
+
+/// A Gemini 3 turn that combines a built-in tool (run by the server: `toolCall` and
+/// `toolResponse` in the model content, each signed) with a function call, as Google's
+/// documentation of tool combination shows it.
+fn gemini3_server_tools() -> Value {
+    json!({"contents": [
+        {"role": "user", "parts": [{"text": "What is the northernmost city in the United States? What's the weather like there today?"}]},
+        {"role": "model", "parts": [
+            {"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "args": {"queries": ["northernmost city in the United States"]}, "id": "5f3vbd3n"},
+             "thoughtSignature": "EsIBCr8BAdHtim9v"},
+            {"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "response": {"search_suggestions": "Utqiagvik, Alaska"}, "id": "5f3vbd3n"},
+             "thoughtSignature": "EpABCo0BAdHtim8x"},
+            {"functionCall": {"name": "getWeather", "args": {"city": "Utqiagvik, Alaska"}, "id": "fc_1"},
+             "thoughtSignature": "Eq0BCqoBAdHtim9w"}
+        ]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "getWeather", "response": {"response": "Very cold. 22 degrees Fahrenheit."}, "id": "fc_1"}}]},
+        {"role": "model", "parts": [{"text": "Utqiagvik, Alaska is the northernmost city; it is 22°F there today."}]}
+    ]})
+}
+
+#[test]
+fn gemini3_server_side_tool_parts_are_imported_and_go_back_unchanged() {
+    let body = gemini3_server_tools();
+    let (_dir, db) = tempdb();
+    let session = import(
+        &db,
+        "gemini",
+        &body,
+        &["--model", "gemini/gemini-3-pro-preview"],
+    );
+    let sent = export(&db, &session, "gemini", None);
+    let model_parts = &sent["contents"][1]["parts"];
+    for at in 0..2 {
+        assert_eq!(
+            model_parts[at], body["contents"][1]["parts"][at],
+            "{sent:#}"
+        );
+    }
+    assert_eq!(
+        model_parts[2]["functionCall"]["id"],
+        json!("fc_1"),
+        "the function call follows the server tool's parts: {sent:#}"
+    );
+    // Another provider is not sent Gemini's server parts verbatim; its request still passes.
+    for other in ["anthropic", "openai", "responses"] {
+        let body = export(&db, &session, other, None);
+        assert!(
+            !body.to_string().contains("\"toolCall\""),
+            "{other}: {body}"
+        );
+    }
+    // A server part with a second data field is still refused, as Gemini refuses it.
+    let mut two = body.clone();
+    two["contents"][1]["parts"][0]["text"] = json!("and text");
+    assert!(cli(&db, &["import", "--format", "gemini", "-"], Some(&two)).is_err());
+}
