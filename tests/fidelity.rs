@@ -290,3 +290,59 @@ fn gemini3_server_side_tool_parts_are_imported_and_go_back_unchanged() {
     two["contents"][1]["parts"][0]["text"] = json!("and text");
     assert!(cli(&db, &["import", "--format", "gemini", "-"], Some(&two)).is_err());
 }
+
+/// A Responses conversation as OpenAI documents its output items: a commentary message
+/// (`phase`), a function call with its item id, its output, and a final answer whose text
+/// cites a URL (`url_citation` annotations), every output item with its `id` and `status`.
+fn responses_round_trip() -> Value {
+    json!({"input": [
+        {"role": "user", "content": "Find the latest Rust release and summarise it."},
+        {"type": "message", "id": "msg_01", "role": "assistant", "status": "completed", "phase": "commentary",
+         "content": [{"type": "output_text", "text": "Let me look that up.", "annotations": []}]},
+        {"type": "function_call", "id": "fc_01", "call_id": "call_01", "name": "web_fetch",
+         "arguments": "{\"url\":\"https://blog.rust-lang.org/\"}", "status": "completed"},
+        {"type": "function_call_output", "call_id": "call_01", "output": "Rust 1.90.0 released"},
+        {"type": "message", "id": "msg_02", "role": "assistant", "status": "completed", "phase": "final_answer",
+         "content": [{"type": "output_text", "text": "Rust 1.90.0 is out.",
+                      "annotations": [{"type": "url_citation", "start_index": 0, "end_index": 18,
+                                       "url": "https://blog.rust-lang.org/", "title": "Rust Blog"}]}]},
+        {"role": "user", "content": "Thanks!"}
+    ]})
+}
+
+#[test]
+fn a_responses_round_trip_keeps_items_ids_phase_and_annotations() {
+    let body = responses_round_trip();
+    let (_dir, db) = tempdb();
+    let session = import(&db, "responses", &body, &["--model", "openai/gpt-5"]);
+    let sent = export(&db, &session, "responses", None);
+    let items = sent["input"].as_array().expect("items");
+    let original = body["input"].as_array().expect("items");
+    assert_eq!(items.len(), original.len(), "{sent:#}");
+    for (at, (got, want)) in items.iter().zip(original).enumerate() {
+        let kind = want["type"].as_str().unwrap_or("message");
+        if kind == "message" && want["role"] == "assistant" {
+            for key in ["id", "status", "phase"] {
+                assert_eq!(got[key], want[key], "item {at} {key}: {got}");
+            }
+            assert_eq!(
+                got["content"][0]["annotations"], want["content"][0]["annotations"],
+                "item {at}: {got}"
+            );
+            assert_eq!(got["content"][0]["text"], want["content"][0]["text"]);
+        }
+        if kind == "function_call" {
+            for key in ["id", "call_id", "name", "arguments"] {
+                assert_eq!(got[key], want[key], "item {at} {key}: {got}");
+            }
+        }
+    }
+    // The other providers are not sent OpenAI's item fields, and their requests pass.
+    for other in ["anthropic", "openai", "gemini"] {
+        let body = export(&db, &session, other, None);
+        assert!(
+            !body.to_string().contains("url_citation"),
+            "{other}: {body}"
+        );
+    }
+}

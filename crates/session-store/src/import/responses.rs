@@ -242,7 +242,20 @@ impl Items {
                 self.push(at, new(Role::System, parts))
             }
             "assistant" => {
-                for part in non_empty(parts) {
+                // The item's own fields (`id`, `status`, `phase`) go back on the item its
+                // parts are sent in.
+                let item: Map<String, Value> = object
+                    .iter()
+                    .filter(|(key, _)| !matches!(key.as_str(), "type" | "role" | "content"))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
+                for mut part in non_empty(parts) {
+                    if !item.is_empty() {
+                        tag(
+                            &mut part,
+                            metadata("openai", "item", Value::Object(item.clone())),
+                        );
+                    }
                     self.assistant(at, created_at, part);
                 }
                 Ok(())
@@ -282,9 +295,12 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
                 let object = as_object(item, &at, "a content part")?;
                 let kind = string_field(object, "type", &at)?;
                 Ok(match kind {
-                    "input_text" | "output_text" | "text" => {
-                        Part::text(string_field(object, "text", &at)?)
-                    }
+                    "input_text" | "text" => Part::text(string_field(object, "text", &at)?),
+                    // Annotations (url citations), logprobs: kept to go back with the text.
+                    "output_text" => Part::Text {
+                        text: string_field(object, "text", &at)?.to_owned(),
+                        provider_metadata: attributes(object, &["type", "text"]),
+                    },
                     "refusal" => Part::Text {
                         text: string_field(object, "refusal", &at)?.to_owned(),
                         provider_metadata: Some(json!({"openai": {"refusal": true}})),
