@@ -13,6 +13,10 @@
 //!   (inspect, backup, check, mend): every readable session comes out healthy, nothing is
 //!   deleted, and a second mend changes nothing. Trailing bytes also flip bytes of a copy of
 //!   the file, which must be refused or read without a panic or a hang.
+//! - [`copy`]: random rows (values outside the contract included) copied to a new file by
+//!   `copy`'s reader and writer: the copy either succeeds, and every session reads back as
+//!   it reads in the source (or is refused as unreadable in both), and a rerun skips every
+//!   session and writes nothing; or it fails with an error and leaves no file behind.
 
 #![allow(dead_code)]
 
@@ -331,6 +335,65 @@ pub fn loader(data: &[u8]) {
             .any(|v| v.rule.as_str() == "unreadable_row");
         assert_eq!(left_as_is, unreadable, "{session}: check and mend disagree");
     }
+}
+
+/// The names in `dir`, but for the source database's own files (`source`, `-wal`, `-shm`).
+fn others_in(dir: &Path, source: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with(source))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `copy`'s reader and writer over random rows.
+pub fn copy(data: &[u8]) {
+    let (dir, path) = fresh_database();
+    let conn = Connection::open(&path).expect("raw");
+    write_rows(&conn, &mut Bytes::new(data), false);
+    drop(conn);
+    let source = Store::open(&path).expect("open");
+    let before = others_in(dir.path(), "fuzz.db");
+    let dest_path = dir.path().join("copy.db");
+    let report = match source.copy_to_path(&dest_path, &[]) {
+        Ok(report) => report,
+        Err(error) => {
+            // A failed copy leaves no new file (nor a temporary one) behind.
+            assert_eq!(others_in(dir.path(), "fuzz.db"), before, "after {error:?}");
+            return;
+        }
+    };
+    let ids = session_ids(&source);
+    assert_eq!(report.sessions, ids.len(), "{report:?}");
+    let dest = Store::open(&dest_path).expect("open the copy");
+    let without_ids = |messages: Vec<session_store::Message>| -> Vec<session_store::Message> {
+        messages
+            .into_iter()
+            .map(|m| session_store::Message { id: 0, ..m })
+            .collect()
+    };
+    for session in &ids {
+        match (source.messages(session), dest.messages(session)) {
+            (Ok(ours), Ok(theirs)) => {
+                assert_eq!(without_ids(ours), without_ids(theirs), "{session}")
+            }
+            (Err(Error::CorruptRow { .. }), Err(Error::CorruptRow { .. })) => {}
+            (ours, theirs) => panic!("{session}: the copy reads otherwise: {ours:?} / {theirs:?}"),
+        }
+        assert_eq!(
+            is_unreadable(&source, session),
+            is_unreadable(&dest, session),
+            "{session}"
+        );
+    }
+    // A rerun skips every session and writes nothing.
+    drop(dest);
+    let bytes = std::fs::read(&dest_path).expect("read the copy");
+    let again = source.copy_to_path(&dest_path, &[]).expect("a rerun");
+    assert_eq!((again.sessions, again.skipped), (0, ids));
+    assert_eq!(std::fs::read(&dest_path).expect("read the copy"), bytes);
 }
 
 fn count(conn: &Connection, table: &str) -> i64 {

@@ -114,3 +114,92 @@ fn append_on_a_full_disk_is_a_typed_error_and_leaves_nothing() {
         .is_empty());
     assert_eq!(counts(&db).0, 18);
 }
+
+/// A database an older build left at `version`, with a session of 40 messages of 2 KiB each
+/// (so that rebuilding or indexing its parts needs room), closed and settled.
+fn old_database(dir: &std::path::Path, version: usize) -> std::path::PathBuf {
+    let (path, conn) = crate::util::database_at(dir, &format!("v{version}.db"), version);
+    conn.execute(
+        "INSERT INTO sessions (id, created_at, updated_at)
+         VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')",
+        [],
+    )
+    .expect("session");
+    for seq in 1..=40i64 {
+        let role = if seq % 2 == 1 { "user" } else { "assistant" };
+        conn.execute(
+            "INSERT INTO messages (session_id, seq, turn_index, role, created_at)
+             VALUES ('s', ?1, ?2, ?3, '2026-01-01T00:00:00Z')",
+            rusqlite::params![seq, (seq - 1) / 2, role],
+        )
+        .expect("message");
+        conn.execute(
+            "INSERT INTO parts (message_id, ordinal, kind, text)
+             VALUES (last_insert_rowid(), 0, 'text', ?1)",
+            [format!("words {seq} ").repeat(200)],
+        )
+        .expect("part");
+    }
+    drop(conn);
+    crate::util::settle(&path);
+    path
+}
+
+/// The migrations a database records (`refinery_schema_history` rows).
+fn recorded_migrations(db: &std::path::Path) -> i64 {
+    raw(db)
+        .query_row("SELECT COUNT(*) FROM refinery_schema_history", [], |r| {
+            r.get(0)
+        })
+        .expect("history")
+}
+
+/// Migrating a database other code wrote (as `store-repair` does first) on a disk with room
+/// for only part of the work applies every pending migration or none: the first one that
+/// does not fit leaves the file as it was, never migrated half-way. Several starting
+/// versions, and quotas from almost nothing to enough, so that the disk fills during
+/// different migrations.
+#[test]
+fn a_migration_on_a_full_disk_applies_every_step_or_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let latest = session_store::latest_schema_version();
+    let mut outcomes = std::collections::BTreeSet::new();
+    for version in [1usize, 4, 6, 9] {
+        let original = old_database(dir.path(), version);
+        let pages: i64 = raw(&original)
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .expect("page_count");
+        let pages = u64::try_from(pages).expect("pages");
+        for extra in [1u64, 4, 16, 40, 80, 160, 400] {
+            let db = dir.path().join(format!("v{version}-{extra}.db"));
+            std::fs::copy(&original, &db).expect("copy");
+            let before = crate::util::dump(&db);
+            let options = StoreOptions {
+                max_page_count: Some(pages + extra),
+                ..StoreOptions::default()
+            };
+            let opened = Store::open_with(&db, &options);
+            let context = format!("from V{version} with {extra} pages of room");
+            match opened {
+                Ok(store) => {
+                    drop(store);
+                    assert_eq!(recorded_migrations(&db), latest, "{context}");
+                    outcomes.insert("migrated");
+                }
+                Err(error) => {
+                    assert!(error.is_full(), "{context}: {error:?}");
+                    assert_eq!(
+                        recorded_migrations(&db),
+                        i64::try_from(version).expect("small"),
+                        "{context}: migrated half-way"
+                    );
+                    assert_eq!(crate::util::dump(&db), before, "{context}: changed");
+                    outcomes.insert("refused");
+                }
+            }
+            assert_integrity(&raw(&db));
+        }
+    }
+    // Both outcomes happened, so the quotas reached into the migrations.
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+}

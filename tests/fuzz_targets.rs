@@ -35,7 +35,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
 /// A target's corpus folder and its body.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     ("import_anthropic", |d| {
         harness::import(Format::Anthropic, d)
     }),
@@ -50,6 +50,7 @@ const TARGETS: [Target; 8] = [
     ("import_codex", |d| harness::import(Format::Codex, d)),
     ("loader", harness::loader),
     ("repair", harness::repair),
+    ("copy", harness::copy),
 ];
 
 #[test]
@@ -133,5 +134,15 @@ proptest! {
     #[test]
     fn store_repair_mends_random_damage(data in vec(any::<u8>(), 0..300)) {
         harness::repair(&data);
+    }
+}
+
+proptest! {
+    // Each case copies a database twice: fewer cases keep it near the others' time.
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn copy_reads_back_random_rows_or_leaves_no_file(data in vec(any::<u8>(), 0..300)) {
+        harness::copy(&data);
     }
 }

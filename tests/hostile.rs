@@ -876,3 +876,206 @@ fn a_kill_during_the_backup_leaves_nothing_readable_and_nothing_for_long() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A `store-repair` killed during its backup leaves `.NAME.<time>.bak.tmp-PID-N` (and its
+/// `-journal`); the rerun writes its backup under another time, and must still remove what
+/// the killed run left, whatever name it was to become, while a live process's temporary
+/// file and names that merely look alike stay.
+#[test]
+fn temporary_files_of_a_killed_repair_are_removed_by_the_rerun_whatever_their_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, store, _) = store_with_session(dir.path());
+    drop(store);
+    let name = db.file_name().expect("name").to_string_lossy().into_owned();
+    let mut gone = Command::new("true").spawn().expect("spawn");
+    let dead = gone.id();
+    gone.wait().expect("wait");
+    let stale: Vec<PathBuf> = [
+        format!(".{name}.20260101T000000Z.bak.tmp-{dead}-0"),
+        format!(".{name}.20260101T000000Z.bak.tmp-{dead}-0-journal"),
+        format!(".{name}.20260101T000001Z-2.bak.tmp-{dead}-3-wal"),
+        format!(".other.bak.tmp-{dead}-1"),
+        format!(".{name}.tmp-{dead}-7-shm"),
+    ]
+    .iter()
+    .map(|n| dir.path().join(n))
+    .collect();
+    let live = dir.path().join(format!(
+        ".{name}.20260101T000000Z.bak.tmp-{}-0",
+        std::process::id()
+    ));
+    let alike =
+        [".x.bak.tmp-notapid", "x.bak.tmp-1-0", ".x.bak.tmp-1-2-3"].map(|n| dir.path().join(n));
+    for path in stale.iter().chain([&live]).chain(&alike) {
+        std::fs::write(path, b"half a backup").expect("write");
+    }
+    // A broken turn index, so that the run takes a backup before it mends.
+    Connection::open(&db)
+        .expect("raw")
+        .execute("UPDATE messages SET turn_index = 5", [])
+        .expect("break");
+    let run = run_in(
+        dir.path(),
+        cmd(REPAIR, &["--db", db.to_str().expect("utf-8")]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for path in &stale {
+        assert!(!path.exists(), "{} is still there", path.display());
+    }
+    assert!(live.exists(), "a live process's temporary file was removed");
+    for path in &alike {
+        assert!(
+            path.exists(),
+            "{} is not ours and was removed",
+            path.display()
+        );
+    }
+}
+
+/// The `.bak` files beside `db`.
+fn backups_beside(db: &Path) -> Vec<String> {
+    let dir = db.parent().expect("folder");
+    listing(dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".bak"))
+        .collect()
+}
+
+/// A database whose only findings are rows the mend leaves as they are: a real run changes
+/// nothing, so it takes no backup, however often it runs; a run with something to mend
+/// still takes one.
+#[test]
+fn a_run_that_can_only_leave_unreadable_rows_as_they_are_takes_no_backup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, _) = database_with_unreadable_rows(dir.path());
+    let db_text = db.to_str().expect("utf-8");
+    // The first run mends D: one backup.
+    let run = run_in(dir.path(), cmd(REPAIR, &["--db", db_text, "--json"]));
+    assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).expect("json");
+    assert!(report["backup"].is_string(), "{report}");
+    assert_eq!(backups_beside(&db).len(), 1);
+    // Every later run finds only A-C: no new backup, whether --json or not.
+    let before = dump(&db);
+    for args in [vec!["--json"], vec![], vec!["--json"]] {
+        let mut all = vec!["--db", db_text];
+        all.extend(args);
+        let run = run_in(dir.path(), cmd(REPAIR, &all));
+        assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
+        assert!(!run.stdout.contains("backup:"), "{}", run.stdout);
+        if let Ok(report) = serde_json::from_str::<Value>(&run.stdout) {
+            assert!(report["backup"].is_null(), "{report}");
+            assert_eq!(report["changes"], 0);
+        }
+        assert_eq!(
+            backups_beside(&db).len(),
+            1,
+            "a backup of a run that changed nothing"
+        );
+    }
+    assert_eq!(
+        dump(&db),
+        before,
+        "a run with nothing to mend changed the file"
+    );
+}
+
+/// `--json` says where an unreadable row is as far as the row says (its message's id, seq
+/// and turn), and null for what it cannot know: no made-up turn 0 / seq 0.
+#[test]
+fn unreadable_rows_are_reported_where_known_and_null_where_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, ids) = database_with_unreadable_rows(dir.path());
+    // One more: a session whose own row has a time that is not one, and a message at seq 2.
+    let store = Store::open(&db).expect("open");
+    let f = store.create_session().expect("session");
+    store.append(&f, NewMessage::user("hello")).expect("append");
+    drop(store);
+    let conn = Connection::open(&db).expect("raw");
+    conn.execute(
+        "UPDATE sessions SET updated_at = 'soon' WHERE id = ?1",
+        [f.as_str()],
+    )
+    .expect("time");
+    let message_of = |session: &SessionId| -> i64 {
+        conn.query_row(
+            "SELECT id FROM messages WHERE session_id = ?1 AND seq = 1",
+            [session.as_str()],
+            |r| r.get(0),
+        )
+        .expect("message")
+    };
+    // A: role 'robot' (turn unknown); B: a part of kind 'hologram' in its user message
+    // (turn 0); C: a created_at that is not a time in its user message (turn 0); F: the
+    // session row (nothing known).
+    let expected = [
+        (&ids[0], Some(message_of(&ids[0])), Some(1), None),
+        (&ids[1], Some(message_of(&ids[1])), Some(1), Some(0)),
+        (&ids[2], Some(message_of(&ids[2])), Some(1), Some(0)),
+        (&f, None, None, None),
+    ];
+    drop(conn);
+    let run = run_in(
+        dir.path(),
+        cmd(
+            REPAIR,
+            &["--db", db.to_str().expect("utf-8"), "--dry-run", "--json"],
+        ),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).expect("json");
+    let problems = report["problems"].as_array().expect("problems");
+    for (session, message_id, seq, turn) in expected {
+        let found: Vec<&Value> = problems
+            .iter()
+            .filter(|p| p["session_id"] == session.as_str())
+            .collect();
+        assert_eq!(found.len(), 1, "{session}: {found:?}");
+        let p = found[0];
+        assert_eq!(p["rule"], "unreadable_row");
+        assert_eq!(p["message_id"].as_i64(), message_id, "{session}: {p}");
+        assert_eq!(p["seq"].as_i64(), seq, "{session}: {p}");
+        assert_eq!(p["turn"].as_i64(), turn, "{session}: {p}");
+        for field in ["message_id", "seq", "turn"] {
+            assert!(p.get(field).is_some(), "{field} missing: {p}");
+        }
+    }
+}
+
+/// `show` of a session with a row outside the contract prints every row it can read, names
+/// the one it cannot (where it is), and the commands that diagnose it and deal with it;
+/// exit 0. A healthy session shows no such note.
+#[test]
+fn show_prints_what_it_can_read_and_names_the_unreadable_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, ids) = database_with_unreadable_rows(dir.path());
+    let db_text = db.to_str().expect("utf-8");
+    // A: the user message is unreadable; B: its part is; C: its time is. The assistant's
+    // "hi" is readable in each.
+    for (session, user_shown) in [(&ids[0], false), (&ids[1], true), (&ids[2], false)] {
+        for turns in [None, Some("0"), Some("0..")] {
+            let mut args = vec!["--db", db_text, "show", session.as_str()];
+            args.extend(turns.iter().flat_map(|t| ["--turns", *t]));
+            let run = run_in(dir.path(), cmd(STORE, &args));
+            assert_eq!(run.code, 0, "{session} {turns:?}: {}", run.stderr);
+            let out = &run.stdout;
+            assert!(out.contains("hi"), "{session}: {out}");
+            assert!(out.contains("!! unreadable_row"), "{session}: {out}");
+            assert!(out.contains("not shown"), "{session}: {out}");
+            assert!(
+                out.contains(&format!(
+                    "store-repair --db {db_text} --dry-run --session {session}"
+                )),
+                "{session}: {out}"
+            );
+            assert!(out.contains("delete"), "{session}: {out}");
+            assert_eq!(out.contains("#1 user"), user_shown, "{session}: {out}");
+        }
+    }
+    let run = run_in(
+        dir.path(),
+        cmd(STORE, &["--db", db_text, "show", ids[4].as_str()]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("not shown"), "{}", run.stdout);
+}

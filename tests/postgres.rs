@@ -189,7 +189,7 @@ fn the_postgres_views_report_exactly_what_the_check_reports() {
                 (
                     v.session_id.to_string(),
                     v.rule.to_string(),
-                    v.seq,
+                    v.seq.unwrap_or_default(),
                     v.part.map(|p| p as i64),
                 )
             })

@@ -160,14 +160,34 @@ fn copy_from_a_file_to_a_url_and_back_exports_the_same_bodies() {
         Some(3)
     );
 
+    // Again: the session is there with the same rows, so it is skipped and named.
     let again = run(
         TOOL,
         &["copy", "--from", &file.location(), "--to", &pg.location()],
     );
+    assert_eq!(code(&again), 0, "copying again: {again:?}");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains(&format!("skipped session {session}")),
+        "{stderr}"
+    );
+    // Once the source's session differs, the copy is refused and writes nothing.
+    source
+        .append(&session, session_store::NewMessage::user("diverging"))
+        .expect("append");
+    let refused = run(
+        TOOL,
+        &["copy", "--from", &file.location(), "--to", &pg.location()],
+    );
     assert_eq!(
-        code(&again),
+        code(&refused),
         2,
-        "copying onto an existing session: {again:?}"
+        "copying onto a differing session: {refused:?}"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("with other rows") && stderr.contains("nothing was copied"),
+        "{stderr}"
     );
 }
 

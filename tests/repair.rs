@@ -63,7 +63,7 @@ fn check_and_forensic_views_agree_violation_for_violation() {
             (
                 v.session_id.to_string(),
                 v.rule.to_string(),
-                v.message_id,
+                v.message_id.unwrap_or_default(),
                 v.part.map(|p| p as i64),
             )
         })
@@ -327,7 +327,7 @@ mod random {
             let library: BTreeSet<_> = report
                 .violations
                 .iter()
-                .map(|v| (v.session_id.to_string(), v.rule.to_string(), v.message_id, v.part.map(|p| p as i64)))
+                .map(|v| (v.session_id.to_string(), v.rule.to_string(), v.message_id.unwrap_or_default(), v.part.map(|p| p as i64)))
                 .collect();
             prop_assert_eq!(view_problems(&conn), library);
 

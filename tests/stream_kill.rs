@@ -203,7 +203,7 @@ fn killed_streaming_writers_lose_no_acknowledged_part() {
             .violations
             .iter()
             .filter(|v| v.rule == HealthRule::AbandonedMessage)
-            .map(|v| v.seq)
+            .filter_map(|v| v.seq)
             .collect();
         assert_eq!(
             abandoned, open,

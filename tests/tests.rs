@@ -1,6 +1,7 @@
 //! Integration tests, compiled as one crate: each module covers one failure class against
 //! real SQLite files in a temporary directory.
 
+mod async_store;
 mod backends;
 mod broken_db;
 mod budget;
@@ -10,6 +11,7 @@ mod compaction;
 mod compaction_kill;
 mod conformance;
 mod contention;
+mod copy_resume;
 mod corrupt_file;
 mod crash;
 mod disk_full;
@@ -52,6 +54,7 @@ mod stream_kill;
 mod streaming;
 mod subagents;
 mod tail_state;
+mod tail_walk;
 mod turn_fixtures;
 mod turn_properties;
 mod usage;

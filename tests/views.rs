@@ -219,7 +219,13 @@ fn each_result_takes_one_call_as_the_walk_does() {
             .violations
             .iter()
             .filter(|v| v.session_id.as_str() == session)
-            .map(|v| (v.rule.to_string(), v.seq, v.part.map(|p| p as i64)))
+            .map(|v| {
+                (
+                    v.rule.to_string(),
+                    v.seq.unwrap_or_default(),
+                    v.part.map(|p| p as i64),
+                )
+            })
             .collect();
         library.sort_by(|a, b| (a.1, a.2, &a.0).cmp(&(b.1, b.2, &b.0)));
         assert_eq!(rows(session), library, "{session}");

@@ -239,7 +239,7 @@ fn library_problems(path: &Path) -> BTreeSet<Problem> {
             (
                 v.session_id.to_string(),
                 v.rule.to_string(),
-                v.seq,
+                v.seq.unwrap_or_default(),
                 v.part.map(|p| p as i64),
             )
         })

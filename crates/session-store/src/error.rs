@@ -35,6 +35,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A WAL database that cannot be read without write access: its `-wal` holds commits
+    /// not yet in the file, and the `-shm` SQLite needs to read them is missing in a folder
+    /// it cannot write (a read-only mount, another user's folder). Reading the file alone
+    /// would miss those commits.
+    #[error("cannot read {path} without write access: its -wal holds commits not yet in the file and the -shm SQLite needs to read them is missing (its owner can run `PRAGMA wal_checkpoint(TRUNCATE)`, or copy the database with its -wal somewhere writable)")]
+    UnreadableWal {
+        /// The database.
+        path: PathBuf,
+    },
     /// The database records a migration that this build does not know (it was written by a
     /// newer version).
     #[error("database schema is newer than this build: migration V{version}__{name} is unknown here (latest known: V{latest_known})")]
@@ -161,6 +170,26 @@ pub enum Error {
         /// What differs.
         detail: String,
     },
+    /// `copy` refused before writing anything: the destination holds sessions of these ids
+    /// with other rows than the source's (a session it holds with the same rows is skipped).
+    #[error("{}", copy_conflict(first, detail, sessions.len()))]
+    CopyConflict {
+        /// The first of them.
+        first: SessionId,
+        /// Where the first one differs.
+        detail: String,
+        /// Every session held differently.
+        sessions: Vec<SessionId>,
+    },
+    /// `copy` to PostgreSQL refused before writing anything: a text of the source holds a
+    /// NUL character (U+0000), which PostgreSQL's text cannot keep.
+    #[error("session {session}: {place} holds a NUL character (U+0000), which PostgreSQL cannot keep; nothing was copied")]
+    NulInCopiedText {
+        /// The session.
+        session: SessionId,
+        /// Where: message seq, part ordinal and column.
+        place: String,
+    },
     /// An operation this backend does not have (e.g. a file backup of a PostgreSQL store).
     #[error("{operation} is not supported on a {backend} store")]
     Unsupported {
@@ -192,6 +221,20 @@ pub enum Error {
         /// What it is now: `complete`, `interrupted`, another writer's, or `gone`.
         state: String,
     },
+    /// This build lacks the cargo feature an operation needs (a `postgres://` URL in a build
+    /// without `postgres`); nothing was opened or written.
+    #[error("{what} needs the cargo feature `{feature}`, which this build of session-store lacks")]
+    FeatureMissing {
+        /// The cargo feature (`postgres`).
+        feature: &'static str,
+        /// What was asked (the URL is shown without its password).
+        what: String,
+    },
+    /// The tokio runtime shut down before the blocking task of an `AsyncStore`
+    /// operation ran to its end (cargo feature `tokio`); whether a write committed is not
+    /// known.
+    #[error("the runtime shut down before the store operation finished")]
+    TaskCancelled,
     /// The storage engine underneath failed (SQLite, PostgreSQL, the connection pool, a
     /// migration); ask [`Error::is_busy`], [`Error::is_full`] or [`Error::is_read_only`] what
     /// kind.
@@ -213,7 +256,7 @@ impl Error {
                 code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             )
-        }) || self.postgres_code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+        }) || self.postgres_state() == Some("55P03")
     }
 
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
@@ -224,7 +267,7 @@ impl Error {
     /// True when the database cannot be written (read-only file or connection).
     pub fn is_read_only(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
-            || self.postgres_code() == Some(&postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+            || self.postgres_state() == Some("25006")
     }
 
     /// The refusal, when the error is a refused append.
@@ -247,12 +290,22 @@ impl Error {
         }
     }
 
-    /// PostgreSQL's SQLSTATE, when the error is PostgreSQL's.
-    fn postgres_code(&self) -> Option<&postgres::error::SqlState> {
+    /// PostgreSQL's SQLSTATE (`55P03` lock not available, `25006` read-only transaction),
+    /// when the error is PostgreSQL's.
+    #[cfg(feature = "postgres")]
+    fn postgres_state(&self) -> Option<&str> {
         match self {
-            Error::Storage(StorageError(Engine::Postgres(e))) => e.code(),
+            Error::Storage(StorageError(Engine::Postgres(e))) => {
+                e.code().map(postgres::error::SqlState::code)
+            }
             _ => None,
         }
+    }
+
+    /// A build without PostgreSQL has no PostgreSQL error.
+    #[cfg(not(feature = "postgres"))]
+    fn postgres_state(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -269,10 +322,12 @@ enum Engine {
     Sqlite(#[source] rusqlite::Error),
     #[error("connection pool")]
     Pool(#[source] r2d2::Error),
+    #[cfg(feature = "postgres")]
     #[error("postgres")]
     Postgres(#[source] postgres::Error),
-    #[error("migration")]
-    Migration(#[source] refinery::Error),
+    // `Error::Migration` already says "migration failed": refinery's message follows it.
+    #[error(transparent)]
+    Migration(refinery::Error),
 }
 
 impl From<rusqlite::Error> for Error {
@@ -281,6 +336,7 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl From<postgres::Error> for Error {
     fn from(error: postgres::Error) -> Self {
         Error::Storage(StorageError(Engine::Postgres(error)))
@@ -301,3 +357,16 @@ impl From<refinery::Error> for Error {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The words of [`Error::CopyConflict`].
+fn copy_conflict(first: &SessionId, detail: &str, count: usize) -> String {
+    let others = match count {
+        0 | 1 => String::new(),
+        2 => " (and 1 more session)".to_owned(),
+        n => format!(" (and {} more sessions)", n - 1),
+    };
+    format!(
+        "the destination holds session {first} with other rows ({detail}){others}; \
+         nothing was copied"
+    )
+}

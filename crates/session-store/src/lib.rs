@@ -37,12 +37,18 @@
 
 // The modules are private but for `import`: the API is the list below and four small public
 // modules, so the insides can move freely.
+#[cfg(feature = "tokio")]
+mod async_store;
 mod error;
 mod fnv;
 mod history;
 pub mod import;
 mod model;
 mod store;
+
+// The store for async Rust (cargo feature `tokio`).
+#[cfg(feature = "tokio")]
+pub use async_store::AsyncStore;
 
 // The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, Result, StorageError};
@@ -60,6 +66,7 @@ pub use history::compaction::{
 pub use history::paging::{Page, TurnCursor};
 pub use history::render::Provider;
 pub use history::turns::turn_indexes;
+pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, Durability, ExportOptions, Forked,
@@ -81,7 +88,7 @@ pub mod request {
     pub use crate::history::request::Request;
     pub use crate::history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
     pub use crate::history::signed::signature;
-    pub use crate::history::texts::{describe, is_tombstone};
+    pub use crate::history::texts::{describe, is_tombstone, tombstone as tombstone_text};
     pub use crate::history::thinking::{ThinkingConfig, ThinkingState};
 }
 

@@ -315,6 +315,41 @@ macro_rules! every_kind {
 }
 
 impl Part {
+    /// The first of this part's text fields (stored as text columns, not as JSON) that holds
+    /// a NUL character (U+0000), by its field name: PostgreSQL's text cannot keep one, so
+    /// the store refuses such a part on every engine, with this name in the refusal. JSON
+    /// values (`input`, `block`, `provider_metadata`) keep a NUL escaped and pass.
+    pub fn nul_field(&self) -> Option<&'static str> {
+        let texts: [(&'static str, Option<&str>); 2] = match self {
+            Part::Text { text, .. } | Part::Reasoning { text, .. } => {
+                [("text", Some(text)), ("", None)]
+            }
+            Part::RedactedReasoning { data, .. } => [("data", Some(data)), ("", None)],
+            Part::ToolUse { id, name, .. } | Part::ServerToolUse { id, name, .. } => {
+                [("id", Some(id)), ("name", Some(name))]
+            }
+            Part::ToolResult {
+                tool_use_id,
+                content,
+                ..
+            } => [
+                ("tool_use_id", Some(tool_use_id)),
+                ("content", Some(content)),
+            ],
+            Part::Image { title, .. } | Part::Document { title, .. } => {
+                [("title", title.as_deref()), ("", None)]
+            }
+            Part::ServerToolResult { tool_use_id, .. } => {
+                [("tool_use_id", Some(tool_use_id)), ("", None)]
+            }
+            Part::Opaque { .. } => [("", None), ("", None)],
+        };
+        texts
+            .into_iter()
+            .find(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+            .map(|(field, _)| field)
+    }
+
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
         Part::Text {

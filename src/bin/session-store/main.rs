@@ -159,7 +159,10 @@ enum Command {
         /// The source database (path or postgres:// URL; must exist).
         #[arg(long, value_name = "DB")]
         from: PathBuf,
-        /// The destination database (path or postgres:// URL; created and migrated if new).
+        /// The destination database (path or postgres:// URL; a new file appears only once
+        /// the copy succeeded). Sessions it already holds with the same rows are skipped and
+        /// named on stderr, so a copy that stopped can be run again; when it holds one with
+        /// other rows, nothing is copied.
         #[arg(long, value_name = "DB")]
         to: PathBuf,
         /// Copy only this session (repeatable; id or unique prefix); every session when absent.

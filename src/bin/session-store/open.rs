@@ -20,13 +20,12 @@ pub fn set_durability(durability: Durability) {
     let _ = DURABILITY.set(durability);
 }
 
-/// Opens `path` with the run's durability.
-fn open(path: &Path) -> anyhow::Result<Store> {
-    let options = StoreOptions {
+/// The options every open of this run uses (`--durability`).
+fn options() -> StoreOptions {
+    StoreOptions {
         durability: DURABILITY.get().copied().unwrap_or_default(),
         ..StoreOptions::default()
-    };
-    Store::open_with(path, &options).with_context(|| format!("cannot open {}", shown(path)))
+    }
 }
 
 /// The database path given by `--db` or `$SESSION_STORE_DB`.
@@ -38,7 +37,9 @@ pub fn path(db: &Option<PathBuf>) -> anyhow::Result<&Path> {
 }
 
 /// Opens an existing database (bringing it to the current schema, as the library does on
-/// every open); a missing file is an error, not a new empty database.
+/// every open, when it may write it; read-only when it may not, so read commands work on a
+/// read-only mount or another user's file); a missing file is an error, not a new empty
+/// database.
 pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
     let path = path(db)?;
     // A PostgreSQL URL names a database, not a file; the library connects to it.
@@ -46,13 +47,14 @@ pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
         bail!("no database at {}", path.display());
     }
     tracing::info!(db = %shown(path), "opening");
-    open(path)
+    Store::open_readable_with(path, &options())
+        .with_context(|| format!("cannot open {}", shown(path)))
 }
 
 /// Opens the database, creating it when it does not exist yet.
 pub fn or_create(path: &Path) -> anyhow::Result<Store> {
     tracing::info!(db = %shown(path), "opening (created if missing)");
-    open(path)
+    Store::open_with(path, &options()).with_context(|| format!("cannot open {}", shown(path)))
 }
 
 /// The database as a person may see it: a file's path, or a URL without its password.

@@ -22,6 +22,14 @@ pub fn run(
         ..SearchOptions::default()
     };
     let hits = store.search(query, &options)?;
+    if store.search_index_behind()? {
+        eprintln!(
+            "session-store: the search index of {} misses parts written since it was last \
+             updated, and this database cannot be written here to update it: parts it misses \
+             are not found (search it once with write access to bring the index up to date)",
+            crate::terminal::escape_line(&open::shown(store.path()))
+        );
+    }
     if json {
         serde_json::to_writer_pretty(&mut *out, &hits)?;
         writeln!(out)?;

@@ -70,18 +70,32 @@ pub fn run(
     let Some(overview) = store.session_overview(&id)? else {
         bail!("unknown session {id}");
     };
-    let turn_count = store
-        .last_turns(&id, 1)?
-        .first()
-        .map_or(0, |m| m.turn_index + 1);
-    // Whole turns straight from the store (keyed on the turn index), not a filtered copy.
-    let shown = match turns {
-        None => store.messages(&id)?,
-        Some(TurnRange { start, end: None }) => store.turns(&id, start..)?,
-        Some(TurnRange {
-            start,
-            end: Some(end),
-        }) => store.turns(&id, start..end)?,
+    let (shown, unreadable, turn_count) = match load(store, &id, turns) {
+        Ok(shown) => {
+            let turn_count = store
+                .last_turns(&id, 1)?
+                .first()
+                .map_or(0, |m| m.turn_index + 1);
+            (shown, Vec::new(), turn_count)
+        }
+        // A row outside the contract: show every row that can be read, and name the others.
+        Err(session_store::Error::CorruptRow { .. }) => {
+            let readable = store.readable_messages(&id)?;
+            let turn_count = readable.messages.last().map_or(0, |m| m.turn_index + 1);
+            let range = turns.unwrap_or(TurnRange {
+                start: 0,
+                end: None,
+            });
+            let shown = readable
+                .messages
+                .into_iter()
+                .filter(|m| {
+                    m.turn_index >= range.start && range.end.is_none_or(|e| m.turn_index < e)
+                })
+                .collect();
+            (shown, readable.unreadable, turn_count)
+        }
+        Err(error) => return Err(error.into()),
     };
     // Refuse before the first line is printed: an error comes alone.
     if shown.is_empty() && turns.is_some() {
@@ -119,8 +133,9 @@ pub fn run(
             .push(child);
     }
     // Each violation under the message, or the part of it, at fault.
-    let mut marks: HashMap<(i64, Option<usize>), Vec<&Problem>> = HashMap::new();
-    for violation in &violations {
+    let mut marks: HashMap<(Option<i64>, Option<usize>), Vec<&Problem>> = HashMap::new();
+    // Rows outside the contract are named together at the end, with what to do about them.
+    for violation in violations.iter().filter(|v| v.rule.is_mended()) {
         marks
             .entry((violation.message_id, violation.part))
             .or_default()
@@ -155,7 +170,7 @@ pub fn run(
         )?;
         let at = |part: Option<usize>| {
             marks
-                .get(&(message.id, part))
+                .get(&(Some(message.id), part))
                 .map_or(&[][..], Vec::as_slice)
         };
         for violation in at(None) {
@@ -177,6 +192,7 @@ pub fn run(
     for child in spawned.into_values().flatten() {
         write_subagent(out, &child)?;
     }
+    write_unreadable(out, store, &id, &unreadable)?;
     if !overview.pending.is_empty() {
         writeln!(
             out,
@@ -204,6 +220,58 @@ fn write_subagent(out: &mut impl Write, child: &session_store::Subagent) -> std:
             .as_deref()
             .map(|call| format!(", spawned by {}", escape_line(call)))
             .unwrap_or_default()
+    )
+}
+
+/// The session's messages in `turns` (all when `None`), straight from the store (keyed on
+/// the turn index), not a filtered copy; [`session_store::Error::CorruptRow`] when a row of
+/// the session is outside the contract.
+fn load(
+    store: &Store,
+    id: &session_store::SessionId,
+    turns: Option<TurnRange>,
+) -> session_store::Result<Vec<Message>> {
+    match turns {
+        None => store.messages(id),
+        Some(TurnRange { start, end: None }) => store.turns(id, start..),
+        Some(TurnRange {
+            start,
+            end: Some(end),
+        }) => store.turns(id, start..end),
+    }
+}
+
+/// Each row left out because it is outside the contract, where it is as far as known, and
+/// the commands that diagnose it and deal with it.
+fn write_unreadable(
+    out: &mut impl Write,
+    store: &Store,
+    id: &session_store::SessionId,
+    unreadable: &[Problem],
+) -> std::io::Result<()> {
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    let known = |n: Option<i64>| n.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    writeln!(out)?;
+    for problem in unreadable {
+        writeln!(
+            out,
+            "!! {} (seq {}, turn {}): not shown: {}",
+            problem.rule,
+            known(problem.seq),
+            known(problem.turn),
+            escape_line(&problem.detail)
+        )?;
+    }
+    let db = open::shown(store.path());
+    writeln!(
+        out,
+        "   every other row is shown above. `store-repair --db {db} --dry-run --session {id}` \
+         reports it (store-repair leaves such rows as they are); mend the row named above by \
+         hand (its table and id), or `session-store --db {db} delete {id}` drops the session",
+        db = escape_line(&db),
+        id = escape_line(id.as_str()),
     )
 }
 

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use session_store::repair::{
     backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
-use session_store::repair::{HealthRule, Problem, SessionRepair};
+use session_store::repair::{Problem, SessionRepair};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
@@ -116,7 +116,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         .with_context(|| format!("opening {}", db.display()))?;
     outcome.migrations_applied = file.pending_migrations;
     let report = check(&store, &sessions, &options)?;
-    if !report.violations.is_empty() {
+    // A finding the mend leaves as it is (`unreadable_row`) changes nothing: no backup.
+    if report.needs_mending() {
         take_backup(&mut backup)?;
     }
     outcome.backup = backup;
@@ -202,7 +203,7 @@ pub(crate) fn mend(
 
 /// The session's rows are outside the contract: it is reported and left as it is.
 fn unreadable(found: &[Problem]) -> bool {
-    found.iter().any(|p| p.rule == HealthRule::UnreadableRow)
+    found.iter().any(|p| !p.rule.is_mended())
 }
 
 /// Checks the sessions named (every session when none is) one at a time, with a progress

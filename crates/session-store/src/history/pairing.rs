@@ -99,6 +99,66 @@ pub enum Refusal {
         /// The tool_use id.
         id: String,
     },
+    /// A text field holds a NUL character (U+0000), which PostgreSQL cannot keep: refused on
+    /// every engine, so that a session means the same wherever it is stored.
+    #[error("{field} of part {ordinal} ({kind}) holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInText {
+        /// Position of the part in the message (0-based).
+        ordinal: usize,
+        /// Its kind.
+        kind: PartKind,
+        /// Which field (`text`, `content`, `id`, ...; `model` for the message's model).
+        field: &'static str,
+    },
+}
+
+impl Refusal {
+    /// The name of the rule the refused write would have broken: the contract's rule name
+    /// (`dangling_tool_use`, `orphan_tool_result`, `duplicate_tool_use_id`,
+    /// `misplaced_tool_result`) where the refusal protects one, else the refusal's own name
+    /// (`empty_message`, `misplaced_part`, ...).
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Refusal::EmptyMessage => "empty_message",
+            Refusal::PendingToolUses { .. } => "dangling_tool_use",
+            Refusal::UnexpectedToolResult { .. } | Refusal::DuplicateToolResult { .. } => {
+                "orphan_tool_result"
+            }
+            Refusal::MisplacedToolResult { .. } => "misplaced_tool_result",
+            Refusal::UnpairedServerToolResult { .. } => "unpaired_server_tool_result",
+            Refusal::MisplacedPart { .. } => "misplaced_part",
+            Refusal::ToolMessageWithoutResult => "tool_message_without_result",
+            Refusal::DuplicateToolUseId { .. } => "duplicate_tool_use_id",
+            Refusal::NoOpenAssistant => "no_open_assistant",
+            Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
+            Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
+            Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
+            Refusal::NulInText { .. } => "nul_in_text",
+            Refusal::NotStreamable { .. } => "not_streamable",
+        }
+    }
+
+    /// The tool_use ids the refusal names (the unanswered calls, the id a result claims to
+    /// answer, the reused id); empty when it names none.
+    pub fn ids(&self) -> Vec<String> {
+        match self {
+            Refusal::PendingToolUses { ids, .. } => ids.clone(),
+            Refusal::UnexpectedToolResult { tool_use_id, .. }
+            | Refusal::DuplicateToolResult { tool_use_id }
+            | Refusal::MisplacedToolResult { tool_use_id, .. }
+            | Refusal::UnpairedServerToolResult { tool_use_id } => vec![tool_use_id.clone()],
+            Refusal::DuplicateToolUseId { id }
+            | Refusal::ToolUseWithoutName { id }
+            | Refusal::ToolInputNotObject { id } => vec![id.clone()],
+            Refusal::EmptyMessage
+            | Refusal::MisplacedPart { .. }
+            | Refusal::ToolMessageWithoutResult
+            | Refusal::NoOpenAssistant
+            | Refusal::ToolUseWithoutId { .. }
+            | Refusal::NulInText { .. }
+            | Refusal::NotStreamable { .. } => Vec::new(),
+        }
+    }
 }
 
 /// Checks that `message` may follow what `walk` has seen, and feeds it to the walk.
@@ -207,6 +267,13 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
     let role = message.role;
     let mut results = 0;
     for (ordinal, part) in message.parts.iter().enumerate() {
+        if let Some(field) = part.nul_field() {
+            return Err(Refusal::NulInText {
+                ordinal,
+                kind: part.kind(),
+                field,
+            });
+        }
         match part {
             Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {

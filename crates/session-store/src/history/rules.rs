@@ -62,6 +62,14 @@ impl HealthRule {
         HealthRule::MisplacedToolResult,
     ];
 
+    /// True when `store-repair` mends what breaks this rule; false for
+    /// [`HealthRule::UnreadableRow`], whose session is reported and left as it is. A run
+    /// whose findings break only rules it does not mend changes nothing (and needs no
+    /// backup).
+    pub fn is_mended(self) -> bool {
+        self != HealthRule::UnreadableRow
+    }
+
     /// The rule's name in the contract (also the `rule` column of the repair log).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -134,12 +142,14 @@ pub struct Problem {
     pub session_id: SessionId,
     /// The rule broken.
     pub rule: HealthRule,
-    /// The contract's turn of the message at fault (`max(u - 1, 0)`, not the stored value).
-    pub turn: i64,
-    /// `messages.id` of the message at fault.
-    pub message_id: i64,
-    /// Its `seq`.
-    pub seq: i64,
+    /// The contract's turn of the message at fault (`max(u - 1, 0)`, not the stored value);
+    /// `None` when it cannot be known (an `unreadable_row` whose role, or an earlier
+    /// message's, cannot be read; the session row).
+    pub turn: Option<i64>,
+    /// `messages.id` of the message at fault; `None` for the session row.
+    pub message_id: Option<i64>,
+    /// Its `seq`; `None` when it cannot be read.
+    pub seq: Option<i64>,
     /// Position of the part at fault within the message (its ordinal), when a part is at fault.
     pub part: Option<usize>,
     /// The tool_use id involved, for the pairing rules.
@@ -186,9 +196,9 @@ pub fn check_session(
         found.push(Problem {
             session_id: session.clone(),
             rule,
-            turn: layout.turns[index],
-            message_id: message.id,
-            seq: message.seq,
+            turn: Some(layout.turns[index]),
+            message_id: Some(message.id),
+            seq: Some(message.seq),
             part,
             tool_use_id: tool_use_id.map(str::to_owned),
             detail,
@@ -477,7 +487,7 @@ pub(crate) mod tests {
     fn rules(messages: &[Message]) -> Vec<(HealthRule, i64, Option<usize>)> {
         check_session(&SessionId::new("s"), messages, &CheckOptions::at(t0()))
             .into_iter()
-            .map(|v| (v.rule, v.seq, v.part))
+            .map(|v| (v.rule, v.seq.unwrap_or(-1), v.part))
             .collect()
     }
 

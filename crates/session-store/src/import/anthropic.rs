@@ -47,43 +47,13 @@ impl Document for Body {
     }
 
     fn element(&mut self, index: usize, message: Value) -> Result<(), ImportError> {
-        let assembler = &mut self.assembler;
         let at = Location::path(format!("messages[{index}]"));
-        let object = as_object(&message, &at, "a message")?;
-        let role = string_field(object, "role", &at)?;
-        let Some(content) = object.get("content") else {
-            return Err(ImportError::malformed(&at, "missing \"content\""));
-        };
-        let blocks = content_blocks(content, &at.join("content"))?;
-        match role {
-            "user" => {
-                let (results, rest) = split(blocks);
-                if !results.is_empty() {
-                    assembler.results(&at, results, None)?;
-                }
-                if !rest.is_empty() || content_is_empty_array(content) {
-                    assembler.push(&at, NewMessage::new(Role::User, non_empty(rest)))?;
-                }
-            }
-            "assistant" => {
-                let (results, parts) = split(blocks);
-                if !results.is_empty() {
-                    return Err(ImportError::malformed(
-                        &at.join("content"),
-                        "an assistant message cannot hold tool_result blocks",
-                    ));
-                }
-                let mut message = NewMessage::assistant(non_empty(parts));
-                message.model = self.model.clone();
-                message.usage = super::usage::anthropic(object);
-                assembler.push(&at, message)?;
-            }
-            other => {
-                return Err(ImportError::malformed(
-                    &at.join("role"),
-                    format!("expected \"user\" or \"assistant\", found {other:?}"),
-                ))
-            }
+        let converted = convert(&message, &at, self.model.as_deref())?;
+        if !converted.results.is_empty() {
+            self.assembler.results(&at, converted.results, None)?;
+        }
+        if let Some(message) = converted.message {
+            self.assembler.push(&at, message)?;
         }
         Ok(())
     }
@@ -95,6 +65,63 @@ impl Document for Body {
     fn finish(self) -> Result<Rest, ImportError> {
         self.assembler.finish_rest(&Location::path("messages"))
     }
+}
+
+/// One Anthropic message, converted: the `tool_result` blocks of a user message (in source
+/// order) and the message made of the rest, if there is a rest.
+struct Converted {
+    results: Vec<Part>,
+    message: Option<NewMessage>,
+}
+
+/// Converts one message of a Messages API body (`{"role", "content"}`), with `model` the
+/// model of an assistant message (`provider/model`).
+fn convert(message: &Value, at: &Location, model: Option<&str>) -> Result<Converted, ImportError> {
+    let object = as_object(message, at, "a message")?;
+    let role = string_field(object, "role", at)?;
+    let Some(content) = object.get("content") else {
+        return Err(ImportError::malformed(at, "missing \"content\""));
+    };
+    let blocks = content_blocks(content, &at.join("content"))?;
+    match role {
+        "user" => {
+            let (results, rest) = split(blocks);
+            let message = (!rest.is_empty() || content_is_empty_array(content))
+                .then(|| NewMessage::new(Role::User, non_empty(rest)));
+            Ok(Converted { results, message })
+        }
+        "assistant" => {
+            let (results, parts) = split(blocks);
+            if !results.is_empty() {
+                return Err(ImportError::malformed(
+                    &at.join("content"),
+                    "an assistant message cannot hold tool_result blocks",
+                ));
+            }
+            let mut message = NewMessage::assistant(non_empty(parts));
+            message.model = model.map(str::to_owned);
+            message.usage = super::usage::anthropic(object);
+            Ok(Converted {
+                results,
+                message: Some(message),
+            })
+        }
+        other => Err(ImportError::malformed(
+            &at.join("role"),
+            format!("expected \"user\" or \"assistant\", found {other:?}"),
+        )),
+    }
+}
+
+/// One message in the Anthropic Messages shape (`{"role": "user" | "assistant", "content":
+/// string | [blocks]}`) as the messages the store keeps, read the way a request body's
+/// messages are read: a user message's `tool_result` blocks become a `tool` message (first),
+/// the rest of its blocks a `user` message after it (only if there is a rest). Pairing is not
+/// checked here: the store checks it when the messages are appended.
+pub fn message(message: &Value) -> Result<Vec<NewMessage>, ImportError> {
+    let converted = convert(message, &Location::default(), None)?;
+    let results = (!converted.results.is_empty()).then(|| NewMessage::tool(converted.results));
+    Ok(results.into_iter().chain(converted.message).collect())
 }
 
 /// `content: []` is legal JSON but no message: keep it as one empty text part, so the index

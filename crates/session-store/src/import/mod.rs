@@ -69,10 +69,12 @@ pub(crate) mod responses;
 pub(crate) mod stream;
 mod usage;
 
+pub use anthropic::message as anthropic_message;
 pub use detect::{
     confirm, confirm_sample, detect, detect_sample, DetectError, Evidence, Sample,
     CANDIDATES as FORMATS,
 };
+pub use responses::item_message as responses_item;
 
 /// A transcript format [`import`] understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -180,92 +180,122 @@ impl Items {
         item: &Value,
         created_at: Option<DateTime<Utc>>,
     ) -> Result<(), ImportError> {
-        let object = as_object(item, at, "an input item")?;
-        let kind = match object.get("type") {
-            Some(Value::String(kind)) => kind.as_str(),
-            None if object.contains_key("role") => "message",
-            Some(other) => {
-                return Err(ImportError::malformed(
-                    &at.join("type"),
-                    format!("expected a string, found {}", type_name(other)),
-                ))
+        match classify(at, item, self.log)? {
+            ItemKind::Message(mut message) => {
+                message.created_at = created_at;
+                self.push(at, message)
             }
-            None => return Err(ImportError::malformed(at, "an item without a \"type\"")),
-        };
-        match kind {
-            "message" => self.message(at, object, created_at),
-            "reasoning" => {
-                let part = reasoning(object);
-                self.assistant(at, created_at, part);
-                Ok(())
-            }
-            "function_call" | "custom_tool_call" | "local_shell_call" => {
-                let part = call(kind, object, at, self.log)?;
-                self.assistant(at, created_at, part);
-                Ok(())
-            }
-            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
-                self.flush()?;
-                let part = output(kind, object, at, self.log)?;
-                self.assembler.results(at, vec![part], created_at)
-            }
-            _ => {
-                // Server-side items (`web_search_call`, ...) and items newer than this build:
-                // kept verbatim, sent back to OpenAI alone.
-                self.assistant(at, created_at, Part::opaque("openai", item.clone()));
-                Ok(())
-            }
-        }
-    }
-
-    fn message(
-        &mut self,
-        at: &Location,
-        object: &Map<String, Value>,
-        created_at: Option<DateTime<Utc>>,
-    ) -> Result<(), ImportError> {
-        let role = string_field(object, "role", at)?;
-        let mut parts = content(object, at)?;
-        let new = |role, parts: Vec<Part>| {
-            let mut message = NewMessage::new(role, non_empty(parts));
-            message.created_at = created_at;
-            message
-        };
-        match role {
-            "user" => self.push(at, new(Role::User, parts)),
-            "system" | "developer" => {
-                if role == "developer" {
-                    for part in &mut parts {
-                        tag(part, json!({"openai": {"role": "developer"}}));
-                    }
-                }
-                self.push(at, new(Role::System, parts))
-            }
-            "assistant" => {
-                // The item's own fields (`id`, `status`, `phase`) go back on the item its
-                // parts are sent in.
-                let item: Map<String, Value> = object
-                    .iter()
-                    .filter(|(key, _)| !matches!(key.as_str(), "type" | "role" | "content"))
-                    .map(|(key, value)| (key.clone(), value.clone()))
-                    .collect();
-                for mut part in non_empty(parts) {
-                    if !item.is_empty() {
-                        tag(
-                            &mut part,
-                            metadata("openai", "item", Value::Object(item.clone())),
-                        );
-                    }
+            ItemKind::Assistant(parts) => {
+                for part in parts {
                     self.assistant(at, created_at, part);
                 }
                 Ok(())
             }
-            other => Err(ImportError::malformed(
-                &at.join("role"),
-                format!("expected user, assistant, system or developer, found {other:?}"),
-            )),
+            ItemKind::Output(part) => {
+                self.flush()?;
+                self.assembler.results(at, vec![part], created_at)
+            }
         }
     }
+}
+
+/// What one input item is.
+enum ItemKind {
+    /// A user or system message of its own.
+    Message(NewMessage),
+    /// Parts of the assistant message being built (reasoning, text, calls, server items).
+    Assistant(Vec<Part>),
+    /// A tool_result, for the tool message after the assistant message.
+    Output(Part),
+}
+
+/// Reads one input item (`log`: see [`Items::log`]).
+fn classify(at: &Location, item: &Value, log: bool) -> Result<ItemKind, ImportError> {
+    let object = as_object(item, at, "an input item")?;
+    let kind = match object.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        None if object.contains_key("role") => "message",
+        Some(other) => {
+            return Err(ImportError::malformed(
+                &at.join("type"),
+                format!("expected a string, found {}", type_name(other)),
+            ))
+        }
+        None => return Err(ImportError::malformed(at, "an item without a \"type\"")),
+    };
+    Ok(match kind {
+        "message" => message(at, object)?,
+        "reasoning" => ItemKind::Assistant(vec![reasoning(object)]),
+        "function_call" | "custom_tool_call" | "local_shell_call" => {
+            ItemKind::Assistant(vec![call(kind, object, at, log)?])
+        }
+        "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+            ItemKind::Output(output(kind, object, at, log)?)
+        }
+        // Server-side items (`web_search_call`, ...) and items newer than this build: kept
+        // verbatim, sent back to OpenAI alone.
+        _ => ItemKind::Assistant(vec![Part::opaque("openai", item.clone())]),
+    })
+}
+
+/// A `message` item (or an item with a `role` and no `type`).
+fn message(at: &Location, object: &Map<String, Value>) -> Result<ItemKind, ImportError> {
+    let role = string_field(object, "role", at)?;
+    let mut parts = content(object, at)?;
+    match role {
+        "user" => Ok(ItemKind::Message(NewMessage::new(
+            Role::User,
+            non_empty(parts),
+        ))),
+        "system" | "developer" => {
+            if role == "developer" {
+                for part in &mut parts {
+                    tag(part, json!({"openai": {"role": "developer"}}));
+                }
+            }
+            Ok(ItemKind::Message(NewMessage::new(
+                Role::System,
+                non_empty(parts),
+            )))
+        }
+        "assistant" => {
+            // The item's own fields (`id`, `status`, `phase`) go back on the item its parts
+            // are sent in.
+            let item: Map<String, Value> = object
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "type" | "role" | "content"))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            let mut parts = non_empty(parts);
+            if !item.is_empty() {
+                for part in &mut parts {
+                    tag(
+                        part,
+                        metadata("openai", "item", Value::Object(item.clone())),
+                    );
+                }
+            }
+            Ok(ItemKind::Assistant(parts))
+        }
+        other => Err(ImportError::malformed(
+            &at.join("role"),
+            format!("expected user, assistant, system or developer, found {other:?}"),
+        )),
+    }
+}
+
+/// One Responses input item as one message, read the way a request body's items are read: a
+/// `user`, `system` or `developer` message item is that message; reasoning, assistant text,
+/// a call or a server-side item is an assistant message of its parts; an output is a `tool`
+/// message of its one tool_result. Consecutive assistant items of a body make one assistant
+/// message; a caller storing items one by one joins them the same way. Pairing is not
+/// checked here: the store checks it when the messages are appended.
+pub fn item_message(item: &Value) -> Result<NewMessage, ImportError> {
+    Ok(match classify(&Location::default(), item, false)? {
+        ItemKind::Message(message) => message,
+        ItemKind::Assistant(parts) => NewMessage::assistant(parts),
+        ItemKind::Output(part) => NewMessage::tool(vec![part]),
+    })
 }
 
 /// Records who wrote an assistant message (`messages.model`).

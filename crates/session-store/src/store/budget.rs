@@ -27,10 +27,7 @@ impl Store {
     /// is over, and the smallest compaction on a turn boundary that brings it under
     /// ([`Budget`]; the estimate's method is documented in `history/budget.rs`).
     pub fn budget(&self, session: &SessionId, limit: u64) -> Result<Budget> {
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| budget_in(tx, session, limit)),
-            None => self.read(|conn| budget_in(&mut &*conn, session, limit)),
-        }
+        self.read(|tx| budget_in(tx, session, limit))
     }
 }
 

@@ -7,12 +7,10 @@
 //! compacted one with its summary, never a head hidden without a summary. Nothing is deleted:
 //! compacted messages stay in the database, and every summary is kept.
 
-use rusqlite::{Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
-use super::rows::{load_messages, Range};
-use super::sql::{values, Sql};
-use super::write::require_session;
+use super::rows::{Cells, Range};
+use super::sql::{int_at, text_at, values, Sql};
 use super::{format_time, now, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::compaction::{
@@ -134,43 +132,27 @@ impl Store {
                 session: session.clone(),
             });
         }
-        if let Some(pg) = self.postgres() {
-            return pg.compact(session, min_keep_tail, summary);
-        }
         self.write(|tx| {
-            let mut tx: &Connection = tx;
-            require_session(tx, session)?;
-            compact_in(&mut tx, session, min_keep_tail, summary)
+            tx.lock_session(session)?;
+            compact_in(tx, session, min_keep_tail, summary)
         })
     }
 
     /// The history to send to the provider now: the latest summary, then every message that
     /// is not compacted, in `seq` order, from one snapshot and with no truncation.
     pub fn provider_history(&self, session: &SessionId) -> Result<ProviderHistory> {
-        if let Some(pg) = self.postgres() {
-            return pg.provider_history(session);
-        }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            provider_history_in(conn, session)
+        self.read(|db| {
+            db.require_session(session)?;
+            provider_history_in(db, session)
         })
     }
 
     /// Every summary of the session, oldest first, each with the turns it covers. Summaries
     /// set aside by a revert that can still be undone are not listed.
     pub fn summaries(&self, session: &SessionId) -> Result<Vec<Summary>> {
-        if let Some(pg) = self.postgres() {
-            return pg.summaries(session);
-        }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            let mut stmt = conn.prepare_cached(ALL_SUMMARIES)?;
-            let rows = stmt.query_map([session.as_str()], summary_from_row)?;
-            let mut summaries = Vec::new();
-            for row in rows {
-                summaries.push(row??);
-            }
-            Ok(summaries)
+        self.read(|db| {
+            db.require_session(session)?;
+            summaries_in(db, ALL_SUMMARIES, session)
         })
     }
 }
@@ -220,20 +202,26 @@ pub(crate) fn compact_in(
     })
 }
 
-/// [`Store::provider_history`] inside the caller's read transaction.
+/// [`Store::provider_history`] inside the caller's read transaction, on either engine.
 pub(crate) fn provider_history_in(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
 ) -> Result<ProviderHistory> {
-    let summary = conn
-        .prepare_cached(LATEST_SUMMARY)?
-        .query_row([session.as_str()], summary_from_row)
-        .optional()?
-        .transpose()?;
+    let summary = summaries_in(db, LATEST_SUMMARY, session)?.pop();
     Ok(ProviderHistory {
         summary,
-        messages: load_messages(conn, session, Range::Visible)?,
+        messages: db.load_messages(session, Range::Visible)?,
     })
+}
+
+/// The summaries a query selected as [`ALL_SUMMARIES`] does (`?1` the session), in its order.
+fn summaries_in(db: &mut impl Sql, sql: &str, session: &SessionId) -> Result<Vec<Summary>> {
+    let mut summaries = Vec::new();
+    db.each_row(sql, &values![session.as_str()], &mut |row| {
+        summaries.push(summary_from_row(row)?);
+        Ok(())
+    })?;
+    Ok(summaries)
 }
 
 /// Plans the cut with [`TailSearch`]: the session's last messages back to the cut (read in
@@ -314,24 +302,31 @@ fn users_through(tx: &mut impl Sql, session: &SessionId, seq: i64) -> Result<i64
         .unwrap_or(0))
 }
 
-/// Decodes a summaries row selected as in [`LATEST_SUMMARY`]; the outer result is SQLite's.
-fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<Result<Summary>> {
-    let id: i64 = row.get(0)?;
-    let created_at: String = row.get(6)?;
-    let Some(created_at) = parse_time(&created_at) else {
-        return Ok(Err(Error::CorruptRow {
-            table: "summaries",
-            row_id: id,
-            detail: format!("created_at {created_at:?} is not RFC 3339"),
-        }));
+/// Decodes a summaries row selected as in [`LATEST_SUMMARY`], with the row decoder's
+/// leniency; a NULL where a value must be, or a time that is not one, is a corrupt row.
+fn summary_from_row(row: &dyn Cells) -> Result<Summary> {
+    let id = int_at(row, 0)?.unwrap_or_default();
+    let corrupt = |detail: String| Error::CorruptRow {
+        table: "summaries",
+        row_id: id,
+        detail,
     };
-    Ok(Ok(Summary {
+    let int = |at: usize, column: &str| {
+        int_at(row, at)?.ok_or_else(|| corrupt(format!("{column} is NULL")))
+    };
+    let created_at = text_at(row, 6)?.unwrap_or_default();
+    let Some(created_at) = parse_time(&created_at) else {
+        return Err(corrupt(format!(
+            "created_at {created_at:?} is not RFC 3339"
+        )));
+    };
+    Ok(Summary {
         id,
-        first_turn: row.get(1)?,
-        last_turn: row.get(2)?,
-        compacted_from_turn: row.get(3)?,
-        through_seq: row.get(4)?,
-        text: row.get(5)?,
+        first_turn: int(1, "first_turn")?,
+        last_turn: int(2, "last_turn")?,
+        compacted_from_turn: int(3, "compacted_from_turn")?,
+        through_seq: int(4, "through_seq")?,
+        text: text_at(row, 5)?.ok_or_else(|| corrupt("text is NULL".to_owned()))?,
         created_at,
-    }))
+    })
 }

@@ -3,19 +3,28 @@
 //! parts, summaries, reverts with their moved rows, the repair log) read in one snapshot of
 //! the source and written in one transaction of the destination, row for row. Row ids are
 //! the destination's own; the references between rows follow them. Rows are copied as they
-//! are, healthy or not (a copy is not a mend), and each copied session is verified: its
-//! messages, summaries and per-table row counts read back from the destination equal the
-//! source's, or the copy fails with [`Error::CopyMismatch`].
+//! are, healthy or not (a copy is not a mend), and each copied session is verified: every
+//! row read back from the destination equals the source's (ids aside), or the copy fails
+//! with [`Error::CopyMismatch`].
+//!
+//! A copy can be run again: a session the destination already holds with the same rows
+//! (ids aside) is skipped and named in the report, so a copy killed half-way finishes when
+//! it is rerun. Every session is compared with the destination before the first is written:
+//! when one is held with other rows ([`Error::CopyConflict`]), or has a text the destination
+//! cannot keep ([`Error::NulInCopiedText`]), nothing at all is written. A copy to a file that
+//! does not exist yet builds it under a temporary name and puts it in place only once every
+//! session is copied and verified ([`Store::copy_to_path`]), so a failed copy leaves no file.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use super::Store;
+use super::{SqliteEngine, Store};
 use crate::error::{Error, Result};
-use crate::model::{Message, SessionId};
+use crate::model::SessionId;
 
 /// A column's type in both dialects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +36,7 @@ pub(crate) enum Kind {
 }
 
 /// One value of a copied row.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Cell {
     Null,
     Int(i64),
@@ -368,6 +377,8 @@ impl IdMap {
 pub struct CopyReport {
     /// Sessions copied (and verified).
     pub sessions: usize,
+    /// Sessions the destination already held with the same rows: skipped, nothing written.
+    pub skipped: Vec<SessionId>,
     /// Rows copied per table, in the order of the schema.
     pub rows: Vec<(String, usize)>,
 }
@@ -490,24 +501,153 @@ pub(crate) fn forget_parent(row: &mut [Cell]) {
     }
 }
 
-/// A message as it must read back after a copy: everything but its row id.
-fn comparable(messages: Vec<Message>) -> Vec<Message> {
-    messages
-        .into_iter()
-        .map(|message| Message { id: 0, ..message })
-        .collect()
+/// A session's rows as any store that holds them must read them: each id the destination
+/// draws replaced by the row's position in its table, references followed to those
+/// positions, each table's rows sorted; so two copies of a session compare equal whatever
+/// ids each store drew.
+fn comparable_rows(rows: &SessionRows) -> SessionRows {
+    let mut positions: HashMap<&'static str, HashMap<i64, i64>> = HashMap::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for (table, table_rows) in TABLES.iter().zip(rows) {
+        if table.generates_id() {
+            let mine = positions.entry(table.name).or_default();
+            for (at, row) in table_rows.iter().enumerate() {
+                if let Some(Cell::Int(id)) = row.first() {
+                    mine.insert(*id, i64::try_from(at).unwrap_or(i64::MAX));
+                }
+            }
+        }
+        let mut normal: Vec<Vec<Cell>> = table_rows
+            .iter()
+            .map(|row| {
+                let mut row = row.clone();
+                let own = table.generates_id().then_some((0, table.name));
+                let followed = table.references.iter().filter_map(|reference| {
+                    let at = table
+                        .columns
+                        .iter()
+                        .position(|(name, _)| *name == reference.column)?;
+                    Some((at, reference.table))
+                });
+                for (at, target) in own.into_iter().chain(followed) {
+                    if let Cell::Int(id) = row[at] {
+                        if let Some(position) = positions.get(target).and_then(|m| m.get(&id)) {
+                            row[at] = Cell::Int(*position);
+                        }
+                    }
+                }
+                row
+            })
+            .collect();
+        normal.sort();
+        out.push(normal);
+    }
+    out
+}
+
+/// Where two comparable copies of a session first differ, in a few words.
+fn first_difference(ours: &SessionRows, theirs: &SessionRows) -> Option<String> {
+    TABLES
+        .iter()
+        .zip(ours.iter().zip(theirs))
+        .find(|(_, (a, b))| a != b)
+        .map(|(table, (a, b))| {
+            if a.len() == b.len() {
+                format!("{}: rows differ", table.name)
+            } else {
+                format!(
+                    "{}: {} rows in the source, {} in the destination",
+                    table.name,
+                    a.len(),
+                    b.len()
+                )
+            }
+        })
+}
+
+/// The first text of `rows` that holds a NUL character, as [`Error::NulInCopiedText`]
+/// naming the session, the message's seq, the part's ordinal and the column: PostgreSQL's
+/// text cannot keep it, while rows SQLite already holds may.
+fn unkeepable_text(session: &SessionId, rows: &SessionRows) -> Option<Error> {
+    let column_at = |table: &Table, name: &str| table.columns.iter().position(|(c, _)| *c == name);
+    let int_at =
+        |table: &Table, row: &[Cell], name: &str| match column_at(table, name).map(|at| &row[at]) {
+            Some(Cell::Int(n)) => Some(*n),
+            _ => None,
+        };
+    let mut seqs: HashMap<i64, i64> = HashMap::new();
+    for (table, table_rows) in TABLES.iter().zip(rows) {
+        for (position, row) in table_rows.iter().enumerate() {
+            if table.name == "messages" {
+                if let (Some(id), Some(seq)) = (int_at(table, row, "id"), int_at(table, row, "seq"))
+                {
+                    seqs.insert(id, seq);
+                }
+            }
+            let Some(at) = row
+                .iter()
+                .position(|cell| matches!(cell, Cell::Text(t) if t.contains('\0')))
+            else {
+                continue;
+            };
+            let column = table.columns[at].0;
+            let seq_of = |id: Option<i64>| {
+                id.and_then(|id| seqs.get(&id))
+                    .map_or_else(|| "?".to_owned(), i64::to_string)
+            };
+            let place = match table.name {
+                "messages" => format!(
+                    "message seq {}, column {column}",
+                    seq_of(int_at(table, row, "id"))
+                ),
+                "parts" => format!(
+                    "message seq {}, part {}, column {column}",
+                    seq_of(int_at(table, row, "message_id")),
+                    int_at(table, row, "ordinal").map_or_else(|| "?".to_owned(), |n| n.to_string())
+                ),
+                name => format!("{name} row {}, column {column}", position + 1),
+            };
+            return Some(Error::NulInCopiedText {
+                session: session.clone(),
+                place,
+            });
+        }
+    }
+    None
+}
+
+/// How the destination holds a session the copy is asked for.
+enum Held {
+    /// Not at all: it is copied.
+    No,
+    /// With the same rows: it is skipped.
+    Identically,
+    /// With other rows: the copy is refused.
+    Differently(String),
+}
+
+impl SqliteEngine {
+    /// Every row of `session`, read in one snapshot.
+    pub(super) fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
+        self.read(|conn| {
+            super::write::require_session(conn, session)?;
+            read_sqlite(conn, session)
+        })
+    }
+
+    /// Writes a session's rows in one transaction.
+    pub(super) fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
+        self.write(|tx| {
+            write_sqlite(tx, rows)?;
+            super::write::recount_messages(&mut &**tx, session)
+        })
+    }
 }
 
 impl Store {
     /// Every row of `session`, read in one snapshot.
     fn session_rows(&self, session: &SessionId) -> Result<SessionRows> {
-        if let Some(pg) = self.postgres() {
-            return pg.read_session_rows(session);
-        }
-        self.read(|conn| {
-            super::write::require_session(conn, session)?;
-            read_sqlite(conn, session)
-        })
+        self.engine.session_rows(session)
     }
 
     /// Writes a session's rows in one transaction; [`Error::SessionExists`] when the
@@ -516,61 +656,121 @@ impl Store {
         if self.has_session(session)? {
             return Err(Error::SessionExists(session.clone()));
         }
-        if let Some(pg) = self.postgres() {
-            return pg.write_session_rows(session, rows);
+        self.engine.put_session_rows(session, rows)
+    }
+
+    /// [`Store::copy_to`] the database at `to`: a file path or a PostgreSQL URL. A file that
+    /// does not exist yet is built under a temporary name in its folder and appears under
+    /// `to` only once every session is copied and verified: a copy that fails (or is killed)
+    /// leaves no new file behind. An existing database is copied into as [`Store::copy_to`]
+    /// says (resumable, refused before anything is written).
+    pub fn copy_to_path(&self, to: &Path, sessions: &[SessionId]) -> Result<CopyReport> {
+        let url = to.to_str().is_some_and(super::url::is_url);
+        if url
+            || super::file::check_path(to, super::file::Use::OpenOrCreate)?
+                != super::file::Found::Missing
+        {
+            return self.copy_to(&Store::open(to)?, sessions);
         }
-        self.write(|tx| {
-            write_sqlite(tx, rows)?;
-            super::write::recount_messages(&mut &**tx, session)
+        super::file::build_database(to, None, |temp| {
+            let dest = Store::open(temp)?;
+            let report = self.copy_to(&dest, sessions)?;
+            drop(dest);
+            Ok(report)
+        })?
+        .ok_or_else(|| Error::Io {
+            path: to.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "another process created the database meanwhile; nothing was copied",
+            ),
         })
     }
 
+    /// How `dest` holds `session`: not at all, with the same rows as this store (ids aside;
+    /// a fork's parent link may be missing there when its parent was not copied), or not.
+    fn held_by(&self, dest: &Store, session: &SessionId) -> Result<Held> {
+        if !dest.has_session(session)? {
+            return Ok(Held::No);
+        }
+        let theirs = comparable_rows(&dest.session_rows(session)?);
+        let mut ours = self.session_rows(session)?;
+        if comparable_rows(&ours) == theirs {
+            return Ok(Held::Identically);
+        }
+        if let Some(row) = ours.first_mut().and_then(|rows| rows.first_mut()) {
+            if lineage_parent(&TABLES[0], row).is_some() {
+                forget_parent(row);
+                if comparable_rows(&ours) == theirs {
+                    return Ok(Held::Identically);
+                }
+            }
+        }
+        Ok(Held::Differently(
+            first_difference(&comparable_rows(&ours), &theirs)
+                .unwrap_or_else(|| "sessions: the session row differs".to_owned()),
+        ))
+    }
+
     /// Copies `sessions` (every session when empty) into `dest`, each in one transaction of
-    /// `dest`, and verifies each one read back. A session that `dest` already has is refused
-    /// ([`Error::SessionExists`]) before anything of it is written; sessions copied before it
-    /// stay copied.
+    /// `dest`, and verifies each one read back.
+    ///
+    /// Resumable: a session `dest` already holds with the same rows is skipped
+    /// ([`CopyReport::skipped`]). Every session is compared with `dest` first, and when one
+    /// is held there with other rows ([`Error::CopyConflict`], naming them all) or holds a
+    /// text `dest` cannot keep ([`Error::NulInCopiedText`]), nothing at all is written. A failure
+    /// while writing (a full disk, a lost connection) leaves the sessions copied before it
+    /// copied and verified, and a rerun goes on from there.
     pub fn copy_to(&self, dest: &Store, sessions: &[SessionId]) -> Result<CopyReport> {
         // Oldest first: a fork comes after the session it was forked from, so its parent is
         // there to point at when it is written.
-        let ids = if sessions.is_empty() {
+        let ids: Vec<SessionId> = if sessions.is_empty() {
             self.sessions()?.into_iter().map(|s| s.id).collect()
         } else {
             sessions.to_vec()
         };
         let mut report = CopyReport {
             sessions: 0,
+            skipped: Vec::new(),
             rows: TABLES.iter().map(|t| (t.name.to_owned(), 0)).collect(),
         };
+        let mut to_copy = Vec::with_capacity(ids.len());
+        let mut differing = Vec::new();
         for session in &ids {
-            let rows = self.session_rows(session)?;
-            dest.put_session_rows(session, &rows)?;
-            let back = dest.session_rows(session)?;
-            let mismatch = |detail: String| Error::CopyMismatch {
-                session: session.clone(),
-                detail,
-            };
-            for ((table, ours), theirs) in TABLES.iter().zip(&rows).zip(&back) {
-                if ours.len() != theirs.len() {
-                    return Err(mismatch(format!(
-                        "{}: {} rows copied, {} read back",
-                        table.name,
-                        ours.len(),
-                        theirs.len()
-                    )));
+            match self.held_by(dest, session)? {
+                Held::No => to_copy.push(session),
+                Held::Identically => report.skipped.push(session.clone()),
+                Held::Differently(detail) => differing.push((session.clone(), detail)),
+            }
+        }
+        if let Some((first, detail)) = differing.first() {
+            return Err(Error::CopyConflict {
+                first: first.clone(),
+                detail: detail.clone(),
+                sessions: differing.into_iter().map(|(session, _)| session).collect(),
+            });
+        }
+        if dest.is_postgres() {
+            for session in &to_copy {
+                if let Some(place) = unkeepable_text(session, &self.session_rows(session)?) {
+                    return Err(place);
                 }
             }
-            if comparable(self.messages(session)?) != comparable(dest.messages(session)?) {
-                return Err(mismatch("messages read back differ".to_owned()));
-            }
-            let texts = |store: &Store| -> Result<Vec<(i64, i64, String)>> {
-                Ok(store
-                    .summaries(session)?
-                    .into_iter()
-                    .map(|s| (s.last_turn, s.through_seq, s.text))
-                    .collect())
+        }
+        for session in to_copy {
+            let rows = self.session_rows(session)?;
+            dest.put_session_rows(session, &rows)?;
+            // Verified: the destination reads back every row the source has (ids aside).
+            let detail = match self.held_by(dest, session)? {
+                Held::Identically => None,
+                Held::No => Some("the session does not read back".to_owned()),
+                Held::Differently(detail) => Some(detail),
             };
-            if texts(self)? != texts(dest)? {
-                return Err(mismatch("summaries read back differ".to_owned()));
+            if let Some(detail) = detail {
+                return Err(Error::CopyMismatch {
+                    session: session.clone(),
+                    detail,
+                });
             }
             for ((_, count), table_rows) in report.rows.iter_mut().zip(&rows) {
                 *count += table_rows.len();

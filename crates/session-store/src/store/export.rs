@@ -9,11 +9,10 @@
 //! state with [`Store::clear_thinking_state`] turns it off again.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection};
 use serde_json::Value;
 
 use super::compaction::provider_history_in;
-use super::write::require_session;
+use super::sql::{int_at, text_at, values, Sql};
 use super::{format_time, parse_time, Store};
 use crate::error::{Error, Result};
 use crate::history::render::digests as digests_of;
@@ -57,13 +56,6 @@ const CLEAR_THINKING: &str = "
     UPDATE sessions
     SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
     WHERE id = ?1";
-const PG_SET_LATCHED: &str =
-    "UPDATE sessions SET thinking_latched = 1, thinking_stripped_through = $2 WHERE id = $1";
-const PG_RECORD_COMPLETION: &str = "UPDATE sessions SET last_completion_at = $2 WHERE id = $1";
-const PG_CLEAR_THINKING: &str = "
-    UPDATE sessions
-    SET thinking_latched = 0, last_completion_at = NULL, thinking_stripped_through = NULL
-    WHERE id = $1";
 
 impl Store {
     /// The request body for `session` in `provider`'s format, as it would be sent at `now`.
@@ -115,14 +107,11 @@ impl Store {
         options: &ExportOptions,
         digests: bool,
     ) -> Result<Request> {
-        let ((summary, messages), state) = match self.postgres() {
-            Some(pg) => pg.export_inputs(session)?,
-            None => self.read(|conn| {
-                require_session(conn, session)?;
-                let history = provider_messages(conn, session)?;
-                Ok((history, thinking_state(conn, session)?))
-            })?,
-        };
+        let ((summary, messages), state) = self.read(|db| {
+            db.require_session(session)?;
+            let history = provider_messages(db, session)?;
+            Ok((history, thinking_state(db, session)?))
+        })?;
         let inputs = Inputs {
             summary: summary.as_deref(),
             state: &state,
@@ -141,15 +130,10 @@ impl Store {
         let fired = request.retention.newly_latched || request.retention.fired_through.is_some();
         if fired && options.persist_latch {
             let through = request.retention.fired_through.or(state.stripped_through);
-            if let Some(pg) = self.postgres() {
-                pg.set_latched(session, PG_SET_LATCHED, through)?;
-            } else {
-                self.write(|tx| {
-                    tx.prepare_cached(SET_LATCHED)?
-                        .execute(params![session.as_str(), through])?;
-                    Ok(())
-                })?;
-            }
+            self.write(|tx| {
+                tx.lock_session(session)?;
+                tx.run(SET_LATCHED, &values![session.as_str(), through])
+            })?;
         }
         if !request.violations.is_empty() {
             tracing::warn!(
@@ -164,21 +148,17 @@ impl Store {
 
     /// The session's thinking retention state (latch and last completion).
     pub fn thinking_state(&self, session: &SessionId) -> Result<ThinkingState> {
-        if let Some(pg) = self.postgres() {
-            return pg.thinking_state(session);
-        }
-        self.read(|conn| thinking_state(conn, session))
+        self.read(|db| thinking_state(db, session))
     }
 
     /// Records that an assistant response was completed at `at` (the idle clock starts here).
     pub fn record_completion(&self, session: &SessionId, at: DateTime<Utc>) -> Result<()> {
-        if let Some(pg) = self.postgres() {
-            return pg.update_session(session, PG_RECORD_COMPLETION, Some(&format_time(at)));
-        }
         self.write(|tx| {
-            require_session(tx, session)?;
-            tx.prepare_cached(RECORD_COMPLETION)?
-                .execute(params![session.as_str(), format_time(at)])?;
+            tx.lock_session(session)?;
+            tx.run(
+                RECORD_COMPLETION,
+                &values![session.as_str(), format_time(at).as_str()],
+            )?;
             Ok(())
         })
     }
@@ -186,13 +166,9 @@ impl Store {
     /// Resets the session's thinking state: latch off, no completion recorded. Call it when
     /// the session is cleared.
     pub fn clear_thinking_state(&self, session: &SessionId) -> Result<()> {
-        if let Some(pg) = self.postgres() {
-            return pg.update_session(session, PG_CLEAR_THINKING, None);
-        }
         self.write(|tx| {
-            require_session(tx, session)?;
-            tx.prepare_cached(CLEAR_THINKING)?
-                .execute([session.as_str()])?;
+            tx.lock_session(session)?;
+            tx.run(CLEAR_THINKING, &values![session.as_str()])?;
             Ok(())
         })
     }
@@ -205,26 +181,28 @@ impl Store {
 /// stored by `Store::compact`, from the same snapshot as the messages
 /// (`Store::provider_history`).
 fn provider_messages(
-    conn: &Connection,
+    db: &mut impl Sql,
     session: &SessionId,
 ) -> Result<(Option<String>, Vec<Message>)> {
-    let history = provider_history_in(conn, session)?;
+    let history = provider_history_in(db, session)?;
     Ok((
         history.summary.map(|summary| summary.text),
         history.messages,
     ))
 }
 
-fn thinking_state(conn: &Connection, session: &SessionId) -> Result<ThinkingState> {
-    let (latched, last, stripped_through): (i64, Option<String>, Option<i64>) = conn
-        .prepare_cached(THINKING_STATE)?
-        .query_row([session.as_str()], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })
-        .map_err(|e| match e {
-            rusqlite::Error::QueryReturnedNoRows => Error::UnknownSession(session.clone()),
-            e => Error::from(e),
-        })?;
+fn thinking_state(db: &mut impl Sql, session: &SessionId) -> Result<ThinkingState> {
+    let mut found = None;
+    db.each_row(THINKING_STATE, &values![session.as_str()], &mut |row| {
+        found = Some((
+            int_at(row, 0)?.unwrap_or_default(),
+            text_at(row, 1)?,
+            int_at(row, 2)?,
+        ));
+        Ok(())
+    })?;
+    let (latched, last, stripped_through) =
+        found.ok_or_else(|| Error::UnknownSession(session.clone()))?;
     // A timestamp another writer garbled only costs the idle clock, never the export.
     let last_completion = last.as_deref().and_then(parse_time);
     Ok(ThinkingState {

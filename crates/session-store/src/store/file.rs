@@ -253,20 +253,16 @@ fn process_alive(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 
-/// Removes temporary files for `path` left in its folder by a process that was killed.
+/// Removes the temporary files (and their side files) a killed process left in `path`'s
+/// folder, whatever file they were to become: a backup's name carries the time it started
+/// (`sessions.db.<time>.bak`), so a rerun writes under another name than the run it follows.
+/// Only names of [`temp_beside`]'s form whose process is gone are removed.
 fn clean_stale_temps(path: &Path) {
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return;
-    };
-    let prefix = format!(".{name}.tmp-");
     let Ok(entries) = fs::read_dir(folder_of(path)) else {
         return;
     };
     for entry in entries.flatten() {
         let file_name = entry.file_name().to_string_lossy().into_owned();
-        if !file_name.starts_with(&prefix) {
-            continue;
-        }
         if let Some(pid) = temp_owner(&file_name) {
             if !process_alive(pid) {
                 tracing::info!(file = %entry.path().display(), "removing a temporary file left by a killed process");
@@ -311,6 +307,18 @@ pub(crate) fn flags(read_only: bool) -> OpenFlags {
 /// error is returned at once: a full disk is [`Error::is_full`]). When another process created
 /// `path` meanwhile, its database is kept and this returns `Ok`.
 pub(crate) fn create_database(path: &Path, max_page_count: Option<u64>) -> Result<()> {
+    build_database(path, max_page_count, |_| Ok(())).map(|_| ())
+}
+
+/// [`create_database`] that also fills the new database before it is put in place: `fill`
+/// runs on the migrated file under its temporary name (and must close every connection it
+/// opens). Nothing is left when it fails. `Ok(None)` when another process created `path`
+/// meanwhile: what `fill` wrote is dropped and that database is kept.
+pub(crate) fn build_database<T>(
+    path: &Path,
+    max_page_count: Option<u64>,
+    fill: impl FnOnce(&Path) -> Result<T>,
+) -> Result<Option<T>> {
     clean_stale_temps(path);
     let temp = temp_beside(path);
     let built = (|| {
@@ -331,10 +339,15 @@ pub(crate) fn create_database(path: &Path, max_page_count: Option<u64>) -> Resul
         }
         schema::migrate(&mut conn)?;
         conn.close().map_err(|(_, e)| e)?;
-        publish(&temp, path)
+        let value = fill(&temp)?;
+        // Everything in the main file before it gets its name: the WAL stays behind.
+        let conn = Connection::open_with_flags(&temp, flags(false))?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        conn.close().map_err(|(_, e)| e)?;
+        Ok(publish(&temp, path)?.then_some(value))
     })();
     remove_temp(&temp);
-    built.map(|_| ())
+    built
 }
 
 /// What [`inspect_database_file`] learned about a file it accepts.
@@ -535,31 +548,92 @@ fn copy_verified(src: &Path, temp: &Path) -> Result<()> {
 /// `immutable` (no locks, no side files). Otherwise (a live database, or the rollback
 /// journal) a plain read-only connection creates nothing.
 fn open_untouched(path: &Path) -> Result<Connection> {
-    let mut header = [0u8; 20];
-    let is_wal = fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .is_ok()
-        && header[18] == 2;
-    let conn = if is_wal && !with_suffix(path, "-wal").exists() {
-        // The one URI the store opens: built here from a checked path, every special
-        // character escaped, so the path itself is never read as a URI.
-        let text = path.to_str().ok_or_else(|| Error::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
-        })?;
-        let escaped = text
-            .replace('%', "%25")
-            .replace('?', "%3f")
-            .replace('#', "%23");
-        Connection::open_with_flags(
-            format!("file:{escaped}?immutable=1"),
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-        )?
+    let conn = if is_wal(path) && !with_suffix(path, "-wal").exists() {
+        Connection::open_with_flags(immutable_uri(path)?, immutable_flags())?
     } else {
         Connection::open_with_flags(path, flags(true))?
     };
     conn.busy_timeout(Duration::from_secs(30))?;
     Ok(conn)
+}
+
+/// True when the file's header says WAL mode (read and write versions 2).
+fn is_wal(path: &Path) -> bool {
+    let mut header = [0u8; 20];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok()
+        && header[18] == 2
+}
+
+/// The one URI the store opens: `file:PATH?immutable=1`, built here from a checked path with
+/// every character a URI reads specially escaped, so the path itself is never read as a URI.
+fn immutable_uri(path: &Path) -> Result<String> {
+    let text = path.to_str().ok_or_else(|| Error::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
+    })?;
+    let escaped = text
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23");
+    Ok(format!("file:{escaped}?immutable=1"))
+}
+
+fn immutable_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX
+}
+
+/// How a read-only store reaches its file (see [`read_only_access`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// A plain read-only connection (`SQLITE_OPEN_READ_ONLY`).
+    Plain,
+    /// The file as `immutable`, through this URI.
+    Immutable(String),
+}
+
+impl Access {
+    /// What a connection opens, and with which flags.
+    pub(crate) fn target(&self, path: &Path) -> (PathBuf, OpenFlags) {
+        match self {
+            Access::Plain => (path.to_path_buf(), flags(true)),
+            Access::Immutable(uri) => (PathBuf::from(uri), immutable_flags()),
+        }
+    }
+}
+
+/// How a store that may not write reads `path`: the one rule for reading a database on a
+/// read-only mount or another user's file.
+///
+/// A plain read-only connection, when SQLite can read through one: it can unless the file is
+/// in WAL mode and its `-shm` is missing in a folder nobody here may write (SQLite needs the
+/// `-shm`, and cannot create it). Then, when the `-wal` is missing or empty, every commit is
+/// in the file itself and no writer can be at work (a writer would need those side files),
+/// so the file is read as `immutable`: no locks, no side files, the same rows. When the
+/// `-wal` holds commits the file alone would miss, reading is refused
+/// ([`Error::UnreadableWal`]) rather than answered from the file without them.
+pub(crate) fn read_only_access(path: &Path) -> Result<Access> {
+    let probe = Connection::open_with_flags(path, flags(true)).and_then(|conn| {
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |row| {
+            row.get::<_, i64>(0)
+        })
+    });
+    let error = match probe {
+        Ok(_) => return Ok(Access::Plain),
+        Err(error) => error,
+    };
+    if !is_wal(path) || with_suffix(path, "-shm").exists() {
+        return Err(error.into());
+    }
+    let wal_len = fs::metadata(with_suffix(path, "-wal")).map_or(0, |m| m.len());
+    if wal_len > 0 {
+        return Err(Error::UnreadableWal {
+            path: path.to_path_buf(),
+        });
+    }
+    tracing::info!(db = %path.display(), "no -shm and no way to create one: reading the file as immutable");
+    Ok(Access::Immutable(immutable_uri(path)?))
 }
 
 /// The default backup path: next to the database, named after it and the time, e.g.
@@ -580,17 +654,53 @@ pub fn default_backup_path(db: &Path, now: DateTime<Utc>) -> PathBuf {
 }
 
 impl Store {
+    /// Opens the database at `path` for a caller that mostly reads it: as [`Store::open`]
+    /// does (migrating it) when this process may write it, and read-only
+    /// ([`StoreOptions::read_only`](super::StoreOptions::read_only)) when it may not: a
+    /// read-only mount, another user's file, a folder where SQLite cannot create its side
+    /// files, WAL side files or not. Reads then return what a writable open returns; writes
+    /// fail with [`Error::is_read_only`]. A `postgres://` URL opens as [`Store::open`].
+    pub fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_readable_with(path, &super::StoreOptions::default())
+    }
+
+    /// [`Store::open_readable`] with explicit options (`read_only` is set when the
+    /// database cannot be written).
+    pub fn open_readable_with(
+        path: impl AsRef<Path>,
+        options: &super::StoreOptions,
+    ) -> Result<Self> {
+        let path = path.as_ref();
+        match Self::open_with(path, options) {
+            Err(error) if cannot_write(&error) => {
+                tracing::info!(db = %path.display(), %error, "cannot write the database: opening it read-only");
+                Self::open_with(
+                    path,
+                    &super::StoreOptions {
+                        read_only: true,
+                        ..options.clone()
+                    },
+                )
+            }
+            other => other,
+        }
+    }
+
     /// A consistent, verified copy of the whole database at `dest` (see [`backup_database`]);
     /// [`Error::Unsupported`] on a PostgreSQL store, which has no file (use `pg_dump`).
     pub fn backup_to(&self, dest: &Path) -> Result<()> {
-        if self.is_postgres() {
-            return Err(Error::Unsupported {
-                operation: "a file backup",
-                backend: "postgres",
-            });
-        }
-        backup_database(self.path(), dest)
+        self.engine.backup_to(dest)
     }
+}
+
+/// True when `error` says this process may not write the database (or create its side
+/// files), rather than that something is wrong with it.
+fn cannot_write(error: &Error) -> bool {
+    let code = error.sqlite().and_then(rusqlite::Error::sqlite_error_code);
+    error.is_read_only()
+        || code == Some(rusqlite::ErrorCode::CannotOpen)
+        || code == Some(rusqlite::ErrorCode::PermissionDenied)
+        || matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 #[cfg(test)]

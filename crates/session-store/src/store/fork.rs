@@ -23,8 +23,8 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::sql::{values, Sql};
-use super::write::{append_in, tail_of};
-use super::{format_time, now, Store};
+use super::write::{append_in, stored_tail};
+use super::{format_time, now, SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::Walk;
 use crate::history::{pairing, texts};
@@ -115,22 +115,19 @@ impl Store {
     /// # }
     /// ```
     pub fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
-        if let Some(pg) = self.postgres() {
-            return pg.fork(source, at_turn);
-        }
-        self.write(|tx| {
-            fork_in(&mut &**tx, source, at_turn, |db, table| {
-                columns_of(db, table)
-            })
-        })
+        self.write(|tx| fork_in(tx, source, at_turn, |db, table| db.columns(table)))
     }
 
     /// Every session with its place in the fork tree, depth first: each root (a session
     /// that is not a fork, or whose parent was deleted) followed by its forks, oldest first.
     pub fn lineage(&self) -> Result<Vec<Lineage>> {
-        if let Some(pg) = self.postgres() {
-            return pg.lineage();
-        }
+        self.engine.lineage()
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::lineage`] on SQLite.
+    pub(super) fn lineage(&self) -> Result<Vec<Lineage>> {
         let rows = self.read(|conn| {
             let mut stmt = conn.prepare_cached(LINEAGE)?;
             let rows = stmt.query_map([], |row| {
@@ -155,7 +152,7 @@ pub(crate) fn fork_in<D: Sql>(
     columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
 ) -> Result<Forked> {
     let copied = fork_rows(db, source, at_turn, columns)?;
-    let walk = Walk::resume(tail_of(db, &copied.id)?);
+    let walk = Walk::resume(stored_tail(db, &copied.id)?.resume);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
         tombstoned = answered_by(&message);

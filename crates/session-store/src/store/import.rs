@@ -26,10 +26,7 @@ impl Store {
     /// `store.import_session(import::import(format, &text)?.into_messages())`.
     pub fn import_session(&self, messages: Vec<NewMessage>) -> Result<SessionId> {
         let id = SessionId::random();
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| import_session_in(tx, &id, &messages))?,
-            None => self.write(|tx| import_session_in(&mut &**tx, &id, &messages))?,
-        };
+        self.write(|tx| import_session_in(tx, &id, &messages))?;
         Ok(id)
     }
 }
@@ -76,6 +73,22 @@ const LINK_CALL: &str = "
       AND message_id IN (SELECT id FROM messages WHERE session_id = ?1)";
 
 impl Store {
+    /// Sets the session's title (`sessions.title`; `None` clears it), in one transaction.
+    /// [`Error::UnknownSession`](crate::Error::UnknownSession) when there is no such session.
+    pub fn set_title(&self, session: &SessionId, title: Option<&str>) -> Result<()> {
+        self.write(|db| set_title_in(db, session, title))
+    }
+}
+
+/// [`Store::set_title`] in the caller's write transaction, on either engine.
+fn set_title_in(db: &mut impl Sql, session: &SessionId, title: Option<&str>) -> Result<()> {
+    if db.run(SET_TITLE, &values![session.as_str(), title])? == 0 {
+        return Err(crate::Error::UnknownSession(session.clone()));
+    }
+    Ok(())
+}
+
+impl Store {
     /// Stores everything an importer produced, in one transaction: the session with its
     /// title and messages (with their usage rows), the compactions the source made (the
     /// turns before each summary compacted, the summary stored), and child sessions for the
@@ -86,10 +99,7 @@ impl Store {
     /// stays NULL: it is not a fork). A compaction that would not cut at a turn start is
     /// left out (the importers never make one).
     pub fn import(&self, imported: &Imported) -> Result<ImportedSessions> {
-        if let Some(pg) = self.postgres() {
-            return pg.write(|tx| import_tree(tx, imported));
-        }
-        self.write(|tx| import_tree(&mut Sqlite(tx), imported))
+        self.write(|tx| import_tree(tx, imported))
     }
 
     /// Imports a transcript from `input` into a new session, in one transaction, reading it
@@ -117,10 +127,7 @@ impl Store {
         model: Option<&str>,
     ) -> Result<ImportSummary> {
         let mut input = BufReader::with_capacity(READ_BUFFER, input);
-        if let Some(pg) = self.postgres() {
-            return pg.write(|tx| import_streamed(tx, format, &mut input, model));
-        }
-        self.write(|tx| import_streamed(&mut Sqlite(tx), format, &mut input, model))
+        self.write(|tx| import_streamed(tx, format, &mut input, model))
     }
 }
 
@@ -222,24 +229,29 @@ pub(crate) struct Compaction<'a> {
     pub(crate) created: &'a str,
 }
 
-/// The SQLite side of [`ImportTarget`].
-struct Sqlite<'a>(&'a Connection);
+/// Every engine's transaction is an import target: [`Sql::link_call`] is its own.
+impl<S: Sql> ImportTarget for S {
+    type Db = S;
 
-impl<'a> ImportTarget for Sqlite<'a> {
-    type Db = &'a Connection;
-
-    fn db(&mut self) -> &mut &'a Connection {
-        &mut self.0
+    fn db(&mut self) -> &mut S {
+        self
     }
 
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
-        self.0.prepare_cached(LINK_CALL)?.execute(params![
-            session.as_str(),
-            call,
-            child.as_str()
-        ])?;
-        Ok(())
+        Sql::link_call(self, session, call, child)
     }
+}
+
+/// [`Sql::link_call`] on SQLite: the call's metadata edited with `json_set`.
+pub(crate) fn link_call(
+    conn: &Connection,
+    session: &SessionId,
+    call: &str,
+    child: &SessionId,
+) -> Result<()> {
+    conn.prepare_cached(LINK_CALL)?
+        .execute(params![session.as_str(), call, child.as_str()])?;
+    Ok(())
 }
 
 /// [`Store::import`] inside the caller's transaction.

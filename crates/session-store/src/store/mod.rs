@@ -6,6 +6,7 @@
 //! the read-to-write upgrade, and a reader never sees half of a write.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -15,16 +16,20 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::error::{Error, Result};
+use engine::Engine;
+use sql::Sql;
 
 mod apply;
 mod budget;
 mod compaction;
 mod copy;
+mod engine;
 pub mod file;
 mod fork;
 mod idempotency;
 mod import;
 mod overview;
+#[cfg(feature = "postgres")]
 mod pg;
 mod read;
 pub mod repair;
@@ -34,9 +39,11 @@ mod rows;
 mod schema;
 mod search;
 mod sql;
+mod sqlite;
 mod stream;
 mod subagents;
 mod turns;
+mod url;
 mod usage;
 mod views;
 mod write;
@@ -47,6 +54,7 @@ pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
 pub use import::{ImportSummary, ImportedSessions};
 pub use overview::SessionOverview;
+pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
 pub use search::{SearchHit, SearchOptions};
@@ -56,8 +64,8 @@ mod export;
 pub use export::ExportOptions;
 
 pub use file::PathProblem;
-pub use pg::{is_url as is_database_url, redact as redact_database_url};
 pub use schema::{latest_schema_version, schema_version};
+pub use url::{is_url as is_database_url, redact as redact_database_url};
 
 /// How a [`Store`] opens its file.
 #[derive(Clone, Debug)]
@@ -145,23 +153,13 @@ pub struct ConnectionSettings {
 }
 
 /// A session database: one SQLite file, or a PostgreSQL database named by a `postgres://`
-/// URL, migrated to the current schema, behind a pool.
+/// URL (with the cargo feature `postgres`), migrated to the current schema, behind a pool.
 ///
-/// `Store` is `Send + Sync` and cheap to clone; clones share the pool.
+/// `Store` is `Send + Sync` and cheap to clone; clones share the pool. Every operation is
+/// written once over the engine seam (`store/engine.rs`).
 #[derive(Clone, Debug)]
 pub struct Store {
-    backend: Backend,
-}
-
-/// Which database a [`Store`] speaks to. Each public operation asks [`Store::postgres`]
-/// first and runs `store/pg/` there; everything else in `store/` is the SQLite half.
-#[derive(Clone, Debug)]
-enum Backend {
-    Sqlite {
-        pool: Pool<SqliteConnectionManager>,
-        path: PathBuf,
-    },
-    Postgres(pg::PgStore),
+    engine: Arc<dyn Engine>,
 }
 
 impl Store {
@@ -176,32 +174,101 @@ impl Store {
     /// come back at once with their cause, never after the pool's connection timeout.
     ///
     /// A `postgres://` or `postgresql://` URL opens that PostgreSQL database instead (the
-    /// same tables, migrated with the PostgreSQL dialect of the same history).
+    /// same tables, migrated with the PostgreSQL dialect of the same history). A build
+    /// without the cargo feature `postgres` refuses one with [`Error::FeatureMissing`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, &StoreOptions::default())
     }
 
     /// [`Store::open`] with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
-        if let Some(url) = path.as_ref().to_str().filter(|p| pg::is_url(p)) {
-            return Ok(Self {
-                backend: Backend::Postgres(pg::PgStore::open(url, options)?),
-            });
-        }
-        let path = path.as_ref().to_path_buf();
+        let engine: Arc<dyn Engine> = match path.as_ref().to_str().filter(|p| is_database_url(p)) {
+            Some(url) => open_postgres(url, options)?,
+            None => Arc::new(SqliteEngine::open(path.as_ref(), options)?),
+        };
+        Ok(Self { engine })
+    }
+
+    /// The database file; for a PostgreSQL store, its URL without the password.
+    pub fn path(&self) -> &Path {
+        self.engine.location()
+    }
+
+    /// True when this store is a PostgreSQL database (opened on a `postgres://` URL).
+    pub fn is_postgres(&self) -> bool {
+        self.engine.name() == "postgres"
+    }
+
+    /// The settings a pooled connection runs with, read back from SQLite
+    /// ([`Error::Unsupported`] on PostgreSQL).
+    pub fn connection_settings(&self) -> Result<ConnectionSettings> {
+        self.engine.connection_settings()
+    }
+
+    /// Runs `f` in one write transaction of the engine (SQLite: `BEGIN IMMEDIATE`) and
+    /// commits if it returns `Ok`.
+    ///
+    /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
+    /// leaves no trace.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut &mut dyn Sql) -> Result<T>) -> Result<T> {
+        engine::run(|work| self.engine.run_write(work), f)
+    }
+
+    /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&mut &mut dyn Sql) -> Result<T>) -> Result<T> {
+        engine::run(|work| self.engine.run_read(work), f)
+    }
+}
+
+/// The PostgreSQL engine on `url`.
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str, options: &StoreOptions) -> Result<Arc<dyn Engine>> {
+    Ok(Arc::new(pg::PgStore::open(url, options)?))
+}
+
+/// A build without the PostgreSQL engine: a URL is refused, naming the missing feature.
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(url: &str, _options: &StoreOptions) -> Result<Arc<dyn Engine>> {
+    Err(Error::FeatureMissing {
+        feature: "postgres",
+        what: format!("opening {}", redact_database_url(url)),
+    })
+}
+
+/// The SQLite engine: an r2d2 pool of connections to one file.
+#[derive(Clone, Debug)]
+pub(crate) struct SqliteEngine {
+    pool: Pool<SqliteConnectionManager>,
+    path: PathBuf,
+}
+
+impl SqliteEngine {
+    /// Opens (or creates) the file and migrates it: see [`Store::open`].
+    fn open(path: &Path, options: &StoreOptions) -> Result<Self> {
+        let path = path.to_path_buf();
         let usage = if options.read_only {
             file::Use::Existing
         } else {
             file::Use::OpenOrCreate
         };
-        if file::check_path(&path, usage)? == file::Found::Missing {
+        let found = file::check_path(&path, usage)?;
+        let access = if options.read_only {
+            file::read_only_access(&path)?
+        } else {
+            file::Access::Plain
+        };
+        if found == file::Found::Missing {
             file::create_database(&path, options.max_page_count)?;
         } else {
             // Before any pragma writes to the file: refuse a foreign migration history.
-            let conn = Connection::open_with_flags(&path, file::flags(options.read_only))?;
+            let (target, flags) = match &access {
+                file::Access::Plain => (path.clone(), file::flags(options.read_only)),
+                immutable => immutable.target(&path),
+            };
+            let conn = Connection::open_with_flags(&target, flags)?;
             schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
         }
-        let manager = connection_manager(&path, options);
+        let manager = connection_manager(&path, &access, options);
         // The first connection is opened here, not through the pool: the pool retries a
         // failing open until its connection timeout and then reports only that it timed out.
         let mut first = manager.connect()?;
@@ -222,47 +289,43 @@ impl Store {
             .test_on_check_out(false)
             .connection_timeout(options.busy_timeout + Duration::from_secs(5))
             .build(manager)?;
-        Ok(Self {
-            backend: Backend::Sqlite { pool, path },
-        })
+        Ok(Self { pool, path })
     }
 
-    /// The database file; for a PostgreSQL store, its URL without the password.
-    pub fn path(&self) -> &Path {
-        match &self.backend {
-            Backend::Sqlite { path, .. } => path,
-            Backend::Postgres(pg) => Path::new(pg.shown()),
-        }
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
-    /// True when this store is a PostgreSQL database (opened on a `postgres://` URL).
-    pub fn is_postgres(&self) -> bool {
-        matches!(self.backend, Backend::Postgres(_))
+    /// The pool.
+    pub(crate) fn pool(&self) -> &Pool<SqliteConnectionManager> {
+        &self.pool
     }
 
-    /// The PostgreSQL half, when this store is one: each public operation asks first.
-    fn postgres(&self) -> Option<&pg::PgStore> {
-        match &self.backend {
-            Backend::Postgres(pg) => Some(pg),
-            Backend::Sqlite { .. } => None,
-        }
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits if it returns `Ok`.
+    ///
+    /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
+    /// leaves no trace.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
     }
 
-    /// The SQLite pool; a PostgreSQL store has none ([`Error::Unsupported`]).
-    fn sqlite_pool(&self) -> Result<&Pool<SqliteConnectionManager>> {
-        match &self.backend {
-            Backend::Sqlite { pool, .. } => Ok(pool),
-            // Only SQLite's own settings end here (`connection_settings`).
-            Backend::Postgres(_) => Err(Error::Unsupported {
-                operation: "an SQLite-only operation (reading connection settings)",
-                backend: "postgres",
-            }),
-        }
+    /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let value = f(&tx)?;
+        tx.finish()?;
+        Ok(value)
     }
 
     /// The settings a pooled connection runs with, read back from SQLite.
-    pub fn connection_settings(&self) -> Result<ConnectionSettings> {
-        let conn = self.sqlite_pool()?.get()?;
+    fn connection_settings(&self) -> Result<ConnectionSettings> {
+        let conn = self.pool.get()?;
         let pragma = |name: &str| -> Result<String> {
             Ok(
                 conn.query_row(&format!("SELECT * FROM pragma_{name}"), [], |row| {
@@ -281,27 +344,6 @@ impl Store {
             busy_timeout_ms: pragma("busy_timeout")?.parse().unwrap_or(0),
         })
     }
-
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits if it returns `Ok`.
-    ///
-    /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
-    /// leaves no trace.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.sqlite_pool()?.get()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = f(&tx)?;
-        tx.commit()?;
-        Ok(value)
-    }
-
-    /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
-    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let mut conn = self.sqlite_pool()?.get()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-        let value = f(&tx)?;
-        tx.finish()?;
-        Ok(value)
-    }
 }
 
 /// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
@@ -318,15 +360,23 @@ fn not_a_database(error: Error, path: &Path) -> Error {
     }
 }
 
-fn connection_manager(path: &Path, options: &StoreOptions) -> SqliteConnectionManager {
-    // Never SQLITE_OPEN_URI (a path is a path) and never CREATE: a database is only created
-    // by `file::create_database`, all-or-nothing.
-    let flags = file::flags(options.read_only);
+fn connection_manager(
+    path: &Path,
+    access: &file::Access,
+    options: &StoreOptions,
+) -> SqliteConnectionManager {
+    // Never SQLITE_OPEN_URI (a path is a path; the one exception is the immutable URI
+    // `file::read_only_access` builds) and never CREATE: a database is only created by
+    // `file::create_database`, all-or-nothing.
+    let (target, flags) = match access {
+        file::Access::Plain => (path.to_path_buf(), file::flags(options.read_only)),
+        immutable => immutable.target(path),
+    };
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
     let max_page_count = options.max_page_count;
     let durability = options.durability;
-    SqliteConnectionManager::file(path)
+    SqliteConnectionManager::file(target)
         .with_flags(flags)
         .with_init(move |conn| {
             configure(conn, busy_timeout, read_only, durability)?;
@@ -412,6 +462,32 @@ mod tests {
         assert_eq!(back.timestamp_micros(), now.timestamp_micros());
         assert!(parse_time("2026-01-02 03:04:05").is_some());
         assert!(parse_time("yesterday").is_none());
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn a_build_without_postgres_refuses_urls_by_the_missing_feature() {
+        for url in [
+            "postgres://u:secret@127.0.0.1/db",
+            "postgresql://127.0.0.1:5432/db?sslmode=disable",
+        ] {
+            let error = Store::open(url).expect_err(url);
+            assert!(
+                matches!(
+                    &error,
+                    Error::FeatureMissing {
+                        feature: "postgres",
+                        ..
+                    }
+                ),
+                "{url}: {error:?}"
+            );
+            let text = error.to_string();
+            assert!(text.contains("`postgres`"), "{text}");
+            assert!(!text.contains("secret"), "{text}");
+            let inspected = repair::inspect_database_url(url).expect_err(url);
+            assert!(matches!(inspected, Error::FeatureMissing { .. }), "{url}");
+        }
     }
 
     #[test]

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use super::write::pending_of;
-use super::{parse_time, Store};
+use super::write::pending_listed;
+use super::{parse_time, SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
 
@@ -59,27 +59,34 @@ impl Store {
     /// Cost: one aggregate query over the `messages` rows (never the parts), plus the tail
     /// of each session (its last messages) for the pending calls.
     pub fn session_overviews(&self) -> Result<Vec<SessionOverview>> {
-        if let Some(pg) = self.postgres() {
-            return pg.overviews(None);
-        }
-        self.read(|conn| overviews(conn, None))
+        self.engine.overviews(None)
     }
 
     /// One session's [`SessionOverview`], or `None` when it does not exist.
     pub fn session_overview(&self, session: &SessionId) -> Result<Option<SessionOverview>> {
-        if let Some(pg) = self.postgres() {
-            return Ok(pg.overviews(Some(session))?.pop());
-        }
-        self.read(|conn| Ok(overviews(conn, Some(session))?.pop()))
+        Ok(self.engine.overviews(Some(session))?.pop())
     }
 
     /// The ids that start with `prefix`, in id order, at most `limit` of them: an exact id
     /// comes back alone only if no longer id shares it as a prefix, so callers that accept
     /// a prefix check for an exact match first.
     pub fn sessions_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<SessionId>> {
-        if let Some(pg) = self.postgres() {
-            return pg.sessions_with_prefix(prefix, limit);
-        }
+        self.engine.sessions_with_prefix(prefix, limit)
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::session_overviews`] on SQLite.
+    pub(super) fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
+        self.read(|conn| overviews(conn, only))
+    }
+
+    /// [`Store::sessions_with_prefix`] on SQLite.
+    pub(super) fn sessions_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionId>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(WITH_PREFIX)?;
@@ -122,7 +129,7 @@ fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionO
     }
     drop(rows);
     for overview in &mut found {
-        overview.pending = pending_of(conn, &overview.id)?;
+        overview.pending = pending_listed(&mut &*conn, &overview.id)?;
     }
     Ok(found)
 }

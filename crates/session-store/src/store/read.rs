@@ -1,12 +1,21 @@
 //! Reading sessions back: whole sessions and the session list.
 
-use rusqlite::OptionalExtension;
-
-use super::rows::{load_messages, Range};
-use super::write::require_session;
-use super::{parse_time, Store};
+use super::rows::{load_readable, Range};
+use super::sql::{values, Sql};
+use super::{parse_time, SqliteEngine, Store};
 use crate::error::{Error, Result};
+use crate::history::rules::Problem;
 use crate::model::{Message, SessionId, SessionInfo};
+
+/// What [`Store::readable_messages`] could read of a session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadableSession {
+    /// Every message inside the contract, in `seq` order, without its unreadable parts.
+    pub messages: Vec<Message>,
+    /// Each row left out (rule `unreadable_row`), with where it is as far as that is known:
+    /// `message_id`, `seq` and `turn` are `None` when the row does not say.
+    pub unreadable: Vec<Problem>,
+}
 
 /// `message_count` is kept on write (the store's appends and other inserts add to it, a
 /// trigger takes deleted messages off) and checked here by two index probes per session:
@@ -24,12 +33,24 @@ const LIST_SESSIONS: &str = "
 impl Store {
     /// Every message of the session, in `seq` order, with its parts in ordinal order.
     pub fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
-        if let Some(pg) = self.postgres() {
-            return pg.messages(session);
-        }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            load_messages(conn, session, Range::All)
+        self.read(|db| {
+            db.require_session(session)?;
+            db.load_messages(session, Range::All)
+        })
+    }
+
+    /// Every message of the session that can be read, and each row outside the contract
+    /// that was left out: what a person can still see of a session [`Store::messages`]
+    /// refuses with [`Error::CorruptRow`]. Equal to [`Store::messages`] with no
+    /// `unreadable` rows when the session is healthy.
+    pub fn readable_messages(&self, session: &SessionId) -> Result<ReadableSession> {
+        let (messages, unreadable) = self.read(|db| {
+            db.require_session(session)?;
+            load_readable(db, session)
+        })?;
+        Ok(ReadableSession {
+            messages,
+            unreadable: unreadable.iter().map(|u| u.violation(session)).collect(),
         })
     }
 
@@ -48,9 +69,25 @@ impl Store {
     }
 
     fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
-        if let Some(pg) = self.postgres() {
-            return pg.list_sessions(only);
-        }
+        self.engine.list_sessions(only)
+    }
+
+    /// True when a session with this id exists.
+    pub fn has_session(&self, session: &SessionId) -> Result<bool> {
+        self.read(|db| {
+            Ok(db
+                .optional_int(
+                    "SELECT 1 FROM sessions WHERE id = ?1",
+                    &values![session.as_str()],
+                )?
+                .is_some())
+        })
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::sessions`] and [`Store::session`] on SQLite.
+    pub(super) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(LIST_SESSIONS)?;
             let mut rows = stmt.query([only.map(SessionId::as_str)])?;
@@ -85,20 +122,6 @@ impl Store {
                 });
             }
             Ok(sessions)
-        })
-    }
-
-    /// True when a session with this id exists.
-    pub fn has_session(&self, session: &SessionId) -> Result<bool> {
-        if let Some(pg) = self.postgres() {
-            return pg.has_session(session);
-        }
-        self.read(|conn| {
-            Ok(conn
-                .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
-                .query_row([session.as_str()], |_| Ok(()))
-                .optional()?
-                .is_some())
         })
     }
 }

@@ -21,8 +21,7 @@ pub use super::file::{backup_database, default_backup_path, inspect_database_fil
 pub(crate) use super::rows::Loaded;
 use super::rows::Unreadable;
 use super::sql::Sql;
-use super::write::require_session;
-use super::{now, Store};
+use super::{engine, now, Store};
 use crate::error::{Error, Result};
 use crate::history::mend::plan_mend;
 use crate::history::rules::{check_session, CheckOptions, HealthRule, Problem};
@@ -57,6 +56,12 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// True when a mend of these findings would change something: one of them breaks a rule
+    /// the mend mends ([`crate::HealthRule::is_mended`]).
+    pub fn needs_mending(&self) -> bool {
+        self.violations.iter().any(|v| v.rule.is_mended())
+    }
+
     /// The sessions with at least one violation, in the order they were checked.
     pub fn broken_sessions(&self) -> Vec<SessionId> {
         let mut sessions: Vec<SessionId> = Vec::new();
@@ -184,21 +189,15 @@ pub(crate) fn mend_session(
 impl Store {
     /// The id of every session, in id order.
     pub fn session_ids(&self) -> Result<Vec<SessionId>> {
-        if let Some(pg) = self.postgres() {
-            return pg.session_ids();
-        }
-        self.read(|conn| (&mut &*conn).session_ids())
+        self.read(|db| db.session_ids())
     }
 
     /// Checks sessions against the contract's rules without writing anything: every session
     /// when `sessions` is empty, else those named ([`Error::UnknownSession`] for one that
     /// does not exist). All sessions are read from one snapshot.
     pub fn check(&self, sessions: &[SessionId], options: &RepairOptions) -> Result<CheckReport> {
-        if let Some(pg) = self.postgres() {
-            return pg.check(sessions, options);
-        }
         let options = options.at(now());
-        self.read(|conn| check_sessions(&mut &*conn, sessions, &options))
+        self.read(|db| check_sessions(db, sessions, &options))
     }
 
     /// Mends one session in one `BEGIN IMMEDIATE` transaction; see the module docs.
@@ -211,13 +210,10 @@ impl Store {
         session: &SessionId,
         options: &RepairOptions,
     ) -> Result<SessionRepair> {
-        if let Some(pg) = self.postgres() {
-            return pg.repair_session(session, options, false);
-        }
         let options = options.at(now());
         self.write(|tx| {
-            require_session(tx, session)?;
-            mend_session(&mut &**tx, session, &options)
+            tx.lock_session(session)?;
+            mend_session(tx, session, &options)
         })
     }
 
@@ -229,21 +225,35 @@ impl Store {
         session: &SessionId,
         options: &RepairOptions,
     ) -> Result<SessionRepair> {
-        match self.postgres() {
-            Some(pg) => pg.repair_session(session, options, true),
-            None => Err(Error::Unsupported {
-                operation: "a rolled-back mend (mend a copy instead)",
-                backend: "sqlite",
-            }),
-        }
+        let options = options.at(now());
+        engine::run(
+            |work| {
+                self.engine
+                    .run_rolled_back("a rolled-back mend (mend a copy instead)", work)
+            },
+            |tx| {
+                tx.lock_session(session)?;
+                mend_session(tx, session, &options)
+            },
+        )
     }
 }
 
 /// [`inspect_database_file`] for a PostgreSQL URL: connects, and refuses a migration history
 /// from a newer build or a foreign one without writing anything.
+#[cfg(feature = "postgres")]
 pub fn inspect_database_url(url: &str) -> Result<DatabaseFile> {
     Ok(DatabaseFile {
         empty: false,
         pending_migrations: super::pg::schema::pending_at(url)?,
+    })
+}
+
+/// [`inspect_database_url`] in a build without PostgreSQL: [`Error::FeatureMissing`].
+#[cfg(not(feature = "postgres"))]
+pub fn inspect_database_url(url: &str) -> Result<DatabaseFile> {
+    Err(Error::FeatureMissing {
+        feature: "postgres",
+        what: format!("opening {}", super::redact_database_url(url)),
     })
 }

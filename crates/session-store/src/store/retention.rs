@@ -15,12 +15,12 @@
 //! `PRAGMA incremental_vacuum` frees pages without rewriting anything.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
-use super::write::require_session;
-use super::{parse_time, Store};
-use crate::error::Result;
+use super::sql::{text_at, values, Sql};
+use super::{parse_time, SqliteEngine, Store};
+use crate::error::{Error, Result};
 use crate::model::SessionId;
 
 /// What deleting one session removed.
@@ -130,11 +130,8 @@ impl Store {
     /// deleted, when it does not exist. The freed pages stay in the file until
     /// [`Store::reclaim_space`].
     pub fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        if let Some(pg) = self.postgres() {
-            return pg.delete_session(session);
-        }
         self.write(|tx| {
-            require_session(tx, session)?;
+            tx.lock_session(session)?;
             delete_in(tx, session)
         })
     }
@@ -143,17 +140,12 @@ impl Store {
     /// oldest first. A session whose `updated_at` cannot be read as a time is never a
     /// candidate.
     pub fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        if let Some(pg) = self.postgres() {
-            return pg.prune_candidates(cutoff);
-        }
-        self.read(|conn| {
+        self.read(|db| {
             let mut out = Vec::new();
-            for (id, updated_at) in older_than(conn, cutoff)? {
-                let messages = conn
-                    .prepare_cached(MESSAGE_COUNT)?
-                    .query_row([id.as_str()], |row| row.get(0))?;
+            for (session, updated_at) in older_than(db, cutoff)? {
+                let messages = message_count(db, &session)?;
                 out.push(Deleted {
-                    session: id,
+                    session,
                     updated_at,
                     messages,
                 });
@@ -166,19 +158,17 @@ impl Store {
     /// checks the time again under the write lock: a session a live writer touched meanwhile
     /// is kept. Returns what was deleted, oldest first.
     pub fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        if let Some(pg) = self.postgres() {
-            return pg.prune(cutoff);
-        }
-        let candidates = self.read(|conn| older_than(conn, cutoff))?;
+        let candidates = self.read(|db| older_than(db, cutoff))?;
         let mut deleted = Vec::new();
-        for (id, _) in candidates {
+        for (session, _) in candidates {
             let done = self.write(|tx| {
-                let updated: Option<String> = tx
-                    .prepare_cached(SESSION_UPDATED)?
-                    .query_row([id.as_str()], |row| row.get(0))
-                    .optional()?;
-                match updated.as_deref().and_then(parse_time) {
-                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &id)?)),
+                match tx.lock_session(&session) {
+                    // Deleted meanwhile: nothing left to prune.
+                    Err(Error::UnknownSession(_)) => return Ok(None),
+                    other => other?,
+                }
+                match updated_at(tx, &session)?.as_deref().and_then(parse_time) {
+                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &session)?)),
                     _ => Ok(None),
                 }
             })?;
@@ -197,9 +187,52 @@ impl Store {
     /// is their total, `free_bytes` and `wal_bytes` are 0, `objects` are its tables and
     /// indexes, and the per-session figures are the same as SQLite's.
     pub fn size_report(&self, top: usize) -> Result<SizeReport> {
-        if let Some(pg) = self.postgres() {
-            return pg.size_report(top);
-        }
+        self.engine.size_report(top)
+    }
+
+    /// Gives the database's free pages back to the file system and truncates the WAL,
+    /// measuring the file before and after.
+    ///
+    /// It first merges the search index into one segment (FTS5 `optimize`, a pass over the
+    /// whole index), which drops the entries of deleted parts.
+    ///
+    /// The first call on a file switches it to `auto_vacuum = INCREMENTAL`, which takes one
+    /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
+    /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
+    /// for a live writer like any write, and readers keep reading.
+    ///
+    /// On PostgreSQL it is `VACUUM` of the store's tables (dead rows' space reusable, empty
+    /// pages at a table's end given back; `full_vacuum` false), measured in the bytes of the
+    /// store's relations.
+    pub fn reclaim_space(&self) -> Result<Reclaimed> {
+        self.reclaim(false)
+    }
+
+    /// [`Store::reclaim_space`] with a full `VACUUM` every time: the whole file is rewritten,
+    /// which also gives back the room in half-empty pages that deleting rows scattered over
+    /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
+    /// as the database, and time in proportion to it.
+    ///
+    /// On PostgreSQL it is `VACUUM FULL` of the store's tables: each rewritten under an
+    /// exclusive lock (readers and writers of it wait).
+    pub fn vacuum(&self) -> Result<Reclaimed> {
+        self.reclaim(true)
+    }
+
+    fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
+        self.engine.reclaim(always_full)
+    }
+
+    /// Bytes of the database file and its WAL. On PostgreSQL: the bytes of the store's
+    /// relations (tables with their TOAST data, and indexes), 0 when the server cannot say.
+    pub fn bytes_on_disk(&self) -> u64 {
+        self.engine.bytes_on_disk()
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::size_report`] on SQLite.
+    pub(super) fn size_report(&self, top: usize) -> Result<SizeReport> {
         // The index's share is the share of a current index (parts appended since the last
         // search are indexed first, V12).
         self.catch_up_search_index()?;
@@ -256,42 +289,11 @@ impl Store {
         })
     }
 
-    /// Gives the database's free pages back to the file system and truncates the WAL,
-    /// measuring the file before and after.
-    ///
-    /// It first merges the search index into one segment (FTS5 `optimize`, a pass over the
-    /// whole index), which drops the entries of deleted parts.
-    ///
-    /// The first call on a file switches it to `auto_vacuum = INCREMENTAL`, which takes one
-    /// `VACUUM` (a rewrite of the whole file, needing as much free disk again); later calls
-    /// run `PRAGMA incremental_vacuum`, which only moves and drops the free pages. Both wait
-    /// for a live writer like any write, and readers keep reading.
-    ///
-    /// On PostgreSQL it is `VACUUM` of the store's tables (dead rows' space reusable, empty
-    /// pages at a table's end given back; `full_vacuum` false), measured in the bytes of the
-    /// store's relations.
-    pub fn reclaim_space(&self) -> Result<Reclaimed> {
-        self.reclaim(false)
-    }
-
-    /// [`Store::reclaim_space`] with a full `VACUUM` every time: the whole file is rewritten,
-    /// which also gives back the room in half-empty pages that deleting rows scattered over
-    /// the file leaves (incremental vacuum only frees whole pages). Needs as much free disk
-    /// as the database, and time in proportion to it.
-    ///
-    /// On PostgreSQL it is `VACUUM FULL` of the store's tables: each rewritten under an
-    /// exclusive lock (readers and writers of it wait).
-    pub fn vacuum(&self) -> Result<Reclaimed> {
-        self.reclaim(true)
-    }
-
-    fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
-        if let Some(pg) = self.postgres() {
-            return pg.reclaim(always_full);
-        }
+    /// [`Store::reclaim_space`] and [`Store::vacuum`] on SQLite.
+    pub(super) fn reclaim(&self, always_full: bool) -> Result<Reclaimed> {
         self.catch_up_search_index()?;
         let before_bytes = self.bytes_on_disk();
-        let conn = self.sqlite_pool()?.get()?;
+        let conn = self.pool().get()?;
         let mode: i64 = conn.query_row("PRAGMA auto_vacuum", [], |row| row.get(0))?;
         let full_vacuum = always_full || mode != 2;
         // FTS5 records a deleted row as a delete marker in a new index segment; the entries
@@ -313,12 +315,8 @@ impl Store {
         })
     }
 
-    /// Bytes of the database file and its WAL. On PostgreSQL: the bytes of the store's
-    /// relations (tables with their TOAST data, and indexes), 0 when the server cannot say.
-    pub fn bytes_on_disk(&self) -> u64 {
-        if let Some(pg) = self.postgres() {
-            return pg.bytes_on_disk().unwrap_or(0);
-        }
+    /// [`Store::bytes_on_disk`] on SQLite.
+    pub(super) fn bytes_on_disk(&self) -> u64 {
         file_len(self.path()) + file_len(&wal_path(self.path()))
     }
 }
@@ -378,17 +376,11 @@ fn incremental_vacuum(conn: &Connection) -> Result<()> {
 }
 
 /// Deletes one session inside the caller's transaction; the session must exist.
-fn delete_in(conn: &Connection, session: &SessionId) -> Result<Deleted> {
-    let updated_at: String = conn
-        .prepare_cached(SESSION_UPDATED)?
-        .query_row([session.as_str()], |row| row.get(0))?;
-    let messages: i64 = conn
-        .prepare_cached(MESSAGE_COUNT)?
-        .query_row([session.as_str()], |row| row.get(0))?;
-    conn.prepare_cached(DELETE_REPAIR_LOG)?
-        .execute(params![session.as_str()])?;
-    conn.prepare_cached(DELETE_SESSION)?
-        .execute(params![session.as_str()])?;
+fn delete_in(db: &mut impl Sql, session: &SessionId) -> Result<Deleted> {
+    let updated_at = updated_at(db, session)?.unwrap_or_default();
+    let messages = message_count(db, session)?;
+    db.run(DELETE_REPAIR_LOG, &values![session.as_str()])?;
+    db.run(DELETE_SESSION, &values![session.as_str()])?;
     Ok(Deleted {
         session: session.clone(),
         updated_at,
@@ -396,14 +388,33 @@ fn delete_in(conn: &Connection, session: &SessionId) -> Result<Deleted> {
     })
 }
 
+/// The session's `updated_at` as stored; `None` when there is no such session.
+fn updated_at(db: &mut impl Sql, session: &SessionId) -> Result<Option<String>> {
+    let mut found = None;
+    db.each_row(SESSION_UPDATED, &values![session.as_str()], &mut |row| {
+        found = text_at(row, 0)?;
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// How many messages the session holds.
+fn message_count(db: &mut impl Sql, session: &SessionId) -> Result<i64> {
+    Ok(db
+        .optional_int(MESSAGE_COUNT, &values![session.as_str()])?
+        .unwrap_or(0))
+}
+
 /// Sessions whose `updated_at` reads as a time before `cutoff`, oldest first.
-fn older_than(conn: &Connection, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
-    let mut stmt = conn.prepare_cached(ALL_UPDATED)?;
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+fn older_than(db: &mut impl Sql, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
+    let mut rows = Vec::new();
+    db.each_row(ALL_UPDATED, &[], &mut |row| {
+        rows.push((
+            text_at(row, 0)?.unwrap_or_default(),
+            text_at(row, 1)?.unwrap_or_default(),
+        ));
+        Ok(())
+    })?;
     Ok(older_than_in(rows, cutoff))
 }
 

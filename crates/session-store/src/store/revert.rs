@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::sql::{values, Sql};
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
-use crate::model::SessionId;
+use crate::model::{Appended, NewMessage, SessionId};
 
 /// What a revert (or its undo) moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,10 +146,7 @@ impl Store {
     /// behind a summary of turns that are gone, and the revert is refused with
     /// [`Error::RevertSplitsCompaction`].
     pub fn revert_to_turn(&self, session: &SessionId, turn: i64) -> Result<Reverted> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| revert_in(tx, session, turn)),
-            None => self.write(|tx| revert_in(&mut &**tx, session, turn)),
-        }
+        self.write(|tx| revert_in(tx, session, turn))
     }
 
     /// Brings back what the latest revert of the session took out, in one transaction.
@@ -157,11 +154,41 @@ impl Store {
     /// Returns `None` when there is nothing to undo: no revert, or an append since (which
     /// deleted the reverted messages for good). Call it again to undo the revert before.
     pub fn undo_revert(&self, session: &SessionId) -> Result<Option<Reverted>> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| undo_in(tx, session)),
-            None => self.write(|tx| undo_in(&mut &**tx, session)),
-        }
+        self.write(|tx| undo_in(tx, session))
     }
+}
+
+impl Store {
+    /// Replaces turn `turn` and every later turn with `messages`, in one transaction: what
+    /// [`Store::revert_to_turn`] followed by [`Store::append_batch`] would do, except that
+    /// nothing is written unless both succeed (a refused message leaves the session as it
+    /// was), and nothing is left to undo. With no `messages` the turns are deleted.
+    ///
+    /// For writers that keep a session as a mirror of another record (the Python adapters):
+    /// when the record's end is read differently as it grows, the mirror's end is rewritten.
+    pub fn replace_from_turn(
+        &self,
+        session: &SessionId,
+        turn: i64,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Appended>> {
+        self.write(|db| replace_in(db, session, turn, &messages))
+    }
+}
+
+/// [`Store::replace_from_turn`] in the caller's write transaction, on either engine.
+fn replace_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    turn: i64,
+    messages: &[NewMessage],
+) -> Result<Vec<Appended>> {
+    revert_in(db, session, turn)?;
+    if messages.is_empty() {
+        forget_reverts(db, session)?;
+        return Ok(Vec::new());
+    }
+    super::write::append_in(db, session, messages)
 }
 
 /// [`Store::revert_to_turn`] in the caller's write transaction, on either engine.

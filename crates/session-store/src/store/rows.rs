@@ -104,6 +104,10 @@ pub(crate) struct Unreadable {
     pub row_id: i64,
     /// The message the row is or belongs to, when there is one.
     pub message_id: Option<i64>,
+    /// That message's `seq`, when it can be read.
+    pub seq: Option<i64>,
+    /// That message's contract turn, when the roles before it could all be read.
+    pub turn: Option<i64>,
     /// What is wrong with it.
     pub detail: String,
 }
@@ -129,9 +133,9 @@ impl Unreadable {
         Problem {
             session_id: session.clone(),
             rule: HealthRule::UnreadableRow,
-            turn: 0,
-            message_id: self.message_id.unwrap_or(0),
-            seq: 0,
+            turn: self.turn,
+            message_id: self.message_id,
+            seq: self.seq,
             part: None,
             tool_use_id: None,
             detail: format!(
@@ -236,6 +240,10 @@ pub(crate) fn select_for(range: Range) -> (&'static str, i64, i64) {
 pub(crate) struct Decoder {
     columns: Columns,
     loaded: Loaded,
+    /// A message row found unreadable: the rows of its parts are passed over.
+    skipped: Option<i64>,
+    /// A message before the current one was passed over: the contract turns are unknown.
+    turns_unknown: bool,
 }
 
 impl Decoder {
@@ -244,6 +252,44 @@ impl Decoder {
         Self {
             columns,
             loaded: Loaded::default(),
+            skipped: None,
+            turns_unknown: false,
+        }
+    }
+
+    /// The contract turn of a message of `role` after those decoded so far, when known.
+    fn turn_after(&self, role: Option<Role>) -> Option<i64> {
+        if self.turns_unknown {
+            return None;
+        }
+        let roles = self.loaded.messages.iter().map(|m| m.role).chain(role);
+        crate::history::turns::turn_indexes(roles).last().copied()
+    }
+
+    /// [`Decoder::push`] that goes on past a row outside the contract: an unreadable message
+    /// is left out with its parts, an unreadable part is left out of its message. Returns
+    /// the row left out, once per row.
+    pub(crate) fn push_readable(
+        &mut self,
+        row: &(impl Cells + ?Sized),
+    ) -> Result<Option<Unreadable>> {
+        let id = integer(row, self.columns.message_id).map_err(|detail| Error::CorruptRow {
+            table: "messages",
+            row_id: 0,
+            detail,
+        })?;
+        if self.skipped == Some(id) {
+            return Ok(None);
+        }
+        match self.push(row)? {
+            Ok(()) => Ok(None),
+            Err(unreadable) => {
+                if unreadable.table == "messages" {
+                    self.skipped = Some(id);
+                    self.turns_unknown = true;
+                }
+                Ok(Some(unreadable))
+            }
         }
     }
 
@@ -252,30 +298,35 @@ impl Decoder {
         &mut self,
         row: &(impl Cells + ?Sized),
     ) -> Result<std::result::Result<(), Unreadable>> {
-        let columns = &self.columns;
-        let loaded = &mut self.loaded;
-        let id = integer(row, columns.message_id).map_err(|detail| Error::CorruptRow {
+        let id = integer(row, self.columns.message_id).map_err(|detail| Error::CorruptRow {
             table: "messages",
             row_id: 0,
             detail,
         })?;
-        if loaded.messages.last().is_none_or(|m| m.id != id) {
-            match decode_message(row, columns, id) {
-                Ok(message) => loaded.messages.push(message),
+        if self.loaded.messages.last().is_none_or(|m| m.id != id) {
+            match decode_message(row, &self.columns, id) {
+                Ok(message) => self.loaded.messages.push(message),
                 Err(detail) => {
+                    let role = text(row, self.columns.role)
+                        .ok()
+                        .flatten()
+                        .and_then(|role| role.parse::<Role>().ok());
                     return Ok(Err(Unreadable {
                         table: "messages",
                         row_id: id,
                         message_id: Some(id),
+                        seq: integer(row, self.columns.seq).ok(),
+                        turn: role.and_then(|role| self.turn_after(Some(role))),
                         detail,
-                    }))
+                    }));
                 }
             }
-            loaded.part_ids.push(Vec::new());
+            self.loaded.part_ids.push(Vec::new());
         }
-        match decode_part(row, columns) {
+        match decode_part(row, &self.columns) {
             Ok(None) => {}
             Ok(Some((part_id, part))) => {
+                let loaded = &mut self.loaded;
                 if let (Some(message), Some(ids)) =
                     (loaded.messages.last_mut(), loaded.part_ids.last_mut())
                 {
@@ -288,6 +339,8 @@ impl Decoder {
                     table: "parts",
                     row_id: part_id,
                     message_id: Some(id),
+                    seq: self.loaded.messages.last().map(|m| m.seq),
+                    turn: self.turn_after(None),
                     detail,
                 }))
             }
@@ -315,6 +368,8 @@ pub(crate) fn session_row_problem(
             table: "sessions",
             row_id: 0,
             message_id: None,
+            seq: None,
+            turn: None,
             detail,
         })
 }
@@ -345,6 +400,54 @@ pub(crate) fn load_for_check(
     }
     let mut stmt = conn.prepare_cached(SELECT_FOR_CHECK)?;
     decode_rows(&mut stmt, params![session.as_str()])
+}
+
+/// The names [`SELECT_MESSAGES`] selects, in its order: where the decoder finds each column
+/// of a row handed over by [`Sql::each_row`], on either engine.
+const MESSAGE_COLUMNS: [&str; 15] = [
+    "message_id",
+    "seq",
+    "turn_index",
+    "role",
+    "compacted",
+    "created_at",
+    "model",
+    "part_id",
+    "kind",
+    "text",
+    "tool_use_id",
+    "tool_name",
+    "is_error",
+    "input",
+    "provider_metadata",
+];
+
+/// Everything of a session that can be read, on either engine: every message and part
+/// inside the contract, in `seq` order, and each row outside it (the session row's
+/// timestamps included), which is left out: an unreadable message with its parts, an
+/// unreadable part from its message.
+pub(crate) fn load_readable(
+    sql: &mut impl Sql,
+    session: &SessionId,
+) -> Result<(Vec<Message>, Vec<Unreadable>)> {
+    let mut unreadable = Vec::new();
+    sql.each_row(SESSION_ROW, &values![session.as_str()], &mut |row| {
+        unreadable.extend(session_row_problem(row, 0, 1));
+        Ok(())
+    })?;
+    let mut decoder = Decoder::new(Columns::find(|name| {
+        MESSAGE_COLUMNS.iter().position(|column| *column == name)
+    })?);
+    let (sql_text, first, last) = select_for(Range::All);
+    sql.each_row(
+        sql_text,
+        &values![session.as_str(), first, last],
+        &mut |row| {
+            unreadable.extend(decoder.push_readable(row)?);
+            Ok(())
+        },
+    )?;
+    Ok((decoder.finish().messages, unreadable))
 }
 
 /// The session row's timestamps, when one of them is not a timestamp.

@@ -101,18 +101,23 @@ pub(crate) fn require_current(conn: &Connection) -> Result<()> {
     }
 }
 
-/// Applies every pending migration, each with its history row in one IMMEDIATE transaction.
+/// Applies every pending migration, each with its history row, all in one IMMEDIATE
+/// transaction: a database is migrated all the way or not at all. A migration that fails
+/// (a full disk, a kill) leaves the file exactly as it was, never half-migrated, which a
+/// database other code wrote could not be mended from.
 pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
     // Checked outside any write lock first, so a refused database is never written to.
     if pending_migrations(conn)?.is_empty() {
         return Ok(());
     }
-    loop {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let Some(next) = pending_migrations(&tx)?.into_iter().next() else {
-            return Ok(());
-        };
-        ensure_history_table(&tx)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Again under the lock: another process may have migrated meanwhile.
+    let pending = pending_migrations(&tx)?;
+    if pending.is_empty() {
+        return Ok(());
+    }
+    ensure_history_table(&tx)?;
+    for next in &pending {
         tx.execute_batch(next.sql().unwrap_or_default())?;
         tx.execute(
             &format!(
@@ -127,13 +132,16 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
         )?;
         // From V6 on, the forensic views change with the schema, in the same transaction.
         super::views::refresh_in(&tx)?;
-        tx.commit()?;
+    }
+    tx.commit()?;
+    for applied in &pending {
         tracing::info!(
-            version = next.version(),
-            name = next.name(),
+            version = applied.version(),
+            name = applied.name(),
             "applied migration"
         );
     }
+    Ok(())
 }
 
 fn history_exists(conn: &Connection) -> Result<bool> {

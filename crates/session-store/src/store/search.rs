@@ -23,7 +23,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::write::require_session;
-use super::Store;
+use super::{SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
 
@@ -153,7 +153,7 @@ pub(crate) fn catch_up(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-impl Store {
+impl SqliteEngine {
     /// Brings the full-text index up to the last part (see the module docs); a read-only
     /// store, which cannot write the index, searches what it has.
     pub(crate) fn catch_up_search_index(&self) -> Result<()> {
@@ -164,6 +164,16 @@ impl Store {
             Err(error) if error.is_read_only() => Ok(()),
             other => other,
         }
+    }
+}
+
+impl Store {
+    /// True when the full-text index misses parts written since it was last brought up to
+    /// date and this store could not bring it up to date (it may not write the file: a
+    /// read-only store, mount or file): a search then finds only the parts indexed, and a
+    /// caller should say so. Always false on PostgreSQL, whose index is the server's.
+    pub fn search_index_behind(&self) -> Result<bool> {
+        self.engine.search_index_behind()
     }
 }
 
@@ -209,9 +219,13 @@ impl Store {
     /// # }
     /// ```
     pub fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
-        if let Some(pg) = self.postgres() {
-            return pg.search(query, options);
-        }
+        self.engine.search(query, options)
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::search`] on SQLite.
+    pub(super) fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
         if let Some(session) = &options.session {
             self.read(|conn| require_session(conn, session))?;
         }

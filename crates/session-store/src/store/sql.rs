@@ -10,6 +10,7 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
+#[cfg(feature = "postgres")]
 use super::pg::Tx;
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
 use crate::error::Result;
@@ -77,6 +78,7 @@ impl rusqlite::ToSql for Value<'_> {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Value<'_> {
     /// The value as PostgreSQL binds it.
     fn pg(&self) -> &(dyn postgres::types::ToSql + Sync) {
@@ -87,7 +89,9 @@ impl Value<'_> {
     }
 }
 
-/// A transaction of either engine, for the statements of this module's dialect.
+/// A transaction of either engine, for the statements of this module's dialect. Object safe:
+/// an engine hands its transaction out as `&mut dyn Sql` (`store/engine.rs`), and the
+/// operations of `store/` take `&mut impl Sql`, which `&mut dyn Sql` is.
 pub(crate) trait Sql {
     /// Runs `sql`; how many rows it changed.
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64>;
@@ -95,12 +99,27 @@ pub(crate) trait Sql {
     /// Runs an `INSERT` of one row into a table with an `id` key; that row's id.
     fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64>;
 
+    /// Every row of a query whose first `width` columns are integers, one after another.
+    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>>;
+
     /// Every row of a query whose `N` columns are integers.
-    fn int_rows<const N: usize>(
-        &mut self,
-        sql: &str,
-        params: &[Value<'_>],
-    ) -> Result<Vec<[i64; N]>>;
+    fn int_rows<const N: usize>(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Vec<[i64; N]>>
+    where
+        Self: Sized,
+    {
+        if N == 0 {
+            return Ok(Vec::new());
+        }
+        let cells = self.int_table(sql, params, N)?;
+        Ok(cells
+            .chunks_exact(N)
+            .map(|row| {
+                let mut values = [0; N];
+                values.copy_from_slice(row);
+                values
+            })
+            .collect())
+    }
 
     /// The first column of the first row of a query, when there is a row and it is not NULL.
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>>;
@@ -128,12 +147,89 @@ pub(crate) trait Sql {
     /// session row's).
     fn lock_session(&mut self, session: &SessionId) -> Result<()>;
 
+    /// The session's write lock held to the end of the transaction, for a caller that reads
+    /// the session's row next (which fails with [`crate::Error::UnknownSession`] when there
+    /// is none): PostgreSQL takes the row lock ([`Sql::lock_session`]); SQLite does nothing,
+    /// its `BEGIN IMMEDIATE` holds the file's lock already.
+    fn lock_session_row(&mut self, session: &SessionId) -> Result<()>;
+
     /// The whole session for the check and the mend, through the one row decoder; the inner
     /// `Err` is the first row outside the contract.
     fn load_for_check(
         &mut self,
         session: &SessionId,
     ) -> Result<std::result::Result<Loaded, Unreadable>>;
+
+    /// The columns of `table` the store writes, in schema order (columns later migrations
+    /// add included; generated ones left out).
+    fn columns(&mut self, table: &str) -> Result<Vec<String>>;
+
+    /// Records `child` on the call `call` of `session` that spawned it
+    /// (`provider_metadata.session_store.child_session`).
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()>;
+}
+
+/// A transaction behind a reference (`&mut dyn Sql` above all) is one too.
+impl<S: Sql + ?Sized> Sql for &mut S {
+    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
+        (**self).run(sql, params)
+    }
+
+    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        (**self).insert(sql, params)
+    }
+
+    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
+        (**self).int_table(sql, params, width)
+    }
+
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        (**self).optional_int(sql, params)
+    }
+
+    fn each_row(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
+    ) -> Result<()> {
+        (**self).each_row(sql, params, each)
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        (**self).load_messages(session, range)
+    }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        (**self).session_ids()
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        (**self).require_session(session)
+    }
+
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        (**self).lock_session(session)
+    }
+
+    fn lock_session_row(&mut self, session: &SessionId) -> Result<()> {
+        (**self).lock_session_row(session)
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        (**self).load_for_check(session)
+    }
+
+    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
+        (**self).columns(table)
+    }
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        (**self).link_call(session, call, child)
+    }
 }
 
 impl Sql for &Connection {
@@ -150,20 +246,16 @@ impl Sql for &Connection {
         Ok(self.last_insert_rowid())
     }
 
-    fn int_rows<const N: usize>(
-        &mut self,
-        sql: &str,
-        params: &[Value<'_>],
-    ) -> Result<Vec<[i64; N]>> {
+    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
         let mut statement = self.prepare_cached(sql)?;
-        let rows = statement.query_map(params_from_iter(params), |row| {
-            let mut values = [0; N];
-            for (at, value) in values.iter_mut().enumerate() {
-                *value = row.get(at)?;
+        let mut rows = statement.query(params_from_iter(params))?;
+        let mut cells = Vec::new();
+        while let Some(row) = rows.next()? {
+            for at in 0..width {
+                cells.push(row.get(at)?);
             }
-            Ok(values)
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        }
+        Ok(cells)
     }
 
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
@@ -209,14 +301,27 @@ impl Sql for &Connection {
         super::write::require_session(self, session)
     }
 
+    fn lock_session_row(&mut self, _session: &SessionId) -> Result<()> {
+        Ok(())
+    }
+
     fn load_for_check(
         &mut self,
         session: &SessionId,
     ) -> Result<std::result::Result<Loaded, Unreadable>> {
         super::rows::load_for_check(self, session)
     }
+
+    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
+        super::fork::columns_of(self, table)
+    }
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        super::import::link_call(self, session, call, child)
+    }
 }
 
+#[cfg(feature = "postgres")]
 impl Sql for Tx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
         self.execute(&dollar_placeholders(sql), &pg_params(params))
@@ -227,21 +332,14 @@ impl Sql for Tx<'_> {
         Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
     }
 
-    fn int_rows<const N: usize>(
-        &mut self,
-        sql: &str,
-        params: &[Value<'_>],
-    ) -> Result<Vec<[i64; N]>> {
-        self.query(&dollar_placeholders(sql), &pg_params(params))?
-            .iter()
-            .map(|row| {
-                let mut values = [0; N];
-                for (at, value) in values.iter_mut().enumerate() {
-                    *value = int_at(row, at)?.unwrap_or_default();
-                }
-                Ok(values)
-            })
-            .collect()
+    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
+        let mut cells = Vec::new();
+        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
+            for at in 0..width {
+                cells.push(int_at(&row, at)?.unwrap_or_default());
+            }
+        }
+        Ok(cells)
     }
 
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
@@ -279,11 +377,23 @@ impl Sql for Tx<'_> {
         super::pg::lock_session(self, session)
     }
 
+    fn lock_session_row(&mut self, session: &SessionId) -> Result<()> {
+        super::pg::lock_session(self, session)
+    }
+
     fn load_for_check(
         &mut self,
         session: &SessionId,
     ) -> Result<std::result::Result<Loaded, Unreadable>> {
         super::pg::rows::load_for_check(self, session)
+    }
+
+    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
+        super::pg::fork::columns(self, table)
+    }
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        super::pg::write::link_call(self, session, call, child)
     }
 }
 
@@ -312,10 +422,12 @@ fn unreadable(at: usize, detail: String) -> crate::Error {
     }
 }
 
+#[cfg(feature = "postgres")]
 fn pg_params<'v>(params: &'v [Value<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
     params.iter().map(Value::pg).collect()
 }
 
+#[cfg(feature = "postgres")]
 /// `?1` -> `$1`: SQLite's numbered placeholders in PostgreSQL's spelling. The statements of
 /// this module hold no `?` other than placeholders (no string literal carries one).
 pub(crate) fn dollar_placeholders(sql: &str) -> String {
@@ -335,6 +447,7 @@ pub(crate) fn dollar_placeholders(sql: &str) -> String {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn numbered_placeholders_become_dollars_and_nothing_else_changes() {
         assert_eq!(

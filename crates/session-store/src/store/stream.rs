@@ -12,7 +12,7 @@
 
 use super::rows::{insert_part, Range};
 use super::sql::{int_at, text_at, values, Sql};
-use super::write::{append_in, stored_tail, tail_of};
+use super::write::{append_in, stored_tail};
 use super::{format_time, now, writer, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
@@ -45,10 +45,7 @@ impl Store {
     /// now: it is the session's last message until it is finished.
     pub fn begin_message(&self, session: &SessionId, role: Role) -> Result<OpenMessage> {
         let token = writer::register();
-        let begun = match self.postgres() {
-            Some(pg) => pg.write(|tx| begin_in(tx, session, role, &token)),
-            None => self.write(|tx| begin_in(&mut &**tx, session, role, &token)),
-        };
+        let begun = self.write(|tx| begin_in(tx, session, role, &token));
         match begun {
             Ok(appended) => Ok(OpenMessage {
                 store: self.clone(),
@@ -69,10 +66,10 @@ impl Store {
     /// answers their calls with tombstones; [`Error::MessageOpen`] when a live writer still
     /// streams one. What every write to a session does first; `store-repair` calls it too.
     pub fn settle_open_messages(&self, session: &SessionId) -> Result<bool> {
-        match self.postgres() {
-            Some(pg) => pg.write(|tx| locked(tx, session, settle_in)),
-            None => self.write(|tx| locked(&mut &**tx, session, settle_in)),
-        }
+        self.write(|tx| {
+            tx.lock_session(session)?;
+            settle_in(tx, session)
+        })
     }
 }
 
@@ -103,12 +100,8 @@ impl OpenMessage {
     /// [`Error::MessageNotOpen`] when the message was interrupted meanwhile.
     pub fn push(&mut self, part: Part) -> Result<()> {
         let (session, appended, token) = (&self.session, &self.appended, &self.token);
-        match self.store.postgres() {
-            Some(pg) => pg.write(|tx| push_in(tx, session, appended, token, &part)),
-            None => self
-                .store
-                .write(|tx| push_in(&mut &**tx, session, appended, token, &part)),
-        }?;
+        self.store
+            .write(|tx| push_in(tx, session, appended, token, &part))?;
         self.parts += 1;
         Ok(())
     }
@@ -117,12 +110,8 @@ impl OpenMessage {
     /// ([`crate::Refusal::EmptyMessage`]) and, the handle being gone, marked `interrupted`.
     pub fn finish(mut self) -> Result<Appended> {
         let (session, appended, token) = (&self.session, &self.appended, &self.token);
-        match self.store.postgres() {
-            Some(pg) => pg.write(|tx| finish_in(tx, session, appended, token)),
-            None => self
-                .store
-                .write(|tx| finish_in(&mut &**tx, session, appended, token)),
-        }?;
+        self.store
+            .write(|tx| finish_in(tx, session, appended, token))?;
         self.done = true;
         writer::release(&self.token);
         Ok(self.appended.clone())
@@ -164,16 +153,6 @@ const TOUCH_COUNTED: &str = "
     UPDATE sessions SET updated_at = ?2, tail_state = NULL, message_count = message_count + 1
     WHERE id = ?1";
 
-/// `f` after the session's write lock ([`Sql::lock_session`]).
-fn locked<D: Sql, T>(
-    db: &mut D,
-    session: &SessionId,
-    f: impl FnOnce(&mut D, &SessionId) -> Result<T>,
-) -> Result<T> {
-    db.lock_session(session)?;
-    f(db, session)
-}
-
 /// [`Store::settle_open_messages`] in the caller's write transaction (which holds the
 /// session's lock), on either engine: true when it interrupted a message.
 pub(crate) fn settle_in(db: &mut impl Sql, session: &SessionId) -> Result<bool> {
@@ -192,7 +171,7 @@ pub(crate) fn settle_in(db: &mut impl Sql, session: &SessionId) -> Result<bool> 
         });
     }
     db.run(INTERRUPT, &values![session.as_str()])?;
-    let walk = Walk::resume(tail_of(db, session)?);
+    let walk = Walk::resume(stored_tail(db, session)?.resume);
     if let Some(tombstones) = pairing::interruption(&walk) {
         append_in(db, session, &[tombstones])?;
     }
@@ -210,9 +189,9 @@ pub(crate) fn abandoned_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec
             found.push(Problem {
                 session_id: session.clone(),
                 rule: HealthRule::AbandonedMessage,
-                turn: int_at(r, 2)?.unwrap_or(0),
-                message_id: int_at(r, 0)?.unwrap_or(0),
-                seq,
+                turn: int_at(r, 2)?,
+                message_id: int_at(r, 0)?,
+                seq: Some(seq),
                 part: None,
                 tool_use_id: None,
                 detail: format!(

@@ -4,10 +4,9 @@
 //! [`crate::history::subagents::subagent_state`].
 
 use super::sql::{int_at, text_at, values, Sql};
-use super::write::tail_of;
+use super::write::stored_tail;
 use super::Store;
 use crate::error::Result;
-use crate::history::grammar::Walk;
 use crate::history::subagents::{subagent_state, SpawnCall};
 use crate::model::{Role, SessionId, Subagent};
 
@@ -32,10 +31,7 @@ impl Store {
     /// The sub-agents `parent` spawned, or every sub-agent of the database when `parent` is
     /// `None`, in creation order.
     pub fn subagents(&self, parent: Option<&SessionId>) -> Result<Vec<Subagent>> {
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| subagents_in(tx, parent)),
-            None => self.read(|conn| subagents_in(&mut &*conn, parent)),
-        }
+        self.read(|tx| subagents_in(tx, parent))
     }
 }
 
@@ -90,7 +86,7 @@ pub(crate) fn record_in(
             is_error: *is_error,
         },
         (Some(id), None) => {
-            let pending = Walk::resume(tail_of(db, parent)?).pending();
+            let pending = super::write::pending_in(db, parent)?;
             if pending.iter().any(|p| p == id) {
                 SpawnCall::Pending
             } else {
@@ -98,7 +94,7 @@ pub(crate) fn record_in(
             }
         }
     };
-    let end = tail_of(db, child)?;
+    let end = stored_tail(db, child)?.resume;
     let finished = end.speaker == Some(Role::Assistant) && end.calls.is_empty();
     let state = subagent_state(spawn, finished);
     db.run(RECORD, &values![child.as_str(), call, state.as_str()])?;

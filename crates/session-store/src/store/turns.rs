@@ -70,10 +70,7 @@ impl Store {
         max_messages: usize,
     ) -> Result<Page> {
         let after_turn = after.map_or(i64::MIN, TurnCursor::last_turn);
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| page_in(tx, session, after_turn, max_messages)),
-            None => self.read(|conn| page_in(&mut &*conn, session, after_turn, max_messages)),
-        }
+        self.read(|tx| page_in(tx, session, after_turn, max_messages))
     }
 
     /// The messages of the turns in `turns`, whole, in `seq` order: `a..=b`, `n..` (turn `n`
@@ -89,19 +86,13 @@ impl Store {
             Bound::Excluded(&n) => n.saturating_sub(1),
             Bound::Unbounded => i64::MAX,
         };
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| turns_in(tx, session, first, last)),
-            None => self.read(|conn| turns_in(&mut &*conn, session, first, last)),
-        }
+        self.read(|tx| turns_in(tx, session, first, last))
     }
 
     /// The messages of the last `k` turns of the session, whole, in `seq` order (all of them
     /// when the session has `k` turns or fewer; none for `k = 0`).
     pub fn last_turns(&self, session: &SessionId, k: usize) -> Result<Vec<Message>> {
-        match self.postgres() {
-            Some(pg) => pg.read(|tx| last_turns_in(tx, session, k)),
-            None => self.read(|conn| last_turns_in(&mut &*conn, session, k)),
-        }
+        self.read(|tx| last_turns_in(tx, session, k))
     }
 }
 

@@ -5,12 +5,12 @@
 //! `usage` is set; importers fill it where the source recorded it. Counts the source did not
 //! report stay NULL, and a sum over NULLs only is `None`, never a made-up 0.
 
-use rusqlite::{params, Row};
+use rusqlite::Row;
 use serde::{Deserialize, Serialize};
 
-use super::sql::{values, Sql};
+use super::sql::{int_at, text_at, values, Sql};
 use super::write::require_session;
-use super::Store;
+use super::{SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::{SessionId, Usage};
 
@@ -121,9 +121,43 @@ impl Store {
     /// What the session cost: tokens per turn (turns whose messages reported usage) and in
     /// total, read in one snapshot. [`crate::Error::UnknownSession`] when it does not exist.
     pub fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
-        if let Some(pg) = self.postgres() {
-            return pg.usage(session);
-        }
+        self.engine.usage(session)
+    }
+
+    /// The usage row of each message of the session that has one, as `(seq, usage)` in seq
+    /// order.
+    pub fn message_usage(&self, session: &SessionId) -> Result<Vec<(i64, Usage)>> {
+        self.read(|db| {
+            db.require_session(session)?;
+            let count = |n: Option<i64>| n.map(|n| u64::try_from(n).unwrap_or(0));
+            let mut found = Vec::new();
+            db.each_row(
+                "SELECT m.seq, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+                 FROM usage u JOIN messages m ON m.id = u.message_id
+                 WHERE m.session_id = ?1 ORDER BY m.seq",
+                &values![session.as_str()],
+                &mut |row| {
+                    found.push((
+                        int_at(row, 0)?.unwrap_or_default(),
+                        Usage {
+                            model: text_at(row, 1)?,
+                            input_tokens: count(int_at(row, 2)?),
+                            output_tokens: count(int_at(row, 3)?),
+                            cache_read_tokens: count(int_at(row, 4)?),
+                            cache_write_tokens: count(int_at(row, 5)?),
+                        },
+                    ));
+                    Ok(())
+                },
+            )?;
+            Ok(found)
+        })
+    }
+}
+
+impl SqliteEngine {
+    /// [`Store::usage`] on SQLite.
+    pub(super) fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
         self.read(|conn| {
             require_session(conn, session)?;
             let turns = conn
@@ -144,36 +178,6 @@ impl Store {
                 turns,
                 total,
             })
-        })
-    }
-
-    /// The usage row of each message of the session that has one, as `(seq, usage)` in seq
-    /// order.
-    pub fn message_usage(&self, session: &SessionId) -> Result<Vec<(i64, Usage)>> {
-        if let Some(pg) = self.postgres() {
-            return pg.message_usage(session);
-        }
-        self.read(|conn| {
-            require_session(conn, session)?;
-            let mut stmt = conn.prepare_cached(
-                "SELECT m.seq, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
-                 FROM usage u JOIN messages m ON m.id = u.message_id
-                 WHERE m.session_id = ?1 ORDER BY m.seq",
-            )?;
-            let count = |n: Option<i64>| n.map(|n| u64::try_from(n).unwrap_or(0));
-            let rows = stmt.query_map(params![session.as_str()], |row| {
-                Ok((
-                    row.get(0)?,
-                    Usage {
-                        model: row.get(1)?,
-                        input_tokens: count(row.get(2)?),
-                        output_tokens: count(row.get(3)?),
-                        cache_read_tokens: count(row.get(4)?),
-                        cache_write_tokens: count(row.get(5)?),
-                    },
-                ))
-            })?;
-            Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
         })
     }
 }

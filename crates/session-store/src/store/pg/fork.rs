@@ -7,9 +7,8 @@
 
 use super::{PgStore, Tx};
 use crate::error::Result;
-use crate::model::SessionId;
-use crate::store::fork::{fork_in, tree};
-use crate::store::{Forked, Lineage};
+use crate::store::fork::tree;
+use crate::store::Lineage;
 
 /// `store/fork.rs`'s order, ids compared as SQLite compares them (bytes).
 const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions
@@ -21,12 +20,6 @@ const COLUMNS: &str = "
     ORDER BY attnum";
 
 impl PgStore {
-    /// `Store::fork` on PostgreSQL: one transaction that holds the source's row lock (no
-    /// append to it runs meanwhile) and the new session's.
-    pub(crate) fn fork(&self, source: &SessionId, at_turn: i64) -> Result<Forked> {
-        self.write(|tx| fork_in(tx, source, at_turn, columns))
-    }
-
     /// `Store::lineage` on PostgreSQL.
     pub(crate) fn lineage(&self) -> Result<Vec<Lineage>> {
         let rows = self.read(|tx| {
@@ -40,7 +33,7 @@ impl PgStore {
 }
 
 /// The columns of `table` the store writes, in schema order.
-fn columns(tx: &mut Tx<'_>, table: &str) -> Result<Vec<String>> {
+pub(crate) fn columns(tx: &mut Tx<'_>, table: &str) -> Result<Vec<String>> {
     tx.query(COLUMNS, &[&table])?
         .iter()
         .map(|row| Ok(row.try_get(0)?))

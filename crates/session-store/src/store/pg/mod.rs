@@ -8,7 +8,8 @@
 //! after the lock, against what is committed. Every read is one `REPEATABLE READ READ ONLY`
 //! transaction: all its queries see one snapshot, as a SQLite read transaction does.
 //!
-//! `Store` dispatches here when it was opened on a `postgres://` (or `postgresql://`) URL.
+//! A `Store` opened on a `postgres://` (or `postgresql://`) URL runs on this engine
+//! (`engine.rs`, the seam's PostgreSQL side).
 
 use std::time::Duration;
 
@@ -24,22 +25,15 @@ use crate::error::{Error, Result};
 use crate::model::SessionId;
 
 mod copy;
-mod fork;
-mod ops;
+mod engine;
+pub(crate) mod fork;
 pub(crate) mod read;
-mod repair;
 mod retention;
 pub(crate) mod rows;
 pub(crate) mod schema;
 mod search;
 mod usage;
-mod write;
-
-/// True when `location` names a PostgreSQL database (`postgres://` or `postgresql://`)
-/// rather than a file: what [`crate::Store::open`] and the tools' `--db` dispatch on.
-pub fn is_url(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
-}
+pub(crate) mod write;
 
 /// A pooled connection with the statements it has prepared, by SQL text: each statement is
 /// parsed once per connection instead of once per call (a round trip saved on every query).
@@ -168,7 +162,7 @@ impl PgStore {
             .build(manager)?;
         Ok(Self {
             pool,
-            shown: redact(url),
+            shown: super::url::redact(url),
             read_only: options.read_only,
         })
     }
@@ -252,39 +246,4 @@ pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()
     tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
         .map(|_| ())
         .ok_or_else(|| Error::UnknownSession(session.clone()))
-}
-
-/// A database URL fit to print: `postgres://user:secret@host/db` shown as
-/// `postgres://user@host/db`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(at) => rest.split_at(at),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            format!("{scheme}://{user}@{host}{tail}")
-        }
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_show() {
-        assert_eq!(
-            redact("postgres://u:secret@127.0.0.1:5432/db?options=x"),
-            "postgres://u@127.0.0.1:5432/db?options=x"
-        );
-        assert_eq!(redact("postgres://127.0.0.1/db"), "postgres://127.0.0.1/db");
-        assert!(is_url("postgresql://x/y"));
-        assert!(!is_url("/tmp/postgres://x"));
-    }
 }

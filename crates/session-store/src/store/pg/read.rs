@@ -3,23 +3,14 @@
 //! collation.
 
 use crate::error::{Error, Result};
-use crate::history::grammar::Walk;
-use crate::model::{Message, SessionId, SessionInfo};
+use crate::model::{SessionId, SessionInfo};
 use crate::store::overview::SessionOverview;
 use crate::store::parse_time;
 
-use super::rows::{load_messages, Range};
-use super::write::tail_of;
-use super::{require_session, PgStore, Tx};
+use super::{PgStore, Tx};
+use crate::store::write::pending_listed;
 
 impl PgStore {
-    pub(crate) fn messages(&self, session: &SessionId) -> Result<Vec<Message>> {
-        self.read(|tx| {
-            require_session(tx, session)?;
-            load_messages(tx, session, Range::All)
-        })
-    }
-
     pub(crate) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         self.read(|tx| {
             let rows = tx.query(
@@ -48,18 +39,6 @@ impl PgStore {
             }
             Ok(sessions)
         })
-    }
-
-    pub(crate) fn has_session(&self, session: &SessionId) -> Result<bool> {
-        self.read(|tx| {
-            Ok(tx
-                .query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
-                .is_some())
-        })
-    }
-
-    pub(crate) fn session_ids(&self) -> Result<Vec<SessionId>> {
-        self.read(session_ids)
     }
 
     pub(crate) fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
@@ -95,7 +74,7 @@ impl PgStore {
                 });
             }
             for overview in &mut found {
-                overview.pending = Walk::resume(tail_of(tx, &overview.id)?).pending();
+                overview.pending = pending_listed(tx, &overview.id)?;
             }
             Ok(found)
         })

@@ -1,7 +1,5 @@
-//! Retention and size on PostgreSQL: the twin of `store/retention.rs`. Deleting and pruning
-//! are the same (one `DELETE` of the session row, the foreign keys cascade; `repair_log` by
-//! session id; prune re-checks the time under the session's row lock). The size report and
-//! reclaiming speak of the server's storage instead of a file:
+//! Size on PostgreSQL (deleting and pruning are `store/retention.rs`'s, written once over
+//! the seam). The size report and reclaiming speak of the server's storage instead of a file:
 //!
 //! - "the database" is the relations (tables with their TOAST data, and indexes) of the schema
 //!   that holds the store's `sessions` table: what this store owns, not the whole server;
@@ -9,13 +7,10 @@
 //!   given back), and [`crate::Store::vacuum`] is `VACUUM FULL` (every table rewritten,
 //!   holding an exclusive lock on it meanwhile).
 
-use chrono::{DateTime, Utc};
-
-use super::{lock_session, PgStore, Tx};
+use super::PgStore;
 use crate::error::Result;
-use crate::model::SessionId;
-use crate::store::retention::{older_than_in, SizeTotals};
-use crate::store::{parse_time, Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
+use crate::store::retention::SizeTotals;
+use crate::store::{ObjectSize, Reclaimed, SessionSize, SizeReport};
 
 /// The relations of the store's schema: tables (`r`), materialized views (`m`) and indexes
 /// (`i`); a table's bytes include its TOAST data and maps (`pg_table_size`), its indexes are
@@ -54,54 +49,6 @@ const SESSION_SIZES: &str = "
 const SEARCH_INDEX: &str = "parts_search";
 
 impl PgStore {
-    /// Deletes the session and every row of it (the cascade), and its repair log.
-    pub(crate) fn delete_session(&self, session: &SessionId) -> Result<Deleted> {
-        self.write(|tx| {
-            lock_session(tx, session)?;
-            delete_in(tx, session)
-        })
-    }
-
-    /// `Store::prune_candidates` on PostgreSQL.
-    pub(crate) fn prune_candidates(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        self.read(|tx| {
-            let mut out = Vec::new();
-            for (session, updated_at) in older_than(tx, cutoff)? {
-                let messages = message_count(tx, &session)?;
-                out.push(Deleted {
-                    session,
-                    updated_at,
-                    messages,
-                });
-            }
-            Ok(out)
-        })
-    }
-
-    /// `Store::prune` on PostgreSQL: each session in its own transaction, its time checked
-    /// again under its row lock (a session a writer touched meanwhile is kept).
-    pub(crate) fn prune(&self, cutoff: DateTime<Utc>) -> Result<Vec<Deleted>> {
-        let candidates = self.read(|tx| older_than(tx, cutoff))?;
-        let mut deleted = Vec::new();
-        for (session, _) in candidates {
-            let done = self.write(|tx| {
-                let updated: Option<String> = tx
-                    .query_opt(
-                        "SELECT updated_at FROM sessions WHERE id = $1 FOR UPDATE",
-                        &[&session.as_str()],
-                    )?
-                    .map(|row| row.try_get(0))
-                    .transpose()?;
-                match updated.as_deref().and_then(parse_time) {
-                    Some(time) if time < cutoff => Ok(Some(delete_in(tx, &session)?)),
-                    _ => Ok(None),
-                }
-            })?;
-            deleted.extend(done);
-        }
-        Ok(deleted)
-    }
-
     /// `Store::size_report` on PostgreSQL, in one snapshot. The figures, as PostgreSQL has
     /// them (the field documentation of [`SizeReport`] says what each is on SQLite):
     /// - `file_bytes`: the bytes of every relation of the store's schema (tables with TOAST,
@@ -186,44 +133,4 @@ impl PgStore {
             full_vacuum: full,
         })
     }
-}
-
-/// Deletes one session inside the caller's transaction (its row lock held).
-fn delete_in(tx: &mut Tx<'_>, session: &SessionId) -> Result<Deleted> {
-    let updated_at: String = tx
-        .query_one(
-            "SELECT updated_at FROM sessions WHERE id = $1",
-            &[&session.as_str()],
-        )?
-        .try_get(0)?;
-    let messages = message_count(tx, session)?;
-    tx.execute(
-        "DELETE FROM repair_log WHERE session_id = $1",
-        &[&session.as_str()],
-    )?;
-    tx.execute("DELETE FROM sessions WHERE id = $1", &[&session.as_str()])?;
-    Ok(Deleted {
-        session: session.clone(),
-        updated_at,
-        messages,
-    })
-}
-
-fn message_count(tx: &mut Tx<'_>, session: &SessionId) -> Result<i64> {
-    Ok(tx
-        .query_one(
-            "SELECT COUNT(*) FROM messages WHERE session_id = $1",
-            &[&session.as_str()],
-        )?
-        .try_get(0)?)
-}
-
-/// The sessions last changed before `cutoff`, oldest first (decided by `older_than_in`).
-fn older_than(tx: &mut Tx<'_>, cutoff: DateTime<Utc>) -> Result<Vec<(SessionId, String)>> {
-    let rows = tx
-        .query("SELECT id, updated_at FROM sessions", &[])?
-        .iter()
-        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(older_than_in(rows, cutoff))
 }

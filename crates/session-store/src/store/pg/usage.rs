@@ -1,12 +1,12 @@
-//! Token accounting on PostgreSQL: the twin of `store/usage.rs` (the usage rows of a
-//! session's messages, and its usage per turn and in total). Sums are cast back to BIGINT
+//! Token accounting on PostgreSQL: the twin of `store/usage.rs`'s usage per turn and in
+//! total (the usage rows of a session's messages are read once, over the seam). Sums are cast back to BIGINT
 //! (PostgreSQL sums BIGINT as NUMERIC); a sum over NULLs only stays `None`.
 
 use postgres::Row;
 
 use super::{require_session, PgStore};
 use crate::error::Result;
-use crate::model::{SessionId, Usage};
+use crate::model::SessionId;
 use crate::store::{SessionUsage, TokenTotals, TurnUsage};
 
 const USAGE_BY_TURN: &str = "
@@ -58,34 +58,6 @@ impl PgStore {
                 turns,
                 total,
             })
-        })
-    }
-
-    /// The usage row of each message that has one, as `(seq, usage)` in seq order.
-    pub(crate) fn message_usage(&self, session: &SessionId) -> Result<Vec<(i64, Usage)>> {
-        self.read(|tx| {
-            require_session(tx, session)?;
-            let count = |n: Option<i64>| n.map(|n| u64::try_from(n).unwrap_or(0));
-            tx.query(
-                "SELECT m.seq, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
-                 FROM usage u JOIN messages m ON m.id = u.message_id
-                 WHERE m.session_id = $1 ORDER BY m.seq",
-                &[&session.as_str()],
-            )?
-            .iter()
-            .map(|row| {
-                Ok((
-                    row.try_get(0)?,
-                    Usage {
-                        model: row.try_get(1)?,
-                        input_tokens: count(row.try_get(2)?),
-                        output_tokens: count(row.try_get(3)?),
-                        cache_read_tokens: count(row.try_get(4)?),
-                        cache_write_tokens: count(row.try_get(5)?),
-                    },
-                ))
-            })
-            .collect()
         })
     }
 }

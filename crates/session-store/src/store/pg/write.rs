@@ -7,27 +7,15 @@ use crate::error::Result;
 use serde_json::Value;
 
 use crate::model::SessionId;
-use crate::store::import::ImportTarget;
-
-pub(crate) use crate::store::write::tail_of;
-
-/// [`crate::Store::import`] and [`crate::Store::import_reader`] on PostgreSQL: the import
-/// logic of `store/import.rs`, the same rows, in the caller's transaction.
-impl<'a> ImportTarget for Tx<'a> {
-    type Db = Tx<'a>;
-
-    fn db(&mut self) -> &mut Tx<'a> {
-        self
-    }
-
-    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
-        link_call(self, session, call, child)
-    }
-}
 
 /// Records the child session on the call that spawned it (`session_store.child_session` in
 /// the call's provider metadata), as SQLite's `json_set` does.
-fn link_call(tx: &mut Tx<'_>, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+pub(crate) fn link_call(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    call: &str,
+    child: &SessionId,
+) -> Result<()> {
     let rows = tx.query(
         "SELECT p.id, p.provider_metadata FROM parts p JOIN messages m ON m.id = p.message_id
          WHERE m.session_id = $1 AND p.kind = 'tool_use' AND p.tool_use_id = $2",

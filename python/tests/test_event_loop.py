@@ -1,0 +1,82 @@
+"""The adapters' async methods never block the event loop: a ticker task keeps ticking while
+they write and read thousands of items."""
+
+from __future__ import annotations
+
+import asyncio
+
+from session_store.agents import Session
+from session_store.claude import SessionStore
+
+
+async def with_ticker(work):
+    """Runs ``work()`` beside a task that ticks on every turn of the loop; returns how many
+    times it ticked during each awaited call of the work."""
+    ticks = 0
+    stop = False
+
+    async def ticker():
+        nonlocal ticks
+        while not stop:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    during = []
+
+    async def timed(awaitable):
+        before = ticks
+        result = await awaitable
+        during.append(ticks - before)
+        return result
+
+    try:
+        await work(timed)
+    finally:
+        stop = True
+        await task
+    return during
+
+
+def items(batch, start):
+    out = []
+    for n in range(start, start + batch):
+        out.append({"role": "user", "content": f"question {n}"})
+        out.append({"type": "function_call", "call_id": f"call_{n}", "name": "lookup",
+                    "arguments": '{"n": %d}' % n})
+        out.append({"type": "function_call_output", "call_id": f"call_{n}", "output": "x" * 200})
+        out.append({"role": "assistant", "content": [
+            {"type": "output_text", "text": f"answer {n}", "annotations": []}]})
+    return out
+
+
+def test_the_agents_session_does_not_block_the_loop(db):
+    session = Session("ticking", db)
+
+    async def work(timed):
+        for batch in range(10):
+            await timed(session.add_items(items(100, batch * 100)))
+            await timed(session.get_items())
+            await timed(session.get_items(limit=50))
+
+    during = asyncio.run(with_ticker(work))
+    assert len(asyncio.run(session.get_items())) == 4000
+    # A call that blocked the loop would see no tick while it ran.
+    assert sum(1 for n in during if n > 0) >= len(during) * 3 // 4
+
+
+def test_the_claude_store_does_not_block_the_loop(db):
+    store = SessionStore(db)
+    key = {"project_key": "p", "session_id": "ticking"}
+
+    async def work(timed):
+        for batch in range(10):
+            entries = [{"type": "x", "uuid": f"{batch}-{n}", "n": n} for n in range(300)]
+            await timed(store.append(key, entries))
+            await timed(store.load(key))
+        await timed(store.list_sessions("p"))
+
+    during = asyncio.run(with_ticker(work))
+    assert len(asyncio.run(store.load(key))) == 3000
+    assert sum(1 for n in during if n > 0) >= len(during) * 3 // 4

@@ -1,0 +1,296 @@
+//! `AsyncStore` (cargo feature `tokio`): the store's operations as `async fn`s that run on
+//! tokio's blocking pool. The failure class is a store call that blocks a runtime worker
+//! thread: on a current-thread runtime every other task (timers, sockets, a UI heartbeat)
+//! stops while the store waits on SQLite's lock, the disk or a PostgreSQL server. A ticker
+//! task beside thousands of appends shows it, against each backend; the same appends through
+//! the blocking `Store` in the task are the control that stops the ticker.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::Result;
+use serde_json::json;
+use session_store::{AsyncStore, Error, NewMessage, Part, Refusal, SessionId, Store};
+
+use crate::backends::backends;
+
+/// Appends per run: thousands, as an agent loop over a long session makes.
+const APPENDS: usize = 2_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("current-thread runtime")
+}
+
+/// A task that counts its turns on the runtime until `stop` is set. Each turn also rests
+/// the thread a moment (a heartbeat's work): a ticker that only yields would spin a core
+/// that the appends and the other tests need.
+async fn ticker(ticks: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        ticks.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(std::time::Duration::from_micros(20));
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A user / assistant exchange, `n` apart from the others.
+fn exchange(n: usize) -> [NewMessage; 2] {
+    [
+        NewMessage::user(format!("question {n}")),
+        NewMessage::assistant(vec![Part::text(format!("answer {n}"))]),
+    ]
+}
+
+/// What the ticker did while `APPENDS` appends ran one after another in the runtime's main
+/// task: how many times it ticked, and across how many of the appends it ticked.
+struct Ticked {
+    ticks: u64,
+    appends: u64,
+}
+
+/// Runs `APPENDS` appends (through `append`) in the runtime's main task beside a ticker.
+fn ticker_beside_appends<F, Fut>(append: F) -> Ticked
+where
+    F: Fn(NewMessage) -> Fut,
+    Fut: std::future::Future<Output = session_store::Result<()>>,
+{
+    let runtime = runtime();
+    let ticks = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    runtime.block_on(async {
+        let ticking = tokio::spawn(ticker(ticks.clone(), stop.clone()));
+        // Let the ticker start.
+        tokio::task::yield_now().await;
+        let start = ticks.load(Ordering::Relaxed);
+        let mut appends = 0;
+        for n in 0..APPENDS / 2 {
+            for message in exchange(n) {
+                let before = ticks.load(Ordering::Relaxed);
+                append(message).await.expect("append");
+                if ticks.load(Ordering::Relaxed) > before {
+                    appends += 1;
+                }
+            }
+        }
+        let ticked = Ticked {
+            ticks: ticks.load(Ordering::Relaxed) - start,
+            appends,
+        };
+        stop.store(true, Ordering::Relaxed);
+        ticking.await.expect("ticker");
+        ticked
+    })
+}
+
+#[test]
+fn a_current_thread_runtime_keeps_running_other_tasks_while_async_store_appends() -> Result<()> {
+    for backend in backends() {
+        let store = runtime().block_on(AsyncStore::open(backend.location()))?;
+        let session = runtime().block_on(store.create_session())?;
+        let ticked = ticker_beside_appends(|message| {
+            let (store, session) = (store.clone(), session.clone());
+            async move { store.append(&session, message).await.map(drop) }
+        });
+        eprintln!(
+            "{}: {} ticks, across {} of {APPENDS} appends",
+            backend.name, ticked.ticks, ticked.appends
+        );
+        // The append's blocking work runs on the pool while the runtime's only thread runs
+        // the ticker: the main task yields nowhere else, so every tick was made while an
+        // append was in flight, and most appends are crossed by one (not all: a fast append
+        // can end before the scheduler gets to the ticker). Blocking gives 0 and 0.
+        let least = APPENDS as u64 / 4;
+        assert!(
+            ticked.ticks >= least && ticked.appends >= least,
+            "{}: the ticker ticked {} times, across {} of {APPENDS} appends",
+            backend.name,
+            ticked.ticks,
+            ticked.appends
+        );
+        assert_eq!(
+            backend.store.messages(&session)?.len(),
+            APPENDS,
+            "{}",
+            backend.name
+        );
+
+        // The control: the same appends through the blocking `Store` in the task hold the
+        // runtime's only thread, and the ticker never gets to tick. (On PostgreSQL the
+        // blocking client refuses to run on a runtime thread at all: a panic.)
+        if backend.name != "sqlite" {
+            continue;
+        }
+        let control = backend.store.create_session()?;
+        let blocked = ticker_beside_appends(|message| {
+            let result = backend.store.append(&control, message).map(drop);
+            async move { result }
+        });
+        assert_eq!(
+            (blocked.ticks, blocked.appends),
+            (0, 0),
+            "{}: the control ticked",
+            backend.name
+        );
+    }
+    Ok(())
+}
+
+/// What a refused append looks like through each door.
+fn refusal(error: &Error) -> Option<(String, usize, Refusal)> {
+    match error {
+        Error::Refused {
+            session,
+            index,
+            reason,
+        } => Some((session.to_string(), *index, reason.clone())),
+        _ => None,
+    }
+}
+
+#[test]
+fn async_store_refuses_what_store_refuses_with_the_same_typed_error() -> Result<()> {
+    let runtime = runtime();
+    for backend in backends() {
+        let store = runtime.block_on(AsyncStore::open(backend.location()))?;
+        let session = backend.store.create_session()?;
+        backend
+            .store
+            .append(&session, NewMessage::user("list /tmp"))?;
+        let refused = [
+            // A result whose call was never made.
+            NewMessage::tool(vec![Part::tool_result("ghost", "out")]),
+            // An assistant message with no parts.
+            NewMessage::assistant(vec![]),
+            // A call answered twice in one batch is refused at its second result.
+            NewMessage::assistant(vec![
+                Part::tool_use("c1", "ls", json!({})),
+                Part::tool_use("c1", "ls", json!({})),
+            ]),
+        ];
+        for message in refused {
+            let blocking = backend
+                .store
+                .append(&session, message.clone())
+                .expect_err("Store refuses");
+            let awaited = runtime
+                .block_on(store.append(&session, message))
+                .expect_err("AsyncStore refuses");
+            assert!(
+                refusal(&blocking).is_some(),
+                "{}: {blocking:?}",
+                backend.name
+            );
+            assert_eq!(refusal(&awaited), refusal(&blocking), "{}", backend.name);
+        }
+        assert_eq!(
+            backend.store.messages(&session)?.len(),
+            1,
+            "{}",
+            backend.name
+        );
+
+        let unknown = SessionId::new("no-such-session");
+        for error in [
+            runtime.block_on(store.messages(&unknown)).map(drop),
+            runtime
+                .block_on(store.append(&unknown, NewMessage::user("hi")))
+                .map(drop),
+            runtime.block_on(store.last_turns(&unknown, 1)).map(drop),
+        ] {
+            assert!(
+                matches!(&error, Err(Error::UnknownSession(id)) if *id == unknown),
+                "{}: {error:?}",
+                backend.name
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn async_store_reads_what_store_wrote_and_the_other_way_round() -> Result<()> {
+    let runtime = runtime();
+    for backend in backends() {
+        let store = runtime.block_on(AsyncStore::open(backend.location()))?;
+        let written = backend.store.create_session()?;
+        backend.store.append_batch(&written, exchange(1).to_vec())?;
+        let (messages, pending, sessions) = runtime.block_on(async {
+            let session = store.create_session().await?;
+            store.append(&session, NewMessage::user("run it")).await?;
+            store
+                .append(
+                    &session,
+                    NewMessage::assistant(vec![Part::tool_use("c1", "run", json!({}))]),
+                )
+                .await?;
+            let pending = store.pending_tool_uses(&session).await?;
+            Ok::<_, Error>((
+                store.messages(&written).await?,
+                pending,
+                store.sessions().await?,
+            ))
+        })?;
+        assert_eq!(
+            messages,
+            backend.store.messages(&written)?,
+            "{}",
+            backend.name
+        );
+        assert_eq!(pending, vec!["c1".to_owned()], "{}", backend.name);
+        assert_eq!(sessions, backend.store.sessions()?, "{}", backend.name);
+    }
+    Ok(())
+}
+
+#[test]
+fn the_last_async_store_goes_away_inside_a_task_without_a_panic() -> Result<()> {
+    for backend in backends() {
+        let runtime = runtime();
+        let appended = runtime.block_on(async {
+            let store = AsyncStore::open(backend.location()).await?;
+            let session = store.create_session().await?;
+            let clone = store.clone();
+            // Both handles, and with them the pool and its open connections, go away here,
+            // on the runtime's thread (PostgreSQL's client would block closing them).
+            let appended = clone.append(&session, NewMessage::user("hi")).await?;
+            drop(store);
+            drop(clone);
+            tokio::task::yield_now().await;
+            Ok::<_, Error>((session, appended.seq))
+        })?;
+        drop(runtime);
+        assert_eq!(
+            backend.store.messages(&appended.0)?.len(),
+            1,
+            "{}",
+            backend.name
+        );
+        assert_eq!(appended.1, 1, "{}", backend.name);
+    }
+    Ok(())
+}
+
+#[test]
+fn async_store_is_clone_send_sync_and_shares_the_store() -> Result<()> {
+    fn shareable<T: Clone + Send + Sync + 'static>() {}
+    shareable::<AsyncStore>();
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("s.db");
+    let runtime = runtime();
+    let store = runtime.block_on(AsyncStore::open_with(
+        &path,
+        &session_store::StoreOptions::default(),
+    ))?;
+    let session = runtime.block_on(store.clone().create_session())?;
+    assert!(Store::open(&path)?.has_session(&session)?);
+    assert_eq!(store.path(), path.as_path());
+    assert!(!store.is_postgres());
+    // A path that cannot be a database is refused as `Store::open` refuses it.
+    let refused = runtime.block_on(AsyncStore::open(":memory:"));
+    assert!(
+        matches!(refused, Err(Error::InvalidPath { .. })),
+        "{refused:?}"
+    );
+    Ok(())
+}
