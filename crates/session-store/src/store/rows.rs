@@ -404,7 +404,7 @@ pub(crate) fn load_for_check(
 
 /// The names [`SELECT_MESSAGES`] selects, in its order: where the decoder finds each column
 /// of a row handed over by [`Sql::each_row`], on either engine.
-const MESSAGE_COLUMNS: [&str; 15] = [
+const MESSAGE_COLUMNS: [&str; 16] = [
     "message_id",
     "seq",
     "turn_index",
@@ -412,6 +412,7 @@ const MESSAGE_COLUMNS: [&str; 15] = [
     "compacted",
     "created_at",
     "model",
+    "state",
     "part_id",
     "kind",
     "text",

@@ -95,8 +95,9 @@ impl OpenMessage {
     }
 
     /// Stores the next part; committed when this returns. The message with this part added
-    /// is checked as an append of it whole would be ([`pairing::check_push`]): a refused
-    /// part ([`Error::Refused`]) writes nothing and the message stays open.
+    /// is checked as an append of it whole would be (the streaming rule of
+    /// `history/pairing.rs`): a refused part ([`Error::Refused`]) writes nothing and the
+    /// message stays open.
     /// [`Error::MessageNotOpen`] when the message was interrupted meanwhile.
     pub fn push(&mut self, part: Part) -> Result<()> {
         let (session, appended, token) = (&self.session, &self.appended, &self.token);
