@@ -51,7 +51,7 @@ pub fn filler(seed: u64, len: usize) -> String {
         x ^= x >> 7;
         x ^= x << 17;
         out.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
-        out.push(if x % 11 == 0 { '\n' } else { ' ' });
+        out.push(if x.is_multiple_of(11) { '\n' } else { ' ' });
     }
     out
 }
@@ -173,7 +173,7 @@ pub fn agent_turn(rng: &mut Rng) -> Vec<NewMessage> {
     ))];
     for _ in 0..rng.range(0, 10) {
         let mut parts = Vec::new();
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             let signature = rng.alnum(88);
             parts.push(Part::reasoning(
                 filler(rng.next(), rng.range(200, 2_000) as usize),
@@ -193,7 +193,7 @@ pub fn agent_turn(rng: &mut Rng) -> Vec<NewMessage> {
             .iter()
             .map(|id| {
                 let text = filler(rng.next(), rng.range(0, 4_000) as usize);
-                if rng.next() % 20 == 0 {
+                if rng.next().is_multiple_of(20) {
                     Part::tool_error(id, text)
                 } else {
                     Part::tool_result(id, text)

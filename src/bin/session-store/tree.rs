@@ -1,17 +1,22 @@
-//! `sessions --tree`: every session under the session it was forked from, or that spawned
-//! it (a sub-agent, with the call that spawned it and its state).
+//! `sessions --tree [--json]`: every session under the session it was forked from, or that
+//! spawned it (a sub-agent, with the call that spawned it and its state).
 
 use std::io::Write;
 
 use session_store::Store;
 
-pub fn run(store: &Store, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let lineage = store.lineage()?;
+    if json {
+        // `[{"id", "parent", "forked_at_turn", "depth"}]`, in the tree's order.
+        return crate::shapes::print(out, &serde_json::to_value(&lineage)?);
+    }
     let subagents: std::collections::HashMap<_, _> = store
         .subagents(None)?
         .into_iter()
         .map(|s| (s.id.clone(), s))
         .collect();
-    for node in store.lineage()? {
+    for node in lineage {
         let indent = "  ".repeat(node.depth);
         if let Some(child) = subagents.get(&node.id) {
             let state = child

@@ -119,6 +119,19 @@ pub(crate) fn pending_listed(db: &mut impl Sql, session: &SessionId) -> Result<V
 /// Validates `messages` against the session's tail, then inserts them, on either engine; the
 /// caller owns the transaction (on PostgreSQL it holds the session's row lock,
 /// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
+/// Refuses a session's text (a title, a summary) that holds a NUL character, which
+/// PostgreSQL cannot keep: the same refusal on every engine, before any statement binds it
+/// (the messages' texts: `pairing::check_texts`).
+pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&str>) -> Result<()> {
+    if text.is_some_and(|text| text.contains('\0')) {
+        return Err(Error::NulInSessionText {
+            session: session.clone(),
+            field,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn append_in(
     db: &mut impl Sql,
     session: &SessionId,
@@ -134,6 +147,14 @@ pub(crate) fn append_in(
             index: 0,
             reason: pairing::Refusal::EmptyMessage,
         });
+    }
+    // Texts no engine can keep are refused before any statement binds them.
+    for (index, message) in messages.iter().enumerate() {
+        pairing::check_texts(message).map_err(|reason| Error::Refused {
+            session: session.clone(),
+            index,
+            reason,
+        })?;
     }
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
@@ -161,7 +182,7 @@ pub(crate) fn append_in(
     let now = now();
     let mut appended = replayed;
     appended.reserve(messages.len());
-    for message in messages {
+    for (index, message) in messages.iter().enumerate() {
         position.last_seq += 1;
         let turn_index = next_turn_index(position.last_user_turn, message.role);
         if message.role == Role::User {
@@ -177,7 +198,7 @@ pub(crate) fn append_in(
             &created_at,
         )?;
         if let Some(usage) = &message.usage {
-            super::usage::insert_usage(db, id, usage)?;
+            super::usage::insert_usage(db, id, usage, |reason| refused(index, reason))?;
         }
         super::idempotency::record(db, session, message, id)?;
         appended.push(Appended {
