@@ -194,6 +194,80 @@ fn cancel_pending_answers_every_open_call_with_a_tombstone() -> Result<()> {
 }
 
 #[test]
+fn streamed_messages_store_each_part_and_interrupt_when_dropped() -> Result<()> {
+    use session_store::MessageState;
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = store.create_session()?;
+        store.append(&session, NewMessage::user("go"))?;
+        let mut open = store.begin_message(&session, Role::Assistant)?;
+        open.push(Part::text("reading"))?;
+        open.push(Part::tool_use("s1", "read", json!({})))?;
+        ensure!(store.messages(&session)?[1].state == MessageState::Open);
+        let refused = store.append(&session, NewMessage::user("hurry"));
+        ensure!(
+            matches!(refused, Err(Error::MessageOpen { seq: 2, .. })),
+            "{refused:?}"
+        );
+        let duplicate = open.push(Part::tool_use("s1", "read", json!({})));
+        ensure!(
+            matches!(duplicate, Err(Error::Refused { .. })),
+            "{duplicate:?}"
+        );
+        open.finish()?;
+        store.append(
+            &session,
+            NewMessage::tool(vec![Part::tool_result("s1", "ok")]),
+        )?;
+        let mut open = store.begin_message(&session, Role::Assistant)?;
+        open.push(Part::tool_use("s2", "read", json!({})))?;
+        drop(open);
+        let messages = store.messages(&session)?;
+        let states: Vec<MessageState> = messages.iter().map(|m| m.state).collect();
+        ensure!(store.pending_tool_uses(&session)?.is_empty());
+        store.append(&session, NewMessage::user("next"))?;
+        let report = store.check(&[], &RepairOptions::default())?;
+        ensure!(report.violations.is_empty(), "{:?}", report.violations);
+        Ok((states, shape(&store.messages(&session)?)))
+    })?;
+    for (_, (states, _)) in &results {
+        assert_eq!(
+            states,
+            &[
+                MessageState::Complete,
+                MessageState::Complete,
+                MessageState::Complete,
+                MessageState::Interrupted,
+                MessageState::Complete,
+            ]
+        );
+    }
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
+fn budget_reads_the_same_ledger_and_plans_the_same_cut() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[2, 1, 3, 0])?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::text("with usage")])
+                .with_usage(session_store::Usage::new(700, 20).cache(100, 50)),
+        )?;
+        let budget = store.budget(&session, 10)?;
+        ensure!(budget.reported_input_tokens == Some(850), "{budget:?}");
+        ensure!(budget.over);
+        let roomy = store.budget(&session, 1_000_000)?;
+        ensure!(!roomy.over && roomy.compact_through_turn.is_none());
+        Ok((budget, roomy))
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+#[test]
 fn pages_and_slices_hold_whole_turns() -> Result<()> {
     let results = on_each(|b| {
         let store = &b.store;

@@ -110,6 +110,7 @@ fn to_messages(body: &Value) -> Vec<Message> {
             compacted: false,
             created_at: chrono::DateTime::UNIX_EPOCH,
             model: None,
+            state: session_store::MessageState::Complete,
             parts,
         })
         .collect()
@@ -267,6 +268,7 @@ fn claude_code_messages(jsonl: &str) -> Vec<Message> {
             compacted: false,
             created_at: chrono::DateTime::UNIX_EPOCH,
             model: None,
+            state: session_store::MessageState::Complete,
             parts,
         })
         .collect()

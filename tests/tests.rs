@@ -4,6 +4,7 @@
 mod async_store;
 mod backends;
 mod broken_db;
+mod budget;
 mod bundle;
 mod check_constraints;
 mod cli;
@@ -16,8 +17,10 @@ mod copy_resume;
 mod corrupt_file;
 mod crash;
 mod disk_full;
+mod durability;
 mod export_bytes;
 mod fault_support;
+mod fidelity;
 mod forensics;
 mod fork;
 #[path = "../fuzz/harness.rs"]
@@ -53,6 +56,9 @@ mod search;
 mod self_contained;
 mod store;
 mod store_props;
+mod stream_kill;
+mod streaming;
+mod subagents;
 mod tail_state;
 mod tail_walk;
 mod transcripts;

@@ -560,6 +560,7 @@ pub fn raw_query(conn: &Connection, sql: &str, params: impl rusqlite::Params) ->
                     .unwrap()
                     .with_timezone(&Utc),
                 model: None,
+                state: session_store::MessageState::Complete,
                 parts: Vec::new(),
             });
         }
@@ -622,6 +623,7 @@ pub fn as_stored(message: &NewMessage, id: i64, seq: i64, turn_index: i64) -> Me
         compacted: false,
         created_at: Utc::now(),
         model: message.model.clone(),
+        state: session_store::MessageState::Complete,
         parts: message.parts.clone(),
     }
 }

@@ -207,6 +207,29 @@ pub enum Error {
         /// `sqlite` or `postgres`.
         backend: &'static str,
     },
+    /// The session's last message is still streaming in from a writer that is still there
+    /// ([`crate::Store::begin_message`]); nothing was written. Finish or drop that message
+    /// first.
+    #[error("session {session} has message {seq} still streaming in from a live writer")]
+    MessageOpen {
+        /// The session.
+        session: SessionId,
+        /// The open message's `seq`.
+        seq: i64,
+    },
+    /// A push or finish on a streamed message that is no longer open under this handle (it
+    /// was interrupted, reverted or deleted meanwhile); nothing was written.
+    #[error(
+        "message {seq} of session {session} is no longer open for this writer (it is {state})"
+    )]
+    MessageNotOpen {
+        /// The session.
+        session: SessionId,
+        /// The message's `seq` when it began.
+        seq: i64,
+        /// What it is now: `complete`, `interrupted`, another writer's, or `gone`.
+        state: String,
+    },
     /// A search query holds more distinct terms than
     /// [`crate::MAX_SEARCH_TERMS`]: every term is required, so cutting the
     /// query would change what it finds.

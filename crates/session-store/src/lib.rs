@@ -55,11 +55,12 @@ pub use error::{Error, Result, StorageError};
 pub use history::pairing::Refusal;
 pub use model::{token_count, MAX_TOKEN_COUNT};
 pub use model::{
-    Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo, UnknownPartKind,
-    UnknownRole, Usage,
+    Appended, Message, MessageState, NewMessage, Part, PartKind, Role, SessionId, SessionInfo,
+    Subagent, SubagentState, UnknownPartKind, UnknownRole, Usage,
 };
 
 // The store and what its operations take and return.
+pub use history::budget::{Budget, SUMMARY_TOKENS};
 pub use history::compaction::{
     plan_compaction, CompactionPlan, Cut, NothingToCompact, ProviderHistory, Summary, TurnItem,
 };
@@ -69,10 +70,10 @@ pub use history::turns::turn_indexes;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
     search_notes, validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted,
-    ExportOptions, Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem,
-    Reclaimed, Reverted, SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage,
-    SizeReport, Store, StoreOptions, TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT,
-    BUNDLE_VERSION, MAX_SEARCH_TERMS,
+    Durability, ExportOptions, Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize,
+    OpenMessage, PathProblem, Reclaimed, Reverted, SearchHit, SearchOptions, SessionOverview,
+    SessionSize, SessionUsage, SizeReport, Store, StoreOptions, TokenTotals, TranscriptFormat,
+    TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION, MAX_SEARCH_TERMS,
 };
 pub use store::{ReadableSession, StoredPart};
 

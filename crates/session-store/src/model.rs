@@ -717,8 +717,107 @@ pub struct Message {
     /// Which model wrote it (`messages.model`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Whether it is still streaming in, finished, or was cut off (`messages.state`).
+    #[serde(default, skip_serializing_if = "MessageState::is_complete")]
+    pub state: MessageState,
     /// Its content blocks, in ordinal order.
     pub parts: Vec<Part>,
+}
+
+/// Where a sub-agent's session stands (`sessions.state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubagentState {
+    /// The call that spawned it is still waiting for its result.
+    Active,
+    /// It returned: the spawning call has its result (or, with no call known, its
+    /// conversation ends with an answer).
+    Completed,
+    /// It was cut off: the spawning call was cancelled or failed (or, with no call known,
+    /// its conversation stops mid-turn).
+    Incomplete,
+}
+
+impl SubagentState {
+    /// The column's text: `active`, `completed` or `incomplete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubagentState::Active => "active",
+            SubagentState::Completed => "completed",
+            SubagentState::Incomplete => "incomplete",
+        }
+    }
+}
+
+impl FromStr for SubagentState {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "active" => Ok(SubagentState::Active),
+            "completed" => Ok(SubagentState::Completed),
+            "incomplete" => Ok(SubagentState::Incomplete),
+            other => Err(format!("unknown sub-agent state {other:?}")),
+        }
+    }
+}
+
+/// A sub-agent: a session another session's call spawned (`sessions.parent_id`,
+/// `sessions.parent_tool_use_id`, `sessions.state`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subagent {
+    /// The sub-agent's session.
+    pub id: SessionId,
+    /// The session that spawned it.
+    pub parent: Option<SessionId>,
+    /// The tool_use (a Task call) in the parent that spawned it, when known.
+    pub parent_tool_use_id: Option<String>,
+    /// Where it stands, when known.
+    pub state: Option<SubagentState>,
+}
+
+/// Where a stored message stands (`messages.state`): written whole or finished, still
+/// streaming in ([`crate::Store::begin_message`]), or cut off when its writer went away.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageState {
+    /// Written whole, or streamed and finished.
+    #[default]
+    Complete,
+    /// Streaming in: its writer may still push parts.
+    Open,
+    /// Its writer went away before finishing it (a process that died, a handle dropped
+    /// unfinished). Its parts stay; its unanswered calls were answered with tombstones.
+    Interrupted,
+}
+
+impl MessageState {
+    /// The column's text: `complete`, `open` or `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageState::Complete => "complete",
+            MessageState::Open => "open",
+            MessageState::Interrupted => "interrupted",
+        }
+    }
+
+    /// True for [`MessageState::Complete`].
+    pub fn is_complete(&self) -> bool {
+        *self == MessageState::Complete
+    }
+}
+
+impl FromStr for MessageState {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "complete" => Ok(MessageState::Complete),
+            "open" => Ok(MessageState::Open),
+            "interrupted" => Ok(MessageState::Interrupted),
+            other => Err(format!("unknown message state {other:?}")),
+        }
+    }
 }
 
 /// What an append stored for one message.

@@ -18,6 +18,7 @@ use crate::{open, progress, ImportFormat};
 pub fn run(
     db: &Option<PathBuf>,
     format: ImportFormat,
+    model: Option<&str>,
     file: &Path,
     json: bool,
     out: &mut impl Write,
@@ -66,7 +67,7 @@ pub fn run(
     let store = open::or_create(db)?;
     let bar = progress::bytes("importing", input.len());
     let stored = store
-        .import_reader(format, bar.wrap_read(&mut input))
+        .import_reader_as(format, bar.wrap_read(&mut input), model)
         .map_err(|error| match error {
             session_store::Error::Import(refused) => anyhow::Error::new(refused)
                 .context(format!("{} refused as {format}", file.display())),

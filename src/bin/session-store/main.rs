@@ -14,6 +14,7 @@ use session_store::{Provider, TranscriptFormat};
 
 use crate::export::Shape;
 
+mod budget;
 mod cancel;
 mod compact;
 mod confirm;
@@ -60,6 +61,15 @@ struct Cli {
     /// overrides).
     #[arg(short, long, action = ArgAction::Count, global = true)]
     verbose: u8,
+    /// What a commit promises on power loss: `full` syncs every commit (SQLite
+    /// synchronous=FULL), `normal` may lose the latest commits but never corrupts.
+    #[arg(
+        long,
+        value_name = "full|normal",
+        global = true,
+        default_value = "normal"
+    )]
+    durability: session_store::Durability,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,7 +86,8 @@ enum Command {
         /// `[{"id", "parent", "forked_at_turn", "depth"}]` in the tree's order).
         #[arg(long)]
         json: bool,
-        /// Show the fork tree instead: each session under the one it was forked from.
+        /// Show the tree instead: each session under the one it was forked from, and each
+        /// sub-agent under the session that spawned it (with its call and state).
         #[arg(long)]
         tree: bool,
     },
@@ -134,6 +145,10 @@ enum Command {
         /// format named is refused, never read as another.
         #[arg(long, value_enum, default_value_t = ImportFormat::Auto)]
         format: ImportFormat,
+        /// The model that wrote the source's assistant messages, when the source does not
+        /// say (a body's own top-level `model` is used when present).
+        #[arg(long, value_name = "PROVIDER/MODEL", value_parser = parse_model)]
+        model: Option<String>,
         /// The transcript file (`-` reads stdin).
         file: PathBuf,
         /// One JSON object on stdout (`session`, `children`, `messages`, `tombstoned`,
@@ -245,6 +260,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The next request's size against a token limit, and the smallest compaction on a
+    /// turn boundary that brings it under (the estimate's method: `history/budget.rs`).
+    Budget {
+        /// The session id.
+        session: String,
+        /// The limit, in tokens.
+        #[arg(long, value_name = "TOKENS")]
+        limit: u64,
+        /// One JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Where the bytes are: file, tables, search index, the largest sessions, tool output.
     Size {
         /// How many of the largest sessions to list.
@@ -341,6 +368,7 @@ fn main() -> ExitCode {
     terminal::catch_file_size_limit();
     let mut cli = Cli::parse();
     terminal::init_tracing(cli.verbose);
+    open::set_durability(cli.durability);
     if cli.db.is_none() {
         cli.db = std::env::var_os("SESSION_STORE_DB")
             .filter(|v| !v.is_empty())
@@ -414,9 +442,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             &mut out,
         )?,
-        Command::Import { format, file, json } => {
-            import::run(&cli.db, format, &file, json, &mut out)?
-        }
+        Command::Import {
+            format,
+            model,
+            file,
+            json,
+        } => import::run(&cli.db, format, model.as_deref(), &file, json, &mut out)?,
         Command::Cancel {
             session,
             reason,
@@ -455,6 +486,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             &mut out,
         )?,
+        Command::Budget {
+            session,
+            limit,
+            json,
+        } => budget::run(&open::existing(&cli.db)?, &session, limit, json, &mut out)?,
         Command::Usage { session, json } => {
             usage::run(&open::existing(&cli.db)?, &session, json, &mut out)?
         }

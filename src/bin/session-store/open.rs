@@ -4,13 +4,29 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use session_store::{SessionId, Store};
+use session_store::{Durability, SessionId, Store, StoreOptions};
 
 /// The shortest id prefix that names a session (a UUID's first group).
 pub const MIN_PREFIX: usize = 8;
 
 /// How many candidates an ambiguous prefix lists.
 const SHOWN_CANDIDATES: usize = 5;
+
+/// The `--durability` every open of this run uses (set once, from the arguments).
+static DURABILITY: std::sync::OnceLock<Durability> = std::sync::OnceLock::new();
+
+/// Sets the durability of every store this process opens (`--durability`).
+pub fn set_durability(durability: Durability) {
+    let _ = DURABILITY.set(durability);
+}
+
+/// The options every open of this run uses (`--durability`).
+fn options() -> StoreOptions {
+    StoreOptions {
+        durability: DURABILITY.get().copied().unwrap_or_default(),
+        ..StoreOptions::default()
+    }
+}
 
 /// The database path given by `--db` or `$SESSION_STORE_DB`.
 pub fn path(db: &Option<PathBuf>) -> anyhow::Result<&Path> {
@@ -39,13 +55,14 @@ pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
         }
     }
     tracing::info!(db = %shown(path), "opening");
-    Store::open_readable(path).with_context(|| format!("cannot open {}", shown(path)))
+    Store::open_readable_with(path, &options())
+        .with_context(|| format!("cannot open {}", shown(path)))
 }
 
 /// Opens the database, creating it when it does not exist yet.
 pub fn or_create(path: &Path) -> anyhow::Result<Store> {
     tracing::info!(db = %shown(path), "opening (created if missing)");
-    Store::open(path).with_context(|| format!("cannot open {}", shown(path)))
+    Store::open_with(path, &options()).with_context(|| format!("cannot open {}", shown(path)))
 }
 
 /// The database as a person may see it: a file's path, or a URL without its password.

@@ -124,6 +124,14 @@ pub fn run(
         write_part(out, &label, &summary.text, full)?;
     }
     let pending: BTreeSet<&str> = overview.pending.iter().map(String::as_str).collect();
+    // Each sub-agent under the call that spawned it; the rest after the messages.
+    let mut spawned: HashMap<String, Vec<session_store::Subagent>> = HashMap::new();
+    for child in store.subagents(Some(&id))? {
+        spawned
+            .entry(child.parent_tool_use_id.clone().unwrap_or_default())
+            .or_default()
+            .push(child);
+    }
     // Each violation under the message, or the part of it, at fault.
     let mut marks: HashMap<(Option<i64>, Option<usize>), Vec<&Problem>> = HashMap::new();
     // Rows outside the contract are named together at the end, with what to do about them.
@@ -148,9 +156,14 @@ pub fn run(
         } else {
             ""
         };
+        let state = match message.state {
+            session_store::MessageState::Open => "  [open: still streaming]",
+            session_store::MessageState::Interrupted => "  [interrupted: its writer went away]",
+            _ => "",
+        };
         writeln!(
             out,
-            "#{} {}  {}{compacted}",
+            "#{} {}  {}{compacted}{state}",
             message.seq,
             message.role,
             message.created_at.format("%Y-%m-%d %H:%M:%S")
@@ -166,10 +179,18 @@ pub fn run(
         for (position, part) in message.parts.iter().enumerate() {
             let (label, body) = describe(part, &pending);
             write_part(out, &label, &body, full)?;
+            if let Part::ToolUse { id: call, .. } = part {
+                for child in spawned.remove(call.as_str()).unwrap_or_default() {
+                    write_subagent(out, &child)?;
+                }
+            }
             for violation in at(Some(position)) {
                 write_violation(out, violation)?;
             }
         }
+    }
+    for child in spawned.into_values().flatten() {
+        write_subagent(out, &child)?;
     }
     write_unreadable(out, store, &id, &unreadable)?;
     if !overview.pending.is_empty() {
@@ -183,6 +204,23 @@ pub fn run(
         )?;
     }
     Ok(())
+}
+
+/// A sub-agent's line: its session and where it stands.
+fn write_subagent(out: &mut impl Write, child: &session_store::Subagent) -> std::io::Result<()> {
+    let state = child
+        .state
+        .map_or("unknown", session_store::SubagentState::as_str);
+    writeln!(
+        out,
+        "    sub-agent {} ({state}){}",
+        escape_line(child.id.as_str()),
+        child
+            .parent_tool_use_id
+            .as_deref()
+            .map(|call| format!(", spawned by {}", escape_line(call)))
+            .unwrap_or_default()
+    )
 }
 
 /// The session's messages in `turns` (all when `None`), straight from the store (keyed on

@@ -1,4 +1,5 @@
-//! `sessions --tree [--json]`: every session under the session it was forked from.
+//! `sessions --tree [--json]`: every session under the session it was forked from, or that
+//! spawned it (a sub-agent, with the call that spawned it and its state).
 
 use std::io::Write;
 
@@ -10,8 +11,25 @@ pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()
         // `[{"id", "parent", "forked_at_turn", "depth"}]`, in the tree's order.
         return crate::shapes::print(out, &serde_json::to_value(&lineage)?);
     }
+    let subagents: std::collections::HashMap<_, _> = store
+        .subagents(None)?
+        .into_iter()
+        .map(|s| (s.id.clone(), s))
+        .collect();
     for node in lineage {
         let indent = "  ".repeat(node.depth);
+        if let Some(child) = subagents.get(&node.id) {
+            let state = child
+                .state
+                .map_or("unknown", session_store::SubagentState::as_str);
+            let call = child.parent_tool_use_id.as_deref().unwrap_or("-");
+            writeln!(
+                out,
+                "{indent}{}\tsub-agent\tspawned_by={call}\tstate={state}",
+                node.id
+            )?;
+            continue;
+        }
         match node.forked_at_turn {
             Some(turn) if node.parent.is_some() => {
                 writeln!(out, "{indent}{}\tforked_at_turn={turn}", node.id)?

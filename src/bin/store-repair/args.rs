@@ -54,6 +54,18 @@ pub struct Args {
     /// overrides).
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,
+    /// What a commit promises on power loss: `full` syncs every commit (SQLite
+    /// synchronous=FULL), `normal` may lose the latest commits but never corrupts.
+    #[arg(long, value_name = "full|normal", default_value = "normal")]
+    pub durability: session_store::Durability,
+}
+
+/// The options the run opens the database with (`--durability`).
+pub fn store_options(args: &Args) -> session_store::StoreOptions {
+    session_store::StoreOptions {
+        durability: args.durability,
+        ..session_store::StoreOptions::default()
+    }
 }
 
 /// Parses `90s`, `30m`, `12h`, `7d`, `2w` and sums like `1h30m`.

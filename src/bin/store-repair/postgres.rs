@@ -37,7 +37,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
              --dry-run to migrate; nothing was changed"
         );
     }
-    let store = Store::open(&url).with_context(|| format!("opening {shown}"))?;
+    let store = Store::open_with(&url, &crate::args::store_options(args))
+        .with_context(|| format!("opening {shown}"))?;
     outcome.migrations_applied = if args.dry_run { 0 } else { pending };
     let sessions = named(&store, &args.sessions)?;
     let report = check(&store, &sessions, &options)?;

@@ -112,7 +112,8 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     if file.pending_migrations > 0 {
         take_backup(&mut backup)?;
     }
-    let store = Store::open(db).with_context(|| format!("opening {}", db.display()))?;
+    let store = Store::open_with(db, &crate::args::store_options(args))
+        .with_context(|| format!("opening {}", db.display()))?;
     outcome.migrations_applied = file.pending_migrations;
     let sessions = named(&store, &args.sessions)?;
     let report = check(&store, &sessions, &options)?;

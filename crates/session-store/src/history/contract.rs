@@ -512,15 +512,28 @@ mod tests {
                 {"type": "text", "text": " "},
                 {"type": "thinking", "thinking": "b", "signature": "t"},
             ]},
+            {"role": "user", "content": "next"},
         ]});
         assert_eq!(check_anthropic(&signed), vec![]);
+        // Rule 7b: the exception does not extend to the final assistant message.
+        let mut last = signed.clone();
+        if let Some(list) = last["messages"].as_array_mut() {
+            list.pop();
+        }
+        assert_eq!(
+            rules(&check_anthropic(&last)),
+            vec![ProviderRule::FinalAssistantTrailingWhitespace]
+        );
         let unsigned = json!({"messages": [
             {"role": "user", "content": "q"},
             {"role": "assistant", "content": [{"type": "text", "text": " "}, {"type": "text", "text": "x"}]},
         ]});
         assert_eq!(
             rules(&check_anthropic(&unsigned)),
-            vec![ProviderRule::NonEmptyText]
+            vec![
+                ProviderRule::NonEmptyText,
+                ProviderRule::FinalAssistantTrailingWhitespace
+            ]
         );
     }
 

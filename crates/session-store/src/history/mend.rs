@@ -416,6 +416,7 @@ fn rebuild(
                 compacted: work.messages[last].compacted,
                 created_at: options.now,
                 model: None,
+                state: crate::model::MessageState::Complete,
                 parts: ids
                     .iter()
                     .map(|id| Part::tool_error(id.clone(), text.clone()))
@@ -651,6 +652,7 @@ mod tests {
                 compacted: m.compacted,
                 created_at: m.created_at,
                 model: None,
+                state: crate::model::MessageState::Complete,
                 parts: m.parts.iter().map(|p| p.part.clone()).collect(),
             })
             .collect()
@@ -843,6 +845,7 @@ mod tests {
                     compacted,
                     created_at: t0(),
                     model: None,
+                    state: crate::model::MessageState::Complete,
                     parts,
                 })
                 .collect()

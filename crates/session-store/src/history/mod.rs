@@ -6,6 +6,7 @@
 //! so every rule here is testable with plain vectors.
 
 pub mod blank;
+pub mod budget;
 pub mod compaction;
 pub mod grammar;
 pub mod mend;
@@ -24,6 +25,7 @@ pub mod render;
 pub mod request;
 pub mod sanitize;
 pub mod signed;
+pub mod subagents;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod thinking;

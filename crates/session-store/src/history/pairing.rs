@@ -6,7 +6,7 @@
 //! (system messages never break a pair). Anything that would break a pair is refused with a
 //! [`Refusal`] that names the ids involved, before anything is written.
 
-use super::grammar::{IdState, OrphanWhy, PartClass, ResultState, Walk};
+use super::grammar::{IdState, OrphanWhy, PartClass, ResultState, Resume, Walk};
 use super::texts;
 use crate::model::{NewMessage, Part, PartKind, Role, Usage};
 
@@ -75,6 +75,12 @@ pub enum Refusal {
     /// Parts that extend an assistant message came when none is open.
     #[error("no assistant message with an open tool block to extend")]
     NoOpenAssistant,
+    /// Only an assistant message can be streamed in part by part.
+    #[error("a {role} message cannot be streamed; only an assistant message can")]
+    NotStreamable {
+        /// The role asked for.
+        role: Role,
+    },
     /// A tool_use with an empty id.
     #[error("tool_use at part {ordinal} has no id")]
     ToolUseWithoutId {
@@ -144,6 +150,7 @@ impl Refusal {
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
             Refusal::NulInText { .. } | Refusal::NulInMessageField { .. } => "nul_in_text",
             Refusal::TokenCountOutOfRange { .. } => "token_count_out_of_range",
+            Refusal::NotStreamable { .. } => "not_streamable",
         }
     }
 
@@ -166,7 +173,8 @@ impl Refusal {
             | Refusal::ToolUseWithoutId { .. }
             | Refusal::NulInText { .. }
             | Refusal::TokenCountOutOfRange { .. }
-            | Refusal::NulInMessageField { .. } => Vec::new(),
+            | Refusal::NulInMessageField { .. }
+            | Refusal::NotStreamable { .. } => Vec::new(),
         }
     }
 }
@@ -365,6 +373,46 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
         return Err(Refusal::ToolMessageWithoutResult);
     }
     Ok(())
+}
+
+/// The streaming rule, first half: may a message of `role` begin streaming after `walk`?
+///
+/// Only an assistant message streams, and, like any assistant message, only when no call is
+/// pending. While it streams it is the session's last message, so the grammar counts its
+/// calls as pending (nothing else can answer them), and no other message goes after it: the
+/// next write finds it open and either waits for its live writer (refused) or, when the
+/// writer is gone, marks it `interrupted` and answers its calls with [`interruption`].
+pub fn check_begin(walk: &Walk, role: Role) -> Result<(), Refusal> {
+    if role != Role::Assistant {
+        return Err(Refusal::NotStreamable { role });
+    }
+    let pending = walk.pending();
+    if !pending.is_empty() {
+        return Err(Refusal::PendingToolUses { ids: pending, role });
+    }
+    Ok(())
+}
+
+/// The streaming rule, second half: the next part of an open assistant message. `before`
+/// is where the session stood when the message began (nothing pending; `taken` holding the
+/// ids the session uses outside this message), `so_far` the parts already pushed. The
+/// message with `part` added is checked as one appended whole would be, so a streamed
+/// message is refused exactly where the same message written at once would be; the walk
+/// after it comes back.
+pub fn check_push(before: Resume, so_far: &[Part], part: &Part) -> Result<Walk, Refusal> {
+    let mut walk = Walk::resume(before);
+    let mut parts = Vec::with_capacity(so_far.len() + 1);
+    parts.extend_from_slice(so_far);
+    parts.push(part.clone());
+    check_append(&mut walk, &NewMessage::assistant(parts))?;
+    Ok(walk)
+}
+
+/// The streaming rule's end: what is written when an open message's writer went away
+/// (after the message is marked `interrupted`): a tombstone for each call it left
+/// unanswered, none when it made none. `walk` is the session's end, the open message last.
+pub fn interruption(walk: &Walk) -> Option<NewMessage> {
+    tombstones(walk, texts::INTERRUPTED_REASON)
 }
 
 /// True when a tool_result of `message` may answer no open call of `walk`: its id answers

@@ -41,6 +41,11 @@ pub enum HealthRule {
     /// not stop the check of the others. Found by the store's row decoder, never by
     /// the check of the messages.
     UnreadableRow,
+    /// A message still `open` (streaming) whose writer went away: the process died or the
+    /// handle was dropped. Found by the store's check (only it can ask whether a writer is
+    /// there), never by [`check_session`]; mended by marking the message `interrupted` and
+    /// answering its calls with tombstones, as the next write to the session would.
+    AbandonedMessage,
 }
 
 impl HealthRule {
@@ -76,6 +81,7 @@ impl HealthRule {
             HealthRule::DuplicateToolUseId => "duplicate_tool_use_id",
             HealthRule::MisplacedToolResult => "misplaced_tool_result",
             HealthRule::UnreadableRow => "unreadable_row",
+            HealthRule::AbandonedMessage => "abandoned_message",
         }
     }
 }
@@ -97,7 +103,7 @@ impl FromStr for HealthRule {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         HealthRule::ALL
             .into_iter()
-            .chain([HealthRule::UnreadableRow])
+            .chain([HealthRule::UnreadableRow, HealthRule::AbandonedMessage])
             .find(|rule| rule.as_str() == s)
             .ok_or_else(|| UnknownRule(s.to_owned()))
     }
@@ -460,6 +466,7 @@ pub(crate) mod tests {
                 compacted: false,
                 created_at: t0(),
                 model: None,
+                state: crate::model::MessageState::Complete,
                 parts,
             })
             .collect()

@@ -30,6 +30,7 @@ pub(crate) fn history(messages: Vec<(Role, Vec<Part>)>) -> Vec<Message> {
                 compacted: false,
                 created_at: t0() + Duration::seconds(seq),
                 model: None,
+                state: crate::model::MessageState::Complete,
                 parts,
             }
         })

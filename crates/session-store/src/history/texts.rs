@@ -18,6 +18,9 @@ pub const REPAIR_REASON: &str = "no result was ever stored; closed by store-repa
 pub const IMPORT_REASON: &str = "the imported transcript holds no result for this call";
 /// Why a fork closed a call that was pending at the cut.
 pub const FORK_REASON: &str = "the session was forked before this call returned";
+/// Why a call of a streamed message was closed when its writer went away before finishing.
+pub const INTERRUPTED_REASON: &str =
+    "the message that made this call was cut off (its writer went away before finishing it)";
 /// Why the loader answers a call in what a provider sees (the rows stay as they are).
 pub const LOST_REASON: &str = "it was interrupted or its result was lost";
 

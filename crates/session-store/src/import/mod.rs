@@ -801,6 +801,28 @@ fn orphan_text(part: Part) -> Part {
 
 /// A source's model name as `messages.model` keeps it: `"provider/model"` (a name that
 /// already holds a `/` is kept as it is).
+/// Names `model` (`provider/model`) as the writer of every assistant message that names
+/// none: what `import --model` does for a source without a model of its own. A message (or
+/// a body's top-level `model`, already on its messages) that names one keeps it, so the
+/// stored model binds the source's signatures to the model that made them (rule 10c).
+pub fn name_model(messages: &mut [NewMessage], model: &str) {
+    for message in messages.iter_mut().filter(|m| m.role == Role::Assistant) {
+        if message.model.is_none() {
+            message.model = Some(model.to_owned());
+        }
+    }
+}
+
+impl Imported {
+    /// [`name_model`] over the conversation and its children.
+    pub fn name_model(&mut self, model: &str) {
+        name_model(&mut self.messages, model);
+        for child in &mut self.children {
+            child.imported.name_model(model);
+        }
+    }
+}
+
 pub(crate) fn model_name(provider: &str, model: Option<&Value>) -> Option<String> {
     let model = model?.as_str().filter(|m| !m.trim().is_empty())?;
     Some(if model.contains('/') {

@@ -258,7 +258,25 @@ fn message(at: &Location, object: &Map<String, Value>) -> Result<ItemKind, Impor
                 non_empty(parts),
             )))
         }
-        "assistant" => Ok(ItemKind::Assistant(non_empty(parts))),
+        "assistant" => {
+            // The item's own fields (`id`, `status`, `phase`) go back on the item its parts
+            // are sent in.
+            let item: Map<String, Value> = object
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "type" | "role" | "content"))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            let mut parts = non_empty(parts);
+            if !item.is_empty() {
+                for part in &mut parts {
+                    tag(
+                        part,
+                        metadata("openai", "item", Value::Object(item.clone())),
+                    );
+                }
+            }
+            Ok(ItemKind::Assistant(parts))
+        }
         other => Err(ImportError::malformed(
             &at.join("role"),
             format!("expected user, assistant, system or developer, found {other:?}"),
@@ -307,9 +325,12 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
                 let object = as_object(item, &at, "a content part")?;
                 let kind = string_field(object, "type", &at)?;
                 Ok(match kind {
-                    "input_text" | "output_text" | "text" => {
-                        Part::text(string_field(object, "text", &at)?)
-                    }
+                    "input_text" | "text" => Part::text(string_field(object, "text", &at)?),
+                    // Annotations (url citations), logprobs: kept to go back with the text.
+                    "output_text" => Part::Text {
+                        text: string_field(object, "text", &at)?.to_owned(),
+                        provider_metadata: attributes(object, &["type", "text"]),
+                    },
                     "refusal" => Part::Text {
                         text: string_field(object, "refusal", &at)?.to_owned(),
                         provider_metadata: Some(json!({"openai": {"refusal": true}})),

@@ -661,15 +661,24 @@ impl Store {
     /// files, WAL side files or not. Reads then return what a writable open returns; writes
     /// fail with [`Error::is_read_only`]. A `postgres://` URL opens as [`Store::open`].
     pub fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_readable_with(path, &super::StoreOptions::default())
+    }
+
+    /// [`Store::open_readable`] with explicit options (`read_only` is set when the
+    /// database cannot be written).
+    pub fn open_readable_with(
+        path: impl AsRef<Path>,
+        options: &super::StoreOptions,
+    ) -> Result<Self> {
         let path = path.as_ref();
-        match Self::open(path) {
+        match Self::open_with(path, options) {
             Err(error) if cannot_write(&error) => {
                 tracing::info!(db = %path.display(), %error, "cannot write the database: opening it read-only");
                 Self::open_with(
                     path,
                     &super::StoreOptions {
                         read_only: true,
-                        ..super::StoreOptions::default()
+                        ..options.clone()
                     },
                 )
             }

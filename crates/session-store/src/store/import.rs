@@ -137,8 +137,20 @@ impl Store {
     /// message leaves nothing behind, as with [`Store::import`]. `input` is read from its
     /// current position and read more than once (hence `Seek`).
     pub fn import_reader<R: Read + Seek>(&self, format: Format, input: R) -> Result<ImportSummary> {
+        self.import_reader_as(format, input, None)
+    }
+
+    /// [`Store::import_reader`], naming `model` (`provider/model`) as the writer of every
+    /// assistant message the source leaves without one ([`crate::import::name_model`];
+    /// `import --model`).
+    pub fn import_reader_as<R: Read + Seek>(
+        &self,
+        format: Format,
+        input: R,
+        model: Option<&str>,
+    ) -> Result<ImportSummary> {
         let mut input = BufReader::with_capacity(READ_BUFFER, input);
-        self.write(|tx| import_streamed(tx, format, &mut input))
+        self.write(|tx| import_streamed(tx, format, &mut input, model))
     }
 }
 
@@ -315,6 +327,7 @@ fn import_in<T: ImportTarget>(
         if let Some(call) = &child.spawned_by {
             target.link_call(&id, call, &child_id)?;
         }
+        super::subagents::record_in(target.db(), &id, &child_id, child.spawned_by.as_deref())?;
         children.push(child_id);
     }
     Ok(id)
@@ -329,6 +342,8 @@ struct Appender<'a, T> {
     sessions: Vec<Option<SessionId>>,
     /// Per conversation, the role, `seq` and turn of every message appended.
     rows: Vec<Vec<(Role, Appended)>>,
+    /// The model named for assistant messages that name none (`import --model`).
+    model: Option<&'a str>,
     /// Per conversation, the span of its messages' times.
     spans: Vec<SourceSpan>,
 }
@@ -336,7 +351,10 @@ struct Appender<'a, T> {
 impl<T: ImportTarget> Sink for Appender<'_, T> {
     type Error = crate::Error;
 
-    fn batch(&mut self, stream: usize, messages: Vec<NewMessage>) -> Result<()> {
+    fn batch(&mut self, stream: usize, mut messages: Vec<NewMessage>) -> Result<()> {
+        if let Some(model) = self.model {
+            crate::import::name_model(&mut messages, model);
+        }
         if self.sessions.len() <= stream {
             self.sessions.resize(stream + 1, None);
             self.rows.resize_with(stream + 1, Vec::new);
@@ -404,6 +422,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
     target: &mut T,
     format: Format,
     input: &mut R,
+    model: Option<&str>,
 ) -> Result<ImportSummary> {
     let created = format_time(now());
     let session = target.create_session(&created, None, None)?;
@@ -412,6 +431,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         created: &created,
         sessions: vec![Some(session.clone())],
         rows: vec![Vec::new()],
+        model,
         spans: vec![SourceSpan::default()],
     };
     let streamed = match format.stream(input, &mut sink) {
@@ -459,6 +479,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         if let Some(call) = &child.spawned_by {
             target.link_call(&session, call, child_id)?;
         }
+        super::subagents::record_in(target.db(), &session, child_id, child.spawned_by.as_deref())?;
         children.push(child_id.clone());
     }
     Ok(ImportSummary {

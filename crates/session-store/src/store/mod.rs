@@ -1,7 +1,7 @@
 //! The storage layer: the only place that talks SQL.
 //!
 //! A [`Store`] owns an r2d2 pool of SQLite connections to one file. Every connection runs in
-//! WAL mode with `foreign_keys=ON`, `synchronous=NORMAL` and a busy timeout; every write is
+//! WAL mode with `foreign_keys=ON`, `synchronous=NORMAL` (or `FULL`, [`Durability`]) and a busy timeout; every write is
 //! one `BEGIN IMMEDIATE` transaction, so two writers queue on the lock instead of failing on
 //! the read-to-write upgrade, and a reader never sees half of a write.
 
@@ -20,6 +20,7 @@ use engine::Engine;
 use sql::Sql;
 
 mod apply;
+mod budget;
 mod bundle;
 mod compaction;
 mod copy;
@@ -42,12 +43,15 @@ mod search;
 mod snippet;
 mod sql;
 mod sqlite;
+mod stream;
+mod subagents;
 mod transcript;
 mod turns;
 mod url;
 mod usage;
 mod views;
 mod write;
+mod writer;
 
 pub use bundle::{validate_bundle, BUNDLE_FORMAT, BUNDLE_VERSION};
 pub use compaction::CompactionOutcome;
@@ -60,6 +64,7 @@ pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
 pub use revert::Reverted;
 pub use search::{search_notes, SearchHit, SearchOptions, MAX_SEARCH_TERMS};
+pub use stream::OpenMessage;
 pub use transcript::TranscriptFormat;
 pub use usage::{SessionUsage, TokenTotals, TurnUsage};
 mod export;
@@ -86,6 +91,47 @@ pub struct StoreOptions {
     /// and the way the disk-full tests reach the store's connections.
     /// Ignored on PostgreSQL (quotas are the server's).
     pub max_page_count: Option<u64>,
+    /// What a commit promises on power loss (SQLite's `synchronous` on every pooled
+    /// connection). PostgreSQL keeps the server's own setting for both.
+    pub durability: Durability,
+}
+
+/// What a commit promises if the machine loses power right after it returns.
+///
+/// Both settings keep the file consistent (WAL): the difference is only whether the latest
+/// commits can be lost. A process that dies (a crash, SIGKILL) loses nothing under either.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// SQLite `synchronous=NORMAL` in WAL mode: the WAL is synced at checkpoints, not at
+    /// each commit, so the latest commits may be lost on power loss. The default.
+    #[default]
+    Normal,
+    /// SQLite `synchronous=FULL`: the WAL is synced at every commit, so an acknowledged
+    /// write survives power loss.
+    Full,
+}
+
+impl Durability {
+    /// The SQLite `synchronous` value this setting runs with.
+    pub fn synchronous(self) -> &'static str {
+        match self {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    /// `full` or `normal` (any case), as the CLIs' `--durability` takes it.
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "full" => Ok(Durability::Full),
+            "normal" => Ok(Durability::Normal),
+            other => Err(format!("durability {other:?}: expected full or normal")),
+        }
+    }
 }
 
 impl Default for StoreOptions {
@@ -95,6 +141,7 @@ impl Default for StoreOptions {
             max_connections: 8,
             read_only: false,
             max_page_count: None,
+            durability: Durability::Normal,
         }
     }
 }
@@ -106,7 +153,7 @@ pub struct ConnectionSettings {
     pub journal_mode: String,
     /// `PRAGMA foreign_keys`.
     pub foreign_keys: bool,
-    /// `PRAGMA synchronous` as a number (`1` is NORMAL).
+    /// `PRAGMA synchronous` as a number (`1` is NORMAL, `2` FULL).
     pub synchronous: String,
     /// `PRAGMA busy_timeout` in milliseconds.
     pub busy_timeout_ms: u64,
@@ -335,10 +382,11 @@ fn connection_manager(
     let busy_timeout = options.busy_timeout;
     let read_only = options.read_only;
     let max_page_count = options.max_page_count;
+    let durability = options.durability;
     SqliteConnectionManager::file(target)
         .with_flags(flags)
         .with_init(move |conn| {
-            configure(conn, busy_timeout, read_only)?;
+            configure(conn, busy_timeout, read_only, durability)?;
             if let Some(pages) = max_page_count {
                 let pages = i64::try_from(pages).unwrap_or(i64::MAX);
                 conn.pragma_update(None, "max_page_count", pages)?;
@@ -352,6 +400,7 @@ fn configure(
     conn: &mut Connection,
     busy_timeout: Duration,
     read_only: bool,
+    durability: Durability,
 ) -> rusqlite::Result<()> {
     conn.busy_timeout(busy_timeout)?;
     if !read_only {
@@ -361,7 +410,7 @@ fn configure(
         }
     }
     conn.pragma_update(None, "foreign_keys", true)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "synchronous", durability.synchronous())?;
     // Every statement the store runs stays prepared on every pooled connection: an append
     // alone runs a dozen, and rusqlite's default cache of 16 evicted them when reads ran
     // on the same connection (issue 16, BENCHMARKS.md).

@@ -124,6 +124,9 @@ pub(crate) fn check_sessions(
             Ok(loaded) => {
                 report
                     .violations
+                    .extend(super::stream::abandoned_in(db, session)?);
+                report
+                    .violations
                     .extend(check_session(session, &loaded.messages, options))
             }
             Err(unreadable) => report.violations.push(unreadable.violation(session)),
@@ -140,6 +143,12 @@ pub(crate) fn mend_session(
     session: &SessionId,
     options: &CheckOptions,
 ) -> Result<SessionRepair> {
+    // An abandoned streamed message is settled as the next write would settle it; one whose
+    // writer is still there is left to it.
+    let abandoned = super::stream::abandoned_in(db, session)?;
+    if !abandoned.is_empty() {
+        super::stream::settle_in(db, session)?;
+    }
     let loaded = match db.load_for_check(session)? {
         Ok(loaded) => loaded,
         // Left as it is: reported, never mended (`unreadable_row`).
@@ -151,7 +160,8 @@ pub(crate) fn mend_session(
             })
         }
     };
-    let found = check_session(session, &loaded.messages, options);
+    let mut found = abandoned;
+    found.extend(check_session(session, &loaded.messages, options));
     let mut repair = SessionRepair {
         session_id: session.clone(),
         found,

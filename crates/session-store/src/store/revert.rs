@@ -39,8 +39,9 @@ const INSERT_REVERT: &str =
 
 const MOVE_MESSAGES_OUT: &str = "
     INSERT INTO reverted_messages
-        (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at, model)
-    SELECT ?3, id, session_id, seq, turn_index, role, compacted, created_at, model
+        (revert_id, original_id, session_id, seq, turn_index, role, compacted, created_at, model,
+         state, writer)
+    SELECT ?3, id, session_id, seq, turn_index, role, compacted, created_at, model, state, writer
     FROM messages WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq";
 
 const MOVE_PARTS_OUT: &str = "
@@ -79,8 +80,10 @@ const LATEST_REVERT: &str =
 /// Keeps the original id unless another message took it meanwhile (ids are rowids and may be
 /// reused once the rows with the largest ids are gone).
 const MOVE_MESSAGES_BACK: &str = "
-    INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at, model)
-    SELECT r.original_id, r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
+    INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at, model,
+        state, writer)
+    SELECT r.original_id, r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model,
+        r.state, r.writer
     FROM reverted_messages r
     WHERE r.revert_id = ?1 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
     ORDER BY r.seq";
@@ -88,8 +91,10 @@ const MOVE_MESSAGES_BACK: &str = "
 /// Then the messages whose old id another row took meanwhile (those not back yet) come back
 /// under a new one.
 const MOVE_MESSAGES_BACK_RENUMBERED: &str = "
-    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
-    SELECT r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model
+    INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model,
+        state, writer)
+    SELECT r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model,
+        r.state, r.writer
     FROM reverted_messages r
     WHERE r.revert_id = ?1
       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = r.session_id AND m.seq = r.seq)

@@ -43,7 +43,7 @@ pub(crate) enum Range {
 macro_rules! message_columns {
     () => {
         "m.id AS message_id, m.seq AS seq, m.turn_index AS turn_index, m.role AS role,
-         m.compacted AS compacted, m.created_at AS created_at, m.model AS model,
+         m.compacted AS compacted, m.created_at AS created_at, m.model AS model, m.state AS state,
          p.id AS part_id, p.kind AS kind, p.text AS text, p.tool_use_id AS tool_use_id,
          p.tool_name AS tool_name, p.is_error AS is_error"
     };
@@ -164,6 +164,7 @@ pub(crate) struct Columns {
     compacted: usize,
     created_at: usize,
     model: usize,
+    state: usize,
     part_id: usize,
     kind: usize,
     text: usize,
@@ -197,6 +198,7 @@ impl Columns {
             compacted: at("compacted")?,
             created_at: at("created_at")?,
             model: at("model")?,
+            state: at("state")?,
             part_id: at("part_id")?,
             kind: at("kind")?,
             text: at("text")?,
@@ -402,7 +404,7 @@ pub(crate) fn load_for_check(
 
 /// The names [`SELECT_MESSAGES`] selects, in its order: where the decoder finds each column
 /// of a row handed over by [`Sql::each_row`], on either engine.
-const MESSAGE_COLUMNS: [&str; 15] = [
+const MESSAGE_COLUMNS: [&str; 16] = [
     "message_id",
     "seq",
     "turn_index",
@@ -410,6 +412,7 @@ const MESSAGE_COLUMNS: [&str; 15] = [
     "compacted",
     "created_at",
     "model",
+    "state",
     "part_id",
     "kind",
     "text",
@@ -491,6 +494,10 @@ fn decode_message(
         compacted: flag(row, columns.compacted)?,
         created_at: time_of(row, columns.created_at, "created_at")?,
         model: text(row, columns.model)?,
+        state: match text(row, columns.state)? {
+            Some(state) => state.parse().map_err(|e| format!("state: {e}"))?,
+            None => crate::model::MessageState::Complete,
+        },
         parts: Vec::new(),
     })
 }

@@ -84,6 +84,7 @@ fn create_session_in(db: &mut impl Sql, id: &SessionId) -> Result<()> {
 /// [`Store::cancel_pending`] in the caller's write transaction, on either engine.
 fn cancel_in(db: &mut impl Sql, session: &SessionId, reason: &str) -> Result<Vec<String>> {
     db.lock_session(session)?;
+    super::stream::settle_in(db, session)?;
     let position = stored_tail(db, session)?;
     let walk = Walk::resume(position.resume);
     let Some(message) = pairing::tombstones(&walk, reason) else {
@@ -136,6 +137,8 @@ pub(crate) fn append_in(
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
+    // A message another writer left streaming is settled first (store/stream.rs).
+    super::stream::settle_in(db, session)?;
     // The session's row (or `UnknownSession`) with the tail it keeps.
     let mut position = stored_tail(db, session)?;
     if messages.is_empty() {

@@ -269,6 +269,22 @@ fn check_final_whitespace(last: &Joined<'_>, out: &mut Vec<ProviderViolation>) {
     if last.role != "assistant" {
         return;
     }
+    // The single space rule 7 allows between signed thinking blocks is not allowed here.
+    for block in &last.blocks {
+        if block.kind == Some("text")
+            && block
+                .text
+                .is_some_and(|t| !t.is_empty() && t.trim().is_empty())
+        {
+            push(
+                out,
+                ProviderRule::FinalAssistantTrailingWhitespace,
+                &block.path(),
+                "final assistant content cannot hold a whitespace-only text block",
+            );
+            return;
+        }
+    }
     let Some(block) = last.blocks.last() else {
         return;
     };

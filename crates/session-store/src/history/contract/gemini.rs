@@ -18,6 +18,10 @@ pub(crate) const DATA_KEYS: &[&str] = &[
     "functionResponse",
     "executableCode",
     "codeExecutionResult",
+    // Gemini 3's server-side tools (built-in tools combined with function calling): the
+    // call and its response both sit in the model content, each with its signature.
+    "toolCall",
+    "toolResponse",
 ];
 
 /// A function call or response: (path, name, id).

@@ -80,6 +80,21 @@ fn check_final_whitespace(last: &Joined<'_>, out: &mut Vec<ProviderViolation>) {
     if last.role != "assistant" {
         return;
     }
+    let whitespace_only = last.blocks.iter().find(|(_, block)| {
+        block.kind() == Some("text")
+            && block
+                .str_field("text")
+                .is_some_and(|t| !t.is_empty() && t.trim().is_empty())
+    });
+    if let Some((path, _)) = whitespace_only {
+        push(
+            out,
+            ProviderRule::FinalAssistantTrailingWhitespace,
+            path,
+            "final assistant content cannot hold a whitespace-only text block",
+        );
+        return;
+    }
     let Some((path, block)) = last.blocks.last() else {
         return;
     };

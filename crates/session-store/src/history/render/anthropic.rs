@@ -108,13 +108,21 @@ pub(crate) fn render_owned(view: View) -> Value {
 
 /// Rule 7b: a final assistant message (a prefill or a continuation) may not end with
 /// whitespace. Its last text block loses its trailing whitespace; a block left empty is left
-/// out, and a message left empty too (the single space kept between signed thinking blocks
-/// is not exempt here).
+/// out, and a message left empty too. The single space kept between signed thinking blocks
+/// is not exempt here: in the final assistant message every whitespace-only text block is
+/// left out (the thinking blocks keep their order).
 fn trim_final_assistant(messages: &mut Vec<(&'static str, Vec<Value>)>) {
     while let Some((role, blocks)) = messages.last_mut() {
         if *role != "assistant" {
             return;
         }
+        blocks.retain(|block| {
+            block.get("type").and_then(Value::as_str) != Some("text")
+                || !block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(is_blank)
+        });
         let Some(last) = blocks.last_mut() else {
             messages.pop();
             continue;
@@ -402,6 +410,11 @@ mod tests {
             vec![Part::text("Done.  \n")],
             vec![signed("a"), Part::text(" ")],
             vec![signed("a"), Part::text("x"), Part::text(" \t")],
+            // The placeholder rule 7 keeps between signed thinking is not allowed in the
+            // final assistant message (rule 7b).
+            vec![signed("a"), Part::text(""), signed("b")],
+            vec![signed("a"), Part::text(" "), signed("b"), Part::text("ok ")],
+            vec![signed("a"), Part::text("\n"), signed("b"), Part::text("\t")],
         ] {
             let messages = history(vec![
                 (Role::User, vec![Part::text("go")]),
@@ -417,6 +430,26 @@ mod tests {
         ]});
         let rules: Vec<ProviderRule> = check_anthropic(&raw).into_iter().map(|v| v.rule).collect();
         assert_eq!(rules, [ProviderRule::FinalAssistantTrailingWhitespace]);
+        // And a whitespace-only block anywhere in it, even between signed thinking.
+        let placeholder = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "a", "signature": "S"},
+                {"type": "text", "text": " "},
+                {"type": "thinking", "thinking": "b", "signature": "S"},
+            ]},
+        ]});
+        let rules: Vec<ProviderRule> = check_anthropic(&placeholder)
+            .into_iter()
+            .map(|v| v.rule)
+            .collect();
+        assert_eq!(rules, [ProviderRule::FinalAssistantTrailingWhitespace]);
+        // Not in an earlier assistant message: there the placeholder stands (rule 7).
+        let mut earlier = placeholder.clone();
+        if let Some(list) = earlier["messages"].as_array_mut() {
+            list.push(json!({"role": "user", "content": "next"}));
+        }
+        assert_eq!(check_anthropic(&earlier), vec![]);
     }
 
     #[test]

@@ -263,32 +263,39 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
             Rendered::Input => next_is_output = false,
         }
     }
-    let mut pending_text: Vec<String> = Vec::new();
-    let flush = |pending: &mut Vec<String>, input: &mut Vec<Value>| {
-        if !pending.is_empty() {
-            let texts: Vec<&str> = pending.iter().map(String::as_str).collect();
-            input.push(message_item("assistant", "output_text", &texts));
-            pending.clear();
-        }
-    };
+    let mut pending = Pending::default();
     for (ordinal, part) in parts.iter().enumerate() {
         match part {
-            Part::Text { text, .. } => {
+            Part::Text {
+                text,
+                provider_metadata,
+            } => {
                 if !is_blank(text) {
-                    pending_text.push(text.clone());
+                    // A text of another message item of the source starts a new item.
+                    let this = provider_metadata.as_ref();
+                    if pending
+                        .meta
+                        .last()
+                        .is_some_and(|last| item_of(*last) != item_of(this))
+                    {
+                        pending.flush(input);
+                    }
+                    pending.push(text.clone(), this);
                 }
             }
             // Another provider's server tools and media: what they were, as text.
             Part::ServerToolUse { .. }
             | Part::ServerToolResult { .. }
             | Part::Image { .. }
-            | Part::Document { .. } => pending_text.push(describe(part)),
+            | Part::Document { .. } => {
+                pending.push(describe(part), None);
+            }
             Part::Opaque { block, .. } => {
                 if verbatim_item(part).is_some() {
-                    flush(&mut pending_text, input);
+                    pending.flush(input);
                     input.push(block.clone());
                 } else if part.opaque_provider() == Some(OPENAI) {
-                    pending_text.push(describe(part));
+                    pending.push(describe(part), None);
                 }
             }
             Part::Reasoning {
@@ -301,7 +308,7 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
                 if !followed[ordinal] {
                     continue;
                 }
-                flush(&mut pending_text, input);
+                pending.flush(input);
                 input.push(reasoning_item(text, provider_metadata.as_ref(), encrypted));
             }
             Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
@@ -309,19 +316,85 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
                 id,
                 name,
                 input: args,
-                ..
+                provider_metadata,
             } => {
-                flush(&mut pending_text, input);
-                input.push(json!({
+                pending.flush(input);
+                let mut call = json!({
                     "type": "function_call",
                     "call_id": id,
                     "name": name,
                     "arguments": args.to_string(),
-                }));
+                });
+                // The item id the source gave the call (`fc_...`) goes back with it.
+                if let Some(item_id) = provider_metadata
+                    .as_ref()
+                    .and_then(|m| m.get(OPENAI)?.get("id")?.as_str())
+                    .filter(|id| !id.is_empty())
+                {
+                    call["id"] = json!(item_id);
+                }
+                input.push(call);
             }
         }
     }
-    flush(&mut pending_text, input);
+    pending.flush(input);
+}
+
+/// The texts of the assistant message item being gathered, each with its part's metadata.
+#[derive(Default)]
+struct Pending<'a> {
+    texts: Vec<String>,
+    meta: Vec<Option<&'a Value>>,
+}
+
+impl<'a> Pending<'a> {
+    fn push(&mut self, text: String, meta: Option<&'a Value>) {
+        self.texts.push(text);
+        self.meta.push(meta);
+    }
+
+    /// The gathered texts as one message item, if any.
+    fn flush(&mut self, input: &mut Vec<Value>) {
+        if !self.texts.is_empty() {
+            let texts: Vec<&str> = self.texts.iter().map(String::as_str).collect();
+            let mut item = message_item("assistant", "output_text", &texts);
+            restore_item(&mut item, &self.meta);
+            input.push(item);
+        }
+        self.texts.clear();
+        self.meta.clear();
+    }
+}
+
+/// The source's message item a text came in (`openai.item`), if kept.
+fn item_of(metadata: Option<&Value>) -> Option<&Value> {
+    metadata.and_then(|m| m.get(OPENAI)?.get("item"))
+}
+
+/// Puts back what the source's message item held beside its text: the item's own fields
+/// (`id`, `status`, `phase`) from its first text, and each `output_text`'s attributes
+/// (`annotations`, ...), kept at import under `openai.item` and `openai.attributes`.
+fn restore_item(item: &mut Value, metadata: &[Option<&Value>]) {
+    if let Some(Value::Object(fields)) = metadata.first().and_then(|m| item_of(*m)) {
+        for (key, value) in fields {
+            if !matches!(key.as_str(), "type" | "role" | "content") {
+                item[key.as_str()] = value.clone();
+            }
+        }
+    }
+    let Some(Value::Array(content)) = item.get_mut("content") else {
+        return;
+    };
+    for (part, meta) in content.iter_mut().zip(metadata) {
+        let attributes = meta.and_then(|m| m.get(OPENAI)?.get("attributes"));
+        if let Some(Value::Object(attributes)) = attributes {
+            for (key, value) in attributes {
+                if !matches!(key.as_str(), "type" | "text") {
+                    part[key.as_str()] = value.clone();
+                }
+            }
+        }
+    }
 }
 
 fn reasoning_item(text: &str, metadata: Option<&Value>, encrypted: &str) -> Value {

@@ -1,0 +1,88 @@
+//! Where a sub-agent stands (`sessions.state`), from the call that spawned it and the end
+//! of its own conversation: the one rule every importer's children are recorded with.
+
+use super::texts::is_tombstone;
+use crate::model::SubagentState;
+
+/// What the parent session says of the call that spawned a sub-agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpawnCall<'a> {
+    /// No call is known (the source links none), or the parent has no such call.
+    Unknown,
+    /// The call is still pending in the parent.
+    Pending,
+    /// The call is answered: the result's text and error flag.
+    Answered {
+        /// The result's text.
+        content: &'a str,
+        /// Its error flag.
+        is_error: bool,
+    },
+}
+
+/// The sub-agent's state: `active` while its call is pending; `completed` when the call has
+/// a result that is not an error (a tombstone is one); `incomplete` when it has an error or
+/// tombstone. With no call known, its own conversation decides: `completed` when it ends
+/// with an assistant answer that leaves nothing pending (`finished`), else `incomplete`.
+pub fn subagent_state(call: SpawnCall<'_>, finished: bool) -> SubagentState {
+    match call {
+        SpawnCall::Pending => SubagentState::Active,
+        SpawnCall::Answered { content, is_error } => {
+            if is_error || is_tombstone(content, is_error) {
+                SubagentState::Incomplete
+            } else {
+                SubagentState::Completed
+            }
+        }
+        SpawnCall::Unknown if finished => SubagentState::Completed,
+        SpawnCall::Unknown => SubagentState::Incomplete,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::texts::{tombstone, IMPORT_REASON};
+
+    #[test]
+    fn each_end_of_a_spawn_has_its_state() {
+        let tomb = tombstone(IMPORT_REASON);
+        let cases = [
+            (SpawnCall::Pending, true, SubagentState::Active),
+            (SpawnCall::Pending, false, SubagentState::Active),
+            (
+                SpawnCall::Answered {
+                    content: "found it",
+                    is_error: false,
+                },
+                false,
+                SubagentState::Completed,
+            ),
+            (
+                SpawnCall::Answered {
+                    content: "boom",
+                    is_error: true,
+                },
+                true,
+                SubagentState::Incomplete,
+            ),
+            (
+                SpawnCall::Answered {
+                    content: &tomb,
+                    is_error: true,
+                },
+                true,
+                SubagentState::Incomplete,
+            ),
+            (SpawnCall::Unknown, true, SubagentState::Completed),
+            (SpawnCall::Unknown, false, SubagentState::Incomplete),
+        ];
+        for (call, finished, expected) in cases {
+            assert_eq!(
+                subagent_state(call, finished),
+                expected,
+                "{call:?} {finished}"
+            );
+        }
+    }
+}

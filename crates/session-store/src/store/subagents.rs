@@ -1,0 +1,102 @@
+//! Sub-agent links: `sessions.parent_tool_use_id` and `sessions.state` of a child session,
+//! recorded when an import creates it and read for `show` and `sessions --tree`. Written
+//! once over [`Sql`] for both engines; the state's rule is
+//! [`crate::history::subagents::subagent_state`].
+
+use super::sql::{int_at, text_at, values, Sql};
+use super::write::stored_tail;
+use super::Store;
+use crate::error::Result;
+use crate::history::subagents::{subagent_state, SpawnCall};
+use crate::model::{Role, SessionId, Subagent};
+
+const ANSWER: &str = "
+    SELECT p.text, p.is_error FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE m.session_id = ?1 AND p.kind = 'tool_result' AND p.tool_use_id = ?2
+    ORDER BY m.seq, p.ordinal LIMIT 1";
+const CALLED: &str = "
+    SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE m.session_id = ?1 AND p.kind = 'tool_use' AND p.tool_use_id = ?2 LIMIT 1";
+const RECORD: &str = "UPDATE sessions SET parent_tool_use_id = ?2, state = ?3 WHERE id = ?1";
+const CHILDREN_OF: &str = "
+    SELECT id, parent_id, parent_tool_use_id, state FROM sessions
+    WHERE parent_id = ?1 AND (parent_tool_use_id IS NOT NULL OR state IS NOT NULL)
+    ORDER BY created_at, id";
+const ALL_SUBAGENTS: &str = "
+    SELECT id, parent_id, parent_tool_use_id, state FROM sessions
+    WHERE parent_tool_use_id IS NOT NULL OR state IS NOT NULL
+    ORDER BY created_at, id";
+
+impl Store {
+    /// The sub-agents `parent` spawned, or every sub-agent of the database when `parent` is
+    /// `None`, in creation order.
+    pub fn subagents(&self, parent: Option<&SessionId>) -> Result<Vec<Subagent>> {
+        self.read(|tx| subagents_in(tx, parent))
+    }
+}
+
+/// [`Store::subagents`] in the caller's snapshot, on either engine.
+fn subagents_in(db: &mut impl Sql, parent: Option<&SessionId>) -> Result<Vec<Subagent>> {
+    let mut found = Vec::new();
+    let mut each = |r: &dyn super::rows::Cells| {
+        found.push(Subagent {
+            id: SessionId::new(text_at(r, 0)?.unwrap_or_default()),
+            parent: text_at(r, 1)?.map(SessionId::new),
+            parent_tool_use_id: text_at(r, 2)?,
+            state: text_at(r, 3)?.and_then(|s| s.parse().ok()),
+        });
+        Ok(())
+    };
+    match parent {
+        Some(parent) => db.each_row(CHILDREN_OF, &values![parent.as_str()], &mut each)?,
+        None => db.each_row(ALL_SUBAGENTS, &[], &mut each)?,
+    }
+    Ok(found)
+}
+
+/// Records a child session an import created: the call in `parent` that spawned it (when
+/// the source links one and the parent has it) and its state, in the import's transaction.
+pub(crate) fn record_in(
+    db: &mut impl Sql,
+    parent: &SessionId,
+    child: &SessionId,
+    spawned_by: Option<&str>,
+) -> Result<()> {
+    let call = match spawned_by {
+        Some(id)
+            if db
+                .optional_int(CALLED, &values![parent.as_str(), id])?
+                .is_some() =>
+        {
+            Some(id)
+        }
+        _ => None,
+    };
+    let mut answer: Option<(String, bool)> = None;
+    if let Some(id) = call {
+        db.each_row(ANSWER, &values![parent.as_str(), id], &mut |r| {
+            answer = Some((text_at(r, 0)?.unwrap_or_default(), int_at(r, 1)? == Some(1)));
+            Ok(())
+        })?;
+    }
+    let spawn = match (call, &answer) {
+        (None, _) => SpawnCall::Unknown,
+        (Some(_), Some((content, is_error))) => SpawnCall::Answered {
+            content,
+            is_error: *is_error,
+        },
+        (Some(id), None) => {
+            let pending = super::write::pending_in(db, parent)?;
+            if pending.iter().any(|p| p == id) {
+                SpawnCall::Pending
+            } else {
+                SpawnCall::Unknown
+            }
+        }
+    };
+    let end = stored_tail(db, child)?.resume;
+    let finished = end.speaker == Some(Role::Assistant) && end.calls.is_empty();
+    let state = subagent_state(spawn, finished);
+    db.run(RECORD, &values![child.as_str(), call, state.as_str()])?;
+    Ok(())
+}

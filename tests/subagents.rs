@@ -1,0 +1,160 @@
+//! Sub-agents of Claude Code logs: a main log with its sub-agent's sidechain lines (the
+//! layout Claude Code wrote before it moved them to `subagents/agent-*.jsonl`, rebuilt here
+//! from the fixtures' own files) imports the sidechain as a child session whose
+//! `parent_tool_use_id` names the Task call that spawned it and whose `state` says how that
+//! call ended. The expectations are read from the JSON here, not from the importer.
+
+use serde_json::Value;
+use session_store::import::{import as import_transcript, Format};
+use session_store::{Part, SessionId, Store, SubagentState};
+
+/// (main log, sidechain file) pairs of the fixtures.
+const PAIRS: &[(&str, &str)] = &[
+    (
+        "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+        "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl",
+    ),
+    (
+        "tests/fixtures/transcripts/fasthooks/sample_main_transcript.jsonl",
+        "tests/fixtures/transcripts/fasthooks/sample_agent_sidechain.jsonl",
+    ),
+];
+
+fn lines(path: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("fixture")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The Task call whose prompt is the sidechain's first user text, and how the main log
+/// answered it: (call id, Some(is_error) when answered).
+fn spawning_call(main: &[Value], side: &[Value]) -> Option<(String, Option<bool>)> {
+    let first = side.iter().find(|l| l["type"] == "user")?;
+    let prompt = match &first["message"]["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().find_map(|b| b["text"].as_str())?.to_owned(),
+        _ => return None,
+    };
+    let blocks = || {
+        main.iter()
+            .filter_map(|l| l["message"]["content"].as_array())
+            .flatten()
+    };
+    let call = blocks().find(|b| {
+        b["type"] == "tool_use" && b["input"]["prompt"].as_str() == Some(prompt.as_str())
+    })?;
+    let id = call["id"].as_str()?.to_owned();
+    let answer = blocks()
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"].as_str() == Some(id.as_str()))
+        .map(|b| b["is_error"] == true);
+    Some((id, answer))
+}
+
+#[test]
+fn sidechains_become_children_linked_to_their_task_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let mut linked = 0;
+    for (main_path, side_path) in PAIRS {
+        let text = format!(
+            "{}\n{}",
+            std::fs::read_to_string(main_path).expect("main").trim_end(),
+            std::fs::read_to_string(side_path).expect("side")
+        );
+        let (main, side) = (lines(main_path), lines(side_path));
+        let expected = spawning_call(&main, &side);
+        let imported = import_transcript(Format::ClaudeCode, &text).expect("import");
+        let sessions = store.import(&imported).expect("store");
+        assert_eq!(sessions.children.len(), 1, "{main_path}");
+        let children = store.subagents(Some(&sessions.session)).expect("subagents");
+        assert_eq!(children.len(), 1, "{main_path}");
+        let child = &children[0];
+        assert_eq!(child.id, sessions.children[0]);
+        assert_eq!(child.parent.as_ref(), Some(&sessions.session));
+        let state = match &expected {
+            Some((id, answer)) => {
+                linked += 1;
+                assert_eq!(
+                    child.parent_tool_use_id.as_deref(),
+                    Some(id.as_str()),
+                    "{main_path}"
+                );
+                match answer {
+                    Some(false) => SubagentState::Completed,
+                    Some(true) => SubagentState::Incomplete,
+                    None => SubagentState::Active,
+                }
+            }
+            None => {
+                assert_eq!(child.parent_tool_use_id, None, "{main_path}");
+                let last = side
+                    .iter()
+                    .rev()
+                    .find(|l| l["type"] == "user" || l["type"] == "assistant");
+                let answered = last.is_some_and(|l| {
+                    l["type"] == "assistant"
+                        && l["message"]["content"]
+                            .as_array()
+                            .is_some_and(|b| b.iter().all(|b| b["type"] != "tool_use"))
+                });
+                if answered {
+                    SubagentState::Completed
+                } else {
+                    SubagentState::Incomplete
+                }
+            }
+        };
+        assert_eq!(child.state, Some(state), "{main_path}");
+        // The parent's call names its child session too, and `show` lists it under it.
+        if let Some((id, _)) = &expected {
+            let messages = store.messages(&sessions.session).expect("messages");
+            let call = messages
+                .iter()
+                .flat_map(|m| &m.parts)
+                .find(|p| matches!(p, Part::ToolUse { id: call, .. } if call == id))
+                .expect("the call is stored");
+            let metadata = serde_json::to_string(call).expect("json");
+            assert!(metadata.contains(child.id.as_str()), "{metadata}");
+            let shown = show(&dir.path().join("s.db"), &sessions.session);
+            let at_call = shown.find(id.as_str()).expect("call shown");
+            let at_child = shown
+                .find(&format!("sub-agent {}", child.id.as_str()))
+                .expect("child shown");
+            assert!(at_child > at_call, "the child is listed under its call");
+        }
+        assert!(tree(&dir.path().join("s.db")).contains(&format!(
+            "{}\tsub-agent\tspawned_by={}\tstate={}",
+            child.id.as_str(),
+            child.parent_tool_use_id.as_deref().unwrap_or("-"),
+            state.as_str()
+        )));
+    }
+    assert_eq!(linked, 1, "the spotter pair links its Task call");
+    // A session nobody spawned is no sub-agent.
+    assert_eq!(store.subagents(None).expect("all").len(), PAIRS.len());
+}
+
+fn cli(db: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn show(db: &std::path::Path, session: &SessionId) -> String {
+    cli(db, &["show", session.as_str(), "--full"])
+}
+
+fn tree(db: &std::path::Path) -> String {
+    cli(db, &["sessions", "--tree"])
+}
