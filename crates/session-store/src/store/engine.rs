@@ -71,6 +71,11 @@ pub(crate) trait Engine: Debug + Send + Sync {
         Ok(false)
     }
 
+    /// True when a text column keeps a NUL character (SQLite's do; PostgreSQL refuses one).
+    fn keeps_nul_in_text(&self) -> bool {
+        true
+    }
+
     /// `Store::search`: the engine's full-text index.
     fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>>;
 
