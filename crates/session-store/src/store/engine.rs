@@ -39,7 +39,8 @@ pub(crate) trait Engine: Debug + Send + Sync {
     fn run_write(&self, work: Work<'_>) -> Result<()>;
 
     /// Runs `work` in one write transaction and rolls it back at the end: a dry run.
-    /// `operation` names it for the refusal of an engine that cannot.
+    /// `operation` names it for the refusal of an engine that does not (SQLite: a mend is
+    /// rehearsed on a copy of the file instead).
     fn run_rolled_back(&self, operation: &'static str, work: Work<'_>) -> Result<()> {
         let _ = work;
         Err(Error::Unsupported {
