@@ -12,7 +12,7 @@ use std::hint::black_box;
 use criterion::{Criterion, Throughput};
 use session_store::{NewMessage, Store};
 
-use common::{print_ratios, rounds_of, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
+use common::{agent_turns, print_ratios, rounds_of, tool_turn, Blob, Jsonl, Raw, TURN_LEN};
 
 fn turn(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
@@ -186,6 +186,7 @@ fn paired_ratios() {
         tool_turn(n.get())
     };
     println!();
+    agent_rounds();
     let by_message = |append: &mut dyn FnMut(&[NewMessage])| {
         for message in next() {
             append(std::slice::from_ref(&message));
@@ -254,13 +255,66 @@ fn paired_ratios() {
     );
 }
 
+/// The agent shape ([`agent_turns`]: one tool message holding all of a step's results,
+/// parallel calls, multi-KB texts, signed reasoning), whole turns and one commit per message,
+/// store against the floor, each round appending the same turn to both (171 turns, about
+/// 2,000 messages, per pass).
+fn agent_rounds() {
+    let turns = agent_turns(7, 171);
+    let arms = 2;
+    for (name, by_message) in [
+        ("agent turn batch (1 commit)", false),
+        ("agent turn by message", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("store.db")).unwrap();
+        let session = &store.create_session().unwrap();
+        let floor = RefCell::new(Raw::floor(&dir.path().join("floor.db")));
+        let calls = Cell::new(0usize);
+        let current = RefCell::new(Vec::new());
+        rounds_of(
+            name,
+            turns.len(),
+            &mut || {
+                let turn = &turns[(calls.get() / arms) % turns.len()];
+                *current.borrow_mut() = turn.clone();
+                calls.set(calls.get() + 1);
+            },
+            &mut [
+                ("store", &mut || {
+                    let turn = std::mem::take(&mut *current.borrow_mut());
+                    if by_message {
+                        for message in turn {
+                            store.append(session, message).unwrap();
+                        }
+                    } else {
+                        store.append_batch(session, turn).unwrap();
+                    }
+                }),
+                ("floor", &mut || {
+                    let turn = std::mem::take(&mut *current.borrow_mut());
+                    let mut floor = floor.borrow_mut();
+                    if by_message {
+                        for message in &turn {
+                            floor.append(std::slice::from_ref(message));
+                        }
+                    } else {
+                        floor.append(&turn);
+                    }
+                }),
+            ],
+        );
+    }
+}
+
 /// Only the paired rounds (`PAIRED_ONLY=1`), skipping criterion's separate measurements.
 fn paired_only() -> bool {
     std::env::var_os("PAIRED_ONLY").is_some()
 }
 
 /// `PROFILE_ARM=store_by_message|floor_by_message|store_batch|floor_batch` appends
-/// `PROFILE_N` tool turns (default 200) through that arm and nothing else, inside
+/// `PROFILE_N` tool turns (default 200) through that arm and nothing else (the arms
+/// `store_agent_*` and `floor_agent_*`: turns of [`agent_turns`]), inside
 /// `profile_loop`, for `valgrind --tool=callgrind --collect-atstart=no
 /// --toggle-collect='*profile_loop*'` (instruction counts, robust to the machine's load).
 fn profile(arm: &str) {
@@ -275,20 +329,26 @@ fn profile(arm: &str) {
     }
     let mut floor = Raw::floor(&dir.path().join("floor.db"));
     let times: u64 = std::env::var("PROFILE_N").map_or(200, |n| n.parse().unwrap());
-    let turns: Vec<Vec<NewMessage>> = (1..=times).map(tool_turn).collect();
+    let turns: Vec<Vec<NewMessage>> = if arm.contains("agent") {
+        agent_turns(7, times as usize)
+    } else {
+        (1..=times).map(tool_turn).collect()
+    };
     profile_loop(turns, &mut |turn| match arm {
-        "store_by_message" => {
+        "store_by_message" | "store_agent_by_message" => {
             for message in turn {
                 black_box(store.append(&session, message).unwrap());
             }
         }
-        "store_batch" => drop(black_box(store.append_batch(&session, turn).unwrap())),
-        "floor_by_message" => {
+        "store_batch" | "store_agent_batch" => {
+            drop(black_box(store.append_batch(&session, turn).unwrap()))
+        }
+        "floor_by_message" | "floor_agent_by_message" => {
             for message in turn {
                 floor.append(std::slice::from_ref(&message));
             }
         }
-        "floor_batch" => floor.append(&turn),
+        "floor_batch" | "floor_agent_batch" => floor.append(&turn),
         other => panic!("unknown arm {other}"),
     });
 }

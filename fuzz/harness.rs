@@ -17,6 +17,9 @@
 //!   `copy`'s reader and writer: the copy either succeeds, and every session reads back as
 //!   it reads in the source (or is refused as unreadable in both), and a rerun skips every
 //!   session and writes nothing; or it fails with an error and leaves no file behind.
+//! - [`search_query`]: any bytes as a search query, on a store of a few sessions: the search
+//!   never fails but for too many distinct terms (exactly when there are), and a query said
+//!   twice finds what it finds once.
 
 #![allow(dead_code)]
 
@@ -467,5 +470,73 @@ fn damaged_file(dir: &Path, path: &Path, flips: &[u8]) {
         for session in report.broken_sessions() {
             let _ = store.repair_session(&session, &options);
         }
+    }
+}
+
+/// A few sessions of text, tool calls and results to search, one per thread.
+fn search_store() -> &'static Store {
+    thread_local! {
+        static STORE: &'static Store = {
+            let dir = Box::leak(Box::new(tempfile::tempdir().expect("tempdir")));
+            let store = Store::open(dir.path().join("search.db")).expect("open");
+            for (n, text) in [
+                "Deploy the staging cluster (fast) \"now\" a-b c_d: 漢字 café 🦀",
+                "error: file not found NEAR the AND gate *glob* -flag",
+                "\u{1b}[2J clear, tab\there, a bell\u{7}inside",
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let session = store.create_session().expect("session");
+                store.append(&session, session_store::NewMessage::user(text)).expect("user");
+                let call = session_store::Part::tool_use(format!("c{n}"), "read_file", json!({"path": text}));
+                store
+                    .append(&session, session_store::NewMessage::assistant(vec![call]))
+                    .expect("call");
+                store
+                    .append(
+                        &session,
+                        session_store::NewMessage::tool(vec![session_store::Part::tool_result(
+                            format!("c{n}"),
+                            text,
+                        )]),
+                    )
+                    .expect("result");
+            }
+            Box::leak(Box::new(store))
+        };
+    }
+    STORE.with(|store| *store)
+}
+
+/// Any bytes as a search query (lossy UTF-8).
+pub fn search_query(data: &[u8]) {
+    let query = String::from_utf8_lossy(data);
+    let store = search_store();
+    let options = session_store::SearchOptions::default();
+    let distinct: std::collections::HashSet<(&str, bool)> = query
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .map(|term| match term.strip_suffix('*') {
+            Some(stem) => (stem.trim_end_matches('*'), true),
+            None => (term, false),
+        })
+        .filter(|(stem, _)| stem.chars().any(char::is_alphanumeric))
+        .collect();
+    let once = store.search(&query, &options);
+    match &once {
+        Err(Error::TooManySearchTerms { max }) => {
+            assert!(distinct.len() > *max, "refused {} terms", distinct.len());
+            return;
+        }
+        Err(other) => panic!("search of {query:?} failed: {other}"),
+        Ok(_) => assert!(distinct.len() <= session_store::MAX_SEARCH_TERMS),
+    }
+    let twice = store.search(&format!("{query} {query}"), &options);
+    let parts = |hits: &[session_store::SearchHit]| -> Vec<i64> {
+        hits.iter().map(|h| h.part_id).collect()
+    };
+    match (once, twice) {
+        (Ok(once), Ok(twice)) => assert_eq!(parts(&once), parts(&twice), "{query:?}"),
+        (_, twice) => panic!("{query:?} twice: {twice:?}"),
     }
 }

@@ -1085,6 +1085,143 @@ fn a_second_answer_to_one_call_is_an_orphan_in_the_views_of_every_backend() -> R
     Ok(())
 }
 
+/// A query of one word said thousands of times is one word (found at the cost of one), and
+/// one with more distinct words than `MAX_SEARCH_TERMS` is a typed error, never a query cut
+/// short, on every backend.
+#[test]
+fn search_terms_count_once_and_too_many_are_a_typed_error_on_every_backend() -> Result<()> {
+    use session_store::{SearchOptions, MAX_SEARCH_TERMS};
+    let results = on_each(|b| {
+        let session = named_session(b, "terms", &[])?;
+        b.store.append(
+            &session,
+            NewMessage::user("deploy the staging cluster, then deploy again").at(t(1)),
+        )?;
+        b.store
+            .append(&session, NewMessage::user("a staging note").at(t(1)))?;
+        let options = SearchOptions::default();
+        let once = hit_shapes(&b.store.search("deploy staging", &options)?);
+        ensure!(once.len() == 1, "{once:?}");
+        for query in [
+            "deploy staging ".repeat(10_000),
+            format!("{} staging", "deploy ".repeat(MAX_SEARCH_TERMS * 4)),
+            "Deploy deploy DEPLOY staging staging".to_owned(),
+        ] {
+            let hits = hit_shapes(&b.store.search(&query, &options)?);
+            ensure!(hits == once, "{} words: {hits:?}", query.len());
+        }
+        let words: Vec<String> = (0..MAX_SEARCH_TERMS).map(|n| format!("w{n}")).collect();
+        ensure!(b.store.search(&words.join(" "), &options)?.is_empty());
+        let mut refused = Vec::new();
+        for extra in ["deploy", "w64*", "x y z"] {
+            let query = format!("{} {extra}", words.join(" "));
+            match b.store.search(&query, &options) {
+                Err(Error::TooManySearchTerms { max }) => refused.push(max),
+                other => anyhow::bail!("{extra}: {other:?}"),
+            }
+        }
+        ensure!(refused == [MAX_SEARCH_TERMS; 3]);
+        Ok(once)
+    })?;
+    all_equal(&results);
+    Ok(())
+}
+
+/// A count above what the usage columns keep is refused by the append with its field, and
+/// nothing is written; the largest count is kept exactly; a sum past `i64::MAX` is a typed
+/// error naming the count and the turn or the session, on every backend.
+#[test]
+fn token_counts_are_kept_exactly_or_refused_and_sums_never_overflow_on_every_backend() -> Result<()>
+{
+    use session_store::{Usage, MAX_TOKEN_COUNT};
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = named_session(b, "counts", &[])?;
+        store.append(&session, NewMessage::user("q").at(t(1)))?;
+        let mut refused = Vec::new();
+        for usage in [
+            Usage::new(MAX_TOKEN_COUNT + 1, 1),
+            Usage::new(1, u64::MAX),
+            Usage::new(1, 1).cache(0, 1 << 63),
+            Usage {
+                cache_read_tokens: Some(u64::MAX),
+                ..Usage::default()
+            },
+        ] {
+            let before = store.messages(&session)?;
+            let message = NewMessage::assistant(vec![Part::text("a")]).with_usage(usage);
+            match store.append(&session, message) {
+                Err(Error::Refused {
+                    reason: Refusal::TokenCountOutOfRange { field, value },
+                    ..
+                }) => refused.push((field, value)),
+                other => anyhow::bail!("{other:?}"),
+            }
+            ensure!(
+                store.messages(&session)? == before,
+                "a refused append wrote"
+            );
+        }
+        ensure!(store.message_usage(&session)?.is_empty());
+        // Two messages at the largest count: each is kept; their sum is not an i64.
+        for _ in 0..2 {
+            store.append(
+                &session,
+                NewMessage::assistant(vec![Part::text("a")])
+                    .at(t(1))
+                    .with_usage(Usage::new(MAX_TOKEN_COUNT, 1)),
+            )?;
+        }
+        let kept: Vec<Option<u64>> = store
+            .message_usage(&session)?
+            .into_iter()
+            .map(|(_, u)| u.input_tokens)
+            .collect();
+        ensure!(kept == [Some(MAX_TOKEN_COUNT); 2], "{kept:?}");
+        let turn = match store.usage(&session) {
+            Err(Error::UsageOverflow { field, over, .. }) => (field, over),
+            other => anyhow::bail!("{other:?}"),
+        };
+        // One per turn: each turn sums, the session does not.
+        let spread = named_session(b, "spread", &[])?;
+        for minute in 1..=2 {
+            store.append_batch(
+                &spread,
+                vec![
+                    NewMessage::user("q").at(t(minute)),
+                    NewMessage::assistant(vec![Part::text("a")])
+                        .at(t(minute))
+                        .with_usage(Usage::new(1, MAX_TOKEN_COUNT)),
+                ],
+            )?;
+        }
+        let total = match store.usage(&spread) {
+            Err(error @ Error::UsageOverflow { .. }) => error.to_string(),
+            other => anyhow::bail!("{other:?}"),
+        };
+        Ok((refused, turn, total))
+    })?;
+    all_equal(&results);
+    let (refused, turn, total) = &results[0].1;
+    assert_eq!(
+        refused,
+        &[
+            ("input_tokens", MAX_TOKEN_COUNT_PLUS_ONE),
+            ("output_tokens", u64::MAX),
+            ("cache_write_tokens", 1 << 63),
+            ("cache_read_tokens", u64::MAX),
+        ]
+    );
+    assert_eq!(turn, &("input_tokens", "turn 0".to_owned()));
+    assert_eq!(
+        total,
+        "usage of session spread: the sum of output_tokens over the whole session is above 9223372036854775807"
+    );
+    Ok(())
+}
+
+const MAX_TOKEN_COUNT_PLUS_ONE: u64 = 1 << 63;
+
 /// A session with a name of its own, so hits and lineage compare across backends.
 fn named_session(b: &Backend, name: &str, turns: &[Vec<NewMessage>]) -> Result<SessionId> {
     let session = SessionId::new(name);
@@ -1697,4 +1834,178 @@ proptest::proptest! {
             Ok(())
         })?;
     }
+}
+
+/// An error and its causes, as one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(&format!(": {next}"));
+        cause = next.source();
+    }
+    text
+}
+
+/// A NUL character (U+0000) in a text: PostgreSQL's text cannot keep one, so every engine
+/// refuses it at write, saying where it is (the message of the batch, the part, its field)
+/// in the same words, and writes nothing; an import of a transcript holding one is refused
+/// alike. A SQLite database that already holds one (other code wrote it) still reads it
+/// exactly, copies it exactly to SQLite, and `copy` to PostgreSQL refuses it before writing
+/// anything, naming the session, the message's seq, the part and the column.
+#[test]
+fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[1])?;
+        let before = store.messages(&session)?;
+        let mut refusals = Vec::new();
+        let batches: Vec<Vec<NewMessage>> = vec![
+            vec![NewMessage::user("a\u{0}b")],
+            vec![
+                NewMessage::user("fine"),
+                NewMessage::assistant(vec![
+                    Part::text("calling"),
+                    Part::tool_use("call\u{0}x", "read", json!({"path": "a\u{0}b"})),
+                ]),
+            ],
+            vec![
+                NewMessage::user("fine"),
+                NewMessage::assistant(vec![Part::tool_use("c1", "read", json!({}))]),
+                NewMessage::tool(vec![Part::tool_result("c1", "out\u{0}put")]),
+            ],
+            vec![NewMessage::user("keyed").with_idempotency_key("k\u{0}1")],
+            vec![NewMessage {
+                model: Some("model\u{0}x".to_owned()),
+                ..NewMessage::assistant(vec![Part::text("hi")])
+            }],
+        ];
+        for batch in batches {
+            let refused = store.append_batch(&session, batch);
+            ensure!(
+                matches!(
+                    &refused,
+                    Err(Error::Refused {
+                        reason: Refusal::NulInText { .. } | Refusal::NulInMessageField { .. },
+                        ..
+                    })
+                ),
+                "{refused:?}"
+            );
+            let error = refused.err().context("refused")?;
+            refusals.push(chain(&error).replace(session.as_str(), "SESSION"));
+        }
+        ensure!(store.messages(&session)? == before, "a refused batch wrote");
+        let summary = store.compact(&session, 1, "so far\u{0}");
+        ensure!(
+            matches!(summary, Err(Error::NulInSessionText { .. })),
+            "{summary:?}"
+        );
+        ensure!(
+            store.summaries(&session)?.is_empty(),
+            "a refused summary was written"
+        );
+        let title = store.set_title(&session, Some("a\u{0}title"));
+        ensure!(
+            matches!(&title, Err(Error::NulInSessionText { field: "title", .. })),
+            "{title:?}"
+        );
+        ensure!(
+            store
+                .session_overview(&session)?
+                .context("listed")?
+                .title
+                .is_none(),
+            "a refused title was written"
+        );
+        // A NUL inside a JSON value is kept escaped, on both engines.
+        store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("json"),
+                NewMessage::assistant(vec![Part::tool_use("j1", "read", json!({"p": "a\u{0}b"}))]),
+                NewMessage::tool(vec![Part::tool_result("j1", "ok")]),
+            ],
+        )?;
+        let input = store
+            .messages(&session)?
+            .into_iter()
+            .rev()
+            .nth(1)
+            .map(|m| m.parts);
+        ensure!(
+            matches!(input.as_deref(), Some([Part::ToolUse { input, .. }]) if input["p"] == "a\u{0}b"),
+            "{input:?}"
+        );
+        let sessions = store.sessions()?.len();
+        let body = r#"{"messages": [{"role": "user", "content": "a\u0000b"}]}"#;
+        let imported = store.import_reader(
+            session_store::import::Format::OpenAi,
+            std::io::Cursor::new(body.as_bytes()),
+        );
+        ensure!(imported.is_err(), "{imported:?}");
+        refusals.push(chain(&imported.err().context("refused")?));
+        ensure!(
+            store.sessions()?.len() == sessions,
+            "a refused import wrote"
+        );
+        Ok(refusals)
+    })?;
+    all_equal(&results);
+    for (_, refusals) in &results {
+        assert!(
+            refusals[3].contains("idempotency_key holds a NUL"),
+            "{refusals:?}"
+        );
+        assert!(refusals[4].contains("model holds a NUL"), "{refusals:?}");
+        assert!(refusals[5].contains("holds a NUL"), "{refusals:?}");
+        assert!(
+            refusals[0].contains("text of part 0 (text) holds a NUL"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[1].contains("message 1 of the append"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[1].contains("id of part 1 (tool_use)"),
+            "{refusals:?}"
+        );
+        assert!(
+            refusals[2].contains("content of part 0 (tool_result)"),
+            "{refusals:?}"
+        );
+    }
+
+    // Other code put a NUL into a SQLite database: it reads back exactly, copies exactly to
+    // SQLite, and is refused by a copy to PostgreSQL before anything is written.
+    let source = crate::backends::sqlite();
+    let session = session_of(&source, &[1])?;
+    source.exec(&format!(
+        "UPDATE parts SET text = 'a' || char(0) || 'b' WHERE message_id =
+         (SELECT id FROM messages WHERE session_id = '{session}' AND seq = 3)"
+    ));
+    let held = source.store.messages(&session)?;
+    let text_of = |messages: &[session_store::Message]| match &messages[2].parts[0] {
+        Part::ToolResult { content, .. } => content.clone(),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(text_of(&held), "a\u{0}b");
+    for dest in backends() {
+        let copied = source.store.copy_to(&dest.store, &[]);
+        if dest.name == "postgres" {
+            match &copied {
+                Err(Error::NulInCopiedText { session: s, place }) => {
+                    assert_eq!(s, &session);
+                    assert_eq!(place, "message seq 3, part 0, column text");
+                }
+                other => panic!("copy to postgres: {other:?}"),
+            }
+            assert!(dest.store.sessions()?.is_empty(), "a refused copy wrote");
+        } else {
+            copied?;
+            assert_eq!(text_of(&dest.store.messages(&session)?), "a\u{0}b");
+        }
+    }
+    Ok(())
 }

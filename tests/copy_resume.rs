@@ -249,3 +249,60 @@ fn a_failed_copy_to_a_new_path_leaves_no_file() {
     assert_eq!(report.sessions, ids.len());
     assert_eq!(files_in(out.path()), vec!["new.db".to_owned()]);
 }
+
+/// A real `kill -9` of `session-store copy` at several moments, each followed by a rerun:
+/// the rerun exits 0 (sessions the killed run finished are skipped and named), and the
+/// destination then holds every session exactly as the source does.
+#[cfg(unix)]
+#[test]
+fn a_copy_killed_at_any_moment_finishes_when_run_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let from = dir.path().join("many.db");
+    let store = Store::open(&from).expect("open");
+    let mut ids = Vec::new();
+    for _ in 0..120 {
+        let session = store.create_session().expect("session");
+        for turn in 0..3 {
+            store
+                .append_batch(&session, crate::conformance::turn_for_tests(turn))
+                .expect("append");
+        }
+        ids.push(session);
+    }
+    let from_text = from.to_str().expect("utf-8");
+    let mut resumed = 0;
+    for (n, delay_ms) in [40u64, 150, 400, 900].into_iter().enumerate() {
+        // Into an existing database (the new-file case leaves nothing to resume: see above).
+        let to = dir.path().join(format!("dest-{n}.db"));
+        drop(Store::open(&to).expect("create"));
+        let to_text = to.to_str().expect("utf-8");
+        let mut child = Command::new(TOOL)
+            .args(["copy", "--from", from_text, "--to", to_text])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let output = run(&["copy", "--from", from_text, "--to", to_text]);
+        assert_eq!(code(&output), 0, "killed at {delay_ms} ms: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("skipped session") {
+            resumed += 1;
+        }
+        let dest = Store::open(&to).expect("open");
+        assert_eq!(dest.sessions().expect("sessions").len(), ids.len());
+        for id in &ids {
+            let strip = |s: &Store| -> Vec<(i64, Vec<Part>)> {
+                s.messages(id)
+                    .expect("messages")
+                    .into_iter()
+                    .map(|m| (m.seq, m.parts))
+                    .collect()
+            };
+            assert_eq!(strip(&store), strip(&dest), "killed at {delay_ms} ms: {id}");
+        }
+    }
+    eprintln!("{resumed} of 4 reruns skipped sessions a killed run had copied");
+}

@@ -35,7 +35,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
 /// A target's corpus folder and its body.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 9] = [
+const TARGETS: [Target; 10] = [
     ("import_anthropic", |d| {
         harness::import(Format::Anthropic, d)
     }),
@@ -51,6 +51,7 @@ const TARGETS: [Target; 9] = [
     ("loader", harness::loader),
     ("repair", harness::repair),
     ("copy", harness::copy),
+    ("search_query", harness::search_query),
 ];
 
 #[test]
@@ -144,5 +145,14 @@ proptest! {
     #[test]
     fn copy_reads_back_random_rows_or_leaves_no_file(data in vec(any::<u8>(), 0..300)) {
         harness::copy(&data);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_search_query_fails_but_for_too_many_terms(data in mutated("search_query")) {
+        harness::search_query(&data);
     }
 }

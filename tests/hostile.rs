@@ -1079,3 +1079,50 @@ fn show_prints_what_it_can_read_and_names_the_unreadable_row() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.stdout.contains("not shown"), "{}", run.stdout);
 }
+
+/// The run, for real: `store-repair` with its default backup name (which carries the
+/// time) killed with SIGKILL at several moments of the backup, each followed a second later
+/// (another name) by a run that finishes: after every finished run, no temporary file is
+/// left in the folder.
+#[cfg(unix)]
+#[test]
+fn a_rerun_after_a_kill_during_the_default_backup_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (db, store, session) = store_with_session(dir.path());
+    store
+        .append(
+            &session,
+            NewMessage::assistant(vec![Part::text("x".repeat(16 << 20))]),
+        )
+        .expect("append");
+    drop(store);
+    let db_text = db.to_str().expect("utf-8");
+    let break_it = || {
+        Connection::open(&db)
+            .expect("raw")
+            .execute("UPDATE messages SET turn_index = 5", [])
+            .expect("break");
+    };
+    for delay_ms in [30, 120, 300] {
+        break_it();
+        let mut child = Command::new(REPAIR)
+            .args(["--db", db_text])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        // The rerun's backup gets another name: the clock has moved on.
+        std::thread::sleep(Duration::from_millis(1100));
+        break_it();
+        let run = run_in(dir.path(), cmd(REPAIR, &["--db", db_text]));
+        assert_eq!(run.code, 0, "after a kill at {delay_ms} ms: {}", run.stderr);
+        let left: Vec<String> = listing(dir.path())
+            .into_iter()
+            .filter(|n| n.contains(".tmp-"))
+            .collect();
+        assert!(left.is_empty(), "after a kill at {delay_ms} ms: {left:?}");
+    }
+}

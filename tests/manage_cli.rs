@@ -212,8 +212,15 @@ fn prune_dry_run_lists_and_writes_nothing_then_prune_deletes() {
         "{dry}"
     );
     assert_eq!(bytes(&db), before, "a dry run writes nothing");
-    let json: Value =
-        serde_json::from_str(&ok(&db, &["prune", "--older-than", "4w", "--json"])).expect("json");
+    // Without a terminal, prune deletes only with --yes.
+    let refused = fails(&db, &["prune", "--older-than", "4w", "--json"]);
+    assert!(refused.contains("--yes"), "{refused}");
+    assert_eq!(bytes(&db), before, "a refused prune writes nothing");
+    let json: Value = serde_json::from_str(&ok(
+        &db,
+        &["prune", "--older-than", "4w", "--yes", "--json"],
+    ))
+    .expect("json");
     assert_eq!(json["deleted"], json!(1));
     assert_eq!(json["sessions"][0]["session"], json!(session.as_str()));
     assert_eq!(ok(&db, &["sessions", "--tree"]), format!("{recent}\n"));

@@ -80,17 +80,41 @@ fn store_repair_on_a_url_refuses_a_backup_dry_runs_without_writing_and_mends() {
 #[test]
 fn a_wrong_password_is_refused_without_printing_it() {
     let Some(pg) = postgres() else { return };
-    let url = pg
-        .location()
-        .replacen(":session_store@", ":not-the-password@", 1);
-    for (bin, args) in [
-        (REPAIR, vec!["--db", url.as_str()]),
-        (TOOL, vec!["--db", url.as_str(), "sessions"]),
-    ] {
-        let output = run(bin, &args);
-        assert_eq!(code(&output), 2, "{output:?}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!stderr.contains("not-the-password"), "{stderr}");
+    let url = pg.location();
+    let without = url.replacen(":session_store@", "@", 1);
+    // Every place a URL can carry a password: the userinfo, `?password=` (first parameter),
+    // `&password=` (a later one), a percent-encoded parameter name, `sslpassword`.
+    let (base, query) = without.split_once('?').expect("the test URL has a query");
+    let forms = [
+        url.replacen(":session_store@", ":not-the-password@", 1),
+        format!("{base}?password=not-the-password&{query}"),
+        format!("{without}&password=not-the-password"),
+        format!("{without}&pass%77ord=not-the-password"),
+        format!("{without}&PASSWORD=not-the-password"),
+    ];
+    for form in &forms {
+        for (bin, args) in [
+            (REPAIR, vec!["--db", form.as_str()]),
+            (REPAIR, vec!["--db", form.as_str(), "--json"]),
+            (TOOL, vec!["--db", form.as_str(), "sessions"]),
+            (
+                TOOL,
+                vec!["copy", "--from", form.as_str(), "--to", form.as_str()],
+            ),
+        ] {
+            let output = run(bin, &args);
+            assert_eq!(code(&output), 2, "{form}: {output:?}");
+            let printed = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(!printed.contains("not-the-password"), "{form}: {printed}");
+            assert!(
+                printed.contains("127.0.0.1"),
+                "{form}: says which database: {printed}"
+            );
+        }
     }
 }
 
@@ -312,7 +336,15 @@ fn fork_tree_search_usage_prune_and_size_run_on_a_url() {
     ));
     let prune = run(
         TOOL,
-        &["--db", &url, "prune", "--older-than", "1d", "--json"],
+        &[
+            "--db",
+            &url,
+            "prune",
+            "--older-than",
+            "1d",
+            "--yes",
+            "--json",
+        ],
     );
     assert_eq!(code(&prune), 0, "{prune:?}");
     let pruned: Value = serde_json::from_slice(&prune.stdout).expect("json");

@@ -1,16 +1,18 @@
 //! The tail state a session row keeps (`sessions.tail_state`, V10) is a cache the append's
 //! pairing check trusts: a stale one would let a broken pair in, or refuse a valid message.
 //! These tests hold it to the rows: after any sequence of appends, cancels, reverts and their
-//! undo, compactions, forks and imports, a stored state equals the one recomputed from the
-//! rows (here with SQL, independently of the store's code); and rows written straight with
+//! undo, compactions, forks and imports, a stored state equals the end of the session read
+//! from its messages by this suite's own reading of the contract ([`end_of`], independent of
+//! the store's walk and of its queries); and rows written straight with
 //! SQL, by code that bypasses the store, never make the check wrong.
 
 use proptest::prelude::*;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde_json::{json, Value};
 use session_store::{Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store};
 
 use crate::backends::PgSchema;
+use crate::tail_walk::end_of;
 use crate::util::{raw, temp_store};
 
 fn call(id: &str) -> Part {
@@ -19,82 +21,6 @@ fn call(id: &str) -> Part {
 
 fn result(id: &str) -> Part {
     Part::tool_result(id, "ok")
-}
-
-/// The tail state of a session from its rows, in the stored encoding.
-fn recomputed(conn: &Connection, session: &str) -> Value {
-    let last_seq: i64 = conn
-        .query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1",
-            [session],
-            |r| r.get(0),
-        )
-        .expect("last seq");
-    let last_user_turn: Option<i64> = conn
-        .query_row(
-            "SELECT turn_index FROM messages WHERE session_id = ?1 AND role = 'user'
-             ORDER BY seq DESC LIMIT 1",
-            [session],
-            |r| r.get(0),
-        )
-        .optional()
-        .expect("last user turn");
-    let speaker: Option<(i64, i64, String)> = conn
-        .query_row(
-            "SELECT id, seq, role FROM messages WHERE session_id = ?1
-             AND role IN ('user', 'assistant') ORDER BY seq DESC LIMIT 1",
-            [session],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()
-        .expect("speaker");
-    let (mut open, mut answered) = (Vec::<String>::new(), Vec::<String>::new());
-    if let Some((id, seq, role)) = &speaker {
-        if role == "assistant" {
-            let calls: Vec<String> = conn
-                .prepare(
-                    "SELECT tool_use_id FROM parts WHERE message_id = ?1 AND kind = 'tool_use'
-                     AND tool_use_id IS NOT NULL ORDER BY ordinal",
-                )
-                .and_then(|mut s| s.query_map([id], |r| r.get(0))?.collect())
-                .expect("calls");
-            let results: Vec<String> = conn
-                .prepare(
-                    "SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
-                     WHERE m.session_id = ?1 AND m.seq > ?2 AND m.role = 'tool'
-                     AND p.kind = 'tool_result' AND p.tool_use_id IS NOT NULL",
-                )
-                .and_then(|mut s| s.query_map(params![session, seq], |r| r.get(0))?.collect())
-                .expect("results");
-            for call in calls {
-                if results.contains(&call) {
-                    answered.push(call);
-                } else {
-                    open.push(call);
-                }
-            }
-            answered.sort();
-            answered.dedup();
-        }
-    }
-    let block_from = speaker.as_ref().map_or(0, |(_, seq, _)| *seq);
-    let block_parts: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM messages m JOIN parts p ON p.message_id = m.id
-             WHERE m.session_id = ?1 AND m.seq >= ?2",
-            params![session, block_from],
-            |r| r.get(0),
-        )
-        .expect("block parts");
-    json!([
-        2,
-        last_seq,
-        last_user_turn,
-        speaker.map(|(_, _, role)| role),
-        open,
-        answered,
-        block_parts
-    ])
 }
 
 /// The stored state of a session, parsed (`None` when NULL).
@@ -160,7 +86,7 @@ fn split_parts_through(mut state: Value) -> (Value, i64) {
 }
 
 /// Every session's stored state, where there is one, equals its rows' state.
-fn assert_tail_states_true(conn: &Connection) {
+fn assert_tail_states_true(store: &Store, conn: &Connection) {
     let sessions: Vec<String> = conn
         .prepare("SELECT id FROM sessions ORDER BY id")
         .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
@@ -171,7 +97,10 @@ fn assert_tail_states_true(conn: &Connection) {
     for session in sessions {
         if let Some(state) = stored(conn, &session) {
             let (state, parts_through) = split_parts_through(state);
-            assert_eq!(state, recomputed(conn, &session), "session {session}");
+            let messages = store
+                .messages(&SessionId::new(session.clone()))
+                .expect("messages");
+            assert_eq!(state, expected_from(&messages), "session {session}");
             assert!(parts_through <= parts_max, "session {session}");
         }
     }
@@ -243,7 +172,7 @@ fn rows_written_with_sql_are_checked_from_the_rows() {
     assert_eq!(count(&store), 4, "messages other code inserted are counted");
     assert_checked_from_the_rows(&store, &session);
     assert_eq!(count(&store), 6);
-    assert_tail_states_true(&conn);
+    assert_tail_states_true(&store, &conn);
     assert!(
         stored(&conn, "s").is_some(),
         "the append wrote the state back"
@@ -270,7 +199,7 @@ fn rows_written_with_sql_after_the_store_are_checked_from_the_rows() {
     )
     .expect("foreign append");
     assert_checked_from_the_rows(&store, &session);
-    assert_tail_states_true(&conn);
+    assert_tail_states_true(&store, &conn);
 }
 
 /// A part another writer adds to the open block leaves the row's state as it was (no
@@ -298,7 +227,7 @@ fn a_call_added_to_a_stored_message_with_sql_is_not_trusted_past() {
         "no trigger clears the state on a part insert"
     );
     assert_checked_from_the_rows(&store, &session);
-    assert_tail_states_true(&conn);
+    assert_tail_states_true(&store, &conn);
 }
 
 /// The state names the largest part id when it was written, the id of its append's last
@@ -329,7 +258,7 @@ fn a_deleted_last_part_whose_id_comes_back_is_seen() {
         Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, ["c2"]),
         other => panic!("expected c2 pending, got {other:?}"),
     }
-    assert_tail_states_true(&conn);
+    assert_tail_states_true(&store, &conn);
 }
 
 /// The same for a result another writer adds to a tool message of the block, and for a part
@@ -365,7 +294,7 @@ fn parts_added_with_sql_inside_and_before_the_open_block() {
     store
         .append(&session, NewMessage::user("next"))
         .expect("c2 is answered in the rows, so a user message is accepted");
-    assert_tail_states_true(&conn);
+    assert_tail_states_true(&store, &conn);
 }
 
 #[test]
@@ -402,7 +331,7 @@ fn a_stale_state_is_not_trusted() {
     store
         .append(&session, NewMessage::assistant(vec![Part::text("done")]))
         .expect("append after garbage");
-    assert_tail_states_true(&conn);
+    assert_tail_states_true(&store, &conn);
 }
 
 #[test]
@@ -440,35 +369,18 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
     ));
 }
 
-/// The tail state of a session from its messages as the store reads them (any backend).
+/// The tail state of a session from its messages loaded plainly (any backend), in the
+/// stored encoding without its last element: [`end_of`]'s reading of the contract, which
+/// shares nothing with the store's walk or its tail queries.
 fn expected_from(messages: &[Message]) -> Value {
+    let end = end_of(messages);
     let last_seq = messages.iter().map(|m| m.seq).max().unwrap_or(0);
     let last_user_turn = messages
         .iter()
         .rev()
         .find(|m| m.role == Role::User)
         .map(|m| m.turn_index);
-    let speaker = messages
-        .iter()
-        .rposition(|m| matches!(m.role, Role::User | Role::Assistant));
-    let (mut open, mut answered) = (Vec::<String>::new(), Vec::<String>::new());
-    if let Some(at) = speaker.filter(|&at| messages[at].role == Role::Assistant) {
-        let results: Vec<&str> = messages[at + 1..]
-            .iter()
-            .filter(|m| m.role == Role::Tool)
-            .flat_map(|m| m.parts.iter().filter_map(Part::answers))
-            .collect();
-        for id in messages[at].parts.iter().filter_map(Part::call_id) {
-            if results.contains(&id) {
-                answered.push(id.to_owned());
-            } else {
-                open.push(id.to_owned());
-            }
-        }
-        answered.sort();
-        answered.dedup();
-    }
-    let block_parts: usize = messages[speaker.unwrap_or(0)..]
+    let block_parts: usize = messages[end.speaker.unwrap_or(0)..]
         .iter()
         .map(|m| m.parts.len())
         .sum();
@@ -476,9 +388,9 @@ fn expected_from(messages: &[Message]) -> Value {
         2,
         last_seq,
         last_user_turn,
-        speaker.map(|at| messages[at].role.as_str()),
-        open,
-        answered,
+        end.message.map(|m| m.role.as_str()),
+        end.pending_ids(),
+        end.answered,
         block_parts
     ])
 }
@@ -662,7 +574,7 @@ proptest! {
                     false
                 }
             };
-            assert_tail_states_true(&conn);
+            assert_tail_states_true(&store, &conn);
             assert_message_counts_true(&conn);
             if let Some(state) = stored(&conn, session.as_str()) {
                 let (state, _) = split_parts_through(state);

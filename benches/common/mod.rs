@@ -51,7 +51,7 @@ pub fn filler(seed: u64, len: usize) -> String {
         x ^= x >> 7;
         x ^= x << 17;
         out.push_str(WORDS[(x % WORDS.len() as u64) as usize]);
-        out.push(if x % 11 == 0 { '\n' } else { ' ' });
+        out.push(if x.is_multiple_of(11) { '\n' } else { ' ' });
     }
     out
 }
@@ -119,6 +119,93 @@ pub fn tool_turn(n: u64) -> Vec<NewMessage> {
         )]));
     }
     turn.push(NewMessage::assistant(vec![Part::text(filler(n + 3, 800))]));
+    turn
+}
+
+/// A small deterministic generator for [`agent_turns`] (xorshift64*).
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    /// The next value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A value in `low..=high`.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+
+    /// `len` random ASCII letters and digits.
+    pub fn alnum(&mut self, len: usize) -> String {
+        const DIGITS: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        (0..len)
+            .map(|_| DIGITS[(self.next() % 62) as usize] as char)
+            .collect()
+    }
+}
+
+/// `turns` turns of an agent at work, the shape an outside harness measured and the other
+/// benches lack: a user message (50-400 B); 0-10 tool steps, each one assistant message
+/// (half of them with signed reasoning of 200-2,000 B and an 88-character signature, a
+/// short text, and 1-4 parallel tool_uses with `toolu_` + 24 random alphanumerics and a
+/// 50-500 B JSON input) and ONE tool message holding all of that step's results (0-4,000 B
+/// each, 5% of them errors); then the final answer (100-1,500 B). 171 turns are about 2,000
+/// messages of ~3 KB each.
+pub fn agent_turns(seed: u64, turns: usize) -> Vec<Vec<NewMessage>> {
+    let mut rng = Rng::new(seed);
+    (0..turns).map(|_| agent_turn(&mut rng)).collect()
+}
+
+/// One turn of [`agent_turns`].
+pub fn agent_turn(rng: &mut Rng) -> Vec<NewMessage> {
+    let mut turn = vec![NewMessage::user(filler(
+        rng.next(),
+        rng.range(50, 400) as usize,
+    ))];
+    for _ in 0..rng.range(0, 10) {
+        let mut parts = Vec::new();
+        if rng.next().is_multiple_of(2) {
+            let signature = rng.alnum(88);
+            parts.push(Part::reasoning(
+                filler(rng.next(), rng.range(200, 2_000) as usize),
+                Some(json!({"anthropic": {"signature": signature}})),
+            ));
+        }
+        parts.push(Part::text("Let me check that."));
+        let ids: Vec<String> = (0..rng.range(1, 4))
+            .map(|_| format!("toolu_{}", rng.alnum(24)))
+            .collect();
+        for id in &ids {
+            let input = json!({"command": filler(rng.next(), rng.range(30, 480) as usize)});
+            parts.push(Part::tool_use(id, "bash", input));
+        }
+        turn.push(NewMessage::assistant(parts));
+        let results = ids
+            .iter()
+            .map(|id| {
+                let text = filler(rng.next(), rng.range(0, 4_000) as usize);
+                if rng.next().is_multiple_of(20) {
+                    Part::tool_error(id, text)
+                } else {
+                    Part::tool_result(id, text)
+                }
+            })
+            .collect();
+        turn.push(NewMessage::tool(results));
+    }
+    turn.push(NewMessage::assistant(vec![Part::text(filler(
+        rng.next(),
+        rng.range(100, 1_500) as usize,
+    ))]));
     turn
 }
 

@@ -4,8 +4,9 @@ same machine, same items (a turn = user item, function call, its output, assista
     python benches/agents_session.py [--turns N] [--rounds R]
 
 Prints, per operation, the median time of each and the ratio ours / SQLiteSession (below
-1.0x: ours is faster). Both are file-backed, in one temporary directory, and both are called
-through their async methods (each runs its blocking work on a worker thread).
+1.0x: ours is faster). Both are file-backed, in one temporary directory, both are called
+through their async methods (each runs its blocking work on a worker thread), and they take
+turns call by call.
 """
 
 from __future__ import annotations
@@ -34,51 +35,66 @@ def turn(n):
     ]
 
 
-async def measure(session, turns):
-    """Seconds per append of one turn, per full load, per load of the latest 20 items."""
-    appends = []
+async def timed(awaitable):
+    start = time.perf_counter()
+    result = await awaitable
+    return time.perf_counter() - start, result
+
+
+async def measure(sessions, turns, loads):
+    """Per operation and session: the seconds of each call. The two sessions take turns call
+    by call, so a change of load on the machine falls on both alike."""
+    times = {name: {who: [] for who in sessions} for name in OPERATIONS}
     for n in range(turns):
         items = turn(n)
-        start = time.perf_counter()
-        await session.add_items(items)
-        appends.append(time.perf_counter() - start)
-    loads, windows = [], []
-    for _ in range(20):
-        start = time.perf_counter()
-        got = await session.get_items()
-        loads.append(time.perf_counter() - start)
-        assert len(got) == 4 * turns
-        start = time.perf_counter()
-        await session.get_items(limit=20)
-        windows.append(time.perf_counter() - start)
-    return statistics.median(appends), statistics.median(loads), statistics.median(windows)
+        for who, session in sessions.items():
+            spent, _ = await timed(session.add_items(items))
+            times[OPERATIONS[0]][who].append(spent)
+    for _ in range(loads):
+        for who, session in sessions.items():
+            spent, got = await timed(session.get_items())
+            assert len(got) == 4 * turns
+            times[OPERATIONS[1]][who].append(spent)
+            spent, got = await timed(session.get_items(limit=20))
+            assert len(got) == 20
+            times[OPERATIONS[2]][who].append(spent)
+    return times
+
+
+OPERATIONS = ["add_items (one turn)", "get_items()", "get_items(limit=20)"]
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--loads", type=int, default=50)
     args = parser.parse_args()
-    results = {"ours": [], "sqlite": []}
+    all_times = {name: {"ours": [], "sqlite": []} for name in OPERATIONS}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            # Alternate who goes first, so neither always meets a cold cache.
+            # Alternate who goes first in each pair.
             order = ("ours", "sqlite") if r % 2 == 0 else ("sqlite", "ours")
+            sessions = {}
             for who in order:
                 path = os.path.join(tmp, f"{who}-{r}.db")
                 if who == "ours":
-                    session = Session(f"bench-{r}", path)
+                    sessions[who] = Session(f"bench-{r}", path)
                 else:
-                    session = SQLiteSession(f"bench-{r}", path)
-                results[who].append(asyncio.run(measure(session, args.turns)))
+                    sessions[who] = SQLiteSession(f"bench-{r}", path)
+            times = asyncio.run(measure(sessions, args.turns, args.loads))
+            for name in OPERATIONS:
+                for who in ("ours", "sqlite"):
+                    all_times[name][who].extend(times[name][who])
+            for session in sessions.values():
                 session.close()
-    print(f"{args.turns} turns (4 items each), median of {args.rounds} rounds")
+    print(f"{args.turns} turns (4 items each), {args.rounds} rounds, {args.loads} loads each;"
+          " medians")
     print(f"{'operation':<28}{'ours':>12}{'SQLiteSession':>16}{'ratio':>9}")
     worst = 0.0
-    for index, name in enumerate(["add_items (one turn)", "get_items()",
-                                  "get_items(limit=20)"]):
-        ours = statistics.median(x[index] for x in results["ours"])
-        theirs = statistics.median(x[index] for x in results["sqlite"])
+    for name in OPERATIONS:
+        ours = statistics.median(all_times[name]["ours"])
+        theirs = statistics.median(all_times[name]["sqlite"])
         ratio = ours / theirs
         worst = max(worst, ratio)
         print(f"{name:<28}{ours * 1e6:>10.0f}us{theirs * 1e6:>14.0f}us{ratio:>8.2f}x")

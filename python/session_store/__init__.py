@@ -35,7 +35,7 @@ def _dumps(value: Any, what: str) -> str:
     """``value`` as JSON text; what JSON cannot hold is :class:`InvalidInput`."""
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
         raise InvalidInput(f"{what} is not JSON: {error}") from None
 
 

@@ -100,7 +100,7 @@ class Session:
             items = list(items)
         try:
             text = json.dumps(items, ensure_ascii=False, allow_nan=False, default=_item_json)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             text = _dumps(items, "the items")
         self._store._native.agents_add_items(self.session_id, text)
 

@@ -9,11 +9,13 @@
 //! assistant message) arrives gets a tombstone result first, the store's own
 //! ([`lib::request::tombstone_text`]); reading gives it back as a `function_call_output`.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 use session_store as lib;
 use session_store::{Message, NewMessage, Part, Role, SessionId};
 
-use crate::{dump, ensure_session, parse, Failure};
+use crate::{ensure_session, parse, Failure};
 
 /// The `provider_metadata` key that holds an item.
 const KEY: &str = "openai_agents";
@@ -110,59 +112,78 @@ fn keep_item(part: &mut Part, item: Value) {
 }
 
 /// One item read back, with what `limit` must keep together.
-struct Read {
-    item: Value,
+struct Read<'a> {
+    /// The item's JSON text, borrowed from the stored row where it was kept there.
+    item: Cow<'a, str>,
     /// Index of the first item of the assistant message whose call this item is or answers:
     /// a window that holds this item must start there or before.
     group_start: Option<usize>,
 }
 
-/// The items of `messages`, in order: each kept item, and a `function_call_output` for each
+/// The part of `provider_metadata` this module reads, borrowed from the stored text.
+#[derive(serde::Deserialize)]
+struct Kept<'a> {
+    #[serde(borrow)]
+    openai_agents: Option<KeptItem<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct KeptItem<'a> {
+    #[serde(borrow)]
+    item: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The item a part keeps, as its JSON text (not decoded: it is copied as stored).
+fn kept_item(part: &lib::StoredPart) -> Option<&str> {
+    let metadata = part.provider_metadata.as_deref()?;
+    let kept: Kept<'_> = serde_json::from_str(metadata).ok()?;
+    Some(kept.openai_agents?.item?.get())
+}
+
+/// The items of `parts`, in order: each kept item, and a `function_call_output` for each
 /// tombstone the store wrote.
-fn read_items(messages: &[Message]) -> Vec<Read> {
-    let mut items: Vec<Read> = Vec::new();
+fn read_items(parts: &[lib::StoredPart]) -> Vec<Read<'_>> {
+    let mut items: Vec<Read<'_>> = Vec::new();
     let mut call_groups: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for message in messages {
-        let first = items.len();
-        for part in &message.parts {
-            let kept = part
-                .provider_metadata()
-                .and_then(|m| m.get(KEY))
-                .and_then(|m| m.get("item"));
-            let item = match (kept, part) {
-                (Some(item), _) => item.clone(),
-                (
-                    None,
-                    Part::ToolResult {
-                        tool_use_id,
-                        content,
-                        is_error,
-                        ..
-                    },
-                ) if lib::is_tombstone(content, *is_error) => json!({
-                    "type": "function_call_output",
-                    "call_id": tool_use_id,
-                    "output": content,
-                }),
-                _ => continue,
-            };
-            let group_start = match (call_of(part), part.answers()) {
-                (Some(id), _) => {
-                    call_groups.insert(id, first);
-                    Some(first)
-                }
-                (None, Some(id)) => call_groups.get(id).copied(),
-                (None, None) => None,
-            };
-            items.push(Read { item, group_start });
+    let mut message: Option<i64> = None;
+    let mut first = 0;
+    for part in parts {
+        if message != Some(part.seq) {
+            message = Some(part.seq);
+            first = items.len();
         }
+        let text = part.error_text.as_deref().unwrap_or_default();
+        let item = match kept_item(part) {
+            Some(item) => Cow::Borrowed(item),
+            None if part.kind == "tool_result"
+                && lib::request::is_tombstone(text, part.is_error) =>
+            {
+                let output = json!({
+                    "type": "function_call_output",
+                    "call_id": part.tool_use_id,
+                    "output": text,
+                });
+                Cow::Owned(output.to_string())
+            }
+            None => continue,
+        };
+        let id = part.tool_use_id.as_deref();
+        let group_start = match (part.kind.as_str(), id) {
+            ("tool_use", Some(id)) => {
+                call_groups.insert(id, first);
+                Some(first)
+            }
+            ("tool_result", Some(id)) => call_groups.get(id).copied(),
+            _ => None,
+        };
+        items.push(Read { item, group_start });
     }
     items
 }
 
 /// Where the latest window of at most `limit` items starts, no output without its call and
 /// no call without the items of its assistant message before it.
-fn window_start(items: &[Read], limit: usize) -> usize {
+fn window_start(items: &[Read<'_>], limit: usize) -> usize {
     let n = items.len();
     // earliest[i]: the earliest index an item at or after i needs.
     let mut earliest = vec![0; n + 1];
@@ -183,66 +204,73 @@ pub(crate) fn get_items(
     session: &SessionId,
     limit: Option<usize>,
 ) -> Result<String, Failure> {
-    if !store.has_session(session)? {
-        return Ok("[]".to_owned());
-    }
-    let messages = match limit {
-        None => store.messages(session)?,
-        Some(limit) => last_messages(store, session, limit)?,
+    // Every item of the adapter's is (or starts) a message of its own or shares one with
+    // others: the latest `limit` messages hold at least `limit` items.
+    let parts = match store.stored_parts(session, limit) {
+        Ok(parts) => parts,
+        Err(lib::Error::UnknownSession(_)) => return Ok("[]".to_owned()),
+        Err(error) => return Err(error.into()),
     };
-    let items = read_items(&messages);
+    let parts = match limit {
+        None => parts,
+        Some(limit) => enough_parts(store, session, parts, limit)?,
+    };
+    let items = read_items(&parts);
     let start = limit.map_or(0, |limit| window_start(&items, limit));
-    dump(&Value::Array(
-        items
-            .into_iter()
-            .skip(start)
-            .map(|read| read.item)
-            .collect(),
-    ))
+    let mut out = String::with_capacity(items.iter().map(|r| r.item.len() + 1).sum::<usize>() + 2);
+    out.push('[');
+    for (index, read) in items.iter().skip(start).enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(&read.item);
+    }
+    out.push(']');
+    Ok(out)
 }
 
-/// Enough of the latest whole turns to hold `limit` items (a call and its outputs never
-/// span turns: a user item tombstones what is pending), or the whole session.
-fn last_messages(
+/// The parts of enough of the latest whole turns to hold `limit` items (a call and its
+/// outputs never span turns: a user item tombstones what is pending), or of the whole
+/// session; `parts` are those of the turns holding the latest `limit` messages, enough
+/// unless other writers' messages (no items) sit among them.
+fn enough_parts(
     store: &lib::Store,
     session: &SessionId,
+    mut parts: Vec<lib::StoredPart>,
     limit: usize,
-) -> Result<Vec<Message>, Failure> {
-    let mut turns = 1;
+) -> Result<Vec<lib::StoredPart>, Failure> {
+    let mut messages = limit;
     loop {
-        let messages = store.last_turns(session, turns)?;
-        let whole = messages.first().is_none_or(|m| m.turn_index == 0);
-        if whole || read_items(&messages).len() >= limit {
-            return Ok(messages);
+        let whole = parts.first().is_none_or(|p| p.turn_index == 0);
+        if whole || read_items(&parts).len() >= limit {
+            return Ok(parts);
         }
-        turns = turns.saturating_mul(2);
+        messages = messages.saturating_mul(2);
+        parts = store.stored_parts(session, Some(messages))?;
     }
 }
 
 /// Removes the latest item (and the parts read with it) and returns it as JSON; `None` when
-/// the session holds none. The latest turn is rewritten without it in one transaction.
+/// the session holds none. The turns from the item's on are rewritten without it in one
+/// transaction.
 pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option<String>, Failure> {
-    if !store.has_session(session)? {
-        return Ok(None);
-    }
-    let mut turns = 1;
-    let messages = loop {
-        let messages = store.last_turns(session, turns)?;
-        let whole = messages.first().is_none_or(|m| m.turn_index == 0);
-        if whole || !read_items(&messages).is_empty() {
-            break messages;
+    let mut messages = 1usize;
+    let (from_turn, last) = loop {
+        let parts = match store.stored_parts(session, Some(messages)) {
+            Ok(parts) => parts,
+            Err(lib::Error::UnknownSession(_)) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let whole = parts.first().is_none_or(|p| p.turn_index == 0);
+        match (parts.first(), read_items(&parts).pop()) {
+            (Some(first), Some(last)) => break (first.turn_index, last.item.into_owned()),
+            _ if whole => return Ok(None),
+            _ => messages = messages.saturating_mul(2),
         }
-        turns = turns.saturating_mul(2);
     };
-    let Some(last) = read_items(&messages).pop() else {
-        return Ok(None);
-    };
-    let Some(from_turn) = messages.first().map(|m| m.turn_index) else {
-        return Ok(None);
-    };
-    let rest = without_last_item(messages);
-    store.replace_from_turn(session, from_turn, rest)?;
-    dump(&last.item).map(Some)
+    let messages = store.turns(session, from_turn..)?;
+    store.replace_from_turn(session, from_turn, without_last_item(messages))?;
+    Ok(Some(last))
 }
 
 /// `messages` as new messages, less the latest item: the last part that is an item, with
@@ -250,7 +278,7 @@ pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option
 fn without_last_item(messages: Vec<Message>) -> Vec<NewMessage> {
     let is_item = |part: &Part| {
         part.provider_metadata().and_then(|m| m.get(KEY)).is_some()
-            || matches!(part, Part::ToolResult { content, is_error, .. } if lib::is_tombstone(content, *is_error))
+            || matches!(part, Part::ToolResult { content, is_error, .. } if lib::request::is_tombstone(content, *is_error))
     };
     let mut rest: Vec<NewMessage> = messages
         .into_iter()
@@ -277,11 +305,11 @@ fn without_last_item(messages: Vec<Message>) -> Vec<NewMessage> {
 mod tests {
     use super::*;
 
-    fn read(group_starts: &[Option<usize>]) -> Vec<Read> {
+    fn read(group_starts: &[Option<usize>]) -> Vec<Read<'static>> {
         group_starts
             .iter()
             .map(|&group_start| Read {
-                item: Value::Null,
+                item: Cow::Borrowed(""),
                 group_start,
             })
             .collect()

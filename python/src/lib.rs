@@ -247,7 +247,10 @@ impl Store {
             if !store.has_session(&id)? {
                 return Err(lib::Error::UnknownSession(id).into());
             }
-            let report = store.check(std::slice::from_ref(&id), &lib::RepairOptions::default())?;
+            let report = store.check(
+                std::slice::from_ref(&id),
+                &lib::repair::RepairOptions::default(),
+            )?;
             let problems = serde_json::to_value(&report.violations)
                 .map_err(|e| Failure::Input(format!("cannot write JSON: {e}")))?;
             dump(&problems)

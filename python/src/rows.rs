@@ -51,7 +51,7 @@ fn health(store: &lib::Store, overview: &lib::SessionOverview) -> Result<Option<
     }
     let report = match store.check(
         std::slice::from_ref(&overview.id),
-        &lib::RepairOptions::default(),
+        &lib::repair::RepairOptions::default(),
     ) {
         Ok(report) => report,
         Err(lib::Error::UnknownSession(_)) => return Ok(None),
@@ -68,7 +68,7 @@ fn health(store: &lib::Store, overview: &lib::SessionOverview) -> Result<Option<
     if let Some(unreadable) = report
         .violations
         .iter()
-        .find(|v| v.rule == lib::HealthRule::UnreadableRow)
+        .find(|v| v.rule == lib::repair::HealthRule::UnreadableRow)
     {
         let why = Some(unreadable.detail.clone());
         return Ok(Some(("unreadable", vec!["unreadable_row"], why)));

@@ -19,6 +19,14 @@ RESULT = {"role": "user", "content": [
 ]}
 
 
+def deep(levels):
+    """A value nested `levels` lists deep."""
+    value = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 def rows_of(store: Store, session: str) -> int:
     return next(r["messages"] for r in store.sessions() if r["id"] == session)
 
@@ -114,6 +122,8 @@ def test_cancel_pending_tombstones_the_calls_then_the_turn_goes_on(store):
         {"type": "tool_result", "tool_use_id": "x", "content": "y"}]},
     {"role": "user", "content": float("nan")},
     {"role": "user", "content": {1, 2}},
+    {"role": "user", "content": [{"type": "text", "text": "deep", "x": deep(5000)}]},
+    {"role": "user", "content": [{"type": "text", "text": "deep", "x": deep(200)}]},
 ])
 def test_what_is_not_a_message_raises_invalid_input_and_writes_nothing(store, bad):
     session = store.create_session()

@@ -154,6 +154,15 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A text of a session (its title, a compaction summary) holds a NUL character
+    /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
+    #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInSessionText {
+        /// The session (`new` for one an import was about to create).
+        session: SessionId,
+        /// `title` or `compaction summary`.
+        field: &'static str,
+    },
     /// `PRAGMA quick_check` found the file damaged (flipped bytes, truncated pages).
     #[error("{path} is corrupt: {detail}")]
     CorruptDatabase {
@@ -198,6 +207,25 @@ pub enum Error {
         /// `sqlite` or `postgres`.
         backend: &'static str,
     },
+    /// A search query holds more distinct terms than
+    /// [`crate::MAX_SEARCH_TERMS`]: every term is required, so cutting the
+    /// query would change what it finds.
+    #[error("the search query holds more than {max} distinct terms; use fewer words")]
+    TooManySearchTerms {
+        /// The most distinct terms a query may hold.
+        max: usize,
+    },
+    /// A sum of a session's token counts is above `i64::MAX`: the total is refused rather
+    /// than wrapped, clamped or reported as an engine's bare overflow.
+    #[error("usage of session {session}: the sum of {field} over {over} is above {max}", max = i64::MAX)]
+    UsageOverflow {
+        /// The session summed.
+        session: SessionId,
+        /// The count that overflowed (`input_tokens`, ...).
+        field: &'static str,
+        /// What was summed: `turn N` or `the whole session`.
+        over: String,
+    },
     /// This build lacks the cargo feature an operation needs (a `postgres://` URL in a build
     /// without `postgres`); nothing was opened or written.
     #[error("{what} needs the cargo feature `{feature}`, which this build of session-store lacks")]
@@ -223,6 +251,16 @@ pub enum Error {
     /// A transcript was refused by its importer; nothing was written.
     #[error("import refused")]
     Import(#[from] crate::import::ImportError),
+    /// A session bundle that cannot be restored as it is (`import --format bundle`): not a
+    /// bundle, a line that is not what it should be, rows missing or left over. Nothing was
+    /// written.
+    #[error("bundle refused at line {line}: {detail}")]
+    Bundle {
+        /// The line of the bundle (from 1; the line after the last one when rows are missing).
+        line: usize,
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -253,6 +291,15 @@ impl Error {
             Error::Refused { reason, .. } => Some(reason),
             _ => None,
         }
+    }
+
+    /// True when a row broke a constraint of the schema (NOT NULL, CHECK, UNIQUE, a foreign
+    /// key), on either engine.
+    pub(crate) fn is_constraint(&self) -> bool {
+        self.sqlite_code() == Some(rusqlite::ErrorCode::ConstraintViolation)
+            || self
+                .postgres_state()
+                .is_some_and(|code| code.starts_with("23"))
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {

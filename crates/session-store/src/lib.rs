@@ -53,6 +53,7 @@ pub use async_store::AsyncStore;
 // The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, Result, StorageError};
 pub use history::pairing::Refusal;
+pub use model::{token_count, MAX_TOKEN_COUNT};
 pub use model::{
     Appended, Message, NewMessage, Part, PartKind, Role, SessionId, SessionInfo, UnknownPartKind,
     UnknownRole, Usage,
@@ -65,14 +66,15 @@ pub use history::compaction::{
 pub use history::paging::{Page, TurnCursor};
 pub use history::render::Provider;
 pub use history::turns::turn_indexes;
-pub use store::ReadableSession;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
-    CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
-    ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
+    validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions,
+    Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize, PathProblem, Reclaimed, Reverted,
     SearchHit, SearchOptions, SessionOverview, SessionSize, SessionUsage, SizeReport, Store,
-    StoreOptions, TokenTotals, TurnUsage,
+    StoreOptions, TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION,
+    MAX_SEARCH_TERMS,
 };
+pub use store::{ReadableSession, StoredPart};
 
 /// Provider requests: the defensive loader, the renderers, and each provider's contract.
 ///

@@ -640,6 +640,63 @@ impl Usage {
     pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
+
+    /// Each count with its field name, in the order of the struct.
+    pub fn counts(&self) -> [(&'static str, Option<u64>); 4] {
+        [
+            ("input_tokens", self.input_tokens),
+            ("output_tokens", self.output_tokens),
+            ("cache_read_tokens", self.cache_read_tokens),
+            ("cache_write_tokens", self.cache_write_tokens),
+        ]
+    }
+
+    /// The first count the store cannot keep exactly (above [`MAX_TOKEN_COUNT`]), as its
+    /// field name and value; `None` when every count can be stored as it is.
+    pub fn unkeepable_count(&self) -> Option<(&'static str, u64)> {
+        self.counts()
+            .into_iter()
+            .find_map(|(field, count)| count.filter(|&n| n > MAX_TOKEN_COUNT).map(|n| (field, n)))
+    }
+}
+
+/// The largest token count the store keeps exactly: the usage columns are signed 64-bit
+/// integers on both engines. A larger count is refused, never clamped
+/// ([`crate::Refusal::TokenCountOutOfRange`]); importers refuse it, and any count that is
+/// negative, fractional or not a number, with its JSON path ([`token_count`]).
+pub const MAX_TOKEN_COUNT: u64 = i64::MAX as u64;
+
+/// A token count as a source wrote it, read exactly: `Ok(None)` when absent (JSON `null`),
+/// `Ok(Some(n))` for a whole number written in digits from 0 to [`MAX_TOKEN_COUNT`], and
+/// otherwise `Err` with what was wrong (negative, fractional, exponent notation, too large,
+/// not a number). The one reader of counts for every importer.
+pub fn token_count(value: &serde_json::Value) -> std::result::Result<Option<u64>, String> {
+    use serde_json::Value;
+    let number = match value {
+        Value::Null => return Ok(None),
+        Value::Number(number) => number,
+        Value::Bool(_) => return Err(format!("a token count must be a number, found {value}")),
+        Value::String(_) => {
+            return Err(format!(
+                "a token count must be a number, found the string {value}"
+            ))
+        }
+        Value::Array(_) | Value::Object(_) => {
+            return Err("a token count must be a number, found an array or object".to_owned())
+        }
+    };
+    if let Some(n) = number.as_u64().filter(|&n| n <= MAX_TOKEN_COUNT) {
+        return Ok(Some(n));
+    }
+    let text = number.to_string();
+    let problem = if text.starts_with('-') {
+        "is negative"
+    } else if text.contains(['.', 'e', 'E']) {
+        "is not a whole number written in digits"
+    } else {
+        "is above the largest count the store keeps exactly (9223372036854775807)"
+    };
+    Err(format!("token count {text} {problem}"))
 }
 
 /// A stored message (one `messages` row with its `parts`).

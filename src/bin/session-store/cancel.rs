@@ -7,7 +7,13 @@ use session_store::Store;
 use crate::open;
 use crate::terminal::escape_line;
 
-pub fn run(store: &Store, session: &str, reason: &str, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn run(
+    store: &Store,
+    session: &str,
+    reason: &str,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
     let answered = store.cancel_pending(&id, reason)?;
     if answered.is_empty() {
@@ -17,6 +23,10 @@ pub fn run(store: &Store, session: &str, reason: &str, out: &mut impl Write) -> 
         );
     }
     tracing::info!(session = %id, answered = answered.len(), "cancelled");
+    if json {
+        let body = serde_json::json!({"session": id.as_str(), "tombstoned": answered});
+        return crate::shapes::print(out, &body);
+    }
     for call in answered {
         writeln!(out, "{}", escape_line(&call))?;
     }

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use session_store::{CompactionOutcome, NothingToCompact, Store};
+use session_store::{CompactionOutcome, NothingToCompact, SessionId, Store};
 
 use crate::open;
 use crate::sessions::count;
@@ -11,13 +11,17 @@ use crate::terminal::escape_line;
 pub fn run(
     store: &Store,
     session: &str,
-    min_keep_tail: usize,
-    summary: &str,
+    (min_keep_tail, summary): (usize, &str),
+    json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
     let shown = escape_line(id.as_str());
-    match store.compact(&id, min_keep_tail, summary)? {
+    let outcome = store.compact(&id, min_keep_tail, summary)?;
+    if json {
+        return crate::shapes::print(out, &json_of(store, &id, &outcome)?);
+    }
+    match outcome {
         CompactionOutcome::Compacted {
             summary,
             newly_compacted,
@@ -44,6 +48,35 @@ pub fn run(
         )?,
     }
     Ok(())
+}
+
+/// `compact --json`: `{"session", "compacted": true, "first_turn", "last_turn",
+/// "newly_compacted", "kept", "summary_number"}` or `{"session", "compacted": false, "reason"}`.
+fn json_of(
+    store: &Store,
+    id: &SessionId,
+    outcome: &CompactionOutcome,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(match outcome {
+        CompactionOutcome::Compacted {
+            summary,
+            newly_compacted,
+            kept,
+        } => serde_json::json!({
+            "session": id.as_str(),
+            "compacted": true,
+            "first_turn": summary.first_turn,
+            "last_turn": summary.last_turn,
+            "newly_compacted": newly_compacted,
+            "kept": kept,
+            "summary_number": store.summaries(id)?.len(),
+        }),
+        CompactionOutcome::NothingToCompact { reason } => serde_json::json!({
+            "session": id.as_str(),
+            "compacted": false,
+            "reason": why(reason),
+        }),
+    })
 }
 
 fn why(reason: &NothingToCompact) -> String {

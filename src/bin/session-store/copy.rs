@@ -14,6 +14,7 @@ pub fn run(
     from: &Path,
     to: &Path,
     sessions: &[String],
+    json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let source = open::existing(&Some(from.to_path_buf()))?;
@@ -22,9 +23,10 @@ pub fn run(
         .map(|id| open::session(&source, id))
         .collect::<anyhow::Result<Vec<_>>>()?;
     tracing::info!(db = %open::shown(to), "copying (a new file is created when done)");
-    let report = source
-        .copy_to_path(to, &ids)
-        .with_context(|| format!("copying to {}", open::shown(to)))?;
+    let spinner = crate::progress::spinner("copying and verifying");
+    let report = source.copy_to_path(to, &ids);
+    spinner.finish_and_clear();
+    let report = report.with_context(|| format!("copying to {}", open::shown(to)))?;
     tracing::info!(sessions = report.sessions, "copied");
     for session in &report.skipped {
         eprintln!(
@@ -32,6 +34,22 @@ pub fn run(
             escape_line(session.as_str()),
             escape_line(&open::shown(to))
         );
+    }
+    if json {
+        let rows: serde_json::Map<String, serde_json::Value> = report
+            .rows
+            .iter()
+            .map(|(table, rows)| (table.clone(), (*rows).into()))
+            .collect();
+        let body = serde_json::json!({
+            "from": open::shown(from),
+            "to": open::shown(to),
+            "sessions": report.sessions,
+            "skipped": report.skipped,
+            "rows": rows,
+            "verified": true,
+        });
+        return crate::shapes::print(out, &body);
     }
     let plural = |n: usize| if n == 1 { "" } else { "s" };
     write!(

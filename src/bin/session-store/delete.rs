@@ -4,12 +4,27 @@ use std::io::Write;
 
 use session_store::Store;
 
-use crate::open;
 use crate::size::bytes;
+use crate::{open, shapes};
 
-pub fn run(store: &Store, session: &str, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn run(store: &Store, session: &str, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let id = open::session(store, session)?;
     let deleted = store.delete_session(&id)?;
+    if json {
+        // The server reclaims a PostgreSQL database's space itself: no sizes there.
+        let reclaimed = (!store.is_postgres())
+            .then(|| store.reclaim_space())
+            .transpose()?;
+        return shapes::print(
+            out,
+            &serde_json::json!({
+                "session": deleted.session.as_str(),
+                "messages": deleted.messages,
+                "bytes_before": reclaimed.map(|r| r.before_bytes),
+                "bytes_after": reclaimed.map(|r| r.after_bytes),
+            }),
+        );
+    }
     writeln!(
         out,
         "deleted session {} ({} messages)",

@@ -1,6 +1,6 @@
 //! `import`: a new session from a transcript file, in one transaction.
 
-use std::io::{Cursor, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Cursor, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -11,17 +11,22 @@ use session_store::{
     import::{validate as validate_transcript, Format},
     is_database_url,
 };
+use session_store::{validate_bundle, BUNDLE_FORMAT};
 
-use crate::{open, ImportFormat};
+use crate::{open, progress, ImportFormat};
 
 pub fn run(
     db: &Option<PathBuf>,
     format: ImportFormat,
     file: &Path,
+    json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let db = open::path(db)?;
     let mut input = open_input(file)?;
+    if format == ImportFormat::Bundle || (format == ImportFormat::Auto && is_bundle(&mut input)?) {
+        return bundle(db, input, file, out);
+    }
     // Never read a file as a format it is not: detect it, or confirm the format named. The
     // sample holds the first elements of a document's arrays, not the whole file.
     let sample = Sample::read(&mut input).with_context(|| format!("{} refused", file.display()))?;
@@ -36,7 +41,9 @@ pub fn run(
                 ImportFormat::Responses => Format::Responses,
                 ImportFormat::Gemini => Format::Gemini,
                 ImportFormat::Codex => Format::Codex,
-                ImportFormat::ClaudeCode | ImportFormat::Auto => Format::ClaudeCode,
+                ImportFormat::ClaudeCode | ImportFormat::Auto | ImportFormat::Bundle => {
+                    Format::ClaudeCode
+                }
             };
             confirm_format_of(format, &sample)
                 .with_context(|| format!("{} refused as {format}", file.display()))?;
@@ -49,20 +56,37 @@ pub fn run(
     // (which stores nothing and holds one message at a time) has read the whole transcript.
     if !is_database_url(&db.to_string_lossy()) && !db.exists() {
         rewind(&mut input, file)?;
-        let messages = validate_transcript(format, &mut input)
+        let bar = progress::bytes("checking", input.len());
+        let messages = validate_transcript(format, bar.wrap_read(&mut input))
             .with_context(|| format!("{} refused as {format}", file.display()))?;
+        bar.finish_and_clear();
         tracing::debug!(messages, "checked");
     }
     rewind(&mut input, file)?;
     let store = open::or_create(db)?;
+    let bar = progress::bytes("importing", input.len());
     let stored = store
-        .import_reader(format, &mut input)
+        .import_reader(format, bar.wrap_read(&mut input))
         .map_err(|error| match error {
             session_store::Error::Import(refused) => anyhow::Error::new(refused)
                 .context(format!("{} refused as {format}", file.display())),
             other => anyhow::Error::new(other).context(format!("cannot import {}", file.display())),
         })?;
+    bar.finish_and_clear();
     tracing::debug!(messages = stored.messages, "stored");
+    if json {
+        // The notes below go to stderr as well: a script reading stdout sees them here.
+        let body = serde_json::json!({
+            "session": stored.session.as_str(),
+            "format": format.to_string(),
+            "children": stored.children,
+            "messages": stored.messages,
+            "tombstoned": stored.tombstoned,
+            "orphans_as_text": stored.orphans_as_text,
+            "warnings": stored.warnings,
+        });
+        crate::shapes::print(out, &body)?;
+    }
     let session = stored.session;
     for child in &stored.children {
         eprintln!(
@@ -82,8 +106,41 @@ pub fn run(
     for warning in stored.warnings {
         eprintln!("session-store: {}", crate::terminal::escape_line(&warning));
     }
+    if !json {
+        writeln!(out, "{session}")?;
+    }
+    Ok(())
+}
+
+/// A bundle restored as a new session (checked whole before a database file is created).
+fn bundle(db: &Path, mut input: Input, file: &Path, out: &mut impl Write) -> anyhow::Result<()> {
+    let refused = || format!("{} refused as a bundle", file.display());
+    if !is_database_url(&db.to_string_lossy()) && !db.exists() {
+        validate_bundle(BufReader::new(&mut input)).with_context(refused)?;
+        rewind(&mut input, file)?;
+    }
+    let store = open::or_create(db)?;
+    let session = store
+        .import_bundle(BufReader::new(input))
+        .with_context(refused)?;
     writeln!(out, "{session}")?;
     Ok(())
+}
+
+/// True when the input's first line is a bundle's header (then rewound).
+fn is_bundle(input: &mut Input) -> anyhow::Result<bool> {
+    let mut start = [0_u8; 64];
+    let mut read = 0;
+    while read < start.len() {
+        match input.read(&mut start[read..])? {
+            0 => break,
+            n => read += n,
+        }
+    }
+    input.seek(SeekFrom::Start(0))?;
+    let start = String::from_utf8_lossy(&start[..read]);
+    let compact: String = start.chars().filter(|c| !c.is_whitespace()).collect();
+    Ok(compact.starts_with(&format!("{{\"format\":\"{BUNDLE_FORMAT}\"")))
 }
 
 /// The input, read from its start again (a streamed import reads it more than once).
@@ -98,6 +155,16 @@ fn rewind(input: &mut Input, file: &Path) -> anyhow::Result<()> {
 enum Input {
     File(std::fs::File),
     Bytes(Cursor<Vec<u8>>),
+}
+
+impl Input {
+    /// Its length in bytes (0 when unknown), for the progress bar.
+    fn len(&self) -> u64 {
+        match self {
+            Input::File(file) => file.metadata().map_or(0, |m| m.len()),
+            Input::Bytes(bytes) => bytes.get_ref().len() as u64,
+        }
+    }
 }
 
 impl Read for Input {

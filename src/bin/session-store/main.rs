@@ -10,21 +10,28 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
-use session_store::Provider;
+use session_store::{Provider, TranscriptFormat};
+
+use crate::export::Shape;
 
 mod cancel;
 mod compact;
+mod confirm;
 mod copy;
 mod delete;
 mod export;
 mod fork;
 mod import;
+mod mcp;
 mod open;
+mod progress;
 mod prune;
 mod search;
 mod sessions;
+mod shapes;
 mod show;
 mod size;
+mod table;
 mod terminal;
 mod tree;
 mod usage;
@@ -37,16 +44,17 @@ Exit status:
      input that is refused (malformed, or not the format named), or any other error;
      a refused command writes nothing
 
-The database is --db PATH (before or after the command), else $SESSION_STORE_DB.
+The database is --db PATH or --db postgres://URL (before or after the command), else
+$SESSION_STORE_DB.
 A session is named by its id or a unique prefix of 8 characters or more.";
 
 /// Inspect and exchange the sessions of a session-store database.
 #[derive(Debug, Parser)]
 #[command(name = "session-store", version, after_help = EXIT_STATUS)]
 struct Cli {
-    /// The database file [default: $SESSION_STORE_DB]. Read commands refuse a missing file;
-    /// `import` creates it.
-    #[arg(long, value_name = "PATH", global = true)]
+    /// The database: a file path or a postgres:// URL [default: $SESSION_STORE_DB]. Read
+    /// commands refuse a missing file; `import` creates it. (`copy` takes --from and --to.)
+    #[arg(long, value_name = "DB", global = true)]
     db: Option<PathBuf>,
     /// Trace what the library does on stderr (-v info, -vv debug, -vvv trace; RUST_LOG
     /// overrides).
@@ -64,11 +72,12 @@ enum Command {
     /// store-repair runs) on each session, one at a time: it reads every message once and
     /// holds one session in memory.
     Sessions {
-        /// One JSON object per session, in a JSON array, instead of the table.
+        /// One JSON object per session, in a JSON array, instead of the table (with --tree:
+        /// `[{"id", "parent", "forked_at_turn", "depth"}]` in the tree's order).
         #[arg(long)]
         json: bool,
         /// Show the fork tree instead: each session under the one it was forked from.
-        #[arg(long, conflicts_with = "json")]
+        #[arg(long)]
         tree: bool,
     },
     /// A person's view of a session, turn by turn.
@@ -81,14 +90,19 @@ enum Command {
         #[arg(long, value_name = "A..B", value_parser = show::parse_turns)]
         turns: Option<show::TurnRange>,
         /// Print every part in full instead of shortening long ones.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "json")]
         full: bool,
+        /// The turns as one JSON object (`session`, `overview`, `turns`, `start`, `end`,
+        /// `next_turn`, `messages` with every part in full) instead of the text view.
+        #[arg(long)]
+        json: bool,
     },
-    /// The request body the library would send now, as JSON on stdout.
+    /// The request body the library would send now, as JSON on stdout; or the session as a
+    /// transcript (Markdown, HTML) or a bundle of every row (JSON Lines).
     Export {
         /// The session id, or a unique prefix of 8 characters or more.
         session: String,
-        /// Which provider's request shape.
+        /// Which provider's request shape, or a transcript or bundle.
         #[arg(long, value_enum)]
         format: ExportFormat,
         /// The model the body is for, as `provider/model` (e.g. `anthropic/claude-sonnet-4-5`):
@@ -110,8 +124,11 @@ enum Command {
         /// What the provider sees instead of the compacted turns.
         #[arg(long, value_name = "TEXT")]
         summary: String,
+        /// One JSON object on stdout (`compacted`, the turns it covers or the `reason`).
+        #[arg(long)]
+        json: bool,
     },
-    /// A new session from a transcript; prints its id.
+    /// A new session from a transcript or a bundle; prints its id.
     Import {
         /// What the file holds; `auto` tells the formats apart. A file that is not the
         /// format named is refused, never read as another.
@@ -119,6 +136,10 @@ enum Command {
         format: ImportFormat,
         /// The transcript file (`-` reads stdin).
         file: PathBuf,
+        /// One JSON object on stdout (`session`, `children`, `messages`, `tombstoned`,
+        /// `orphans_as_text`, `warnings`) instead of the id alone.
+        #[arg(long)]
+        json: bool,
     },
     /// Answer a session's pending tool calls with tombstones; prints their ids.
     ///
@@ -134,6 +155,9 @@ enum Command {
             default_value = "cancelled with session-store cancel"
         )]
         reason: String,
+        /// One JSON object on stdout (`session`, `tombstoned`: the ids answered).
+        #[arg(long)]
+        json: bool,
     },
     /// Copy sessions, every row of each, from one database to another, either backend
     /// (a file or a postgres:// URL), and verify each copy read back; prints a line per table.
@@ -153,6 +177,12 @@ enum Command {
         /// Copy only this session (repeatable; id or unique prefix); every session when absent.
         #[arg(long = "session", value_name = "ID")]
         sessions: Vec<String>,
+        /// Not used by copy (it reads --from and writes --to); kept out of its help.
+        #[arg(long, value_name = "DB", hide = true)]
+        db: Option<PathBuf>,
+        /// One JSON object on stdout (`from`, `to`, `sessions`, `rows` per table, `verified`).
+        #[arg(long)]
+        json: bool,
     },
     /// A new session holding the turns of SESSION before turn N; prints its id.
     Fork {
@@ -161,13 +191,24 @@ enum Command {
         /// The first turn not copied: 0 copies nothing, the number of turns copies all.
         #[arg(long, value_name = "N")]
         at_turn: i64,
+        /// One JSON object on stdout (`id`, `parent`, `at_turn`, `messages`, `summaries`,
+        /// `uncompacted`, `tombstoned`) instead of the id alone.
+        #[arg(long)]
+        json: bool,
     },
     /// Remove a session and all its rows, and give the space back to the file system.
     Delete {
         /// The session id.
         session: String,
+        /// One JSON object on stdout (`session`, `messages`, `bytes_before`, `bytes_after`).
+        #[arg(long)]
+        json: bool,
     },
     /// Delete every session last changed longer ago than DURATION.
+    ///
+    /// On a terminal it lists what it would delete and asks first; without a terminal it
+    /// deletes only with --yes (else it refuses, exit 2, deleting nothing). An imported
+    /// session is as old as its transcript's last message.
     Prune {
         /// How old a session must be: e.g. `30d`, `12h`, `1w2d` (s, m, h, d, w).
         #[arg(long, value_name = "DURATION", value_parser = prune::parse_duration)]
@@ -175,6 +216,9 @@ enum Command {
         /// List what would be deleted; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Delete without asking (what a script passes).
+        #[arg(long, short = 'y', conflicts_with = "dry_run")]
+        yes: bool,
         /// One JSON object on stdout.
         #[arg(long)]
         json: bool,
@@ -217,6 +261,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A Model Context Protocol server on stdin/stdout, for any MCP client (an agent, an IDE).
+    ///
+    /// Tools: list_sessions, search, show (whole turns, a window of them) and export; with
+    /// --allow-writes also fork. Read-only by default: the database is opened without write
+    /// access and the file stays byte-identical (search finds what the index already holds).
+    /// A tool that fails (arguments that do not fit its schema included) answers `isError`
+    /// with the reason; a tool not offered is a JSON-RPC error. Results are JSON, the shapes
+    /// of --json.
+    Mcp {
+        /// Also offer `fork`, and open the database for writing (migrating it if needed).
+        #[arg(long)]
+        allow_writes: bool,
+    },
+    /// Shell completions on stdout: e.g. `session-store completions bash > /etc/bash_completion.d/session-store`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on stdout: e.g. `session-store man | man -l -`.
+    Man,
 }
 
 /// The request shapes `export` writes.
@@ -230,6 +295,14 @@ enum ExportFormat {
     Responses,
     /// Gemini generateContent: `{"systemInstruction"?, "contents": [...]}`.
     Gemini,
+    /// A transcript a person reads, as Markdown: turns, calls beside their results,
+    /// tombstones and compactions marked.
+    Markdown,
+    /// The same as one self-contained HTML page (no script, nothing fetched, long results
+    /// folded).
+    Html,
+    /// Every row of the session as JSON Lines, for `import --format bundle`.
+    Bundle,
 }
 
 /// The transcript formats `import` reads.
@@ -249,6 +322,8 @@ enum ImportFormat {
     ClaudeCode,
     /// A Codex CLI rollout (JSON Lines).
     Codex,
+    /// A session bundle written by `export --format bundle` (JSON Lines): every row restored.
+    Bundle,
 }
 
 /// A target model as `messages.model` records it: `provider/model`.
@@ -263,6 +338,7 @@ fn parse_model(text: &str) -> Result<String, String> {
 
 fn main() -> ExitCode {
     // `--help` and `--version` exit 0 through clap; bad arguments exit 2.
+    terminal::catch_file_size_limit();
     let mut cli = Cli::parse();
     terminal::init_tracing(cli.verbose);
     if cli.db.is_none() {
@@ -276,6 +352,9 @@ fn main() -> ExitCode {
         Err(error) => {
             let message = format!("{error:#}");
             eprintln!("session-store: {}", terminal::escape(&message));
+            if let Some(note) = terminal::file_size_limit_note() {
+                eprintln!("session-store: {note}");
+            }
             if let Some(hint) = hint(&error) {
                 eprintln!("session-store: {}", terminal::escape(&hint));
             }
@@ -291,58 +370,75 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sessions { json, tree: false } => {
             sessions::run(&open::existing(&cli.db)?, json, &mut out)?
         }
-        Command::Sessions { tree: true, .. } => tree::run(&open::existing(&cli.db)?, &mut out)?,
+        Command::Sessions { tree: true, json } => {
+            tree::run(&open::existing(&cli.db)?, json, &mut out)?
+        }
         Command::Show {
             session,
             turns,
             full,
-        } => show::run(&open::existing(&cli.db)?, &session, turns, full, &mut out)?,
+            json,
+        } => {
+            let store = open::existing(&cli.db)?;
+            if json {
+                shapes::show(&store, &session, turns, &mut out)?
+            } else {
+                show::run(&store, &session, turns, full, &mut out)?
+            }
+        }
         Command::Export {
             session,
             format,
             model,
         } => {
-            let provider = match format {
-                ExportFormat::Anthropic => Provider::Anthropic,
-                ExportFormat::Openai => Provider::OpenAi,
-                ExportFormat::Responses => Provider::Responses,
-                ExportFormat::Gemini => Provider::Gemini,
+            let shape = match format {
+                ExportFormat::Anthropic => Shape::Request(Provider::Anthropic),
+                ExportFormat::Openai => Shape::Request(Provider::OpenAi),
+                ExportFormat::Responses => Shape::Request(Provider::Responses),
+                ExportFormat::Gemini => Shape::Request(Provider::Gemini),
+                ExportFormat::Markdown => Shape::Transcript(TranscriptFormat::Markdown),
+                ExportFormat::Html => Shape::Transcript(TranscriptFormat::Html),
+                ExportFormat::Bundle => Shape::Bundle,
             };
-            export::run(
-                &open::existing(&cli.db)?,
-                &session,
-                provider,
-                model,
-                &mut out,
-            )?
+            export::run(&open::existing(&cli.db)?, &session, shape, model, &mut out)?
         }
         Command::Compact {
             session,
             min_keep_tail,
             summary,
+            json,
         } => compact::run(
             &open::existing(&cli.db)?,
             &session,
-            min_keep_tail,
-            &summary,
+            (min_keep_tail, &summary),
+            json,
             &mut out,
         )?,
-        Command::Import { format, file } => import::run(&cli.db, format, &file, &mut out)?,
-        Command::Cancel { session, reason } => {
-            cancel::run(&open::existing(&cli.db)?, &session, &reason, &mut out)?
+        Command::Import { format, file, json } => {
+            import::run(&cli.db, format, &file, json, &mut out)?
         }
-        Command::Fork { session, at_turn } => {
-            fork::run(&open::existing(&cli.db)?, &session, at_turn, &mut out)?
+        Command::Cancel {
+            session,
+            reason,
+            json,
+        } => cancel::run(&open::existing(&cli.db)?, &session, &reason, json, &mut out)?,
+        Command::Fork {
+            session,
+            at_turn,
+            json,
+        } => fork::run(&open::existing(&cli.db)?, &session, at_turn, json, &mut out)?,
+        Command::Delete { session, json } => {
+            delete::run(&open::existing(&cli.db)?, &session, json, &mut out)?
         }
-        Command::Delete { session } => delete::run(&open::existing(&cli.db)?, &session, &mut out)?,
         Command::Prune {
             older_than,
             dry_run,
+            yes,
             json,
         } => prune::run(
             &open::existing(&cli.db)?,
             older_than,
-            dry_run,
+            prune::Mode::of(dry_run, yes),
             json,
             &mut out,
         )?,
@@ -374,7 +470,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             &mut out,
         )?,
-        Command::Copy { from, to, sessions } => copy::run(&from, &to, &sessions, &mut out)?,
+        Command::Copy {
+            from,
+            to,
+            sessions,
+            json,
+            db: _,
+        } => copy::run(&from, &to, &sessions, json, &mut out)?,
+        Command::Mcp { allow_writes } => {
+            // stdout belongs to the protocol: nothing else may be written there.
+            drop(out);
+            return mcp::run(open::path(&cli.db)?, allow_writes);
+        }
+        Command::Completions { shell } => clap_complete::generate(
+            shell,
+            &mut <Cli as clap::CommandFactory>::command(),
+            "session-store",
+            &mut out,
+        ),
+        Command::Man => {
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out)?
+        }
     }
     out.flush()?;
     Ok(())

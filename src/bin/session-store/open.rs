@@ -27,8 +27,16 @@ pub fn path(db: &Option<PathBuf>) -> anyhow::Result<&Path> {
 pub fn existing(db: &Option<PathBuf>) -> anyhow::Result<Store> {
     let path = path(db)?;
     // A PostgreSQL URL names a database, not a file; the library connects to it.
-    if !session_store::is_database_url(&path.to_string_lossy()) && !path.exists() {
-        bail!("no database at {}", path.display());
+    if !session_store::is_database_url(&path.to_string_lossy()) {
+        // `exists()` is false for any error: a symlink loop or a folder without search
+        // permission is not "no database", and says what it is.
+        match std::fs::metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                bail!("no database at {}", path.display())
+            }
+            Err(error) => bail!("cannot reach {}: {error}", path.display()),
+            Ok(_) => {}
+        }
     }
     tracing::info!(db = %shown(path), "opening");
     Store::open_readable(path).with_context(|| format!("cannot open {}", shown(path)))

@@ -1,4 +1,4 @@
-//! `prune --older-than DURATION [--dry-run] [--json]`: delete the sessions nobody touched for
+//! `prune --older-than DURATION [--dry-run | --yes] [--json]`: delete the sessions nobody touched for
 //! that long, each in its own transaction, then give the space back to the file system.
 
 use std::io::Write;
@@ -27,7 +27,9 @@ pub fn parse_duration(text: &str) -> anyhow::Result<TimeDelta> {
             .parse()
             .with_context(|| format!("{text:?}: number too large"))?;
         rest = &rest[digits..];
-        let unit = rest.chars().next().unwrap_or(' ');
+        let Some(unit) = rest.chars().next() else {
+            bail!("{text:?}: no unit after {number} (use s, m, h, d or w, e.g. {number}d)");
+        };
         let seconds_per = match unit {
             's' => 1,
             'm' => 60,
@@ -49,10 +51,31 @@ pub fn parse_duration(text: &str) -> anyhow::Result<TimeDelta> {
     Ok(total)
 }
 
+/// What `prune` may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `--dry-run`: list, write nothing.
+    DryRun,
+    /// `--yes`: delete without asking.
+    Yes,
+    /// Neither: ask on a terminal, refuse without one.
+    Ask,
+}
+
+impl Mode {
+    pub fn of(dry_run: bool, yes: bool) -> Self {
+        match (dry_run, yes) {
+            (true, _) => Mode::DryRun,
+            (false, true) => Mode::Yes,
+            (false, false) => Mode::Ask,
+        }
+    }
+}
+
 pub fn run(
     store: &Store,
     older_than: TimeDelta,
-    dry_run: bool,
+    mode: Mode,
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -60,6 +83,11 @@ pub fn run(
     let cutoff = now
         .checked_sub_signed(older_than)
         .context("the duration reaches before the calendar")?;
+    if mode == Mode::Ask && !crate::confirm::delete_sessions(&store.prune_candidates(cutoff)?)? {
+        return Ok(());
+    }
+    let dry_run = mode == Mode::DryRun;
+    let spinner = crate::progress::spinner(if dry_run { "listing" } else { "deleting" });
     let sessions = if dry_run {
         store.prune_candidates(cutoff)?
     } else {
@@ -70,6 +98,7 @@ pub fn run(
     } else {
         Some(store.reclaim_space()?)
     };
+    spinner.finish_and_clear();
     if json {
         let body = json!({
             "dry_run": dry_run,
@@ -123,5 +152,23 @@ mod tests {
         assert!(parse_duration("5y").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
         Ok(())
+    }
+
+    #[test]
+    fn a_number_without_a_unit_is_named_as_missing_its_unit() {
+        for (text, said) in [
+            ("0", "no unit after 0 (use s, m, h, d or w, e.g. 0d)"),
+            ("30", "no unit after 30"),
+            ("1d12", "no unit after 12"),
+            (" 7 ", "no unit after 7"),
+            ("5y", "unknown unit 'y'"),
+        ] {
+            let error = match parse_duration(text) {
+                Ok(span) => panic!("{text:?} read as {span}"),
+                Err(error) => error.to_string(),
+            };
+            assert!(error.contains(said), "{text:?}: {error}");
+            assert!(!error.contains("' '"), "{text:?}: {error}");
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 use session_store::{SearchOptions, Store};
 
 use crate::open;
+use crate::terminal::escape_line;
 
 pub fn run(
     store: &Store,
@@ -21,7 +22,11 @@ pub fn run(
         limit,
         ..SearchOptions::default()
     };
-    let hits = store.search(query, &options)?;
+    // The first search after many writes brings the full-text index up to date first.
+    let spinner = crate::progress::spinner("searching");
+    let hits = store.search(query, &options);
+    spinner.finish_and_clear();
+    let hits = hits?;
     if store.search_index_behind()? {
         eprintln!(
             "session-store: the search index of {} misses parts written since it was last \
@@ -35,12 +40,18 @@ pub fn run(
         writeln!(out)?;
         return Ok(());
     }
+    // Snippets and tool names are somebody else's text: shown, not obeyed, as by `show`.
     for hit in &hits {
         let snippet = hit.snippet.split_whitespace().collect::<Vec<_>>().join(" ");
         writeln!(
             out,
             "{}\tturn={}\tseq={}\t{}/{}\t{}",
-            hit.session, hit.turn, hit.seq, hit.role, hit.kind, snippet
+            escape_line(hit.session.as_str()),
+            hit.turn,
+            hit.seq,
+            escape_line(&hit.role),
+            escape_line(&hit.kind),
+            escape_line(&snippet)
         )?;
     }
     Ok(())

@@ -14,6 +14,7 @@ pub fn run(
     json: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
+    let spinner = crate::progress::spinner("measuring");
     let reclaimed = if vacuum {
         Some(store.vacuum()?)
     } else if reclaim {
@@ -22,6 +23,7 @@ pub fn run(
         None
     };
     let report = store.size_report(top)?;
+    spinner.finish_and_clear();
     if json {
         let mut body = serde_json::to_value(&report)?;
         if let Some(reclaimed) = reclaimed {

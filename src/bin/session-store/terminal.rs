@@ -9,6 +9,8 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// `text` with every control character except newline and tab shown as an escape.
 pub fn escape(text: &str) -> Cow<'_, str> {
@@ -56,6 +58,27 @@ fn unsafe_char(c: char) -> bool {
             c,
             '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
         )
+}
+
+/// Set when SIGXFSZ arrived: a write went past the file size limit (`ulimit -f`).
+static FILE_SIZE_LIMIT: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// Catches SIGXFSZ instead of dying by it: a write past `ulimit -f` then fails with EFBIG,
+/// its transaction rolls back, and the error is reported with [`file_size_limit_note`].
+/// Called first thing by each binary.
+pub fn catch_file_size_limit() {
+    let flag = Arc::new(AtomicBool::new(false));
+    if signal_hook::flag::register(signal_hook::consts::SIGXFSZ, Arc::clone(&flag)).is_ok() {
+        let _ = FILE_SIZE_LIMIT.set(flag);
+    }
+}
+
+/// What to say about a failure when a write hit the file size limit on its way.
+pub fn file_size_limit_note() -> Option<&'static str> {
+    FILE_SIZE_LIMIT
+        .get()
+        .filter(|flag| flag.load(Ordering::SeqCst))
+        .map(|_| "a write went past the file size limit (`ulimit -f`, SIGXFSZ): the file could not grow; what the command was writing was not committed")
 }
 
 /// `-v` (info), `-vv` (debug), `-vvv` (trace) on stderr; `RUST_LOG` overrides the level.

@@ -1,11 +1,16 @@
-//! `sessions --tree`: every session under the session it was forked from.
+//! `sessions --tree [--json]`: every session under the session it was forked from.
 
 use std::io::Write;
 
 use session_store::Store;
 
-pub fn run(store: &Store, out: &mut impl Write) -> anyhow::Result<()> {
-    for node in store.lineage()? {
+pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let lineage = store.lineage()?;
+    if json {
+        // `[{"id", "parent", "forked_at_turn", "depth"}]`, in the tree's order.
+        return crate::shapes::print(out, &serde_json::to_value(&lineage)?);
+    }
+    for node in lineage {
         let indent = "  ".repeat(node.depth);
         match node.forked_at_turn {
             Some(turn) if node.parent.is_some() => {

@@ -25,8 +25,9 @@ and what was done (repaired, changes, sessions_repaired, migrations_applied, bac
 #[derive(Debug, Parser)]
 #[command(name = "store-repair", version, after_help = EXIT_STATUS)]
 pub struct Args {
-    /// The SQLite database to check (must exist; an empty file is a database with no tables).
-    #[arg(long, value_name = "PATH")]
+    /// The database to check: a file path (must exist; an empty file is a database with no
+    /// tables) or a postgres:// URL [default: $SESSION_STORE_DB].
+    #[arg(long, value_name = "DB", env = "SESSION_STORE_DB", hide_env = true)]
     pub db: PathBuf,
     /// Report what would be mended and write nothing at all (the file's bytes stay the same).
     #[arg(long)]
@@ -34,7 +35,8 @@ pub struct Args {
     /// Print one JSON object on stdout instead of a summary.
     #[arg(long)]
     pub json: bool,
-    /// Check only this session (repeatable); every session when absent.
+    /// Check only this session (repeatable; its id, or a unique prefix of 8 characters or
+    /// more); every session when absent.
     #[arg(long = "session", value_name = "ID")]
     pub sessions: Vec<String>,
     /// Where to write the backup taken before the first write (default: next to the

@@ -10,6 +10,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod args;
+// Sessions are named as `session-store` names them: an id or a unique prefix.
+#[allow(dead_code)]
+#[path = "../session-store/open.rs"]
+mod open;
 mod postgres;
 mod report;
 mod run;
@@ -17,6 +21,7 @@ mod run;
 mod terminal;
 
 fn main() -> ExitCode {
+    terminal::catch_file_size_limit();
     let args = match args::Args::try_parse() {
         Ok(args) => args,
         Err(err) => {
@@ -33,6 +38,9 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome,
         Err(err) => {
             eprintln!("store-repair: {}", terminal::escape(&format!("{err:#}")));
+            if let Some(note) = terminal::file_size_limit_note() {
+                eprintln!("store-repair: {note}");
+            }
             return ExitCode::from(2);
         }
     };

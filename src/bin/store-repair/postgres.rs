@@ -5,10 +5,10 @@
 
 use anyhow::{bail, Context};
 use session_store::repair::{inspect_database_url, RepairOptions};
-use session_store::{SessionId, Store};
+use session_store::Store;
 
 use crate::args::Args;
-use crate::run::{check, dry_run, mend, Outcome};
+use crate::run::{check, dry_run, mend, named, Outcome};
 
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let url = args.db.to_string_lossy().into_owned();
@@ -25,7 +25,6 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let options = RepairOptions {
         stale_after: args.stale_after,
     };
-    let sessions: Vec<SessionId> = args.sessions.iter().map(SessionId::new).collect();
     let mut outcome = Outcome {
         db: shown.clone().into(),
         dry_run: args.dry_run,
@@ -40,6 +39,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
     let store = Store::open(&url).with_context(|| format!("opening {shown}"))?;
     outcome.migrations_applied = if args.dry_run { 0 } else { pending };
+    let sessions = named(&store, &args.sessions)?;
     let report = check(&store, &sessions, &options)?;
     if args.dry_run {
         dry_run(&mut outcome, report, "mending (rolled back)", |session| {

@@ -67,7 +67,6 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let options = RepairOptions {
         stale_after: args.stale_after,
     };
-    let sessions: Vec<SessionId> = args.sessions.iter().map(SessionId::new).collect();
     let mut outcome = Outcome {
         db: db.clone(),
         dry_run: args.dry_run,
@@ -82,6 +81,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let copy = dir.path().join("dry-run.db");
         backup_database(db, &copy).context("copying the database for the dry run")?;
         let store = Store::open(&copy).context("migrating the dry-run copy")?;
+        let sessions = named(&store, &args.sessions)?;
         let report = check(&store, &sessions, &options)?;
         dry_run(&mut outcome, report, "mending a copy", |session| {
             store.repair_session(session, &options)
@@ -114,6 +114,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     }
     let store = Store::open(db).with_context(|| format!("opening {}", db.display()))?;
     outcome.migrations_applied = file.pending_migrations;
+    let sessions = named(&store, &args.sessions)?;
     let report = check(&store, &sessions, &options)?;
     // A finding the mend leaves as it is (`unreadable_row`) changes nothing: no backup.
     if report.needs_mending() {
@@ -124,6 +125,15 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         store.repair_session(session, &options)
     })?;
     Ok(outcome)
+}
+
+/// The sessions `--session` names, each by its id or a unique prefix (as `session-store`
+/// names them); an unknown or ambiguous name is an error.
+pub(crate) fn named(store: &Store, names: &[String]) -> anyhow::Result<Vec<SessionId>> {
+    names
+        .iter()
+        .map(|name| crate::open::session(store, name))
+        .collect()
 }
 
 /// What a dry run reports: each broken session mended by `mend_one`, which writes nothing

@@ -327,6 +327,12 @@ impl Walk {
         self.block.as_ref().map_or_else(Vec::new, Block::pending)
     }
 
+    /// True when some call is still waiting for a result: [`Walk::pending`] is not empty.
+    /// Constant time, where `pending` lists the whole open block.
+    pub fn has_pending(&self) -> bool {
+        self.block.as_ref().is_some_and(|b| b.open_count > 0)
+    }
+
     /// True when a result for `id` in a tool message now would answer an open call.
     pub fn would_answer(&self, id: &str) -> bool {
         self.block

@@ -15,6 +15,7 @@ pub mod pairing;
 pub mod rules;
 pub mod tail;
 pub mod texts;
+pub mod transcript;
 pub mod turns;
 
 // Provider-ready history (issue 4).

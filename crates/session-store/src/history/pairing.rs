@@ -8,7 +8,7 @@
 
 use super::grammar::{IdState, OrphanWhy, PartClass, ResultState, Walk};
 use super::texts;
-use crate::model::{NewMessage, Part, PartKind, Role};
+use crate::model::{NewMessage, Part, PartKind, Role, Usage};
 
 /// Why a message was refused. Nothing is written when an append is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -93,6 +93,14 @@ pub enum Refusal {
         /// The tool_use id.
         id: String,
     },
+    /// A usage count above [`crate::MAX_TOKEN_COUNT`]: the store would have to change it.
+    #[error("usage.{field} = {value} is above the largest token count the store keeps exactly ({max})", max = crate::MAX_TOKEN_COUNT)]
+    TokenCountOutOfRange {
+        /// The field of [`crate::Usage`] (`input_tokens`, ...).
+        field: &'static str,
+        /// The count given.
+        value: u64,
+    },
     /// A text field holds a NUL character (U+0000), which PostgreSQL cannot keep: refused on
     /// every engine, so that a session means the same wherever it is stored.
     #[error("{field} of part {ordinal} ({kind}) holds a NUL character (U+0000), which the store cannot keep on every engine")]
@@ -101,7 +109,14 @@ pub enum Refusal {
         ordinal: usize,
         /// Its kind.
         kind: PartKind,
-        /// Which field (`text`, `content`, `id`, ...; `model` for the message's model).
+        /// Which field (`text`, `content`, `id`, ...).
+        field: &'static str,
+    },
+    /// A text of the message itself (its `model`, `usage.model` or `idempotency_key`) holds
+    /// a NUL character (U+0000): refused on every engine, as in a part.
+    #[error("the message's {field} holds a NUL character (U+0000), which the store cannot keep on every engine")]
+    NulInMessageField {
+        /// `model`, `usage.model` or `idempotency_key`.
         field: &'static str,
     },
 }
@@ -127,7 +142,8 @@ impl Refusal {
             Refusal::ToolUseWithoutId { .. } => "tool_use_without_id",
             Refusal::ToolUseWithoutName { .. } => "tool_use_without_name",
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
-            Refusal::NulInText { .. } => "nul_in_text",
+            Refusal::NulInText { .. } | Refusal::NulInMessageField { .. } => "nul_in_text",
+            Refusal::TokenCountOutOfRange { .. } => "token_count_out_of_range",
         }
     }
 
@@ -148,7 +164,9 @@ impl Refusal {
             | Refusal::ToolMessageWithoutResult
             | Refusal::NoOpenAssistant
             | Refusal::ToolUseWithoutId { .. }
-            | Refusal::NulInText { .. } => Vec::new(),
+            | Refusal::NulInText { .. }
+            | Refusal::TokenCountOutOfRange { .. }
+            | Refusal::NulInMessageField { .. } => Vec::new(),
         }
     }
 }
@@ -161,14 +179,21 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
     if message.parts.is_empty() {
         return Err(Refusal::EmptyMessage);
     }
+    if let Some((field, value)) = message.usage.as_ref().and_then(Usage::unkeepable_count) {
+        return Err(Refusal::TokenCountOutOfRange { field, value });
+    }
     check_shape(message)?;
-    let pending = walk.pending();
-    if matches!(message.role, Role::User | Role::Assistant) && !pending.is_empty() {
+    // Listing the pending calls costs their number: only a refusal does it, so a block of n
+    // tool messages is checked in time linear in n.
+    if matches!(message.role, Role::User | Role::Assistant) && walk.has_pending() {
         return Err(Refusal::PendingToolUses {
-            ids: pending,
+            ids: walk.pending(),
             role: message.role,
         });
     }
+    // The calls an unexpected result is refused against, listed before the walk moves on,
+    // and only when some result may be one.
+    let pending = may_answer_nothing(walk, message).then(|| walk.pending());
     let index = walk.walked();
     walk.feed(message.role, &message.parts);
     let Some(class) = walk.class(index) else {
@@ -193,7 +218,7 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
                 ResultState::Orphan(_) | ResultState::WouldAnswer { .. } => {
                     return Err(Refusal::UnexpectedToolResult {
                         tool_use_id: tool_use_id.clone(),
-                        pending: pending.clone(),
+                        pending: pending.clone().unwrap_or_else(|| walk.pending()),
                     })
                 }
             },
@@ -255,9 +280,24 @@ pub fn check_extension(walk: &mut Walk, parts: &[Part]) -> Result<(), Refusal> {
 
 /// What a message must be on its own, before pairing: parts that fit its role, calls with a
 /// name and an object input, a tool message with a result.
-fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
-    let role = message.role;
-    let mut results = 0;
+/// Refuses a part with a text no engine can keep (a NUL character, [`Part::nul_field`]).
+/// Part of [`check_append`]; the write path also asks it before any statement binds the
+/// message's texts (PostgreSQL would refuse the statement with its own error).
+pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
+    let own = [
+        ("model", message.model.as_deref()),
+        (
+            "usage.model",
+            message.usage.as_ref().and_then(|u| u.model.as_deref()),
+        ),
+        ("idempotency_key", message.idempotency_key.as_deref()),
+    ];
+    if let Some((field, _)) = own
+        .into_iter()
+        .find(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+    {
+        return Err(Refusal::NulInMessageField { field });
+    }
     for (ordinal, part) in message.parts.iter().enumerate() {
         if let Some(field) = part.nul_field() {
             return Err(Refusal::NulInText {
@@ -266,6 +306,15 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
                 field,
             });
         }
+    }
+    Ok(())
+}
+
+fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
+    check_texts(message)?;
+    let role = message.role;
+    let mut results = 0;
+    for (ordinal, part) in message.parts.iter().enumerate() {
         match part {
             Part::Text { .. } => {}
             Part::ToolResult { tool_use_id, .. } => {
@@ -316,6 +365,17 @@ fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
         return Err(Refusal::ToolMessageWithoutResult);
     }
     Ok(())
+}
+
+/// True when a tool_result of `message` may answer no open call of `walk`: its id answers
+/// none now, or the message names one id twice. Constant time per part.
+fn may_answer_nothing(walk: &Walk, message: &NewMessage) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    message
+        .parts
+        .iter()
+        .filter_map(Part::answers)
+        .any(|id| !walk.would_answer(id) || !seen.insert(id))
 }
 
 /// The tool message that cancels every pending call of the walk: one tombstone tool_result

@@ -11,8 +11,10 @@
 //! anywhere), and otherwise by counting the block's parts against `block_parts`. Triggers
 //! clear it on every update or delete of messages or tool parts, whoever makes it (and on
 //! PostgreSQL on inserts too), as do the store's reverts, undos and mends; when it is missing
-//! or stale the store reads the rows as before and writes it back with the append. After an append it is taken from the walk that
-//! checked the append ([`Walk::resume_point`]), so it states the grammar's own decision.
+//! or stale the store feeds the rows of the open block to the walk (`store/write.rs`,
+//! `walk_open_block`) and writes the state back with the append. After an append it is taken
+//! from the walk that checked the append ([`Walk::resume_point`]), so either way it states the
+//! grammar's own decision.
 
 use super::grammar::{Resume, Walk};
 use crate::model::Role;

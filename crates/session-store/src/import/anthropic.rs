@@ -100,7 +100,7 @@ fn convert(message: &Value, at: &Location, model: Option<&str>) -> Result<Conver
             }
             let mut message = NewMessage::assistant(non_empty(parts));
             message.model = model.map(str::to_owned);
-            message.usage = super::usage::anthropic(object);
+            message.usage = super::usage::anthropic(object, at)?;
             Ok(Converted {
                 results,
                 message: Some(message),

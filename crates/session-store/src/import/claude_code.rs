@@ -160,6 +160,56 @@ fn entry<'a>(
     }))
 }
 
+/// The lines an import leaves out, counted so that the import can say so: a log of many
+/// megabytes may hold few messages.
+#[derive(Default)]
+struct Skipped {
+    /// Message lines whose `uuid` an earlier line had (written again on resume).
+    repeated: usize,
+    /// Lines that hold no message, by their `type` (`progress`, `file-history-snapshot`...).
+    other: std::collections::BTreeMap<String, usize>,
+}
+
+impl Skipped {
+    /// Counts a line [`entry`] left out. A `summary` line is read (the title), not skipped.
+    fn note(&mut self, value: &Value) {
+        match value.get("type").and_then(Value::as_str) {
+            Some("user" | "assistant") => self.repeated += 1,
+            Some("summary") => {}
+            kind => {
+                *self
+                    .other
+                    .entry(kind.unwrap_or("(no type)").to_owned())
+                    .or_default() += 1
+            }
+        }
+    }
+
+    /// One sentence for the import's warnings, when anything was left out.
+    fn warning(&self) -> Option<String> {
+        let other: usize = self.other.values().sum();
+        let mut said = Vec::new();
+        if self.repeated > 0 {
+            said.push(format!(
+                "{} line(s) that repeat an earlier message (same uuid, written again when a session resumes)",
+                self.repeated
+            ));
+        }
+        if other > 0 {
+            let kinds: Vec<String> = self
+                .other
+                .iter()
+                .map(|(k, n)| format!("{k}: {n}"))
+                .collect();
+            said.push(format!(
+                "{other} line(s) that hold no message ({})",
+                kinds.join(", ")
+            ));
+        }
+        (!said.is_empty()).then(|| format!("skipped {}", said.join(" and ")))
+    }
+}
+
 fn agent_of(entry: &Entry<'_>) -> String {
     entry
         .fields
@@ -189,6 +239,7 @@ impl Log for Session {
             prompts: std::collections::HashMap::new(),
         };
         let mut not_an_entry = None;
+        let mut skipped = Skipped::default();
         let mut any = false;
         let mut buffer = Vec::new();
         let mut number = 0;
@@ -235,7 +286,7 @@ impl Log for Session {
                     }
                 }
                 Ok(Some(_)) => session.only_sidechain = false,
-                Ok(None) => {}
+                Ok(None) => skipped.note(&value),
                 Err(error) => not_an_entry = Some(error),
             }
         }
@@ -245,6 +296,7 @@ impl Log for Session {
         if let Some(error) = not_an_entry {
             return Err(error);
         }
+        session.warnings.extend(skipped.warning());
         session.seen_uuids.clear();
         if session.only_sidechain {
             session.agents.clear();
@@ -401,7 +453,7 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
             assembler.extend_assistant(&at, parts)?;
             // Every line of a message repeats the API response's usage, the last line with
             // the final output count.
-            if let Some(usage) = super::usage::anthropic(entry.message) {
+            if let Some(usage) = super::usage::anthropic(entry.message, &at.join("message"))? {
                 if let Some(last) = assembler.last_assistant() {
                     last.usage = Some(usage);
                 }
@@ -410,7 +462,7 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
             let mut message = NewMessage::assistant(parts);
             message.created_at = created_at;
             message.model = model;
-            message.usage = super::usage::anthropic(entry.message);
+            message.usage = super::usage::anthropic(entry.message, &at.join("message"))?;
             assembler.push(&at, message)?;
             conversation.open_message_id = message_id.map(str::to_owned);
         }
@@ -651,7 +703,28 @@ mod tests {
             user("u1", json!("go")),
             json!({"type": "system", "subtype": "compact_boundary"}),
         ]);
-        assert_eq!(import(&log).expect("imports").messages.len(), 1);
+        let imported = import(&log).expect("imports");
+        assert_eq!(imported.messages.len(), 1);
+        // Said, not silent: how many lines were left out, and why.
+        assert_eq!(
+            imported.warnings,
+            ["skipped 1 line(s) that repeat an earlier message (same uuid, written again when a session resumes) and 2 line(s) that hold no message (file-history-snapshot: 1, system: 1)"]
+        );
+        let clean = lines(&[
+            json!({"type": "summary", "summary": "title", "leafUuid": "x"}),
+            user("u1", json!("go")),
+        ]);
+        assert!(import(&clean).expect("imports").warnings.is_empty());
+        let only_progress = lines(&[
+            user("u1", json!("go")),
+            json!({"type": "progress", "data": {}}),
+            json!({"type": "progress", "data": {}}),
+            json!({"no_type": true}),
+        ]);
+        assert_eq!(
+            import(&only_progress).expect("imports").warnings,
+            ["skipped 3 line(s) that hold no message ((no type): 1, progress: 2)"]
+        );
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub enum Sample {
 impl Sample {
     /// Reads a sample of `text`.
     pub fn of(text: &str) -> Self {
+        if text.starts_with('\u{feff}') {
+            return Sample::Unreadable(super::json::BOM_PROBLEM.to_owned());
+        }
         let error = match serde_json::from_str::<Value>(text) {
             Ok(value) => return Sample::Document(value),
             Err(error) => error,

@@ -35,6 +35,30 @@ impl Origin {
     pub(crate) const START: Origin = Origin { line: 1, byte: 0 };
 }
 
+/// The UTF-8 byte order mark some editors write first. JSON forbids it (RFC 8259 section
+/// 8.1) and a parser would call it "expected value at line 1 column 1"; it is named instead.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// What an input starting with [`BOM`] is told.
+pub(crate) const BOM_PROBLEM: &str = "the input starts with a UTF-8 byte order mark (bytes EF BB BF), which JSON does not allow: save it without one";
+
+/// [`BOM_PROBLEM`] at the input's first byte when `start` (the input's first bytes) begins
+/// with a byte order mark. Every import meets it: [`utf8_stream`] (streamed imports,
+/// samples) and [`crate::import::import`] (in-memory imports).
+pub(crate) fn refuse_bom(start: &[u8]) -> Result<(), ImportError> {
+    if start.starts_with(BOM) {
+        return Err(ImportError::Malformed {
+            at: Location {
+                line: Some(1),
+                byte: Some(0),
+                path: String::new(),
+            },
+            problem: BOM_PROBLEM.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// Checks that `bytes` are UTF-8; the error names the line and byte offset of the first
 /// invalid sequence.
 pub fn utf8(bytes: &[u8]) -> Result<&str, ImportError> {
@@ -243,6 +267,9 @@ pub(crate) fn utf8_stream(input: &mut impl Read) -> Result<(), ImportError> {
         };
         let filled = carry + read;
         let chunk = &buffer[..filled];
+        if offset == 0 {
+            refuse_bom(chunk)?;
+        }
         let invalid_at = |valid: usize| ImportError::InvalidUtf8 {
             at: Location {
                 line: Some(1 + lines + chunk[..valid].iter().filter(|&&b| b == b'\n').count()),

@@ -190,6 +190,7 @@ pub fn import_bytes(format: Format, bytes: &[u8]) -> Result<Imported, ImportErro
 
 /// Imports `text` in the given format.
 pub fn import(format: Format, text: &str) -> Result<Imported, ImportError> {
+    json::refuse_bom(text.as_bytes())?;
     match format {
         Format::Anthropic => anthropic::import(text),
         Format::OpenAi => openai::import(text),
@@ -440,6 +441,10 @@ pub(crate) struct Assembler {
     has_system: bool,
     /// Messages handed out by [`Assembler::take_ready`] (`out` holds the ones after them).
     taken: usize,
+    /// The index (counted from the first message assembled, like [`Assembler::len`]) of the
+    /// latest assistant message: found in constant time, where a search back from the end
+    /// would pass over every tool message of its block, once per source message.
+    latest_assistant: Option<usize>,
     has_user: bool,
     /// The role of the latest message that is not a tool message.
     last_not_tool: Option<Role>,
@@ -484,6 +489,7 @@ impl Assembler {
             system: None,
             has_system: false,
             taken: 0,
+            latest_assistant: None,
             has_user: false,
             last_not_tool: None,
             recheck: Walk::default(),
@@ -506,11 +512,7 @@ impl Assembler {
         if self.out.len() < BATCH {
             return Vec::new();
         }
-        let keep_from = self
-            .out
-            .iter()
-            .rposition(|m| m.role == Role::Assistant)
-            .unwrap_or(self.out.len());
+        let keep_from = self.latest_assistant_slot().unwrap_or(self.out.len());
         if keep_from == 0 {
             return Vec::new();
         }
@@ -615,10 +617,15 @@ impl Assembler {
 
     /// The latest assistant message, while it may still change (see [`Assembler::take_ready`]).
     pub(crate) fn last_assistant(&mut self) -> Option<&mut NewMessage> {
-        self.out
-            .iter_mut()
-            .rev()
-            .find(|m| m.role == Role::Assistant)
+        let slot = self.latest_assistant_slot()?;
+        self.out.get_mut(slot)
+    }
+
+    /// Where the latest assistant message sits in `out`, while it is there.
+    fn latest_assistant_slot(&self) -> Option<usize> {
+        self.latest_assistant
+            .and_then(|index| index.checked_sub(self.taken))
+            .filter(|&slot| slot < self.out.len())
     }
 
     /// Adds parts to the open assistant message (Claude Code writes one line per block, and
@@ -628,7 +635,7 @@ impl Assembler {
         at: &Location,
         parts: Vec<Part>,
     ) -> Result<(), ImportError> {
-        let Some(index) = self.out.iter().rposition(|m| m.role == Role::Assistant) else {
+        let Some(index) = self.latest_assistant_slot() else {
             return Err(ImportError::malformed(at, "no assistant message to extend"));
         };
         let mut parts = parts;
@@ -666,7 +673,7 @@ impl Assembler {
             // Text cannot go into a tool message of its own, and a user message now would cut
             // off calls whose results may still come: keep it for when the block closes.
             self.deferred.extend(orphans);
-            if self.walk.pending().is_empty() {
+            if !self.walk.has_pending() {
                 self.flush_deferred(at)?;
             }
             return Ok(());
@@ -745,6 +752,9 @@ impl Assembler {
             role => self.last_not_tool = Some(role),
         }
         self.roles.push(message.role);
+        if message.role == Role::Assistant {
+            self.latest_assistant = Some(self.len());
+        }
         self.out.push(message);
         Ok(())
     }

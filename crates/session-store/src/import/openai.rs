@@ -89,7 +89,7 @@ impl Document for Body {
                 }
                 let mut message = NewMessage::assistant(parts);
                 message.model = self.model.clone();
-                message.usage = super::usage::openai(object);
+                message.usage = super::usage::openai(object, &at)?;
                 assembler.push(&at, message)?;
             }
             "tool" => {

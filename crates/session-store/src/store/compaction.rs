@@ -132,6 +132,7 @@ impl Store {
                 session: session.clone(),
             });
         }
+        super::write::keepable(session, "compaction summary", Some(summary))?;
         self.write(|tx| {
             tx.lock_session(session)?;
             compact_in(tx, session, min_keep_tail, summary)

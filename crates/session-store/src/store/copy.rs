@@ -495,48 +495,55 @@ pub(crate) fn forget_parent(row: &mut [Cell]) {
     }
 }
 
-/// A session's rows as any store that holds them must read them: each id the destination
-/// draws replaced by the row's position in its table, references followed to those
-/// positions, each table's rows sorted; so two copies of a session compare equal whatever
-/// ids each store drew.
+/// A session's rows as any store that holds them must read them: ids made local
+/// ([`local_ids`]) and each table's rows sorted; so two copies of a session compare equal
+/// whatever ids each store drew.
 fn comparable_rows(rows: &SessionRows) -> SessionRows {
-    let mut positions: HashMap<&'static str, HashMap<i64, i64>> = HashMap::new();
-    let mut out = Vec::with_capacity(rows.len());
-    for (table, table_rows) in TABLES.iter().zip(rows) {
-        if table.generates_id() {
-            let mine = positions.entry(table.name).or_default();
-            for (at, row) in table_rows.iter().enumerate() {
-                if let Some(Cell::Int(id)) = row.first() {
-                    mine.insert(*id, i64::try_from(at).unwrap_or(i64::MAX));
+    let mut out = rows.clone();
+    local_ids(&mut out);
+    for table_rows in &mut out {
+        table_rows.sort();
+    }
+    out
+}
+
+/// Makes a session's row ids its own, whatever database they came from: each table's rows
+/// numbered from 1 in the order read, every reference between rows following those numbers
+/// (a reference to a row the session does not hold becomes NULL: elsewhere it would name
+/// another row), and tables without ids sorted by value. What a bundle writes, and what a
+/// copy's verification compares.
+pub(crate) fn local_ids(all: &mut [Vec<Vec<Cell>>]) {
+    let mut ids: HashMap<&'static str, HashMap<i64, i64>> = HashMap::new();
+    for (table, rows) in TABLES.iter().zip(all.iter_mut()) {
+        for row in rows.iter_mut() {
+            for reference in table.references {
+                let Some(at) = table
+                    .columns
+                    .iter()
+                    .position(|(name, _)| *name == reference.column)
+                else {
+                    continue;
+                };
+                if let Cell::Int(old) = row[at] {
+                    row[at] = ids
+                        .get(reference.table)
+                        .and_then(|m| m.get(&old))
+                        .map_or(Cell::Null, |new| Cell::Int(*new));
                 }
             }
         }
-        let mut normal: Vec<Vec<Cell>> = table_rows
-            .iter()
-            .map(|row| {
-                let mut row = row.clone();
-                let own = table.generates_id().then_some((0, table.name));
-                let followed = table.references.iter().filter_map(|reference| {
-                    let at = table
-                        .columns
-                        .iter()
-                        .position(|(name, _)| *name == reference.column)?;
-                    Some((at, reference.table))
-                });
-                for (at, target) in own.into_iter().chain(followed) {
-                    if let Cell::Int(id) = row[at] {
-                        if let Some(position) = positions.get(target).and_then(|m| m.get(&id)) {
-                            row[at] = Cell::Int(*position);
-                        }
-                    }
+        if table.generates_id() {
+            let map = ids.entry(table.name).or_default();
+            for (local, row) in (1_i64..).zip(rows.iter_mut()) {
+                if let Cell::Int(old) = row[0] {
+                    map.insert(old, local);
                 }
-                row
-            })
-            .collect();
-        normal.sort();
-        out.push(normal);
+                row[0] = Cell::Int(local);
+            }
+        } else if table.no_id {
+            rows.sort();
+        }
     }
-    out
 }
 
 /// Where two comparable copies of a session first differ, in a few words.

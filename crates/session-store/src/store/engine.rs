@@ -14,8 +14,7 @@ use std::path::Path;
 use super::copy::SessionRows;
 use super::sql::Sql;
 use super::{
-    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview,
-    SessionUsage, SizeReport,
+    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
 };
 use crate::error::{Error, Result};
 use crate::model::{SessionId, SessionInfo};
@@ -91,9 +90,6 @@ pub(crate) trait Engine: Debug + Send + Sync {
 
     /// `Store::lineage`.
     fn lineage(&self) -> Result<Vec<Lineage>>;
-
-    /// `Store::usage`: sums in the engine's dialect.
-    fn usage(&self, session: &SessionId) -> Result<SessionUsage>;
 
     /// `Store::size_report`: a file, or the server's relations.
     fn size_report(&self, top: usize) -> Result<SizeReport>;

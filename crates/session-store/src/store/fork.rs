@@ -23,7 +23,7 @@ use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::sql::{values, Sql};
-use super::write::{append_in, tail_of};
+use super::write::{append_in, stored_tail};
 use super::{format_time, now, SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::Walk;
@@ -152,7 +152,7 @@ pub(crate) fn fork_in<D: Sql>(
     columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
 ) -> Result<Forked> {
     let copied = fork_rows(db, source, at_turn, columns)?;
-    let walk = Walk::resume(tail_of(db, &copied.id)?);
+    let walk = Walk::resume(stored_tail(db, &copied.id)?.resume);
     let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
         tombstoned = answered_by(&message);

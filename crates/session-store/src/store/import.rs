@@ -6,6 +6,8 @@ use std::io::{BufRead, BufReader, Read, Seek};
 
 use rusqlite::{params, Connection};
 
+use chrono::{DateTime, Utc};
+
 use super::sql::{values, Sql};
 use super::write::append_in;
 use super::{format_time, now, Store};
@@ -57,6 +59,26 @@ const INSERT_IMPORTED_SESSION: &str = "
 
 const SET_TITLE: &str = "UPDATE sessions SET title = ?2 WHERE id = ?1";
 
+const SET_DATES: &str = "UPDATE sessions SET created_at = ?2, updated_at = ?3 WHERE id = ?1";
+
+/// The span of the source's timestamps: an imported session is dated by its transcript
+/// (created at the earliest message time, last changed at the latest), not by the import,
+/// so that age-based retention (`prune`) sees how old the conversation is. Grows batch by
+/// batch; `None` while no message carried a time.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SourceSpan(Option<(DateTime<Utc>, DateTime<Utc>)>);
+
+impl SourceSpan {
+    fn extend(&mut self, messages: &[NewMessage]) {
+        for at in messages.iter().filter_map(|m| m.created_at) {
+            self.0 = Some(match self.0 {
+                None => (at, at),
+                Some((first, last)) => (first.min(at), last.max(at)),
+            });
+        }
+    }
+}
+
 const MARK_BEFORE: &str =
     "UPDATE messages SET compacted = 1 WHERE session_id = ?1 AND seq < ?2 AND compacted = 0";
 
@@ -82,6 +104,7 @@ impl Store {
 
 /// [`Store::set_title`] in the caller's write transaction, on either engine.
 fn set_title_in(db: &mut impl Sql, session: &SessionId, title: Option<&str>) -> Result<()> {
+    super::write::keepable(session, "title", title)?;
     if db.run(SET_TITLE, &values![session.as_str(), title])? == 0 {
         return Err(crate::Error::UnknownSession(session.clone()));
     }
@@ -161,6 +184,7 @@ pub(crate) trait ImportTarget {
         parent: Option<&SessionId>,
     ) -> Result<SessionId> {
         let id = SessionId::random();
+        super::write::keepable(&id, "title", title)?;
         let db = self.db();
         db.run(
             INSERT_IMPORTED_SESSION,
@@ -170,8 +194,21 @@ pub(crate) trait ImportTarget {
         Ok(id)
     }
 
+    /// Dates the session by its source (see [`SourceSpan`]); without a time, leaves it.
+    fn set_dates(&mut self, session: &SessionId, span: SourceSpan) -> Result<()> {
+        if let SourceSpan(Some((first, last))) = span {
+            let (first, last) = (format_time(first), format_time(last));
+            self.db().run(
+                SET_DATES,
+                &values![session.as_str(), first.as_str(), last.as_str()],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Sets the session's title.
     fn set_title(&mut self, session: &SessionId, title: &str) -> Result<()> {
+        super::write::keepable(session, "title", Some(title))?;
         self.db()
             .run(SET_TITLE, &values![session.as_str(), title])?;
         Ok(())
@@ -267,6 +304,9 @@ fn import_in<T: ImportTarget>(
         .cloned()
         .collect();
     let appended = target.append(&id, &messages)?;
+    let mut span = SourceSpan::default();
+    span.extend(&messages);
+    target.set_dates(&id, span)?;
     let rows: Vec<(Role, Appended)> = messages.iter().map(|m| m.role).zip(appended).collect();
     let offset = usize::from(imported.system.is_some());
     compact_in(target, &id, &rows, offset, &imported.compactions, &created)?;
@@ -289,6 +329,8 @@ struct Appender<'a, T> {
     sessions: Vec<Option<SessionId>>,
     /// Per conversation, the role, `seq` and turn of every message appended.
     rows: Vec<Vec<(Role, Appended)>>,
+    /// Per conversation, the span of its messages' times.
+    spans: Vec<SourceSpan>,
 }
 
 impl<T: ImportTarget> Sink for Appender<'_, T> {
@@ -298,6 +340,7 @@ impl<T: ImportTarget> Sink for Appender<'_, T> {
         if self.sessions.len() <= stream {
             self.sessions.resize(stream + 1, None);
             self.rows.resize_with(stream + 1, Vec::new);
+            self.spans.resize(stream + 1, SourceSpan::default());
         }
         let session = match &self.sessions[stream] {
             Some(session) => session.clone(),
@@ -311,6 +354,7 @@ impl<T: ImportTarget> Sink for Appender<'_, T> {
             }
         };
         let appended = self.target.append(&session, &messages)?;
+        self.spans[stream].extend(&messages);
         self.rows[stream].extend(messages.iter().map(|m| m.role).zip(appended));
         Ok(())
     }
@@ -368,6 +412,7 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         created: &created,
         sessions: vec![Some(session.clone())],
         rows: vec![Vec::new()],
+        spans: vec![SourceSpan::default()],
     };
     let streamed = match format.stream(input, &mut sink) {
         Ok(streamed) => streamed,
@@ -378,8 +423,14 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         target,
         sessions,
         rows,
+        spans,
         ..
     } = sink;
+    for (stream, span) in spans.into_iter().enumerate() {
+        if let Some(Some(id)) = sessions.get(stream) {
+            target.set_dates(id, span)?;
+        }
+    }
     if let Some(title) = &streamed.title {
         target.set_title(&session, title)?;
     }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use super::write::pending_of;
+use super::write::pending_listed;
 use super::{parse_time, SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
@@ -129,7 +129,7 @@ fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionO
     }
     drop(rows);
     for overview in &mut found {
-        overview.pending = pending_of(conn, &overview.id)?;
+        overview.pending = pending_listed(&mut &*conn, &overview.id)?;
     }
     Ok(found)
 }

@@ -57,7 +57,7 @@ pub struct CheckReport {
 
 impl CheckReport {
     /// True when a mend of these findings would change something: one of them breaks a rule
-    /// the mend mends ([`crate::HealthRule::is_mended`]).
+    /// the mend mends ([`crate::repair::HealthRule::is_mended`]).
     pub fn needs_mending(&self) -> bool {
         self.violations.iter().any(|v| v.rule.is_mended())
     }

@@ -35,6 +35,8 @@ pub(crate) enum Range {
     Turns(i64, i64),
     /// Messages the provider sees: `compacted = 0`.
     Visible,
+    /// Messages whose `seq` lies in `[first, last]`.
+    Seqs(i64, i64),
 }
 
 /// The message and part columns every load selects, under the names the decoder reads.
@@ -227,6 +229,7 @@ pub(crate) fn select_for(range: Range) -> (&'static str, i64, i64) {
         Range::All => (SELECT_MESSAGES, i64::MIN, i64::MAX),
         Range::Turns(first, last) => (SELECT_MESSAGES_BY_TURN, first, last),
         Range::Visible => (SELECT_VISIBLE_MESSAGES, i64::MIN, i64::MAX),
+        Range::Seqs(first, last) => (SELECT_MESSAGES, first, last),
     }
 }
 

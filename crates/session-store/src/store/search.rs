@@ -229,7 +229,7 @@ impl SqliteEngine {
         if let Some(session) = &options.session {
             self.read(|conn| require_session(conn, session))?;
         }
-        let Some(fts) = fts_query(query) else {
+        let Some(fts) = fts_query(query)? else {
             return Ok(Vec::new());
         };
         self.catch_up_search_index()?;
@@ -270,37 +270,50 @@ impl SqliteEngine {
     }
 }
 
+/// The most distinct terms a query may hold. Every term is required, and both engines'
+/// matching and snippet costs grow with the square of the terms (1,000 terms took 21 s of
+/// CPU); a person's query rarely holds 20. A query with more distinct terms is refused
+/// ([`crate::Error::TooManySearchTerms`]), never cut short: dropping a required term would
+/// widen what it finds. Repeated terms count once (a term required twice is required once).
+pub const MAX_SEARCH_TERMS: usize = 64;
+
 /// A person's query as terms: separated by whitespace or control characters, each with
-/// whether it ends in `*` (a prefix search), the `*`s removed. A term with no letter or digit
-/// (e.g. `-`, `*`, `"`) holds no word and is left out. Both backends read queries through
-/// this ([`fts_query`] for FTS5, `pg/search.rs` for PostgreSQL's `tsquery`).
-pub(crate) fn query_terms(query: &str) -> Vec<(String, bool)> {
+/// whether it ends in `*` (a prefix search), the `*`s removed, each distinct term once, in
+/// order of first appearance. A term with no letter or digit (e.g. `-`, `*`, `"`) holds no
+/// word and is left out. More than [`MAX_SEARCH_TERMS`] distinct terms is
+/// [`crate::Error::TooManySearchTerms`]. Both backends read queries through this
+/// ([`fts_query`] for FTS5, `pg/search.rs` for PostgreSQL's `tsquery`); the time it takes
+/// is linear in the query's length.
+pub(crate) fn query_terms(query: &str) -> Result<Vec<(String, bool)>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut terms = Vec::new();
     // FTS5 reads its query as a C string: a NUL would end it inside a quoted term. Control
     // characters separate terms like whitespace.
-    let query: String = query
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    query
-        .split_whitespace()
-        .filter_map(|term| {
-            let (stem, prefix) = match term.strip_suffix('*') {
-                Some(stem) => (stem.trim_end_matches('*'), true),
-                None => (term, false),
-            };
-            // FTS5 would see an empty phrase, which matches nothing.
-            stem.chars()
-                .any(char::is_alphanumeric)
-                .then(|| (stem.to_owned(), prefix))
-        })
-        .collect()
+    for term in query.split(|c: char| c.is_whitespace() || c.is_control()) {
+        let (stem, prefix) = match term.strip_suffix('*') {
+            Some(stem) => (stem.trim_end_matches('*'), true),
+            None => (term, false),
+        };
+        // FTS5 would see an empty phrase, which matches nothing.
+        if !stem.chars().any(char::is_alphanumeric) || !seen.insert((stem, prefix)) {
+            continue;
+        }
+        if seen.len() > MAX_SEARCH_TERMS {
+            return Err(crate::Error::TooManySearchTerms {
+                max: MAX_SEARCH_TERMS,
+            });
+        }
+        terms.push((stem.to_owned(), prefix));
+    }
+    Ok(terms)
 }
 
 /// A person's query as an FTS5 query that cannot be a syntax error: each term of
 /// [`query_terms`] becomes a quoted phrase (inner `"` doubled), all of them required; a
-/// trailing `*` on a term keeps it a prefix search. `None` when the query has no term.
-pub fn fts_query(query: &str) -> Option<String> {
-    let terms: Vec<String> = query_terms(query)
+/// trailing `*` on a term keeps it a prefix search. `Ok(None)` when the query has no term;
+/// [`crate::Error::TooManySearchTerms`] past [`MAX_SEARCH_TERMS`].
+pub fn fts_query(query: &str) -> Result<Option<String>> {
+    let terms: Vec<String> = query_terms(query)?
         .into_iter()
         .map(|(stem, prefix)| {
             let quoted = format!("\"{}\"", stem.replace('"', "\"\""));
@@ -311,26 +324,53 @@ pub fn fts_query(query: &str) -> Option<String> {
             }
         })
         .collect();
-    (!terms.is_empty()).then(|| terms.join(" "))
+    Ok((!terms.is_empty()).then(|| terms.join(" ")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn fts(query: &str) -> Option<String> {
+        fts_query(query).expect("within the term cap")
+    }
+
     #[test]
     fn every_term_is_quoted_and_syntax_characters_are_inert() {
         assert_eq!(
-            fts_query("deploy staging").as_deref(),
+            fts("deploy staging").as_deref(),
             Some("\"deploy\" \"staging\"")
         );
         assert_eq!(
-            fts_query("say \"hi\" NEAR(a").as_deref(),
+            fts("say \"hi\" NEAR(a").as_deref(),
             Some("\"say\" \"\"\"hi\"\"\" \"NEAR(a\"")
         );
-        assert_eq!(fts_query("depl*").as_deref(), Some("\"depl\"*"));
-        assert_eq!(fts_query("  - * \" ( "), None);
-        assert_eq!(fts_query(""), None);
-        assert_eq!(fts_query("a\u{0}b").as_deref(), Some("\"a\" \"b\""));
+        assert_eq!(fts("depl*").as_deref(), Some("\"depl\"*"));
+        assert_eq!(fts("  - * \" ( "), None);
+        assert_eq!(fts(""), None);
+        assert_eq!(fts("a\u{0}b").as_deref(), Some("\"a\" \"b\""));
+    }
+
+    #[test]
+    fn repeated_terms_count_once_and_too_many_distinct_terms_are_refused() {
+        let repeated = "deploy ".repeat(20_000);
+        assert_eq!(fts(&repeated).as_deref(), Some("\"deploy\""));
+        assert_eq!(
+            fts("deploy deploy* deploy x deploy*").as_deref(),
+            Some("\"deploy\" \"deploy\"* \"x\"")
+        );
+        let at_cap: Vec<String> = (0..MAX_SEARCH_TERMS).map(|n| format!("w{n}")).collect();
+        let at_cap = at_cap.join(" ");
+        assert_eq!(
+            query_terms(&at_cap).map(|t| t.len()).ok(),
+            Some(MAX_SEARCH_TERMS)
+        );
+        let over = format!("{at_cap} {at_cap} one-more");
+        assert!(matches!(
+            query_terms(&over),
+            Err(crate::Error::TooManySearchTerms {
+                max: MAX_SEARCH_TERMS
+            })
+        ));
     }
 }

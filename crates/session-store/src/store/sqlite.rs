@@ -8,8 +8,8 @@ use super::copy::SessionRows;
 use super::engine::{Engine, Work};
 use super::sql::Sql;
 use super::{
-    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview,
-    SessionUsage, SizeReport, SqliteEngine,
+    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
+    SqliteEngine,
 };
 use crate::error::Result;
 use crate::model::{SessionId, SessionInfo};
@@ -61,10 +61,6 @@ impl Engine for SqliteEngine {
 
     fn lineage(&self) -> Result<Vec<Lineage>> {
         SqliteEngine::lineage(self)
-    }
-
-    fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
-        SqliteEngine::usage(self, session)
     }
 
     fn size_report(&self, top: usize) -> Result<SizeReport> {

@@ -5,13 +5,12 @@
 //! `usage` is set; importers fill it where the source recorded it. Counts the source did not
 //! report stay NULL, and a sum over NULLs only is `None`, never a made-up 0.
 
-use rusqlite::Row;
 use serde::{Deserialize, Serialize};
 
 use super::sql::{int_at, text_at, values, Sql};
-use super::write::require_session;
-use super::{SqliteEngine, Store};
-use crate::error::Result;
+use super::Store;
+use crate::error::{Error, Result};
+use crate::history::pairing::Refusal;
 use crate::model::{SessionId, Usage};
 
 const INSERT_USAGE: &str = "
@@ -19,20 +18,34 @@ const INSERT_USAGE: &str = "
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
 /// Stores what message `message_id` cost, on either engine; nothing for an empty [`Usage`].
-pub(crate) fn insert_usage(db: &mut impl Sql, message_id: i64, usage: &Usage) -> Result<()> {
+/// `append_in` refused counts above [`crate::MAX_TOKEN_COUNT`] before anything was written
+/// ([`Refusal::TokenCountOutOfRange`]); `refused` says so again should one reach here, so a
+/// count is stored exactly or not at all.
+pub(crate) fn insert_usage(
+    db: &mut impl Sql,
+    message_id: i64,
+    usage: &Usage,
+    refused: impl Fn(Refusal) -> Error,
+) -> Result<()> {
     if usage.is_empty() {
         return Ok(());
     }
-    let count = |n: Option<u64>| n.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+    let count = |n: Option<u64>| {
+        n.map(|value| i64::try_from(value).map_err(|_| value))
+            .transpose()
+    };
+    let exact = |field: &'static str, n: Option<u64>| {
+        count(n).map_err(|value| refused(Refusal::TokenCountOutOfRange { field, value }))
+    };
     db.run(
         INSERT_USAGE,
         &values![
             message_id,
             usage.model.as_deref(),
-            count(usage.input_tokens),
-            count(usage.output_tokens),
-            count(usage.cache_read_tokens),
-            count(usage.cache_write_tokens),
+            exact("input_tokens", usage.input_tokens)?,
+            exact("output_tokens", usage.output_tokens)?,
+            exact("cache_read_tokens", usage.cache_read_tokens)?,
+            exact("cache_write_tokens", usage.cache_write_tokens)?,
         ],
     )?;
     Ok(())
@@ -76,52 +89,101 @@ pub struct SessionUsage {
     pub total: TokenTotals,
 }
 
-const USAGE_BY_TURN: &str = "
-    SELECT m.turn_index, COUNT(*), SUM(u.input_tokens), SUM(u.output_tokens),
-           SUM(u.cache_read_tokens), SUM(u.cache_write_tokens),
-           (SELECT group_concat(model, char(10)) FROM (
-                SELECT v.model FROM usage v JOIN messages n ON n.id = v.message_id
-                WHERE n.session_id = ?1 AND n.turn_index = m.turn_index AND v.model IS NOT NULL
-                GROUP BY v.model ORDER BY MIN(n.seq)))
+/// Every usage row of a session with its message's turn, in turn and seq order: the sums
+/// are made in Rust with checked arithmetic ([`Totals::add`]), as an engine's `SUM` fails
+/// with a bare error (SQLite) or a NUMERIC that does not fit back (PostgreSQL).
+const USAGE_ROWS: &str = "
+    SELECT m.turn_index, u.input_tokens, u.output_tokens, u.cache_read_tokens,
+           u.cache_write_tokens, u.model
     FROM usage u JOIN messages m ON m.id = u.message_id
     WHERE m.session_id = ?1
-    GROUP BY m.turn_index ORDER BY m.turn_index";
+    ORDER BY m.turn_index, m.seq";
 
-const USAGE_TOTAL: &str = "
-    SELECT COUNT(u.message_id), SUM(u.input_tokens), SUM(u.output_tokens),
-           SUM(u.cache_read_tokens), SUM(u.cache_write_tokens)
-    FROM usage u JOIN messages m ON m.id = u.message_id
-    WHERE m.session_id = ?1";
+/// The names of [`TokenTotals`]' counts, in the order [`USAGE_ROWS`] selects them.
+const COUNT_FIELDS: [&str; 4] = [
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+];
 
-fn totals_from_row(row: &Row<'_>, at: usize) -> rusqlite::Result<TokenTotals> {
-    Ok(TokenTotals {
-        messages: row.get(at)?,
-        input_tokens: row.get(at + 1)?,
-        output_tokens: row.get(at + 2)?,
-        cache_read_tokens: row.get(at + 3)?,
-        cache_write_tokens: row.get(at + 4)?,
-    })
+impl TokenTotals {
+    /// Adds one usage row's counts; the name of the first count whose sum would pass
+    /// `i64::MAX` when it does (nothing is added then).
+    fn add(&mut self, counts: [Option<i64>; 4]) -> std::result::Result<(), &'static str> {
+        let mut sums = [
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+        ];
+        for ((sum, count), field) in sums.iter_mut().zip(counts).zip(COUNT_FIELDS) {
+            if let Some(count) = count {
+                *sum = Some(sum.unwrap_or(0).checked_add(count).ok_or(field)?);
+            }
+        }
+        [
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
+        ] = sums;
+        self.messages += 1;
+        Ok(())
+    }
 }
 
-impl TurnUsage {
-    /// A row of the per-turn usage query (both backends): the turn, its models joined by
-    /// newlines in order of first use (`None`: no row named one), its sums.
-    pub(crate) fn from_row(turn: i64, models: Option<String>, tokens: TokenTotals) -> Self {
-        Self {
-            turn,
-            models: models
-                .map(|m| m.split('\n').map(str::to_owned).collect())
-                .unwrap_or_default(),
-            tokens,
+/// [`Store::usage`] in the caller's read snapshot, on either engine.
+pub(crate) fn usage_in(db: &mut impl Sql, session: &SessionId) -> Result<SessionUsage> {
+    db.require_session(session)?;
+    let overflow = |field, over: String| Error::UsageOverflow {
+        session: session.clone(),
+        field,
+        over,
+    };
+    let mut turns: Vec<TurnUsage> = Vec::new();
+    let mut total = TokenTotals::default();
+    db.each_row(USAGE_ROWS, &values![session.as_str()], &mut |row| {
+        let turn = int_at(row, 0)?.unwrap_or_default();
+        let mut counts = [None; 4];
+        for (at, count) in counts.iter_mut().enumerate() {
+            *count = int_at(row, at + 1)?;
         }
-    }
+        if turns.last().is_none_or(|last| last.turn != turn) {
+            turns.push(TurnUsage {
+                turn,
+                models: Vec::new(),
+                tokens: TokenTotals::default(),
+            });
+        }
+        let Some(this) = turns.last_mut() else {
+            return Ok(());
+        };
+        if let Some(model) = text_at(row, 5)? {
+            if !this.models.contains(&model) {
+                this.models.push(model);
+            }
+        }
+        this.tokens
+            .add(counts)
+            .map_err(|field| overflow(field, format!("turn {turn}")))?;
+        total
+            .add(counts)
+            .map_err(|field| overflow(field, "the whole session".to_owned()))
+    })?;
+    Ok(SessionUsage {
+        session: session.clone(),
+        turns,
+        total,
+    })
 }
 
 impl Store {
     /// What the session cost: tokens per turn (turns whose messages reported usage) and in
-    /// total, read in one snapshot. [`crate::Error::UnknownSession`] when it does not exist.
+    /// total, read in one snapshot. [`crate::Error::UnknownSession`] when it does not exist;
+    /// [`crate::Error::UsageOverflow`] when a sum is above `i64::MAX`.
     pub fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
-        self.engine.usage(session)
+        self.read(|db| usage_in(db, session))
     }
 
     /// The usage row of each message of the session that has one, as `(seq, usage)` in seq
@@ -151,33 +213,6 @@ impl Store {
                 },
             )?;
             Ok(found)
-        })
-    }
-}
-
-impl SqliteEngine {
-    /// [`Store::usage`] on SQLite.
-    pub(super) fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
-        self.read(|conn| {
-            require_session(conn, session)?;
-            let turns = conn
-                .prepare_cached(USAGE_BY_TURN)?
-                .query_map([session.as_str()], |row| {
-                    Ok(TurnUsage::from_row(
-                        row.get(0)?,
-                        row.get(6)?,
-                        totals_from_row(row, 1)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            let total = conn
-                .prepare_cached(USAGE_TOTAL)?
-                .query_row([session.as_str()], |row| totals_from_row(row, 0))?;
-            Ok(SessionUsage {
-                session: session.clone(),
-                turns,
-                total,
-            })
         })
     }
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::rows::insert_message;
+use super::rows::{insert_message, Range};
 use super::sql::{int_at, text_at, values, Sql, Value};
 use super::{format_time, now, Store};
 use crate::error::{Error, Result};
@@ -99,15 +99,38 @@ fn cancel_in(db: &mut impl Sql, session: &SessionId, reason: &str) -> Result<Vec
     Ok(ids)
 }
 
-/// [`Store::pending_tool_uses`] in the caller's read snapshot, on either engine.
-fn pending_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<String>> {
-    db.require_session(session)?;
-    Ok(Walk::resume(tail_of(db, session)?).pending())
+/// [`Store::pending_tool_uses`] in the caller's read snapshot, on either engine: the walk
+/// resumed at the session's end ([`stored_tail`]).
+pub(crate) fn pending_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<String>> {
+    Ok(Walk::resume(stored_tail(db, session)?.resume).pending())
+}
+
+/// [`pending_in`] for a session listing: a session whose open block holds a row outside
+/// the contract lists no pending call (its health says `unreadable_row`) rather than hiding
+/// every other session.
+pub(crate) fn pending_listed(db: &mut impl Sql, session: &SessionId) -> Result<Vec<String>> {
+    match pending_in(db, session) {
+        Err(Error::CorruptRow { .. }) => Ok(Vec::new()),
+        other => other,
+    }
 }
 
 /// Validates `messages` against the session's tail, then inserts them, on either engine; the
 /// caller owns the transaction (on PostgreSQL it holds the session's row lock,
 /// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
+/// Refuses a session's text (a title, a summary) that holds a NUL character, which
+/// PostgreSQL cannot keep: the same refusal on every engine, before any statement binds it
+/// (the messages' texts: `pairing::check_texts`).
+pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&str>) -> Result<()> {
+    if text.is_some_and(|text| text.contains('\0')) {
+        return Err(Error::NulInSessionText {
+            session: session.clone(),
+            field,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn append_in(
     db: &mut impl Sql,
     session: &SessionId,
@@ -121,6 +144,14 @@ pub(crate) fn append_in(
             index: 0,
             reason: pairing::Refusal::EmptyMessage,
         });
+    }
+    // Texts no engine can keep are refused before any statement binds them.
+    for (index, message) in messages.iter().enumerate() {
+        pairing::check_texts(message).map_err(|reason| Error::Refused {
+            session: session.clone(),
+            index,
+            reason,
+        })?;
     }
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
@@ -148,7 +179,7 @@ pub(crate) fn append_in(
     let now = now();
     let mut appended = replayed;
     appended.reserve(messages.len());
-    for message in messages {
+    for (index, message) in messages.iter().enumerate() {
         position.last_seq += 1;
         let turn_index = next_turn_index(position.last_user_turn, message.role);
         if message.role == Role::User {
@@ -164,7 +195,7 @@ pub(crate) fn append_in(
             &created_at,
         )?;
         if let Some(usage) = &message.usage {
-            super::usage::insert_usage(db, id, usage)?;
+            super::usage::insert_usage(db, id, usage, |reason| refused(index, reason))?;
         }
         super::idempotency::record(db, session, message, id)?;
         appended.push(Appended {
@@ -187,11 +218,6 @@ pub(crate) fn append_in(
         ],
     )?;
     Ok(appended)
-}
-
-/// The calls of a session still waiting for a result, in part order.
-pub(crate) fn pending_of(conn: &Connection, session: &SessionId) -> Result<Vec<String>> {
-    Ok(Walk::resume(tail_of(&mut &*conn, session)?).pending())
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
@@ -277,10 +303,13 @@ const BLOCK_PARTS: &str = "
         (SELECT seq FROM messages WHERE session_id = ?1 AND role IN ('user', 'assistant')
          ORDER BY seq DESC LIMIT 1), 0)";
 
-/// The end of a session for a write ([`Error::UnknownSession`] unless it exists), on either
-/// engine: the tail state its row keeps when that is current, else read from the rows by
-/// [`tail_of`] (a session written before V14, or changed by code that bypasses the store;
-/// the append writes the state back).
+/// The end of a session, for every reader and the write path alike (the pending calls of
+/// `pending_tool_uses` and of the session listings, `cancel`, a fork's cut, an append's
+/// check; [`Error::UnknownSession`] unless it exists), on either engine: the tail state its
+/// row keeps when that is current, else the grammar's walk over the rows of its open block
+/// ([`walk_open_block`]; a session written before V14, or changed by other code; an append
+/// writes the state back). Both are the walk's decision: the state is the
+/// [`Walk::resume_point`] of the walk that checked the last append.
 ///
 /// The state is current when its last seq is the session's (a message appended by anyone
 /// changes that) and no part went into the session's open block since it was written
@@ -316,11 +345,12 @@ pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Posi
             });
         }
     }
+    let (resume, block_parts) = walk_open_block(db, session, last_seq)?;
     Ok(Position {
-        resume: tail_of(db, session)?,
+        resume,
         last_seq,
         last_user_turn: db.optional_int(LAST_USER_TURN, &values![session.as_str()])?,
-        block_parts: block_parts(db, session)?,
+        block_parts,
         parts_max,
         from_stored_state: false,
     })
@@ -333,18 +363,35 @@ fn block_parts(db: &mut impl Sql, session: &SessionId) -> Result<i64> {
         .unwrap_or(0))
 }
 
-const LAST_SEQ: &str = "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1";
 const LAST_USER_TURN: &str =
     "SELECT turn_index FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq DESC LIMIT 1";
-const LAST_SPEAKER: &str = "
-    SELECT id, seq, role FROM messages
+const LAST_SPEAKER_SEQ: &str = "
+    SELECT seq FROM messages
     WHERE session_id = ?1 AND role IN ('user', 'assistant')
     ORDER BY seq DESC LIMIT 1";
-const CALLS_OF: &str =
-    "SELECT tool_use_id FROM parts WHERE message_id = ?1 AND kind = 'tool_use' ORDER BY ordinal";
-const ANSWERS_AFTER: &str = "
-    SELECT p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1 AND m.seq > ?2 AND m.role = 'tool' AND p.kind = 'tool_result'";
+
+/// Where a walk of the session resumes, read by the walk itself: the session's open block
+/// (the messages from its last user or assistant message on, every message when there is
+/// none) loaded through the one row decoder and fed to a [`Walk`], whose
+/// [`Walk::resume_point`] is the end of the whole session (nothing before the block decides
+/// what is pending or what may come next), with the block's part count. `last_seq` is the
+/// session's last seq (what the resumed walk counts as walked).
+fn walk_open_block(db: &mut impl Sql, session: &SessionId, last_seq: i64) -> Result<(Resume, i64)> {
+    let from = db
+        .optional_int(LAST_SPEAKER_SEQ, &values![session.as_str()])?
+        .unwrap_or(i64::MIN);
+    let block = db.load_messages(session, Range::Seqs(from, i64::MAX))?;
+    let mut walk = Walk::default();
+    for message in &block {
+        walk.feed(message.role, &message.parts);
+    }
+    let parts: usize = block.iter().map(|m| m.parts.len()).sum();
+    let resume = Resume {
+        messages: usize::try_from(last_seq).unwrap_or_default(),
+        ..walk.resume_point()
+    };
+    Ok((resume, i64::try_from(parts).unwrap_or(i64::MAX)))
+}
 
 /// The non-NULL texts of a query's first column.
 fn texts(db: &mut impl Sql, sql: &str, params: &[Value<'_>]) -> Result<Vec<String>> {
@@ -356,68 +403,25 @@ fn texts(db: &mut impl Sql, sql: &str, params: &[Value<'_>]) -> Result<Vec<Strin
     Ok(found)
 }
 
-/// Reads the pairing state at the end of a session from its rows, on either engine: where
-/// a walk resumes (the last speaker and its open tool block, the message count).
-pub(crate) fn tail_of(db: &mut impl Sql, session: &SessionId) -> Result<Resume> {
-    let last_seq = db
-        .optional_int(LAST_SEQ, &values![session.as_str()])?
-        .unwrap_or(0);
-    let mut speaker: Option<(i64, i64, String)> = None;
-    db.each_row(LAST_SPEAKER, &values![session.as_str()], &mut |r| {
-        speaker = Some((
-            int_at(r, 0)?.unwrap_or(0),
-            int_at(r, 1)?.unwrap_or(0),
-            text_at(r, 2)?.unwrap_or_default(),
-        ));
-        Ok(())
-    })?;
-    let resume = match speaker {
-        None => Resume::default(),
-        Some((_, _, role)) if role == "user" => Resume {
-            speaker: Some(Role::User),
-            ..Resume::default()
-        },
-        Some((message_id, seq, _)) => {
-            let calls = texts(db, CALLS_OF, &values![message_id])?;
-            let answered: std::collections::HashSet<String> = if calls.is_empty() {
-                std::collections::HashSet::new()
-            } else {
-                texts(db, ANSWERS_AFTER, &values![session.as_str(), seq])?
-                    .into_iter()
-                    .collect()
-            };
-            Resume {
-                speaker: Some(Role::Assistant),
-                calls: calls
-                    .into_iter()
-                    .map(|id| {
-                        let done = answered.contains(&id);
-                        (id, done)
-                    })
-                    .collect(),
-                ..Resume::default()
-            }
-        }
-    };
-    Ok(Resume {
-        messages: usize::try_from(last_seq).unwrap_or_default(),
-        ..resume
-    })
-}
-
+/// `CROSS JOIN` makes SQLite look the id up in `parts_tool_use_ids` first and then check
+/// each hit's session (a few rows), never the other way round: without statistics its
+/// planner took the session's messages as the outer loop for an `IN` list (every part of the
+/// session read, per append: quadratic in the session's length). PostgreSQL plans it as the
+/// inner join it is.
 const TOOL_USE_ID_TAKEN: &str = "
-    SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
-    WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 LIMIT 1";
+    SELECT 1 FROM parts p CROSS JOIN messages m
+    WHERE m.id = p.message_id AND p.tool_use_id = ?1 AND p.kind = 'tool_use'
+      AND m.session_id = ?2 LIMIT 1";
 
 /// How many ids [`TOOL_USE_IDS_TAKEN`] asks about at once (the unused ones bound to NULL,
 /// which matches nothing), so that a batch of many calls (an import) costs one statement per
 /// this many, and the statement's text stays one.
 const IDS_AT_ONCE: usize = 32;
 
-/// [`TOOL_USE_ID_TAKEN`] for [`IDS_AT_ONCE`] ids (`?2` to `?33`).
+/// [`TOOL_USE_ID_TAKEN`] for [`IDS_AT_ONCE`] ids (`?2` to `?33`), the same join order.
 const TOOL_USE_IDS_TAKEN: &str = "
-    SELECT DISTINCT p.tool_use_id FROM parts p JOIN messages m ON m.id = p.message_id
-    WHERE p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+    SELECT DISTINCT p.tool_use_id FROM parts p CROSS JOIN messages m
+    WHERE m.id = p.message_id AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
         ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
       AND p.kind = 'tool_use' AND m.session_id = ?1";
 

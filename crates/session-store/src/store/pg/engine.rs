@@ -8,9 +8,7 @@ use crate::error::Result;
 use crate::model::{SessionId, SessionInfo};
 use crate::store::copy::SessionRows;
 use crate::store::engine::{Engine, Work};
-use crate::store::{
-    Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SessionUsage, SizeReport,
-};
+use crate::store::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 
 impl Engine for PgStore {
     fn location(&self) -> &Path {
@@ -55,10 +53,6 @@ impl Engine for PgStore {
 
     fn lineage(&self) -> Result<Vec<Lineage>> {
         PgStore::lineage(self)
-    }
-
-    fn usage(&self, session: &SessionId) -> Result<SessionUsage> {
-        PgStore::usage(self, session)
     }
 
     fn size_report(&self, top: usize) -> Result<SizeReport> {

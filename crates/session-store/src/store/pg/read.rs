@@ -3,13 +3,12 @@
 //! collation.
 
 use crate::error::{Error, Result};
-use crate::history::grammar::Walk;
 use crate::model::{SessionId, SessionInfo};
 use crate::store::overview::SessionOverview;
 use crate::store::parse_time;
 
-use super::write::tail_of;
 use super::{PgStore, Tx};
+use crate::store::write::pending_listed;
 
 impl PgStore {
     pub(crate) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
@@ -75,7 +74,7 @@ impl PgStore {
                 });
             }
             for overview in &mut found {
-                overview.pending = Walk::resume(tail_of(tx, &overview.id)?).pending();
+                overview.pending = pending_listed(tx, &overview.id)?;
             }
             Ok(found)
         })

@@ -39,14 +39,14 @@ struct Phrase {
 
 /// A person's query as phrases: each term of [`query_terms`] split into its words (runs of
 /// letters and digits, lowercased), as the index splits the text.
-fn phrases(query: &str) -> Vec<Phrase> {
-    query_terms(query)
+fn phrases(query: &str) -> Result<Vec<Phrase>> {
+    Ok(query_terms(query)?
         .into_iter()
         .filter_map(|(stem, prefix)| {
             let words: Vec<String> = words(&stem).into_iter().map(|w| w.2).collect();
             (!words.is_empty()).then_some(Phrase { words, prefix })
         })
-        .collect()
+        .collect())
 }
 
 /// The words of `text`: byte range and lowercase form of each run of letters and digits
@@ -74,9 +74,9 @@ fn words(text: &str) -> Vec<(usize, usize, String)> {
 /// joined by `<->`, the last with `:*` for a prefix term, the phrases joined by `&`. Words
 /// are runs of letters and digits only, so the text is never a syntax error. `None` when the
 /// query has no word.
-pub(crate) fn ts_query(query: &str) -> Option<String> {
-    let terms: Vec<String> = phrases(query)
-        .into_iter()
+fn ts_query(phrases: &[Phrase]) -> Option<String> {
+    let terms: Vec<String> = phrases
+        .iter()
         .map(|phrase| {
             let joined = phrase.words.join(" <-> ");
             if phrase.prefix {
@@ -295,8 +295,8 @@ fn hit_from_row(row: &Row, phrases: &[Phrase], options: &SearchOptions) -> Resul
 impl PgStore {
     /// `Store::search` on PostgreSQL: the same hits, best first (see the module).
     pub(crate) fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
-        let ts = ts_query(query);
-        let phrases = phrases(query);
+        let phrases = phrases(query)?;
+        let ts = ts_query(&phrases);
         let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
         self.read(|tx| {
             if let Some(session) = &options.session {
@@ -330,27 +330,36 @@ impl PgStore {
 mod tests {
     use super::*;
 
+    fn tq(query: &str) -> Option<String> {
+        ts_query(&phrases(query).expect("few terms"))
+    }
+
     #[test]
     fn every_query_becomes_bare_words_and_operators() {
         assert_eq!(
-            ts_query("Deploy staging").as_deref(),
+            tq("Deploy staging").as_deref(),
             Some("(deploy) & (staging)")
         );
         assert_eq!(
-            ts_query("\"src/main.rs\" depl*").as_deref(),
+            tq("\"src/main.rs\" depl*").as_deref(),
             Some("(src <-> main <-> rs) & (depl:*)")
         );
         assert_eq!(
-            ts_query("say \"hi\" NEAR(a & !b").as_deref(),
+            tq("say \"hi\" NEAR(a & !b").as_deref(),
             Some("(say) & (hi) & (near <-> a) & (b)")
         );
-        assert_eq!(ts_query("  - * \" ( "), None);
-        assert_eq!(ts_query("a\u{0}b:*'").as_deref(), Some("(a) & (b)"));
+        assert_eq!(tq("  - * \" ( "), None);
+        assert_eq!(tq("a\u{0}b:*'").as_deref(), Some("(a) & (b)"));
     }
 
     fn cut(text: &str, query: &str, size: usize) -> String {
         let marks = ("[".to_owned(), "]".to_owned());
-        snippet(&[Some(text)], &phrases(query), size, &marks)
+        snippet(
+            &[Some(text)],
+            &phrases(query).expect("few terms"),
+            size,
+            &marks,
+        )
     }
 
     #[test]
@@ -372,11 +381,11 @@ mod tests {
         let marks = ("[".to_owned(), "]".to_owned());
         let columns = [None, Some("read_file"), Some("{\"path\": \"notes\"}")];
         assert_eq!(
-            snippet(&columns, &phrases("notes"), 16, &marks),
+            snippet(&columns, &phrases("notes").expect("one term"), 16, &marks),
             "{\"path\": \"[notes]\"}"
         );
         assert_eq!(
-            snippet(&columns, &phrases("read"), 16, &marks),
+            snippet(&columns, &phrases("read").expect("one term"), 16, &marks),
             "[read]_file"
         );
     }

@@ -8,8 +8,6 @@ use serde_json::Value;
 
 use crate::model::SessionId;
 
-pub(crate) use crate::store::write::tail_of;
-
 /// Records the child session on the call that spawned it (`session_store.child_session` in
 /// the call's provider metadata), as SQLite's `json_set` does.
 pub(crate) fn link_call(
