@@ -546,3 +546,52 @@ fn the_cli_exports_a_bundle_and_imports_it_into_another_database() {
     );
     assert!(!fresh.exists(), "a refused bundle created a database");
 }
+
+/// `AsyncStore` writes and restores the same bundles and transcripts as `Store`, on each
+/// engine.
+#[test]
+fn async_store_bundles_and_transcripts_are_the_stores() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    for backend in backends() {
+        let spec = Spec {
+            turns: vec![Turn {
+                text: "async".into(),
+                steps: vec![(2, false)],
+                usage: true,
+                reasoning: false,
+                keyed: false,
+            }],
+            pending_end: Some(true),
+            latch: false,
+            compact_keep: None,
+            revert_from: None,
+            fork_at: None,
+        };
+        let (session, _) = build(&backend.store, &spec).expect("session");
+        let blocking = backend.store.export_bundle(&session).expect("bundle");
+        let html = backend
+            .store
+            .transcript(&session, session_store::TranscriptFormat::Html)
+            .expect("html");
+        let store = session_store::AsyncStore::from(backend.reopen());
+        runtime.block_on(async {
+            assert_eq!(
+                store.export_bundle(&session).await.expect("bundle"),
+                blocking
+            );
+            let page = store
+                .transcript(&session, session_store::TranscriptFormat::Html)
+                .await
+                .expect("html");
+            assert_eq!(page, html);
+            let restored = store
+                .import_bundle(std::io::Cursor::new(blocking.clone().into_bytes()))
+                .await
+                .expect("restore");
+            let again = store.export_bundle(&restored).await.expect("bundle");
+            assert_eq!(comparable(&again, false), comparable(&blocking, false));
+        });
+    }
+}

@@ -37,6 +37,7 @@ mod nothing_silent;
 mod pages;
 mod postgres;
 mod postgres_cli;
+mod postgres_outage;
 mod prompt_cache;
 mod provider_transcripts;
 mod read_only;

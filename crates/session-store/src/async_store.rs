@@ -408,6 +408,28 @@ impl AsyncStore {
             .await
     }
 
+    /// [`Store::transcript`].
+    pub async fn transcript(
+        &self,
+        session: &SessionId,
+        format: TranscriptFormat,
+    ) -> Result<String> {
+        let session = session.clone();
+        self.run(move |store| store.transcript(&session, format))
+            .await
+    }
+
+    /// [`Store::export_bundle`].
+    pub async fn export_bundle(&self, session: &SessionId) -> Result<String> {
+        let session = session.clone();
+        self.run(move |store| store.export_bundle(&session)).await
+    }
+
+    /// [`Store::import_bundle`]: `input` is read on the blocking pool.
+    pub async fn import_bundle<R: BufRead + Send + 'static>(&self, input: R) -> Result<SessionId> {
+        self.run(move |store| store.import_bundle(input)).await
+    }
+
     /// [`Store::copy_to`], into another async store.
     pub async fn copy_to(&self, dest: &AsyncStore, sessions: &[SessionId]) -> Result<CopyReport> {
         let (dest, sessions) = (dest.blocking_store().clone(), sessions.to_vec());
@@ -527,28 +549,6 @@ impl AsyncStore {
         let session = session.clone();
         self.run(move |store| store.stored_parts(&session, messages))
             .await
-    }
-
-    /// [`Store::transcript`].
-    pub async fn transcript(
-        &self,
-        session: &SessionId,
-        format: TranscriptFormat,
-    ) -> Result<String> {
-        let session = session.clone();
-        self.run(move |store| store.transcript(&session, format))
-            .await
-    }
-
-    /// [`Store::export_bundle`].
-    pub async fn export_bundle(&self, session: &SessionId) -> Result<String> {
-        let session = session.clone();
-        self.run(move |store| store.export_bundle(&session)).await
-    }
-
-    /// [`Store::import_bundle`]: `input` is read on the blocking pool.
-    pub async fn import_bundle(&self, input: impl BufRead + Send + 'static) -> Result<SessionId> {
-        self.run(move |store| store.import_bundle(input)).await
     }
 
     /// [`Store::copy_to_path`].

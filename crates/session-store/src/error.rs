@@ -274,6 +274,22 @@ impl Error {
         }) || self.postgres_state() == Some("55P03")
     }
 
+    /// True when the database could not be reached: the PostgreSQL server refused or dropped
+    /// the connection, is shutting down or starting up, or no connection could be had within
+    /// the pool's bounded wait (`StoreOptions::busy_timeout`, at most 10 s). Nothing is wrong
+    /// with the data or the request: retry later, with a growing pause. A failed call that
+    /// was not a write changed nothing; a write whose commit was cut off may or may not have
+    /// landed, so give appends an idempotency key
+    /// ([`crate::NewMessage::with_idempotency_key`]) and retrying them is safe. The pool
+    /// drops broken connections and opens new ones once the server is back, in the same
+    /// process. Never true for SQLite, whose file is always at hand.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Storage(StorageError(engine)) => engine.is_unreachable(),
+            _ => false,
+        }
+    }
+
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
     pub fn is_full(&self) -> bool {
         self.sqlite_code() == Some(rusqlite::ErrorCode::DiskFull)
@@ -349,6 +365,11 @@ enum Engine {
     #[cfg(feature = "postgres")]
     #[error("postgres")]
     Postgres(#[source] postgres::Error),
+    /// No PostgreSQL connection within the pool's wait: the server is down or every
+    /// connection stayed busy.
+    #[cfg(feature = "postgres")]
+    #[error("the PostgreSQL server could not be reached")]
+    PostgresPool(#[source] r2d2::Error),
     // `Error::Migration` already says "migration failed": refinery's message follows it.
     #[error(transparent)]
     Migration(refinery::Error),
@@ -364,6 +385,41 @@ impl From<rusqlite::Error> for Error {
 impl From<postgres::Error> for Error {
     fn from(error: postgres::Error) -> Self {
         Error::Storage(StorageError(Engine::Postgres(error)))
+    }
+}
+
+impl Engine {
+    /// See [`Error::is_unreachable`].
+    fn is_unreachable(&self) -> bool {
+        match self {
+            #[cfg(feature = "postgres")]
+            Engine::PostgresPool(_) => true,
+            #[cfg(feature = "postgres")]
+            Engine::Postgres(error) => postgres_unreachable(error),
+            _ => false,
+        }
+    }
+}
+
+/// A PostgreSQL error that says the server is not there (rather than refusing the request):
+/// a closed connection, an I/O error underneath (refused, reset, timed out), or a state of
+/// class 08 (connection exception) or 57P01-57P03 (shutting down, starting up).
+#[cfg(feature = "postgres")]
+pub(crate) fn postgres_unreachable(error: &postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    if let Some(code) = error.code().map(postgres::error::SqlState::code) {
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    std::error::Error::source(error).is_some_and(|source| source.is::<std::io::Error>())
+}
+
+#[cfg(feature = "postgres")]
+impl Error {
+    /// A PostgreSQL pool that gave no connection in time ([`Error::is_unreachable`]).
+    pub(crate) fn postgres_pool(error: r2d2::Error) -> Self {
+        Error::Storage(StorageError(Engine::PostgresPool(error)))
     }
 }
 

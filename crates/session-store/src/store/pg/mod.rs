@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
-use r2d2::Pool;
+use r2d2::{Pool, PooledConnection};
 use r2d2_postgres::PostgresConnectionManager;
 
 use super::StoreOptions;
@@ -136,7 +136,7 @@ impl PgStore {
     /// Connects to `url` and migrates (unless `read_only`, which requires the current schema).
     pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<Self> {
         let mut config: postgres::Config = url.parse()?;
-        config.connect_timeout(options.busy_timeout.min(Duration::from_secs(30)));
+        config.connect_timeout(options.busy_timeout.min(CONNECT_TIMEOUT));
         if config.get_application_name().is_none() {
             config.application_name("session-store");
         }
@@ -157,7 +157,12 @@ impl PgStore {
         let pool = Pool::builder()
             .max_size(options.max_connections.max(1))
             .min_idle(Some(0))
-            .connection_timeout(options.busy_timeout + Duration::from_secs(5))
+            // No query on every checkout: a connection the server dropped fails its BEGIN,
+            // and `run` takes a new one then (validated on error, not on every use).
+            .test_on_check_out(false)
+            // Bounded: while the server is down a call fails after this wait, typed
+            // (`Error::is_unreachable`), instead of hanging.
+            .connection_timeout(options.busy_timeout.min(POOL_WAIT))
             .build(manager)?;
         Ok(Self {
             pool,
@@ -183,20 +188,32 @@ impl PgStore {
         rollback: bool,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T>,
     ) -> Result<T> {
-        let mut conn = self.pool.get()?;
-        let Connection { client, statements } = &mut *conn;
-        let tx = client
-            .build_transaction()
-            .read_only(self.read_only)
-            .start()?;
-        let mut tx = Tx { tx, statements };
-        let value = f(&mut tx)?;
-        if rollback {
-            tx.tx.rollback()?;
-        } else {
-            tx.tx.commit()?;
+        let mode = Mode::Write {
+            read_only: self.read_only,
+            rollback,
+        };
+        self.run(mode, f)
+    }
+
+    /// A pooled connection, or [`Error::is_unreachable`] once the pool's bounded wait is over.
+    fn checkout(&self) -> Result<PooledConnection<Manager>> {
+        self.pool.get().map_err(Error::postgres_pool)
+    }
+
+    /// Runs `f` in one transaction of `mode`. A pooled connection the server has dropped
+    /// (a restart, an idle timeout) fails its BEGIN, before anything of `f` ran: it is left
+    /// to the pool to discard, and `f` runs once more on a new connection.
+    fn run<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(&self, mode: Mode, f: F) -> Result<T> {
+        let mut conn = self.checkout()?;
+        match run_on(&mut conn, mode, f) {
+            Ok(result) => result,
+            Err((error, f)) if crate::error::postgres_unreachable(&error) => {
+                drop(conn);
+                let mut conn = self.checkout()?;
+                run_on(&mut conn, mode, f).unwrap_or_else(|(error, _)| Err(error.into()))
+            }
+            Err((error, _)) => Err(error.into()),
         }
-        Ok(value)
     }
 
     /// Runs `sql` on a pooled connection outside any transaction (what `VACUUM` needs).
@@ -206,7 +223,7 @@ impl PgStore {
             // is still refused in a read-only transaction.
             self.write(|tx| tx.execute("UPDATE sessions SET id = id WHERE false", &[]))?;
         }
-        let mut conn = self.pool.get()?;
+        let mut conn = self.checkout()?;
         conn.client.batch_execute(sql)?;
         Ok(())
     }
@@ -214,18 +231,54 @@ impl PgStore {
     /// Runs `f` in one `REPEATABLE READ READ ONLY` transaction: one snapshot for all its
     /// queries.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.pool.get()?;
-        let Connection { client, statements } = &mut *conn;
-        let tx = client
+        self.run(Mode::Read, f)
+    }
+}
+
+/// How long a new connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest a call waits for a pooled connection (never longer than the busy timeout).
+const POOL_WAIT: Duration = Duration::from_secs(10);
+
+/// What kind of transaction [`PgStore::run`] opens.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// `REPEATABLE READ READ ONLY`: one snapshot.
+    Read,
+    /// Read-write (unless the store is read-only), committed or rolled back at the end.
+    Write { read_only: bool, rollback: bool },
+}
+
+/// Begins a transaction of `mode` on `conn` and runs `f` in it. A BEGIN that fails hands
+/// `f` back with the error, so the caller may try another connection.
+#[allow(clippy::type_complexity)]
+fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
+    conn: &mut Connection,
+    mode: Mode,
+    f: F,
+) -> std::result::Result<Result<T>, (postgres::Error, F)> {
+    let Connection { client, statements } = conn;
+    let builder = match mode {
+        Mode::Read => client
             .build_transaction()
             .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
-        let mut tx = Tx { tx, statements };
-        let value = f(&mut tx)?;
-        tx.tx.commit()?;
+            .read_only(true),
+        Mode::Write { read_only, .. } => client.build_transaction().read_only(read_only),
+    };
+    let tx = match builder.start() {
+        Ok(tx) => tx,
+        Err(error) => return Err((error, f)),
+    };
+    let mut tx = Tx { tx, statements };
+    let finish = |value: T, tx: Tx<'_>| -> Result<T> {
+        match mode {
+            Mode::Write { rollback: true, .. } => tx.tx.rollback()?,
+            _ => tx.tx.commit()?,
+        }
         Ok(value)
-    }
+    };
+    Ok(f(&mut tx).and_then(|value| finish(value, tx)))
 }
 
 /// Takes the session's row lock for the rest of the transaction; [`Error::UnknownSession`]
