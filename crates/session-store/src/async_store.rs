@@ -24,8 +24,9 @@ use crate::model::{Appended, Message, NewMessage, SessionId, SessionInfo, Usage}
 use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
-    ImportSummary, ImportedSessions, Lineage, Reclaimed, Reverted, SearchHit, SearchOptions,
-    SessionOverview, SessionUsage, SizeReport, Store, StoreOptions, TranscriptFormat,
+    ImportSummary, ImportedSessions, Lineage, ReadableSession, Reclaimed, Reverted, SearchHit,
+    SearchOptions, SessionOverview, SessionUsage, SizeReport, Store, StoreOptions, StoredPart,
+    TranscriptFormat,
 };
 
 /// A [`Store`] whose operations are `async fn`s that run on tokio's blocking pool.
@@ -503,6 +504,63 @@ impl AsyncStore {
     /// [`Store::vacuum`].
     pub async fn vacuum(&self) -> Result<Reclaimed> {
         self.run(|store| store.vacuum()).await
+    }
+
+    /// [`Store::open_readable`], on the blocking pool.
+    pub async fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        blocking(move || Store::open_readable(path))
+            .await
+            .map(Self::from)
+    }
+
+    /// [`Store::set_title`].
+    pub async fn set_title(&self, session: &SessionId, title: Option<&str>) -> Result<()> {
+        let (session, title) = (session.clone(), title.map(str::to_owned));
+        self.run(move |store| store.set_title(&session, title.as_deref()))
+            .await
+    }
+
+    /// [`Store::replace_from_turn`].
+    pub async fn replace_from_turn(
+        &self,
+        session: &SessionId,
+        turn: i64,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Appended>> {
+        let session = session.clone();
+        self.run(move |store| store.replace_from_turn(&session, turn, messages))
+            .await
+    }
+
+    /// [`Store::readable_messages`].
+    pub async fn readable_messages(&self, session: &SessionId) -> Result<ReadableSession> {
+        let session = session.clone();
+        self.run(move |store| store.readable_messages(&session))
+            .await
+    }
+
+    /// [`Store::stored_parts`].
+    pub async fn stored_parts(
+        &self,
+        session: &SessionId,
+        messages: Option<usize>,
+    ) -> Result<Vec<StoredPart>> {
+        let session = session.clone();
+        self.run(move |store| store.stored_parts(&session, messages))
+            .await
+    }
+
+    /// [`Store::copy_to_path`].
+    pub async fn copy_to_path(&self, to: &Path, sessions: &[SessionId]) -> Result<CopyReport> {
+        let (to, sessions) = (to.to_path_buf(), sessions.to_vec());
+        self.run(move |store| store.copy_to_path(&to, &sessions))
+            .await
+    }
+
+    /// [`Store::search_index_behind`].
+    pub async fn search_index_behind(&self) -> Result<bool> {
+        self.run(|store| store.search_index_behind()).await
     }
 
     /// [`Store::bytes_on_disk`] (0 when the blocking task could not run, as when the

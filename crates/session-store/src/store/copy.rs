@@ -757,7 +757,7 @@ impl Store {
                 sessions: differing.into_iter().map(|(session, _)| session).collect(),
             });
         }
-        if dest.is_postgres() {
+        if !dest.engine.keeps_nul_in_text() {
             for session in &to_copy {
                 if let Some(place) = unkeepable_text(session, &self.session_rows(session)?) {
                     return Err(place);

@@ -38,7 +38,8 @@ pub(crate) trait Engine: Debug + Send + Sync {
     fn run_write(&self, work: Work<'_>) -> Result<()>;
 
     /// Runs `work` in one write transaction and rolls it back at the end: a dry run.
-    /// `operation` names it for the refusal of an engine that cannot.
+    /// `operation` names it for the refusal of an engine that does not (SQLite: a mend is
+    /// rehearsed on a copy of the file instead).
     fn run_rolled_back(&self, operation: &'static str, work: Work<'_>) -> Result<()> {
         let _ = work;
         Err(Error::Unsupported {
@@ -68,6 +69,11 @@ pub(crate) trait Engine: Debug + Send + Sync {
     /// index (a read-only SQLite file); an index the server keeps is never behind.
     fn search_index_behind(&self) -> Result<bool> {
         Ok(false)
+    }
+
+    /// True when a text column keeps a NUL character (SQLite's do; PostgreSQL refuses one).
+    fn keeps_nul_in_text(&self) -> bool {
+        true
     }
 
     /// `Store::search`: the engine's full-text index.

@@ -11,7 +11,7 @@ use super::{
     ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
     SqliteEngine,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{SessionId, SessionInfo};
 
 impl Engine for SqliteEngine {
@@ -33,15 +33,6 @@ impl Engine for SqliteEngine {
 
     fn run_write(&self, work: Work<'_>) -> Result<()> {
         self.write(|tx| work(&mut { &**tx } as &mut dyn Sql))
-    }
-
-    fn run_rolled_back(&self, operation: &'static str, work: Work<'_>) -> Result<()> {
-        // A mend of an SQLite file is rehearsed on a copy of the file instead.
-        let _ = work;
-        Err(Error::Unsupported {
-            operation,
-            backend: "sqlite",
-        })
     }
 
     fn connection_settings(&self) -> Result<ConnectionSettings> {

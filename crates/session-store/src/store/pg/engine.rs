@@ -31,6 +31,10 @@ impl Engine for PgStore {
         self.transaction(true, |tx| work(tx))
     }
 
+    fn keeps_nul_in_text(&self) -> bool {
+        false
+    }
+
     fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
         PgStore::search(self, query, options)
     }
