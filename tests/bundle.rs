@@ -5,7 +5,6 @@
 //! and writes nothing; and the CLI does both as processes.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
@@ -16,6 +15,7 @@ use session_store::{
 };
 
 use crate::backends::backends;
+use crate::util::session_store;
 
 /// One turn of a random session.
 #[derive(Clone, Debug)]
@@ -460,17 +460,6 @@ fn a_bundle_without_a_newer_column_restores_with_its_default() {
             backend.name
         );
     }
-}
-
-fn session_store(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SESSION_STORE_DB")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("session-store runs")
 }
 
 fn ok(db: &Path, args: &[&str]) -> String {

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::util::session_store;
 use tempfile::TempDir;
 
 fn fixture(path: &str) -> PathBuf {
@@ -18,17 +19,6 @@ const TOOL_HEAVY: &str = "spotter/tool_heavy.jsonl";
 const PARALLEL: &str = "pydantic-ai/derived/test_multiple_parallel_tool_calls.last_request.json";
 const NO_ID: &str =
     "pydantic-ai/derived/test_compatible_api_with_tool_calls_without_id.last_request.json";
-
-fn session_store(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SESSION_STORE_DB")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("session-store runs")
-}
 
 /// The listing as scripts read it: `sessions --json`.
 fn listing(db: &Path) -> Vec<serde_json::Value> {

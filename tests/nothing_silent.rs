@@ -7,19 +7,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::util::session_store;
 use serde_json::{json, Value};
 use session_store::import::{import as import_transcript, Format, ImportError, Location};
-
-fn session_store(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SESSION_STORE_DB")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("session-store runs")
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

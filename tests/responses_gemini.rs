@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use crate::util::session_store;
 use serde_json::{json, Value};
 use session_store::{
     import::{detect as detect_format, import as import_transcript, Format},
@@ -379,17 +379,6 @@ fn a_codex_compaction_marker_becomes_a_store_compaction() {
     let body = export(&store, &session, Provider::Responses);
     assert!(body.to_string().contains("we counted to two"));
     assert!(!body.to_string().contains("\"one\""));
-}
-
-fn session_store(db: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SESSION_STORE_DB")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("session-store runs")
 }
 
 #[test]

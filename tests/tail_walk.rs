@@ -6,7 +6,6 @@
 //! the messages loaded plainly, which shares nothing with the store's walk or its queries.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use proptest::prelude::*;
 use serde_json::json;
@@ -15,6 +14,7 @@ use session_store::{ExportOptions, Message, NewMessage, Part, Provider, Role, Se
 use session_store::request::RepairKind;
 
 use crate::backends::{backends, Backend, Place};
+use crate::util::session_store;
 use crate::util::temp_store;
 
 /// The end of a session as this test reads the contract: the last user or assistant message
@@ -326,17 +326,6 @@ fn a_call_whose_id_is_emptied_is_not_pending_and_cancel_answers_the_rest() {
                 .expect("a user message after the cancel");
         }
     }
-}
-
-fn session_store(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SESSION_STORE_DB")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("session-store runs")
 }
 
 /// The `sessions --json` entry of `session`: its pending count and ids.

@@ -6,7 +6,7 @@
 //! `SESSION_STORE_REQUIRE_CHROMIUM=1`, so that half cannot be skipped there unnoticed).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use scraper::{Html, Selector};
@@ -14,6 +14,7 @@ use serde_json::json;
 use session_store::{NewMessage, Part, SessionId, Store, TranscriptFormat, Usage};
 
 use crate::backends::backends;
+use crate::util::session_store;
 
 /// Text that would be markup if a page printed it raw.
 const HOSTILE: &[&str] = &[
@@ -152,17 +153,6 @@ fn hostile_text_stays_text_in_the_html_page() {
             assert!(html.select(&selector).next().is_some(), "{mark} missing");
         }
     }
-}
-
-fn session_store(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_session-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("SESSION_STORE_DB")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("session-store runs")
 }
 
 fn ok(db: &Path, args: &[&str]) -> String {

@@ -276,3 +276,16 @@ fn invariant_queries_call_a_second_answer_an_orphan() {
     let twice = format!("{:?}", rusqlite::types::ValueRef::from("twice"));
     assert!(found[0].contains(&twice), "{found:?}");
 }
+
+/// Runs `session-store --db DB ARGS...` as a process, with neither `SESSION_STORE_DB` nor
+/// `RUST_LOG` from the environment.
+pub fn session_store(db: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("SESSION_STORE_DB")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("session-store runs")
+}
