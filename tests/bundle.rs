@@ -4,8 +4,6 @@
 //! from each engine into each engine; a bundle that cannot be restored is refused at its line
 //! and writes nothing; and the CLI does both as processes.
 
-use std::path::Path;
-
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -15,7 +13,7 @@ use session_store::{
 };
 
 use crate::backends::backends;
-use crate::util::session_store;
+use crate::util::{session_store, session_store_ok as ok};
 
 /// One turn of a random session.
 #[derive(Clone, Debug)]
@@ -460,16 +458,6 @@ fn a_bundle_without_a_newer_column_restores_with_its_default() {
             backend.name
         );
     }
-}
-
-fn ok(db: &Path, args: &[&str]) -> String {
-    let output = session_store(db, args);
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
 }
 
 /// The CLI: `export --format bundle` on stdout, `import --format bundle FILE` (and `auto`)

@@ -14,7 +14,7 @@ use serde_json::json;
 use session_store::{NewMessage, Part, SessionId, Store, TranscriptFormat, Usage};
 
 use crate::backends::backends;
-use crate::util::session_store;
+use crate::util::{session_store, session_store_ok as ok};
 
 /// Text that would be markup if a page printed it raw.
 const HOSTILE: &[&str] = &[
@@ -153,16 +153,6 @@ fn hostile_text_stays_text_in_the_html_page() {
             assert!(html.select(&selector).next().is_some(), "{mark} missing");
         }
     }
-}
-
-fn ok(db: &Path, args: &[&str]) -> String {
-    let output = session_store(db, args);
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("utf-8")
 }
 
 /// A real transcript through the CLI, in both formats: every turn has its heading, every

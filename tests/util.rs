@@ -289,3 +289,14 @@ pub fn session_store(db: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .expect("session-store runs")
 }
+
+/// The stdout of a [`session_store`] run that must succeed (its stderr in the failure).
+pub fn session_store_ok(db: &Path, args: &[&str]) -> String {
+    let output = session_store(db, args);
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("utf-8")
+}
