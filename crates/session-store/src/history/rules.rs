@@ -43,7 +43,7 @@ pub enum HealthRule {
     UnreadableRow,
     /// A message still `open` (streaming) whose writer went away: the process died or the
     /// handle was dropped. Found by the store's check (only it can ask whether a writer is
-    /// there), never by [`check_session`]; mended by marking the message `interrupted` and
+    /// there), never by the check of the messages alone; mended by marking the message `interrupted` and
     /// answering its calls with tombstones, as the next write to the session would.
     AbandonedMessage,
 }
