@@ -346,3 +346,108 @@ fn a_responses_round_trip_keeps_items_ids_phase_and_annotations() {
         );
     }
 }
+
+/// Gemini bodies whose turns the source left blank (`{"text": ""}` or whitespace), as a
+/// client builds them: (what the case is, the body).
+fn gemini_blank_turns() -> Vec<(&'static str, Value)> {
+    let user = |text: &str| json!({"role": "user", "parts": [{"text": text}]});
+    let model = |text: &str| json!({"role": "model", "parts": [{"text": text}]});
+    vec![
+        (
+            "empty first user part",
+            json!({"contents": [user(""), model("Hello! How can I help?"), user("What is 2+2?")]}),
+        ),
+        (
+            "empty model turn in the middle",
+            json!({"contents": [user("Hi"), model(""), user("Are you there?"), model("Yes.")]}),
+        ),
+        (
+            "empty model turn at the end",
+            json!({"contents": [user("Hi"), model("Hello."), user("Bye"), model("")]}),
+        ),
+        (
+            "whitespace-only turns",
+            json!({"contents": [user(" \n"), model("\t"), user("Still there?"), model("Yes.")]}),
+        ),
+        (
+            "a blank part beside text",
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": ""}, {"text": "Summarise this."}]},
+                model("Done."),
+            ]}),
+        ),
+    ]
+}
+
+#[test]
+fn gemini_blank_turns_are_stored_as_they_came_and_keep_their_places_in_every_export() {
+    use session_store::request::blank_turn_text;
+    let stand_in = blank_turn_text(session_store::Provider::Gemini).expect("gemini stands in");
+    for (case, body) in gemini_blank_turns() {
+        let (_dir, db) = tempdb();
+        let session = import(&db, "gemini", &body, &[]);
+        // The rows say exactly what came in: every part, blank ones included.
+        let store = session_store::Store::open(&db).expect("open");
+        let id = session_store::SessionId::from(session.as_str());
+        let stored: Vec<Vec<String>> = store
+            .messages(&id)
+            .expect("messages")
+            .iter()
+            .map(|m| {
+                m.parts
+                    .iter()
+                    .map(|p| match p {
+                        session_store::Part::Text { text, .. } => text.clone(),
+                        other => panic!("{case}: {other:?}"),
+                    })
+                    .collect()
+            })
+            .collect();
+        let source: Vec<Vec<String>> = body["contents"]
+            .as_array()
+            .expect("contents")
+            .iter()
+            .map(|c| {
+                c["parts"]
+                    .as_array()
+                    .expect("parts")
+                    .iter()
+                    .map(|p| p["text"].as_str().expect("text").to_owned())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(stored, source, "{case}");
+        // Every export passes its provider's checks (`export` asserts it).
+        for format in ["anthropic", "openai", "responses"] {
+            export(&db, &session, format, None);
+        }
+        // Gemini: one content per source content, in its role and place; a blank turn is
+        // sent as the stand-in, every other text as it came; nothing put first.
+        let sent = export(&db, &session, "gemini", None);
+        let contents = sent["contents"].as_array().expect("contents");
+        assert_eq!(contents.len(), source.len(), "{case}: {sent:#}");
+        for (index, (content, texts)) in contents.iter().zip(&source).enumerate() {
+            assert_eq!(
+                content["role"], body["contents"][index]["role"],
+                "{case}: {sent:#}"
+            );
+            let kept: Vec<&str> = texts
+                .iter()
+                .map(String::as_str)
+                .filter(|t| !t.trim().is_empty())
+                .collect();
+            let expected = if kept.is_empty() {
+                vec![stand_in]
+            } else {
+                kept
+            };
+            let got: Vec<&str> = content["parts"]
+                .as_array()
+                .expect("parts")
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect();
+            assert_eq!(got, expected, "{case}: content {index}");
+        }
+    }
+}

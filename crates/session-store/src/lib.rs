@@ -86,9 +86,11 @@ pub mod request {
         check, check_anthropic, check_gemini, check_openai, check_responses,
         check_signed_by_target, ProviderRule, ProviderViolation,
     };
-    pub use crate::history::render::{digests, render, MessageDigest};
+    pub use crate::history::render::{blank_turn_text, digests, render, MessageDigest};
     pub use crate::history::request::Request;
-    pub use crate::history::sanitize::{sanitize, Repair, RepairKind, View, ViewMessage};
+    pub use crate::history::sanitize::{
+        sanitize, BlankTurn, Repair, RepairKind, View, ViewMessage,
+    };
     pub use crate::history::signed::signature;
     pub use crate::history::texts::{describe, is_tombstone, tombstone as tombstone_text};
     pub use crate::history::thinking::{ThinkingConfig, ThinkingState};

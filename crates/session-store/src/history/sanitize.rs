@@ -21,6 +21,12 @@
 //!   are JSON objects;
 //! - no message is empty.
 //!
+//! A user or assistant message that holds only blank text (a turn the source left empty,
+//! such as a Gemini `{"text": ""}`) has nothing any provider takes, so it is not among the
+//! messages; its place is kept in [`View::blank_turns`], and whether it is sent as a
+//! stand-in text is the renderer's policy for each provider
+//! ([`crate::history::render::blank_turn_text`]), decided there once.
+//!
 //! The view is a function of the messages alone and of nothing after them, except that a
 //! tombstone for a call that has no answer yet is replaced once the answer is stored: this is
 //! what keeps rendering prefix-stable.
@@ -129,6 +135,21 @@ pub struct View {
     pub messages: Vec<ViewMessage>,
     /// Every repair, in the order it was made.
     pub repairs: Vec<Repair>,
+    /// Where a stored user or assistant message holding only blank text stood, in order:
+    /// left out of `messages`, its place kept for a provider that sends a stand-in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blank_turns: Vec<BlankTurn>,
+}
+
+/// A stored user or assistant message that holds only blank text, and where it stood.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlankTurn {
+    /// The index in [`View::messages`] it stands before (the length when it is last).
+    pub position: usize,
+    /// `User` or `Assistant`.
+    pub role: Role,
+    /// The `seq` of the stored message.
+    pub seq: i64,
 }
 
 /// Builds the provider's view of `messages` (in `seq` order, already restricted to what the
@@ -192,6 +213,7 @@ pub(crate) fn sanitize_owned(summary: Option<&str>, mut messages: Vec<Message>) 
     View {
         messages: out,
         repairs: loader.repairs,
+        blank_turns: loader.blank_turns,
     }
 }
 
@@ -233,6 +255,8 @@ struct Loader<'w> {
     /// Every tool_use id used in the view so far, and the one renaming scheme.
     ids: Renamer,
     block: Option<Block>,
+    /// Where messages holding only blank text stood ([`View::blank_turns`]).
+    blank_turns: Vec<BlankTurn>,
 }
 
 impl Loader<'_> {
@@ -286,6 +310,7 @@ impl Loader<'_> {
                     // A message with nothing to send is invisible: it does not end a block.
                     if parts.is_empty() {
                         self.dropped_nothing_left(message);
+                        self.keep_blank_place(message);
                     } else {
                         self.close_block();
                         self.push(Role::User, parts, vec![message.seq], true);
@@ -302,6 +327,30 @@ impl Loader<'_> {
             None,
             format!("{} message with nothing sendable left", message.role),
         );
+    }
+
+    /// Keeps the place of a user or assistant `message` that held only blank text (and
+    /// was left out). After a tool block's results it ends the block first (an empty answer
+    /// after a function response); between calls and their first result it stays invisible,
+    /// so nothing comes between them.
+    fn keep_blank_place(&mut self, message: &Message) {
+        let only_blank_text = message
+            .parts
+            .iter()
+            .all(|part| matches!(part, Part::Text { text, .. } if is_blank(text)));
+        if !only_blank_text {
+            return;
+        }
+        match &self.block {
+            Some(block) if block.results.is_empty() => return,
+            Some(_) => self.close_block(),
+            None => {}
+        }
+        self.blank_turns.push(BlankTurn {
+            position: self.out.len(),
+            role: message.role,
+            seq: message.seq,
+        });
     }
 
     fn push(&mut self, role: Role, parts: Vec<Part>, seqs: Vec<i64>, opens_turn: bool) {
@@ -352,6 +401,7 @@ impl Loader<'_> {
                 self.dropped_blank(message.seq, ordinal);
             }
             self.dropped_nothing_left(message);
+            self.keep_blank_place(message);
             return;
         }
         self.close_block();

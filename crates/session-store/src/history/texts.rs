@@ -52,6 +52,11 @@ pub const SUMMARY_PREFIX: &str = "Summary of the earlier conversation:\n\n";
 /// The user message put first when a provider needs the conversation to start with one.
 pub const PLACEHOLDER_USER: &str = "(The conversation so far continues below.)";
 
+/// The text sent in place of a stored user or assistant message that holds only blank text,
+/// to a provider whose turns must alternate and that refuses blank text (Gemini; see
+/// [`crate::history::render::blank_turn_text`]).
+pub const BLANK_TURN: &str = "(empty message)";
+
 /// The id given to a tool_use stored without one (then made unique like a repeated id).
 pub const UNNAMED_ID: &str = "tool_use";
 

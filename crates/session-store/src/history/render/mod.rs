@@ -17,10 +17,14 @@
 //! earlier one must be (its text whole, a server call that never got its result described
 //! in text).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history::sanitize::View;
+use crate::history::sanitize::{BlankTurn, View, ViewMessage};
+use crate::history::texts::BLANK_TURN;
+use crate::model::{Part, Role};
 
 pub mod anthropic;
 pub mod gemini;
@@ -94,6 +98,15 @@ pub fn render(view: &View, provider: Provider) -> Value {
 /// model of the latest assistant message). Reasoning that came as an OpenAI-compatible
 /// `reasoning_content` goes back only to the model that wrote it.
 pub fn render_for(view: &View, provider: Provider, model: Option<&str>) -> Value {
+    let view = match blank_turn_text(provider) {
+        Some(text) if !view.blank_turns.is_empty() => {
+            let mut owned = view.clone();
+            place_blank_turns(&mut owned, text);
+            Cow::Owned(owned)
+        }
+        _ => Cow::Borrowed(view),
+    };
+    let view = view.as_ref();
     match provider {
         Provider::Anthropic => anthropic::render(view),
         Provider::OpenAi => openai::render_for(view, model),
@@ -104,10 +117,76 @@ pub fn render_for(view: &View, provider: Provider, model: Option<&str>) -> Value
 
 /// [`render_for`] over a view the caller gives up: the Anthropic renderer moves its strings
 /// and values into the body instead of copying them (the export's way, issue 16).
-pub(crate) fn render_owned(view: View, provider: Provider, model: Option<&str>) -> Value {
+pub(crate) fn render_owned(mut view: View, provider: Provider, model: Option<&str>) -> Value {
+    if let Some(text) = blank_turn_text(provider) {
+        place_blank_turns(&mut view, text);
+    }
     match provider {
         Provider::Anthropic => anthropic::render_owned(view),
         _ => render_for(&view, provider, model),
+    }
+}
+
+/// What a stored user or assistant message holding only blank text (the view's
+/// [`View::blank_turns`]) becomes in `provider`'s body: the one place this is decided.
+///
+/// - Gemini: `contents` must alternate and a blank text part is refused (the API reads `""`
+///   as a part without data), so the turn is sent in its place as a content of its role
+///   holding [`BLANK_TURN`]: the source's turns keep their positions, no user turns around
+///   an empty model turn are joined, and no other text is put first. Sent wherever it stood
+///   (also last), unless the content before it has its role (it would only be joined into
+///   it); decided from what came before alone, so appending a turn never changes what was
+///   rendered before it.
+/// - Anthropic, OpenAI Chat and Responses: left out (`None`). Consecutive messages of one
+///   role are legal there (Anthropic joins them itself), so nothing needs to stand in.
+pub fn blank_turn_text(provider: Provider) -> Option<&'static str> {
+    match provider {
+        Provider::Gemini => Some(BLANK_TURN),
+        Provider::Anthropic | Provider::OpenAi | Provider::Responses => None,
+    }
+}
+
+/// Puts a message holding `text` where each of `view`'s blank turns stood, in one pass; a
+/// blank turn right after a message of its own role (a tool block counts as a user's) is
+/// left out, as it would only be joined into that message.
+fn place_blank_turns(view: &mut View, text: &str) {
+    let turns = std::mem::take(&mut view.blank_turns);
+    if turns.is_empty() {
+        return;
+    }
+    let messages = std::mem::take(&mut view.messages);
+    let mut out: Vec<ViewMessage> = Vec::with_capacity(messages.len() + turns.len());
+    let mut turns = turns.into_iter().peekable();
+    let place = |out: &mut Vec<ViewMessage>, turn: BlankTurn| {
+        let side = |role: Role| if role == Role::Tool { Role::User } else { role };
+        let before = out
+            .iter()
+            .rev()
+            .map(|m| m.role)
+            .find(|role| *role != Role::System);
+        if before.map(side) != Some(turn.role) {
+            out.push(stand_in(turn.role, turn.seq, text));
+        }
+    };
+    for (index, message) in messages.into_iter().enumerate() {
+        while let Some(turn) = turns.next_if(|turn| turn.position <= index) {
+            place(&mut out, turn);
+        }
+        out.push(message);
+    }
+    for turn in turns {
+        place(&mut out, turn);
+    }
+    view.messages = out;
+}
+
+fn stand_in(role: Role, seq: i64, text: &str) -> ViewMessage {
+    ViewMessage {
+        role,
+        parts: vec![Part::text(text)],
+        seqs: vec![seq],
+        opens_turn: role == Role::User,
+        model: None,
     }
 }
 
@@ -249,6 +328,89 @@ mod tests {
                 }
                 prop_assert_eq!(&new_digests[..old_digests.len()], &old_digests[..]);
             }
+        }
+    }
+
+    /// The roles and texts of a Gemini body's contents.
+    fn gemini_turns(messages: Vec<(Role, Vec<Part>)>) -> Vec<(String, Vec<String>)> {
+        let body = render(&sanitize(&history(messages)), Provider::Gemini);
+        assert_eq!(
+            crate::history::contract::check_gemini(&body),
+            vec![],
+            "{body:#}"
+        );
+        body["contents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let texts = c["parts"].as_array().into_iter().flatten();
+                let texts = texts.map(|p| p["text"].as_str().unwrap_or("(not text)").to_owned());
+                (
+                    c["role"].as_str().unwrap_or_default().to_owned(),
+                    texts.collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blank_turns_keep_their_places_for_gemini_only() {
+        let (user, assistant, tool) = (Role::User, Role::Assistant, Role::Tool);
+        let t = |text: &str| vec![Part::text(text)];
+        let turn = |role: &str, texts: &[&str]| {
+            let texts = texts.iter().map(|t| (*t).to_owned()).collect();
+            (role.to_owned(), texts)
+        };
+        let blank = BLANK_TURN;
+        // Two blank turns in a row, first: each keeps its place.
+        assert_eq!(
+            gemini_turns(vec![(user, t("")), (assistant, t(" ")), (user, t("q"))]),
+            vec![
+                turn("user", &[blank]),
+                turn("model", &[blank]),
+                turn("user", &["q"])
+            ]
+        );
+        // A blank assistant message between calls and their results stays invisible (the
+        // health check's reading: it breaks the pair); one after the results keeps its place.
+        let call = || vec![Part::tool_use("c1", "f", json!({}))];
+        let result = || vec![Part::tool_result("c1", "ok")];
+        let answered = gemini_turns(vec![
+            (user, t("q")),
+            (assistant, call()),
+            (tool, result()),
+            (assistant, t("")),
+            (user, t("next")),
+        ]);
+        assert_eq!(
+            answered,
+            vec![
+                turn("user", &["q"]),
+                turn("model", &["(not text)"]),
+                turn("user", &["(not text)"]),
+                turn("model", &[blank]),
+                turn("user", &["next"]),
+            ]
+        );
+        let between = gemini_turns(vec![
+            (user, t("q")),
+            (assistant, call()),
+            (assistant, t("")),
+            (tool, result()),
+        ]);
+        assert!(
+            between
+                .iter()
+                .all(|(_, texts)| !texts.iter().any(|t| t == blank)),
+            "{between:?}"
+        );
+        // Other providers leave blank turns out.
+        let view = sanitize(&history(vec![(user, t("")), (assistant, t("a"))]));
+        assert_eq!(view.blank_turns.len(), 1);
+        for provider in [Provider::Anthropic, Provider::OpenAi, Provider::Responses] {
+            assert_eq!(blank_turn_text(provider), None);
+            assert!(!render(&view, provider).to_string().contains(BLANK_TURN));
         }
     }
 
