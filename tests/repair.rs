@@ -77,6 +77,7 @@ fn stale_pending_calls_are_dangling_only_with_stale_after() {
     let (_dir, store) = broken_store();
     let stale = RepairOptions {
         stale_after: Some(Duration::from_secs(3600)),
+        ..RepairOptions::default()
     };
     let with_stale = found(&store, &stale);
     assert!(with_stale.contains(&(
@@ -85,6 +86,7 @@ fn stale_pending_calls_are_dangling_only_with_stale_after() {
     )));
     let long = RepairOptions {
         stale_after: Some(Duration::from_secs(100 * 365 * 86_400)),
+        ..RepairOptions::default()
     };
     assert_eq!(found(&store, &long), broken_db::expected());
 }

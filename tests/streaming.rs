@@ -302,3 +302,124 @@ fn an_abandoned_message_is_found_by_the_check_and_settled_by_the_mend() {
         .is_empty());
     assert_exports_pass(&store, &session);
 }
+
+/// The export of `session` as `provider` for `model`, checked by the provider's checks.
+fn export_for(
+    store: &Store,
+    session: &SessionId,
+    provider: Provider,
+    model: &str,
+) -> serde_json::Value {
+    let options = ExportOptions {
+        persist_latch: false,
+        model: Some(model.to_owned()),
+        ..ExportOptions::default()
+    };
+    let body = store
+        .export_now(session, provider, &options)
+        .expect("export");
+    let violations = check_request(provider, &body);
+    assert!(violations.is_empty(), "{violations:#?}\n{body:#}");
+    body
+}
+
+#[test]
+fn a_streamed_message_carries_its_model_and_its_signatures_follow_the_model_rule() {
+    // (provider, the model that signed, the signed reasoning part, another model).
+    let cases = [
+        (
+            Provider::Anthropic,
+            "anthropic/claude-sonnet-4-5",
+            Part::Reasoning {
+                text: "Check the directory first.".into(),
+                provider_metadata: Some(json!({"anthropic": {"signature": "EuYBCkQYAiJA"}})),
+            },
+            "anthropic/claude-opus-4-1",
+        ),
+        (
+            Provider::Gemini,
+            "gemini/gemini-2.5-pro",
+            Part::Reasoning {
+                text: "Check the directory first.".into(),
+                provider_metadata: Some(
+                    json!({"gemini": {"thought": true, "thoughtSignature": "CiQBVKhc7g"}}),
+                ),
+            },
+            "gemini/gemini-2.5-flash",
+        ),
+    ];
+    for (provider, signer, signed, other) in cases {
+        for model_first in [true, false] {
+            let (_dir, store) = store();
+            let parts = vec![signed.clone(), Part::text("It holds three files.")];
+            let appended = started(&store);
+            store
+                .append(
+                    &appended,
+                    NewMessage::assistant(parts.clone()).by_model(signer),
+                )
+                .expect("append");
+            let streamed = started(&store);
+            let mut open = store
+                .begin_message(&streamed, Role::Assistant)
+                .expect("begin");
+            if model_first {
+                open.set_model(signer).expect("model");
+            }
+            for part in parts {
+                open.push(part).expect("push");
+            }
+            if !model_first {
+                open.set_model(signer).expect("model");
+            }
+            open.finish().expect("finish");
+            assert_eq!(
+                last(&store, &streamed).model.as_deref(),
+                Some(signer),
+                "{provider:?}"
+            );
+            for target in [signer, other] {
+                let (a, s) = (
+                    export_for(&store, &appended, provider, target),
+                    export_for(&store, &streamed, provider, target),
+                );
+                assert_eq!(
+                    a, s,
+                    "{provider:?} for {target}: streamed and appended differ"
+                );
+                let signature = if provider == Provider::Anthropic {
+                    "EuYBCkQYAiJA"
+                } else {
+                    "CiQBVKhc7g"
+                };
+                assert_eq!(
+                    s.to_string().contains(signature),
+                    target == signer,
+                    "{provider:?} for {target}: {s:#}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_model_of_a_message_no_longer_open_is_not_set() {
+    let (dir, store) = store();
+    let session = started(&store);
+    let mut open = store
+        .begin_message(&session, Role::Assistant)
+        .expect("begin");
+    open.push(Part::text("partial")).expect("push");
+    // Interrupted behind the handle's back (as a settle from another process would).
+    let raw = rusqlite::Connection::open(dir.path().join("s.db")).expect("raw");
+    raw.execute(
+        "UPDATE messages SET state = 'interrupted', writer = NULL WHERE state = 'open'",
+        [],
+    )
+    .expect("interrupt");
+    match open.set_model("anthropic/claude-sonnet-4-5") {
+        Err(Error::MessageNotOpen { state, .. }) => assert_eq!(state, "interrupted"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(last(&store, &session).model, None, "nothing written");
+}

@@ -57,6 +57,7 @@ mod self_contained;
 mod store;
 mod store_props;
 mod stream_kill;
+mod stream_settle;
 mod streaming;
 mod subagents;
 mod tail_state;

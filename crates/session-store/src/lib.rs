@@ -98,7 +98,7 @@ pub mod request {
 
 /// Health: the contract's rules over stored sessions, and what `store-repair` runs.
 pub mod repair {
-    pub use crate::history::rules::{CheckOptions, HealthRule, Problem, UnknownRule};
+    pub use crate::history::rules::{CheckOptions, HealthRule, Problem, UnknownRule, WRITER_LEASE};
     pub use crate::store::repair::{
         backup_database, default_backup_path, inspect_database_file, inspect_database_url,
         CheckReport, DatabaseFile, LoggedChange, RepairOptions, SessionRepair,

@@ -50,6 +50,12 @@ pub struct Args {
     /// `12h`, `7d`, `1h30m` (units: s, m, h, d, w).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub stale_after: Option<Duration>,
+    /// How long the writer of a streaming message on another host may stay silent before
+    /// its message counts as abandoned and is settled (`interrupted`, its calls answered
+    /// with tombstones), e.g. `2m`, `0s` (default 10m; a writer on this host is asked
+    /// directly).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub writer_lease: Option<Duration>,
     /// Trace what the run does on stderr (-v info, -vv debug, -vvv trace; RUST_LOG
     /// overrides).
     #[arg(short, long, action = ArgAction::Count)]

@@ -24,6 +24,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         .pending_migrations;
     let options = RepairOptions {
         stale_after: args.stale_after,
+        writer_lease: args.writer_lease,
     };
     let mut outcome = Outcome {
         db: shown.clone().into(),

@@ -66,6 +66,7 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         .with_context(|| format!("refusing {}; nothing was changed", db.display()))?;
     let options = RepairOptions {
         stale_after: args.stale_after,
+        writer_lease: args.writer_lease,
     };
     let mut outcome = Outcome {
         db: db.clone(),

@@ -117,7 +117,15 @@ pub struct CheckOptions {
     /// A pending tool_use whose assistant message is older than this counts as dangling.
     /// `None`: pending is always legal.
     pub stale_after: Option<TimeDelta>,
+    /// How long the writer of an open (streaming) message on another host may stay silent
+    /// before the message counts as abandoned ([`WRITER_LEASE`] unless a caller says).
+    pub writer_lease: TimeDelta,
 }
+
+/// How long the writer of an open message on another host may stay silent (no begin, push
+/// or keep-alive) before its message counts as abandoned: ten minutes. A writer on this host
+/// is asked directly (its process), so this bounds only what cannot be asked.
+pub const WRITER_LEASE: TimeDelta = TimeDelta::minutes(10);
 
 impl CheckOptions {
     /// Options for a check at `now` where pending calls never go stale.
@@ -125,6 +133,7 @@ impl CheckOptions {
         Self {
             now,
             stale_after: None,
+            writer_lease: WRITER_LEASE,
         }
     }
 
@@ -571,8 +580,8 @@ pub(crate) mod tests {
         ]);
         assert_eq!(rules(&messages), vec![]);
         let options = CheckOptions {
-            now: t0() + TimeDelta::hours(2),
             stale_after: Some(TimeDelta::hours(1)),
+            ..CheckOptions::at(t0() + TimeDelta::hours(2))
         };
         let stale = check_session(&SessionId::new("s"), &messages, &options);
         assert_eq!(stale.len(), 1);

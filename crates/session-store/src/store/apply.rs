@@ -197,6 +197,36 @@ fn apply_parts<'p>(
     Ok(final_parts)
 }
 
+/// Writes one `repair_log` row for `change`, made at `stamp`: what every mend and every
+/// settle of an open message records.
+pub(crate) fn log_change(
+    db: &mut impl Sql,
+    session: &SessionId,
+    change: &LoggedChange,
+    stamp: &str,
+) -> Result<()> {
+    let before = change
+        .before
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()?;
+    let after = serde_json::to_string(&change.after)?;
+    db.run(
+        INSERT_LOG,
+        &values![
+            session.as_str(),
+            change.rule.as_str(),
+            change.action,
+            change.message_id,
+            change.part_id,
+            before.as_deref(),
+            after.as_str(),
+            stamp,
+        ],
+    )?;
+    Ok(())
+}
+
 /// Part contents, and one log row per change.
 fn apply_changes(
     db: &mut impl Sql,
@@ -225,33 +255,16 @@ fn apply_changes(
             _ => {}
         }
         let message_id = message_rows.get(&change.message).copied().unwrap_or(0);
-        let before = change
-            .before
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()?;
-        let after = serde_json::to_string(&change.after)?;
-        db.run(
-            INSERT_LOG,
-            &values![
-                session.as_str(),
-                change.rule.as_str(),
-                change.action.as_str(),
-                message_id,
-                part_id,
-                before.as_deref(),
-                after.as_str(),
-                stamp,
-            ],
-        )?;
-        logged.push(LoggedChange {
+        let change = LoggedChange {
             rule: change.rule,
             action: change.action.as_str(),
             message_id,
             part_id,
             before: change.before.clone(),
             after: change.after.clone(),
-        });
+        };
+        log_change(db, session, &change, stamp)?;
+        logged.push(change);
     }
     Ok(logged)
 }
@@ -280,31 +293,16 @@ fn follow_summaries(
         let (turn, through) = moved.after;
         db.run(MOVE_SUMMARY, &values![moved.id, turn, through])?;
         let (before, after) = moved.log_values();
-        let (before_json, after_json) = (
-            serde_json::to_string(&before)?,
-            serde_json::to_string(&after)?,
-        );
-        db.run(
-            INSERT_LOG,
-            &values![
-                session.as_str(),
-                moved.rule.as_str(),
-                "follow_summary",
-                moved.message_id,
-                None::<i64>,
-                before_json.as_str(),
-                after_json.as_str(),
-                stamp,
-            ],
-        )?;
-        logged.push(LoggedChange {
+        let change = LoggedChange {
             rule: moved.rule,
             action: "follow_summary",
             message_id: moved.message_id,
             part_id: None,
             before: Some(before),
             after,
-        });
+        };
+        log_change(db, session, &change, stamp)?;
+        logged.push(change);
     }
     Ok(logged)
 }

@@ -17,12 +17,18 @@
 //!   un-compacted, as `store-repair` un-compacts a head without its summary, so the provider
 //!   sees them instead of a summary of a future the fork never had;
 //! - calls still pending at the cut (only possible when the fork copies the whole session)
-//!   get tombstones, written by the same path as [`Store::cancel_pending`].
+//!   get tombstones, written by the same path as [`Store::cancel_pending`];
+//! - a message still open (streaming) in the source is copied as settling leaves a message
+//!   whose writer went away: `interrupted`, with no writer token, its parts as pushed so
+//!   far, its unanswered calls answered with tombstones, one `repair_log` row in the fork
+//!   (action `interrupt`, cause `forked`). The source's message and its writer are left
+//!   as they are.
 
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use super::sql::{values, Sql};
+use super::stream::{interrupt_in, Cause};
 use super::write::{append_in, stored_tail};
 use super::{format_time, now, SqliteEngine, Store};
 use crate::error::{Error, Result};
@@ -152,10 +158,12 @@ pub(crate) fn fork_in<D: Sql>(
     columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
 ) -> Result<Forked> {
     let copied = fork_rows(db, source, at_turn, columns)?;
+    // A message still open in the source is copied as its writer's leaving would leave
+    // it: no writer writes the copy.
+    let mut tombstoned = interrupt_in(db, &copied.id, Cause::Forked)?.answered;
     let walk = Walk::resume(stored_tail(db, &copied.id)?.resume);
-    let mut tombstoned = Vec::new();
     if let Some(message) = pairing::tombstones(&walk, texts::FORK_REASON) {
-        tombstoned = answered_by(&message);
+        tombstoned.extend(answered_by(&message));
         append_in(db, &copied.id, &[message])?;
     }
     Ok(copied.forked(source, at_turn, tombstoned))

@@ -33,15 +33,20 @@ pub struct RepairOptions {
     /// A pending tool_use older than this is dangling (and gets a tombstone when mended).
     /// `None`: pending calls are always legal.
     pub stale_after: Option<Duration>,
+    /// How long the writer of an open (streaming) message on another host may stay silent
+    /// before the message counts as abandoned and is settled; `None`:
+    /// [`crate::repair::WRITER_LEASE`] (a writer on this host is asked directly).
+    pub writer_lease: Option<Duration>,
 }
 
 impl RepairOptions {
     pub(crate) fn at(&self, now: DateTime<Utc>) -> CheckOptions {
+        let delta = |d: Duration| TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
+        let checked = CheckOptions::at(now);
         CheckOptions {
-            now,
-            stale_after: self
-                .stale_after
-                .map(|d| TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)),
+            stale_after: self.stale_after.map(delta),
+            writer_lease: self.writer_lease.map_or(checked.writer_lease, delta),
+            ..checked
         }
     }
 }
@@ -122,9 +127,11 @@ pub(crate) fn check_sessions(
     for session in &ids {
         match db.load_for_check(session)? {
             Ok(loaded) => {
-                report
-                    .violations
-                    .extend(super::stream::abandoned_in(db, session)?);
+                report.violations.extend(super::stream::abandoned_in(
+                    db,
+                    session,
+                    &super::writer::Lease::of(options),
+                )?);
                 report
                     .violations
                     .extend(check_session(session, &loaded.messages, options))
@@ -145,9 +152,11 @@ pub(crate) fn mend_session(
 ) -> Result<SessionRepair> {
     // An abandoned streamed message is settled as the next write would settle it; one whose
     // writer is still there is left to it.
-    let abandoned = super::stream::abandoned_in(db, session)?;
+    let lease = super::writer::Lease::of(options);
+    let abandoned = super::stream::abandoned_in(db, session, &lease)?;
+    let mut settled = Vec::new();
     if !abandoned.is_empty() {
-        super::stream::settle_in(db, session)?;
+        settled = super::stream::settle_with(db, session, &lease)?;
     }
     let loaded = match db.load_for_check(session)? {
         Ok(loaded) => loaded,
@@ -167,11 +176,18 @@ pub(crate) fn mend_session(
         found,
         changes: Vec::new(),
     };
-    if repair.found.is_empty() {
+    repair.changes = settled;
+    if repair
+        .found
+        .iter()
+        .all(|p| p.rule == HealthRule::AbandonedMessage)
+    {
         return Ok(repair);
     }
     let plan = plan_mend(&loaded.messages, options);
-    repair.changes = apply(db, session, &loaded, &plan, options.now)?;
+    repair
+        .changes
+        .extend(apply(db, session, &loaded, &plan, options.now)?);
     let after = db
         .load_for_check(session)?
         .map_err(Unreadable::into_error)?;

@@ -10,10 +10,15 @@
 //! writer is gone is marked `interrupted` and its unanswered calls get tombstones
 //! ([`pairing::interruption`]), then the write goes on.
 
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::repair::LoggedChange;
 use super::rows::{insert_part, Range};
 use super::sql::{int_at, text_at, values, Sql};
 use super::write::{append_in, stored_tail};
-use super::{format_time, now, writer, Store};
+use super::writer::Lease;
+use super::{format_time, now, parse_time, writer, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
@@ -65,10 +70,15 @@ impl Store {
     /// Marks `interrupted` every open message of the session whose writer went away, and
     /// answers their calls with tombstones; [`Error::MessageOpen`] when a live writer still
     /// streams one. What every write to a session does first; `store-repair` calls it too.
+    ///
+    /// A writer of this host is asked directly; one on another host counts as gone once it
+    /// has been silent longer than [`crate::repair::WRITER_LEASE`]. Each message interrupted
+    /// gets a `repair_log` row (rule `abandoned_message`, action `interrupt`), with the number
+    /// of tombstones written and the calls they answer.
     pub fn settle_open_messages(&self, session: &SessionId) -> Result<bool> {
         self.write(|tx| {
             tx.lock_session(session)?;
-            settle_in(tx, session)
+            Ok(!settle_in(tx, session)?.is_empty())
         })
     }
 }
@@ -107,6 +117,32 @@ impl OpenMessage {
         Ok(())
     }
 
+    /// Says the writer is still there without storing a part: renews its lease (the
+    /// session's `updated_at`), so a writer on another host that is silent for long (a model
+    /// thinking for minutes) is not taken for gone ([`crate::repair::WRITER_LEASE`]).
+    /// [`Error::MessageNotOpen`] when the message was interrupted meanwhile.
+    pub fn keep_alive(&mut self) -> Result<()> {
+        let (session, appended, token) = (&self.session, &self.appended, &self.token);
+        self.store.write(|tx| {
+            require_open(tx, session, appended, token)?;
+            let now = format_time(now());
+            tx.run(TOUCH, &values![session.as_str(), now.as_str()])?;
+            Ok(())
+        })
+    }
+
+    /// Records which model writes the message (`messages.model`, `"provider/model"` as
+    /// [`crate::NewMessage::by_model`] takes it), at any time while it is open; committed
+    /// when this returns. Signatures are bound to their model: an export for another model
+    /// leaves this message's signed reasoning out, as it does for an appended message.
+    /// [`Error::MessageNotOpen`] when the message was interrupted meanwhile.
+    pub fn set_model(&mut self, model: impl Into<String>) -> Result<()> {
+        let model = model.into();
+        let (session, appended, token) = (&self.session, &self.appended, &self.token);
+        self.store
+            .write(|tx| set_model_in(tx, session, appended, token, &model))
+    }
+
     /// Marks the message complete. A message without parts cannot be: it is refused
     /// ([`crate::Refusal::EmptyMessage`]) and, the handle being gone, marked `interrupted`.
     pub fn finish(mut self) -> Result<Appended> {
@@ -133,11 +169,10 @@ impl Drop for OpenMessage {
     }
 }
 
-const OPEN_MESSAGES: &str =
-    "SELECT seq, writer FROM messages WHERE session_id = ?1 AND state = 'open' ORDER BY seq";
-const OPEN_ROWS: &str = "
-    SELECT id, seq, turn_index, writer FROM messages
-    WHERE session_id = ?1 AND state = 'open' ORDER BY seq";
+const OPEN_MESSAGES: &str = "
+    SELECT m.id, m.seq, m.turn_index, m.writer, s.updated_at
+    FROM messages m JOIN sessions s ON s.id = m.session_id
+    WHERE m.session_id = ?1 AND m.state = 'open' ORDER BY m.seq";
 const INTERRUPT: &str =
     "UPDATE messages SET state = 'interrupted', writer = NULL WHERE session_id = ?1 AND state = 'open'";
 const INSERT_OPEN: &str = "
@@ -148,61 +183,166 @@ const CALL_USED_ELSEWHERE: &str = "
     SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
     WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 AND m.id <> ?3 LIMIT 1";
 const PARTS_OF: &str = "SELECT COUNT(*) FROM parts WHERE message_id = ?1";
+const SET_MODEL: &str = "UPDATE messages SET model = ?2 WHERE id = ?1";
 const COMPLETE: &str = "UPDATE messages SET state = 'complete', writer = NULL WHERE id = ?1";
 const TOUCH: &str = "UPDATE sessions SET updated_at = ?2, tail_state = NULL WHERE id = ?1";
 const TOUCH_COUNTED: &str = "
     UPDATE sessions SET updated_at = ?2, tail_state = NULL, message_count = message_count + 1
     WHERE id = ?1";
 
-/// [`Store::settle_open_messages`] in the caller's write transaction (which holds the
-/// session's lock), on either engine: true when it interrupted a message.
-pub(crate) fn settle_in(db: &mut impl Sql, session: &SessionId) -> Result<bool> {
-    let mut open: Vec<(i64, Option<String>)> = Vec::new();
+/// An open message as a settle reads it.
+struct OpenRow {
+    id: i64,
+    seq: i64,
+    turn: Option<i64>,
+    writer: Option<String>,
+    /// When its writer was last heard from: the session's `updated_at` ([`super::writer`]).
+    heard: Option<DateTime<Utc>>,
+}
+
+impl OpenRow {
+    fn is_gone(&self, lease: &Lease) -> bool {
+        writer::is_gone(self.writer.as_deref(), self.heard, lease)
+    }
+}
+
+/// Every open message of the session, in `seq` order.
+fn open_rows(db: &mut impl Sql, session: &SessionId) -> Result<Vec<OpenRow>> {
+    let mut open = Vec::new();
     db.each_row(OPEN_MESSAGES, &values![session.as_str()], &mut |r| {
-        open.push((int_at(r, 0)?.unwrap_or(0), text_at(r, 1)?));
+        open.push(OpenRow {
+            id: int_at(r, 0)?.unwrap_or(0),
+            seq: int_at(r, 1)?.unwrap_or(0),
+            turn: int_at(r, 2)?,
+            writer: text_at(r, 3)?,
+            heard: text_at(r, 4)?.as_deref().and_then(parse_time),
+        });
         Ok(())
     })?;
-    if open.is_empty() {
-        return Ok(false);
+    Ok(open)
+}
+
+/// Why open messages were interrupted, as the repair log says (`after_json.cause`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Its writer went away (a process that is gone, a handle dropped, a lease run out).
+    WriterGone,
+    /// It is a fork's copy of a message still open in the source: no writer writes the copy.
+    Forked,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::WriterGone => "writer_gone",
+            Cause::Forked => "forked",
+        }
     }
-    if let Some((seq, _)) = open.iter().find(|(_, w)| !writer::is_gone(w.as_deref())) {
+}
+
+/// [`Store::settle_open_messages`] in the caller's write transaction (which holds the
+/// session's lock), on either engine, judging writers on other hosts by the standard lease:
+/// the repair log's rows of what it interrupted (empty: nothing was open).
+pub(crate) fn settle_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<LoggedChange>> {
+    settle_with(db, session, &Lease::standard())
+}
+
+/// [`settle_in`] under `lease` (`store-repair --writer-lease`).
+pub(crate) fn settle_with(
+    db: &mut impl Sql,
+    session: &SessionId,
+    lease: &Lease,
+) -> Result<Vec<LoggedChange>> {
+    let open = open_rows(db, session)?;
+    if let Some(live) = open.iter().find(|row| !row.is_gone(lease)) {
         return Err(Error::MessageOpen {
             session: session.clone(),
-            seq: *seq,
+            seq: live.seq,
         });
+    }
+    Ok(interrupt_in(db, session, Cause::WriterGone)?.logged)
+}
+
+/// What [`interrupt_in`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Interrupted {
+    /// One repair-log row per message interrupted.
+    pub(crate) logged: Vec<LoggedChange>,
+    /// The calls its tombstones answered.
+    pub(crate) answered: Vec<String>,
+}
+
+/// Marks every open message of the session `interrupted` (its parts stay), answers its
+/// unanswered calls with tombstones ([`pairing::interruption`]) and writes one
+/// `repair_log` row per message (rule `abandoned_message`, action `interrupt`: the writer
+/// before; the cause, the tombstones and the ids they answer after). What settling does,
+/// and what a fork does to its copy of an open message.
+pub(crate) fn interrupt_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    cause: Cause,
+) -> Result<Interrupted> {
+    let open = open_rows(db, session)?;
+    if open.is_empty() {
+        return Ok(Interrupted::default());
     }
     db.run(INTERRUPT, &values![session.as_str()])?;
     let walk = Walk::resume(stored_tail(db, session)?.resume);
+    let mut answered = Vec::new();
     if let Some(tombstones) = pairing::interruption(&walk) {
+        answered = super::fork::answered_by(&tombstones);
         append_in(db, session, &[tombstones])?;
     }
-    Ok(true)
+    let stamp = format_time(now());
+    let last = open.len() - 1;
+    let mut logged = Vec::with_capacity(open.len());
+    for (index, row) in open.iter().enumerate() {
+        // The calls pending at the end are the last open message's.
+        let ids: &[String] = if index == last { &answered } else { &[] };
+        let change = LoggedChange {
+            rule: HealthRule::AbandonedMessage,
+            action: "interrupt",
+            message_id: row.id,
+            part_id: None,
+            before: Some(json!({"state": "open", "writer": row.writer})),
+            after: json!({
+                "state": "interrupted",
+                "cause": cause.as_str(),
+                "tombstones": ids.len(),
+                "tool_use_ids": ids,
+            }),
+        };
+        super::apply::log_change(db, session, &change, &stamp)?;
+        logged.push(change);
+    }
+    Ok(Interrupted { logged, answered })
 }
 
 /// The check's finding for each open message of the session whose writer is gone (rule
 /// `abandoned_message`), on either engine; read-only.
-pub(crate) fn abandoned_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec<Problem>> {
-    let mut found = Vec::new();
-    db.each_row(OPEN_ROWS, &values![session.as_str()], &mut |r| {
-        let writer = text_at(r, 3)?;
-        if writer::is_gone(writer.as_deref()) {
-            let seq = int_at(r, 1)?.unwrap_or(0);
-            found.push(Problem {
-                session_id: session.clone(),
-                rule: HealthRule::AbandonedMessage,
-                turn: int_at(r, 2)?,
-                message_id: int_at(r, 0)?,
-                seq: Some(seq),
-                part: None,
-                tool_use_id: None,
-                detail: format!(
-                    "message {seq} is still open but its writer is gone; it is to be marked \
-                     interrupted and its calls answered with tombstones"
-                ),
-            });
-        }
-        Ok(())
-    })?;
+pub(crate) fn abandoned_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    lease: &Lease,
+) -> Result<Vec<Problem>> {
+    let found = open_rows(db, session)?
+        .into_iter()
+        .filter(|row| row.is_gone(lease))
+        .map(|row| Problem {
+            session_id: session.clone(),
+            rule: HealthRule::AbandonedMessage,
+            turn: row.turn,
+            message_id: Some(row.id),
+            seq: Some(row.seq),
+            part: None,
+            tool_use_id: None,
+            detail: format!(
+                "message {} is still open but its writer is gone; it is to be marked \
+                 interrupted and its calls answered with tombstones",
+                row.seq
+            ),
+        })
+        .collect();
     Ok(found)
 }
 
@@ -313,6 +453,19 @@ fn push_in(
     insert_part(db, message.id, ordinal, part)?;
     let now = format_time(now());
     db.run(TOUCH, &values![session.as_str(), now.as_str()])?;
+    Ok(())
+}
+
+/// [`OpenMessage::set_model`] in the caller's write transaction, on either engine.
+fn set_model_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    message: &Appended,
+    token: &str,
+    model: &str,
+) -> Result<()> {
+    require_open(db, session, message, token)?;
+    db.run(SET_MODEL, &values![message.id, model])?;
     Ok(())
 }
 

@@ -7,10 +7,20 @@
 //! - a handle of this process is gone when it is no longer registered (dropped);
 //! - a process of this host is gone when `/proc/PID/stat` is missing, names another start
 //!   time, or says the process is a zombie (killed, not yet reaped);
-//! - a writer on another host cannot be asked: it counts as present (its message is turned
-//!   `interrupted` by `store-repair`'s stale-call rule, or by that host's next write).
+//! - a writer on another host cannot be asked: it holds a lease. It counts as present
+//!   while it was heard from within [`crate::repair::WRITER_LEASE`] (ten minutes; `store-repair
+//!   --writer-lease` sets another), and as gone once silent for longer. It is heard from at
+//!   `begin_message`, at every `push` and at `keep_alive`, each of which sets the session's
+//!   `updated_at` (no other write lands on a session while its message is open, so that
+//!   column is the writer's last word). Clocks of the hosts are assumed to agree to well
+//!   within the lease; a writer silent for longer (a model thinking for minutes without a
+//!   part) calls `keep_alive`, or finds its message interrupted (`Error::MessageNotOpen`).
 
 use std::collections::HashSet;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::history::rules::CheckOptions;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -58,9 +68,41 @@ pub(crate) fn release(token: &str) {
     }
 }
 
-/// Whether the writer named by `token` (a `messages.writer` value) went away; a token
-/// that is missing or not ours to read counts as gone when it names no process at all.
-pub(crate) fn is_gone(token: Option<&str>) -> bool {
+/// When a writer on another host counts as gone: the time it is judged at and how long it
+/// may have been silent.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lease {
+    /// The time of the judgement.
+    pub(crate) now: DateTime<Utc>,
+    /// How long a writer on another host may stay silent.
+    pub(crate) limit: TimeDelta,
+}
+
+impl Lease {
+    /// The lease a write judges by: now, and the documented limit.
+    pub(crate) fn standard() -> Self {
+        Self::of(&CheckOptions::at(super::now()))
+    }
+
+    /// The lease of a check or mend.
+    pub(crate) fn of(options: &CheckOptions) -> Self {
+        Self {
+            now: options.now,
+            limit: options.writer_lease,
+        }
+    }
+
+    /// True when a writer last heard from at `heard` (unknown: `None`) has been silent for
+    /// longer than the limit. A time that cannot be read never expires a lease.
+    fn expired(&self, heard: Option<DateTime<Utc>>) -> bool {
+        heard.is_some_and(|heard| self.now.signed_duration_since(heard) > self.limit)
+    }
+}
+
+/// Whether the writer named by `token` (a `messages.writer` value), last heard from at
+/// `heard`, went away; a token that is missing or not ours to read counts as gone when it
+/// names no process at all, one of another host when its lease expired.
+pub(crate) fn is_gone(token: Option<&str>, heard: Option<DateTime<Utc>>, lease: &Lease) -> bool {
     let Some(token) = token else {
         return true;
     };
@@ -77,7 +119,7 @@ pub(crate) fn is_gone(token: Option<&str>) -> bool {
         return true;
     };
     if host_name != host() {
-        return false;
+        return lease.expired(heard);
     }
     let Ok(pid) = pid.parse::<u32>() else {
         return true;
@@ -103,12 +145,39 @@ fn start_time(pid: u32) -> Option<(String, char)> {
 mod tests {
     use super::*;
 
+    fn lease() -> Lease {
+        Lease::standard()
+    }
+
     #[test]
     fn a_registered_handle_is_present_until_released() {
         let token = register();
-        assert!(!is_gone(Some(&token)));
+        assert!(!is_gone(Some(&token), None, &lease()));
         release(&token);
-        assert!(is_gone(Some(&token)));
+        assert!(is_gone(Some(&token), None, &lease()));
+    }
+
+    #[test]
+    fn a_writer_on_another_host_is_present_until_its_lease_runs_out() {
+        let lease = lease();
+        let remote = Some("another-host-entirely|1|1|1");
+        let minutes = |m: i64| Some(lease.now - TimeDelta::minutes(m));
+        // (silent for, gone): within the lease, at its edge, past it, unknown, in the future.
+        for (heard, gone) in [
+            (minutes(0), false),
+            (minutes(9), false),
+            (minutes(10), false),
+            (minutes(11), true),
+            (minutes(60 * 24), true),
+            (None, false),
+            (minutes(-5), false),
+        ] {
+            assert_eq!(is_gone(remote, heard, &lease), gone, "{heard:?}");
+        }
+        // A handle of this process is judged by its registration, never by its lease.
+        let token = register();
+        assert!(!is_gone(Some(&token), minutes(60), &lease));
+        release(&token);
     }
 
     #[test]
@@ -121,9 +190,13 @@ mod tests {
             Some(&*format!("{}|1|not-a-start-time|1", host())),
         ] {
             if cfg!(target_os = "linux") {
-                assert!(is_gone(token), "{token:?}");
+                assert!(is_gone(token, None, &lease()), "{token:?}");
             }
         }
-        assert!(!is_gone(Some("another-host-entirely|1|1|1")));
+        assert!(!is_gone(
+            Some("another-host-entirely|1|1|1"),
+            None,
+            &lease()
+        ));
     }
 }
