@@ -319,3 +319,59 @@ fn keep_alive_renews_the_lease_of_an_open_message() {
         open.finish().expect("finish");
     }
 }
+
+#[test]
+fn store_repair_writer_lease_settles_a_silent_remote_writer_sooner() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("lease.db");
+    let backend = Backend {
+        name: "sqlite",
+        store: Store::open(&path).expect("open"),
+        place: crate::backends::Place::Sqlite {
+            _dir: tempfile::tempdir().expect("unused"),
+            path: path.clone(),
+        },
+    };
+    let session = started(&backend.store);
+    let mut open = backend
+        .store
+        .begin_message(&session, Role::Assistant)
+        .expect("begin");
+    open.push(Part::tool_use("call_r", "bash", json!({})))
+        .expect("push");
+    remote_writer(&backend, &session, chrono::TimeDelta::minutes(2));
+    std::mem::forget(open);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--db",
+            path.to_str().expect("utf-8"),
+            "--no-backup",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_store-repair"))
+            .args(&args)
+            .output()
+            .expect("run store-repair");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+        report["repaired"].as_u64().expect("repaired")
+    };
+    // (arguments, sessions repaired): within the default lease nothing; a shorter one settles.
+    for (extra, repaired) in [(&[][..], 0), (&["--writer-lease", "1m"][..], 1)] {
+        assert_eq!(run(extra), repaired, "{extra:?}");
+    }
+    assert_eq!(
+        last(&backend.store, &session).role,
+        Role::Tool,
+        "the tombstones follow"
+    );
+    assert_eq!(
+        log_rows(&backend, &session),
+        [interrupt_row("writer_gone", &["call_r"])]
+    );
+}
