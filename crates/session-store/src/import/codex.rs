@@ -18,6 +18,18 @@
 //!   this importer does not know.
 //! - Timestamps become the messages' `created_at`.
 //!
+//! Sub-agents: a Codex import fills no sub-agent column (`sessions.parent_id`,
+//! `parent_tool_use_id`, `state`), unlike a Claude Code one, because a rollout does not hold
+//! what they need. A rollout is one thread: the CLIs of the fixtures (0.40) write no
+//! sub-agent information at all; newer ones write a sub-agent's own rollout with
+//! `session_meta.payload.source = {"subagent": {"thread_spawn": {"parent_thread_id", "depth",
+//! "agent_nickname"?, "agent_role"?}}}` (or `{"subagent": "review" | "compact"}`). That names
+//! the parent by its Codex thread id, which the store keeps for no session (there is no
+//! column for a source's own id), and names no call: the spawning `spawn_agent`
+//! function_call is in the parent's rollout, its output naming the child's thread id. Both
+//! links need the two rollouts read together and the thread ids kept, so such a rollout is
+//! imported as a session of its own; its `source` is not read.
+//!
 //! A rollout records what happened, interrupted turns included (the output of an aborted
 //! call may be written after the `turn_aborted` event), so pairing is mended the way
 //! `store-repair` would: a call left unanswered when the conversation moves on gets a
