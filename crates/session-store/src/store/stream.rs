@@ -13,12 +13,15 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::repair::LoggedChange;
-use super::rows::{insert_part, Range};
+use super::apply::LoggedChange;
+use super::encode::insert_part;
+use super::handle::Store;
+use super::rows::Range;
 use super::sql::{int_at, text_at, values, Sql};
+use super::time::parse_time;
+use super::time::{format_time, now};
 use super::write::{append_in, stored_tail};
-use super::writer::Lease;
-use super::{format_time, now, parse_time, writer, Store};
+use super::writer::{self, Lease};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
@@ -358,7 +361,7 @@ fn begin_in(db: &mut impl Sql, session: &SessionId, role: Role, token: &str) -> 
         reason,
     })?;
     if !position.from_stored_state {
-        super::revert::forget_reverts(db, session)?;
+        super::write::forget_reverts(db, session)?;
     }
     let seq = position.last_seq + 1;
     let turn_index = next_turn_index(position.last_user_turn, role);

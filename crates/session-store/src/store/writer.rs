@@ -81,7 +81,7 @@ pub(crate) struct Lease {
 impl Lease {
     /// The lease a write judges by: now, and the documented limit.
     pub(crate) fn standard() -> Self {
-        Self::of(&CheckOptions::at(super::now()))
+        Self::of(&CheckOptions::at(super::time::now()))
     }
 
     /// The lease of a check or mend.
