@@ -48,10 +48,10 @@ mod store;
 
 // The store for async Rust (cargo feature `tokio`).
 #[cfg(feature = "tokio")]
-pub use async_store::AsyncStore;
+pub use async_store::{AsyncOpenMessage, AsyncStore};
 
 // The vocabulary: sessions, messages, parts, and what can go wrong.
-pub use error::{Error, PathProblem, Result, StorageError};
+pub use error::{Error, OpenError, PathProblem, Result, StorageError};
 pub use history::pairing::Refusal;
 pub use model::{token_count, MAX_TOKEN_COUNT};
 pub use model::{
