@@ -383,6 +383,8 @@ fn a_message_streamed_through_async_store_finishes_or_is_interrupted_when_droppe
                 .begin_message(&session, session_store::Role::Assistant)
                 .await?;
             open.push(Part::text("Listing it.")).await?;
+            open.set_model("openai/gpt-5").await?;
+            open.keep_alive().await?;
             open.push(Part::tool_use("call_1", "bash", json!({"cmd": "ls"})))
                 .await?;
             assert_eq!(open.len(), 2, "{name}");
@@ -390,6 +392,7 @@ fn a_message_streamed_through_async_store_finishes_or_is_interrupted_when_droppe
             let messages = store.messages(&session).await?;
             let last = messages.last().expect("a message");
             assert_eq!(last.seq, appended.seq, "{name}");
+            assert_eq!(last.model.as_deref(), Some("openai/gpt-5"), "{name}");
             assert_eq!(last.state, session_store::MessageState::Complete, "{name}");
             assert_eq!(
                 store.pending_tool_uses(&session).await?,

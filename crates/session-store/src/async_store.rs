@@ -159,14 +159,34 @@ impl AsyncOpenMessage {
     /// [`OpenMessage::push`], on the blocking pool. [`Error::TaskCancelled`] after an earlier
     /// push whose future was dropped: that push's message was marked `interrupted`.
     pub async fn push(&mut self, part: Part) -> Result<()> {
+        self.on_pool(move |open| open.push(part)).await
+    }
+
+    /// [`OpenMessage::set_model`], on the blocking pool.
+    pub async fn set_model(&mut self, model: impl Into<String>) -> Result<()> {
+        let model = model.into();
+        self.on_pool(move |open| open.set_model(model)).await
+    }
+
+    /// [`OpenMessage::keep_alive`], on the blocking pool.
+    pub async fn keep_alive(&mut self) -> Result<()> {
+        self.on_pool(OpenMessage::keep_alive).await
+    }
+
+    /// Runs `work` on the open message on the blocking pool; the handle comes back unless
+    /// the future is dropped meanwhile ([`Error::TaskCancelled`] for every call after).
+    async fn on_pool(
+        &mut self,
+        work: impl FnOnce(&mut OpenMessage) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
         let mut open = self.open.take().ok_or(Error::TaskCancelled)?;
-        let (open, pushed) = blocking(move || {
-            let pushed = open.push(part);
-            Ok::<_, Error>((open, pushed))
+        let (open, done) = blocking(move || {
+            let done = work(&mut open);
+            Ok::<_, Error>((open, done))
         })
         .await?;
         self.open = Some(open);
-        pushed
+        done
     }
 
     /// [`OpenMessage::finish`], on the blocking pool.
