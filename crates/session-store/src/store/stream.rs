@@ -172,10 +172,14 @@ impl Drop for OpenMessage {
     }
 }
 
+/// No `ORDER BY` (the few rows are sorted by [`open_rows`]): with one, SQLite's planner
+/// walked the session's `(session_id, seq)` index to skip a sort, reading every message of
+/// the session on every write, instead of probing the partial index `messages_open`.
 const OPEN_MESSAGES: &str = "
-    SELECT m.id, m.seq, m.turn_index, m.writer, s.updated_at
-    FROM messages m JOIN sessions s ON s.id = m.session_id
-    WHERE m.session_id = ?1 AND m.state = 'open' ORDER BY m.seq";
+    SELECT id, seq, turn_index, writer FROM messages
+    WHERE session_id = ?1 AND state = 'open'";
+/// When the writers of a session's open messages were last heard from ([`super::writer`]).
+const HEARD: &str = "SELECT updated_at FROM sessions WHERE id = ?1";
 const INTERRUPT: &str =
     "UPDATE messages SET state = 'interrupted', writer = NULL WHERE session_id = ?1 AND state = 'open'";
 const INSERT_OPEN: &str = "
@@ -218,10 +222,22 @@ fn open_rows(db: &mut impl Sql, session: &SessionId) -> Result<Vec<OpenRow>> {
             seq: int_at(r, 1)?.unwrap_or(0),
             turn: int_at(r, 2)?,
             writer: text_at(r, 3)?,
-            heard: text_at(r, 4)?.as_deref().and_then(parse_time),
+            heard: None,
         });
         Ok(())
     })?;
+    if open.is_empty() {
+        return Ok(open);
+    }
+    open.sort_unstable_by_key(|row| row.seq);
+    let mut heard = None;
+    db.each_row(HEARD, &values![session.as_str()], &mut |r| {
+        heard = text_at(r, 0)?.as_deref().and_then(parse_time);
+        Ok(())
+    })?;
+    for row in &mut open {
+        row.heard = heard;
+    }
     Ok(open)
 }
 
@@ -495,4 +511,43 @@ fn finish_in(
     let now = format_time(now());
     db.run(TOUCH, &values![session.as_str(), now.as_str()])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite chooses for `sql` on the migrated schema, one line per step.
+    fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+        let mut statement = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        let rows = statement
+            .query_map([Some("s")], |row| row.get::<_, String>(3))
+            .expect("plan");
+        rows.collect::<rusqlite::Result<_>>().expect("plan rows")
+    }
+
+    /// Every write to a session asks for its open messages first: the partial index
+    /// `messages_open` answers that with one probe, whatever the session's length. A plan
+    /// that walks the session's `(session_id, seq)` index instead reads every message of the
+    /// session on every append (quadratic in its length).
+    #[test]
+    fn the_open_message_probe_of_every_write_uses_the_partial_index() {
+        let mut conn = rusqlite::Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        for sql in [OPEN_MESSAGES, INTERRUPT] {
+            let steps = plan(&conn, sql);
+            assert!(
+                steps.iter().any(|step| step.contains("messages_open")),
+                "{sql}: {steps:?}"
+            );
+            assert!(
+                !steps.iter().any(|step| step.contains("SCAN")
+                    || step.contains("sqlite_autoindex_messages")
+                    || step.contains("TEMP B-TREE")),
+                "{sql}: {steps:?}"
+            );
+        }
+    }
 }
