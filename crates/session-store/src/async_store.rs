@@ -20,7 +20,7 @@ use crate::history::render::Provider;
 use crate::history::request::Request;
 use crate::history::thinking::ThinkingState;
 use crate::import::{Format, Imported};
-use crate::model::{Appended, Message, NewMessage, SessionId, SessionInfo, Usage};
+use crate::model::{Appended, Message, NewMessage, Part, SessionId, SessionInfo, Usage};
 use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
@@ -530,6 +530,17 @@ impl AsyncStore {
     ) -> Result<Vec<Appended>> {
         let session = session.clone();
         self.run(move |store| store.replace_from_turn(&session, turn, messages))
+            .await
+    }
+
+    /// [`Store::pop_part`].
+    pub async fn pop_part(
+        &self,
+        session: &SessionId,
+        matches: impl Fn(&Part) -> bool + Send + 'static,
+    ) -> Result<Option<Part>> {
+        let session = session.clone();
+        self.run(move |store| store.pop_part(&session, matches))
             .await
     }
 
