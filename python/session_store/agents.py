@@ -8,7 +8,7 @@ see them; each item is also kept verbatim, so ``get_items`` gives back what went
 item arrives is answered first with a tombstone ``function_call_output`` (the history stays
 valid, and the run goes on). ``get_items(limit)`` returns the latest items that fit in
 ``limit`` without cutting a call from its output. The async methods run the store's work on
-a worker thread (:mod:`session_store._workers`), never on the event loop.
+a worker thread (``asyncio.to_thread``), never on the event loop.
 
 Example::
 
@@ -21,11 +21,12 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from . import Store, _dumps, _workers
+from . import Store, _dumps
 
 if TYPE_CHECKING:  # pragma: no cover
     from agents.memory.session_settings import SessionSettings
@@ -117,17 +118,17 @@ class Session:
     async def get_items(self, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """The session's items, oldest first; with ``limit`` (or ``session_settings.limit``)
         the latest ones that fit without cutting a call from its output."""
-        return await _workers.run(self.get_items_sync, limit)
+        return await asyncio.to_thread(self.get_items_sync, limit)
 
     async def add_items(self, items: List[Any]) -> None:
         """Appends ``items`` (Responses input items) in one transaction; a refused batch
         raises :class:`session_store.Refused` and writes nothing."""
-        await _workers.run(self.add_items_sync, items)
+        await asyncio.to_thread(self.add_items_sync, items)
 
     async def pop_item(self) -> Optional[Dict[str, Any]]:
         """Removes the latest item and returns it; None when the session is empty."""
-        return await _workers.run(self.pop_item_sync)
+        return await asyncio.to_thread(self.pop_item_sync)
 
     async def clear_session(self) -> None:
         """Removes every item (the store's session is deleted)."""
-        await _workers.run(self.clear_session_sync)
+        await asyncio.to_thread(self.clear_session_sync)

@@ -20,11 +20,12 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from . import Store, _dumps, _workers
+from . import Store, _dumps
 
 __all__ = ["SessionStore", "store_session_id"]
 
@@ -127,24 +128,24 @@ class SessionStore:
 
     async def append(self, key: Mapping[str, Any], entries: List[Dict[str, Any]]) -> None:
         """Keeps ``entries`` after the key's earlier ones, in one transaction."""
-        await _workers.run(self.append_sync, key, entries)
+        await asyncio.to_thread(self.append_sync, key, entries)
 
     async def load(self, key: Mapping[str, Any]) -> Optional[List[Dict[str, Any]]]:
         """Every entry of ``key`` in order; None for a key never written."""
-        return await _workers.run(self.load_sync, key)
+        return await asyncio.to_thread(self.load_sync, key)
 
     async def list_sessions(self, project_key: str) -> List[Dict[str, Any]]:
         """The project's sessions (no subpaths), with their mtime in epoch milliseconds."""
-        return await _workers.run(self.list_sessions_sync, project_key)
+        return await asyncio.to_thread(self.list_sessions_sync, project_key)
 
     async def list_session_summaries(self, project_key: str) -> List[Dict[str, Any]]:
         """The project's session summaries (no subpaths)."""
-        return await _workers.run(self.list_session_summaries_sync, project_key)
+        return await asyncio.to_thread(self.list_session_summaries_sync, project_key)
 
     async def delete(self, key: Mapping[str, Any]) -> None:
         """Deletes the key's session; a main key takes its subpaths along."""
-        await _workers.run(self.delete_sync, key)
+        await asyncio.to_thread(self.delete_sync, key)
 
     async def list_subkeys(self, key: Mapping[str, Any]) -> List[str]:
         """The subpaths under the key's session."""
-        return await _workers.run(self.list_subkeys_sync, key)
+        return await asyncio.to_thread(self.list_subkeys_sync, key)
