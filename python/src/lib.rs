@@ -17,7 +17,6 @@ use session_store::SessionId;
 
 mod agents;
 mod claude;
-mod rows;
 
 create_exception!(
     session_store,
@@ -259,7 +258,14 @@ impl Store {
 
     /// The CLI's `sessions --json` rows, as JSON text.
     fn sessions(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, |store| dump(&rows::sessions(store)?))
+        self.run(py, |store| {
+            let mut rows = Vec::new();
+            for overview in store.session_overviews()? {
+                rows.extend(store.session_row(&overview)?);
+            }
+            serde_json::to_string(&rows)
+                .map_err(|e| Failure::Input(format!("cannot write JSON: {e}")))
+        })
     }
 
     /// Sets (or, with None, clears) the session's title.

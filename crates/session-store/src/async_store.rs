@@ -25,8 +25,8 @@ use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
     ImportSummary, ImportedSessions, Lineage, ReadableSession, Reclaimed, Reverted, SearchHit,
-    SearchOptions, SessionOverview, SessionUsage, SizeReport, Store, StoreOptions, StoredPart,
-    TranscriptFormat,
+    SearchOptions, SessionOverview, SessionRow, SessionUsage, SizeReport, Store, StoreOptions,
+    StoredPart, TranscriptFormat,
 };
 
 /// A [`Store`] whose operations are `async fn`s that run on tokio's blocking pool.
@@ -531,6 +531,12 @@ impl AsyncStore {
         let session = session.clone();
         self.run(move |store| store.replace_from_turn(&session, turn, messages))
             .await
+    }
+
+    /// [`Store::session_row`].
+    pub async fn session_row(&self, overview: &SessionOverview) -> Result<Option<SessionRow>> {
+        let overview = overview.clone();
+        self.run(move |store| store.session_row(&overview)).await
     }
 
     /// [`Store::pop_part`].

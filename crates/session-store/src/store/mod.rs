@@ -58,7 +58,7 @@ pub use compaction::CompactionOutcome;
 pub use copy::CopyReport;
 pub use fork::{Forked, Lineage};
 pub use import::{ImportSummary, ImportedSessions};
-pub use overview::SessionOverview;
+pub use overview::{OverviewRow, SessionHealth, SessionOverview, SessionRow};
 pub use raw::StoredPart;
 pub use read::ReadableSession;
 pub use retention::{Deleted, ObjectSize, Reclaimed, SessionSize, SizeReport};
