@@ -24,7 +24,7 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         #[source]
-        problem: crate::store::PathProblem,
+        problem: PathProblem,
     },
     /// The path could not be read or created.
     #[error("cannot open {path}")]
@@ -472,4 +472,38 @@ fn copy_conflict(first: &SessionId, detail: &str, count: usize) -> String {
         "the destination holds session {first} with other rows ({detail}){others}; \
          nothing was copied"
     )
+}
+
+/// Why a path cannot be used as a database (or backup) file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathProblem {
+    /// The empty path (SQLite would open a private temporary database).
+    #[error("the path is empty")]
+    Empty,
+    /// `:memory:`, an in-memory database that keeps nothing.
+    #[error("\":memory:\" is an in-memory database, not a file")]
+    Memory,
+    /// An SQLite URI (`file:...`); paths are never read as URIs.
+    #[error("SQLite URIs (file:...) are not accepted; give a file path")]
+    Uri,
+    /// The path exists but is not a regular file.
+    #[error("is a {kind}, not a regular file")]
+    NotRegularFile {
+        /// What it is instead: `directory`, `FIFO`, `character device`, ...
+        kind: &'static str,
+    },
+    /// The folder the file would be created in does not exist.
+    #[error("folder {folder} does not exist")]
+    NoFolder {
+        /// The missing folder.
+        folder: PathBuf,
+    },
+    /// A backup path that is the database itself or one of its side files
+    /// (`-journal`, `-wal`, `-shm`), which SQLite creates and deletes on its own.
+    #[error("is the database {database} or one of its side files")]
+    DatabaseOrSideFile {
+        /// The database being backed up.
+        database: PathBuf,
+    },
 }

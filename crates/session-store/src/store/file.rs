@@ -25,47 +25,15 @@ use chrono::{DateTime, Utc};
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::{not_a_database, schema, Store};
+use super::handle::Store;
+use super::schema;
+use crate::error::PathProblem;
 use crate::error::{Error, Result};
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// The files SQLite keeps beside a database while it is open.
 const SIDE_SUFFIXES: [&str; 3] = ["-journal", "-wal", "-shm"];
-
-/// Why a path cannot be used as a database (or backup) file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PathProblem {
-    /// The empty path (SQLite would open a private temporary database).
-    #[error("the path is empty")]
-    Empty,
-    /// `:memory:`, an in-memory database that keeps nothing.
-    #[error("\":memory:\" is an in-memory database, not a file")]
-    Memory,
-    /// An SQLite URI (`file:...`); paths are never read as URIs.
-    #[error("SQLite URIs (file:...) are not accepted; give a file path")]
-    Uri,
-    /// The path exists but is not a regular file.
-    #[error("is a {kind}, not a regular file")]
-    NotRegularFile {
-        /// What it is instead: `directory`, `FIFO`, `character device`, ...
-        kind: &'static str,
-    },
-    /// The folder the file would be created in does not exist.
-    #[error("folder {folder} does not exist")]
-    NoFolder {
-        /// The missing folder.
-        folder: PathBuf,
-    },
-    /// A backup path that is the database itself or one of its side files
-    /// (`-journal`, `-wal`, `-shm`), which SQLite creates and deletes on its own.
-    #[error("is the database {database} or one of its side files")]
-    DatabaseOrSideFile {
-        /// The database being backed up.
-        database: PathBuf,
-    },
-}
 
 /// How a path is going to be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -701,6 +669,20 @@ fn cannot_write(error: &Error) -> bool {
         || code == Some(rusqlite::ErrorCode::CannotOpen)
         || code == Some(rusqlite::ErrorCode::PermissionDenied)
         || matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
+/// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
+pub(super) fn not_a_database(error: Error, path: &Path) -> Error {
+    match &error {
+        _ if error.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::NotADatabase) =>
+        {
+            Error::NotADatabase {
+                path: path.to_path_buf(),
+            }
+        }
+        _ => error,
+    }
 }
 
 #[cfg(test)]

@@ -12,34 +12,15 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde::Serialize;
 
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::reports::SessionOverview;
+use super::time::format_time;
+use super::time::parse_time;
 use super::write::pending_listed;
-use super::{format_time, parse_time, SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::history::rules::HealthRule;
 use crate::model::SessionId;
-
-/// One session's line in a listing, counted in SQL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionOverview {
-    /// The session's id.
-    pub id: SessionId,
-    /// When it was created; `None` when the stored text is not a timestamp (a row written
-    /// by other code), so that one such row does not hide every other session.
-    pub created_at: Option<DateTime<Utc>>,
-    /// When it last changed; `None` as for `created_at`.
-    pub updated_at: Option<DateTime<Utc>>,
-    /// A person's name for the session (`sessions.title`), where the database has that
-    /// column and the session has one.
-    pub title: Option<String>,
-    /// How many messages it holds (compacted ones included).
-    pub messages: i64,
-    /// How many distinct turns its messages belong to.
-    pub turns: i64,
-    /// How many of those turns hold a compacted message.
-    pub compacted_turns: i64,
-    /// The tool_use ids still waiting for a result at the end of the session (legal).
-    pub pending: Vec<String>,
-}
 
 /// A session's listing as a JSON object: the [`SessionOverview`] with its timestamps written
 /// as every JSON shape writes them (RFC 3339, microseconds, `Z`; `null` when unreadable) and

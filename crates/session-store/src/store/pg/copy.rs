@@ -6,7 +6,8 @@ use postgres::types::ToSql;
 use super::PgStore;
 use crate::error::Result;
 use crate::model::SessionId;
-use crate::store::copy::{forget_parent, lineage_parent, Cell, IdMap, Kind, SessionRows, TABLES};
+use crate::store::copy::{forget_parent, lineage_parent, IdMap, Kind, TABLES};
+use crate::store::reports::{Cell, SessionRows};
 
 /// A cell as a typed PostgreSQL parameter of a column of `kind`.
 fn param(cell: Cell, kind: Kind) -> Box<dyn ToSql + Sync> {

@@ -32,6 +32,7 @@ mod retention;
 pub(crate) mod rows;
 pub(crate) mod schema;
 mod search;
+mod sql;
 pub(crate) mod write;
 
 /// A pooled connection with the statements it has prepared, by SQL text: each statement is

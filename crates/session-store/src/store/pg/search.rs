@@ -24,8 +24,8 @@ use postgres::Row;
 use super::{require_session, PgStore};
 use crate::error::Result;
 use crate::model::SessionId;
+use crate::store::reports::{SearchHit, SearchOptions};
 use crate::store::snippet::{phrases, snippet, snippet_columns, Phrase};
-use crate::store::{SearchHit, SearchOptions};
 
 /// What the index holds for part `p`: V11's stored generated column, indexed by GIN.
 const DOCUMENT: &str = "p.search_document";
