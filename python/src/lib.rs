@@ -338,6 +338,27 @@ impl Store {
         })
     }
 
+    /// Claude Agent SDK: records `child` (a `subagents/*` subpath's session) as a sub-agent
+    /// of `parent` ([`lib::Store::link_subagent`]).
+    fn claude_link_subagent(&self, py: Python<'_>, parent: String, child: String) -> PyResult<()> {
+        self.run(py, move |store| {
+            store.link_subagent(&SessionId::new(parent), &SessionId::new(child))?;
+            Ok(())
+        })
+    }
+
+    /// The sub-agents `parent` spawned (every one with `None`), as a JSON list of
+    /// `{"id", "parent", "parent_tool_use_id", "state"}`.
+    #[pyo3(signature = (parent=None))]
+    fn subagents(&self, py: Python<'_>, parent: Option<String>) -> PyResult<String> {
+        self.run(py, move |store| {
+            let parent = parent.map(SessionId::new);
+            let found = store.subagents(parent.as_ref())?;
+            serde_json::to_string(&found)
+                .map_err(|e| Failure::Input(format!("cannot write JSON: {e}")))
+        })
+    }
+
     /// Claude Agent SDK: the session's entries (JSON list), None when there is no session.
     fn claude_load(&self, py: Python<'_>, session: String) -> PyResult<Option<String>> {
         self.run(py, move |store| {

@@ -117,6 +117,10 @@ def test_claude_session_store_on_postgres(pg):
         assert asyncio.run(store.load({**key, "session_id": "none"})) is None
         assert [s["session_id"] for s in asyncio.run(store.list_sessions(project))] == ["s1"]
         assert asyncio.run(store.list_subkeys(key)) == ["subagents/agent-1"]
+        # A `subagents/*` subpath is a sub-agent of the main session (no call spawned it).
+        assert pg.subagents(store_session_id(key)) == [{
+            "id": store_session_id(sub), "parent": store_session_id(key),
+            "parent_tool_use_id": None, "state": "incomplete"}]
         # The transcript lines are the store's messages too.
         exported = pg.export(store_session_id(key), "anthropic")
         assert [m["role"] for m in exported["messages"]] == ["user", "assistant"]

@@ -20,7 +20,7 @@ use crate::history::render::Provider;
 use crate::history::request::Request;
 use crate::history::thinking::ThinkingState;
 use crate::import::{Format, Imported};
-use crate::model::{Appended, Message, NewMessage, Part, SessionId, SessionInfo, Usage};
+use crate::model::{Appended, Message, NewMessage, Part, SessionId, SessionInfo, Subagent, Usage};
 use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
@@ -537,6 +537,13 @@ impl AsyncStore {
     pub async fn session_row(&self, overview: &SessionOverview) -> Result<Option<SessionRow>> {
         let overview = overview.clone();
         self.run(move |store| store.session_row(&overview)).await
+    }
+
+    /// [`Store::link_subagent`].
+    pub async fn link_subagent(&self, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
+        let (parent, child) = (parent.clone(), child.clone());
+        self.run(move |store| store.link_subagent(&parent, &child))
+            .await
     }
 
     /// [`Store::pop_part`].
