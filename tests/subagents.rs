@@ -187,7 +187,7 @@ fn a_sub_agent_stored_apart_is_linked_as_the_whole_log_import_links_it() {
             );
             assert_eq!(
                 store.subagents(Some(&main)).expect("subagents"),
-                [linked.clone()]
+                std::slice::from_ref(&linked)
             );
             // Linking again changes nothing; an unknown parent or child is refused.
             assert_eq!(store.link_subagent(&main, &side).expect("again"), linked);
