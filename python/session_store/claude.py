@@ -96,8 +96,16 @@ class SessionStore:
                 native.claude_link_subagent(main, store_id)
             return
         prefix = store_id + ":"
-        for child in self._ids_under(prefix):
-            if _unescape(child[len(prefix):]).startswith(_SUBAGENTS):
+        children = [c for c in self._ids_under(prefix)
+                    if _unescape(c[len(prefix):]).startswith(_SUBAGENTS)]
+        if not children:
+            return
+        # A child whose spawning call is known and answered is settled: only the others can
+        # change with what the main session appended.
+        settled = {s["id"] for s in json.loads(native.subagents(store_id))
+                   if s["parent_tool_use_id"] is not None and s["state"] != "active"}
+        for child in children:
+            if child not in settled:
                 native.claude_link_subagent(store_id, child)
 
     def load_sync(self, key: Mapping[str, Any]) -> Optional[List[Dict[str, Any]]]:
