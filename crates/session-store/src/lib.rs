@@ -51,7 +51,7 @@ mod store;
 pub use async_store::AsyncStore;
 
 // The vocabulary: sessions, messages, parts, and what can go wrong.
-pub use error::{Error, PathProblem, Result, StorageError};
+pub use error::{Error, OpenError, PathProblem, Result, StorageError};
 pub use history::pairing::Refusal;
 pub use model::{token_count, MAX_TOKEN_COUNT};
 pub use model::{

@@ -27,8 +27,8 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::handle::Store;
 use super::schema;
-use crate::error::PathProblem;
 use crate::error::{Error, Result};
+use crate::error::{OpenError, PathProblem};
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
@@ -628,7 +628,7 @@ impl Store {
     /// read-only mount, another user's file, a folder where SQLite cannot create its side
     /// files, WAL side files or not. Reads then return what a writable open returns; writes
     /// fail with [`Error::is_read_only`]. A `postgres://` URL opens as [`Store::open`].
-    pub fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+    pub fn open_readable(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         Self::open_readable_with(path, &super::StoreOptions::default())
     }
 
@@ -637,7 +637,7 @@ impl Store {
     pub fn open_readable_with(
         path: impl AsRef<Path>,
         options: &super::StoreOptions,
-    ) -> Result<Self> {
+    ) -> Result<Self, OpenError> {
         let path = path.as_ref();
         match Self::open_with(path, options) {
             Err(error) if cannot_write(&error) => {
@@ -663,12 +663,15 @@ impl Store {
 
 /// True when `error` says this process may not write the database (or create its side
 /// files), rather than that something is wrong with it.
-fn cannot_write(error: &Error) -> bool {
-    let code = error.sqlite().and_then(rusqlite::Error::sqlite_error_code);
+fn cannot_write(error: &OpenError) -> bool {
     error.is_read_only()
-        || code == Some(rusqlite::ErrorCode::CannotOpen)
-        || code == Some(rusqlite::ErrorCode::PermissionDenied)
-        || matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+        || error.sqlite_code().is_some_and(|code| {
+            matches!(
+                code,
+                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied
+            )
+        })
+        || matches!(error, OpenError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 /// SQLite says `NotADatabase` only once it reads a page; name the file when it does.

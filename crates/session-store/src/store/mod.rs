@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{OpenError, Result};
 use engine::Engine;
 use pool::SqliteEngine;
 
@@ -94,16 +94,19 @@ impl Store {
     /// A `postgres://` or `postgresql://` URL opens that PostgreSQL database instead (the
     /// same tables, migrated with the PostgreSQL dialect of the same history). A build
     /// without the cargo feature `postgres` refuses one with [`crate::Error::FeatureMissing`].
-    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         Self::open_with(path, &StoreOptions::default())
     }
 
     /// [`Store::open`] with explicit options.
-    pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
+    pub fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self, OpenError> {
         let engine: Arc<dyn Engine> = match path.as_ref().to_str().filter(|p| is_database_url(p)) {
-            Some(url) => open_postgres(url, options)?,
-            None => Arc::new(SqliteEngine::open(path.as_ref(), options)?),
-        };
+            Some(url) => open_postgres(url, options),
+            None => {
+                SqliteEngine::open(path.as_ref(), options).map(|e| Arc::new(e) as Arc<dyn Engine>)
+            }
+        }
+        .map_err(OpenError::from_open)?;
         Ok(Self { engine })
     }
 }
@@ -138,7 +141,7 @@ mod tests {
             assert!(
                 matches!(
                     &error,
-                    Error::FeatureMissing {
+                    OpenError::FeatureMissing {
                         feature: "postgres",
                         ..
                     }

@@ -7,7 +7,8 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     /// How long a connection waits for another's write lock before `SQLITE_BUSY` (on
-    /// PostgreSQL: for a session's row lock, as `lock_timeout`, and for a connection).
+    /// PostgreSQL: for a session's row lock, as `lock_timeout`, and for a pooled connection,
+    /// though never less than 5 s nor more than 10 s).
     pub busy_timeout: Duration,
     /// The most connections the pool opens at once.
     pub max_connections: u32,
