@@ -110,6 +110,31 @@ impl Tx<'_> {
         Ok(self.tx.query_opt(&statement, params)?)
     }
 
+    /// Runs `COPY ... FROM STDIN` (`sql`) with `data` in its format; how many rows it wrote.
+    pub(crate) fn copy_in(&mut self, sql: &str, data: &[u8]) -> Result<u64> {
+        use std::io::Write;
+        let mut writer = self.tx.copy_in(sql)?;
+        let written = writer.write_all(data);
+        // A broken stream fails `finish` with the server's error; else the writer's own.
+        let rows = writer.finish()?;
+        match written {
+            Ok(()) => Ok(rows),
+            Err(error) => Err(
+                match error.into_inner().map(|e| e.downcast::<postgres::Error>()) {
+                    Some(Ok(error)) => Error::from(*error),
+                    Some(Err(other)) => Error::Io {
+                        path: std::path::PathBuf::from(sql),
+                        source: std::io::Error::other(other),
+                    },
+                    None => Error::Io {
+                        path: std::path::PathBuf::from(sql),
+                        source: std::io::Error::other("COPY FROM STDIN failed"),
+                    },
+                },
+            ),
+        }
+    }
+
     /// Runs `sql`; how many rows it changed.
     pub(crate) fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let statement = self.statement(sql)?;
