@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::json;
-use session_store::{AsyncStore, Error, NewMessage, Part, Refusal, SessionId, Store};
+use session_store::{AsyncStore, Error, NewMessage, OpenError, Part, Refusal, SessionId, Store};
 
 use crate::backends::backends;
 
@@ -289,7 +289,7 @@ fn async_store_is_clone_send_sync_and_shares_the_store() -> Result<()> {
     // A path that cannot be a database is refused as `Store::open` refuses it.
     let refused = runtime.block_on(AsyncStore::open(":memory:"));
     assert!(
-        matches!(refused, Err(Error::InvalidPath { .. })),
+        matches!(refused, Err(OpenError::InvalidPath { .. })),
         "{refused:?}"
     );
     Ok(())

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::Value;
 use session_store::repair::{backup_database, RepairOptions};
-use session_store::{Error, NewMessage, Part, SessionId, Store, StoreOptions};
+use session_store::{Error, NewMessage, OpenError, Part, SessionId, Store, StoreOptions};
 
 use crate::util::dump;
 
@@ -182,7 +182,10 @@ fn memory_and_uri_paths_are_refused_and_nothing_is_created() {
     }
     for db in [":memory:", "file:x.db?nolock=1"] {
         let err = Store::open(db).expect_err(db);
-        assert!(matches!(err, Error::InvalidPath { .. }), "{db}: {err:?}");
+        assert!(
+            matches!(err, OpenError::InvalidPath { .. }),
+            "{db}: {err:?}"
+        );
     }
 }
 
@@ -209,7 +212,7 @@ fn a_missing_folder_fails_fast_with_its_cause_and_creates_nothing() {
     assert!(run.stderr.contains("does not exist"), "{}", run.stderr);
     assert!(!dir.path().join("no").exists());
     let err = Store::open(&db).expect_err("missing folder");
-    assert!(matches!(err, Error::InvalidPath { .. }), "{err:?}");
+    assert!(matches!(err, OpenError::InvalidPath { .. }), "{err:?}");
 }
 
 /// A new database on a full disk: `StoreOptions::max_page_count` is the disk the library

@@ -6,7 +6,7 @@
 //! check (random raw sessions, as `views_props.rs` writes them into SQLite). Skipped, with a
 //! note, when `SESSION_STORE_TEST_PG` is unset.
 
-use session_store::{Error, NewMessage, Store, StoreOptions};
+use session_store::{NewMessage, OpenError, Store, StoreOptions};
 
 use crate::backends::PgSchema;
 
@@ -59,7 +59,7 @@ fn a_history_from_a_newer_or_foreign_build_is_refused_before_any_write() {
         .expect("future row");
     assert!(matches!(
         Store::open(schema.url()),
-        Err(Error::FutureSchema { version: 99, .. })
+        Err(OpenError::FutureSchema { version: 99, .. })
     ));
     client
         .batch_execute(
@@ -69,7 +69,7 @@ fn a_history_from_a_newer_or_foreign_build_is_refused_before_any_write() {
         .expect("divergent row");
     assert!(matches!(
         Store::open(schema.url()),
-        Err(Error::DivergentSchema { version: 2, .. })
+        Err(OpenError::DivergentSchema { version: 2, .. })
     ));
 }
 
@@ -338,7 +338,7 @@ fn a_v15_database_with_rows_migrates_and_keeps_its_search_and_tails() {
     );
     let refused = store.append(&session, NewMessage::user("skipping the result"));
     assert!(
-        matches!(refused, Err(Error::Refused { .. })),
+        matches!(refused, Err(session_store::Error::Refused { .. })),
         "a broken pair after the migration: {refused:?}"
     );
     store

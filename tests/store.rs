@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use chrono::{TimeZone, Utc};
 use serde_json::json;
-use session_store::{Error, NewMessage, Part, Refusal, Role, SessionId, Store};
+use session_store::{Error, NewMessage, OpenError, Part, Refusal, Role, SessionId, Store};
 
 use crate::util::{dump, raw, temp_store, violations};
 
@@ -68,7 +68,7 @@ fn open_refuses_a_file_that_is_not_sqlite_and_leaves_it_untouched() {
     let content = b"these are my notes, not a database\n".repeat(200);
     std::fs::write(&path, &content).expect("write");
     let error = Store::open(&path).expect_err("refused");
-    assert!(matches!(error, Error::NotADatabase { .. }), "{error:?}");
+    assert!(matches!(error, OpenError::NotADatabase { .. }), "{error:?}");
     assert_eq!(std::fs::read(&path).expect("read"), content);
     assert!(!dir.path().join("notes.db-wal").exists());
 }
@@ -78,7 +78,7 @@ fn open_refuses_a_directory() {
     let dir = tempfile::tempdir().expect("tempdir");
     assert!(matches!(
         Store::open(dir.path()),
-        Err(Error::InvalidPath { .. })
+        Err(OpenError::InvalidPath { .. })
     ));
 }
 
@@ -126,7 +126,7 @@ fn open_with_history_row(version: i64, name: &str) -> Error {
         bytes,
         "opening wrote to the file"
     );
-    error
+    error.into()
 }
 
 #[test]

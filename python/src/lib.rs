@@ -152,7 +152,7 @@ impl Store {
     #[new]
     fn new(py: Python<'_>, db: String) -> PyResult<Self> {
         let store = py
-            .detach(move || lib::Store::open(&db))
+            .detach(move || lib::Store::open(&db).map_err(lib::Error::from))
             .map_err(|e| failure(py, e.into()))?;
         Ok(Self {
             inner: RwLock::new(Some(Arc::new(store))),

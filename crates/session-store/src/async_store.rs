@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::runtime::Handle;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, OpenError, Result};
 use crate::history::compaction::{ProviderHistory, Summary};
 use crate::history::paging::{Page, TurnCursor};
 use crate::history::render::Provider;
@@ -80,13 +80,16 @@ impl From<Store> for AsyncStore {
 
 impl AsyncStore {
     /// [`Store::open`], on the blocking pool.
-    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         blocking(move || Store::open(path)).await.map(Self::from)
     }
 
     /// [`Store::open_with`], on the blocking pool.
-    pub async fn open_with(path: impl AsRef<Path>, options: &StoreOptions) -> Result<Self> {
+    pub async fn open_with(
+        path: impl AsRef<Path>,
+        options: &StoreOptions,
+    ) -> Result<Self, OpenError> {
         let (path, options): (PathBuf, _) = (path.as_ref().to_path_buf(), options.clone());
         blocking(move || Store::open_with(path, &options))
             .await
@@ -124,15 +127,31 @@ impl AsyncStore {
     }
 }
 
+/// The runtime shut down before a blocking task ran to its end; each error type the async
+/// operations return says so in its own `TaskCancelled`.
+struct Cancelled;
+
+impl From<Cancelled> for Error {
+    fn from(_: Cancelled) -> Self {
+        Error::TaskCancelled
+    }
+}
+
+impl From<Cancelled> for OpenError {
+    fn from(_: Cancelled) -> Self {
+        OpenError::TaskCancelled
+    }
+}
+
 /// Runs `work` on tokio's blocking pool. A panic in it goes on in the caller (as it would
 /// have in a blocking call); a runtime shutting down under it is [`Error::TaskCancelled`].
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
+async fn blocking<T: Send + 'static, E: From<Cancelled> + Send + 'static>(
+    work: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, E> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(_) => Err(Error::TaskCancelled),
+        Err(_) => Err(E::from(Cancelled)),
     }
 }
 
@@ -507,7 +526,7 @@ impl AsyncStore {
     }
 
     /// [`Store::open_readable`], on the blocking pool.
-    pub async fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+    pub async fn open_readable(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         let path = path.as_ref().to_path_buf();
         blocking(move || Store::open_readable(path))
             .await

@@ -24,7 +24,7 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         #[source]
-        problem: crate::store::PathProblem,
+        problem: PathProblem,
     },
     /// The path could not be read or created.
     #[error("cannot open {path}")]
@@ -289,12 +289,7 @@ pub enum Error {
 impl Error {
     /// True when SQLite gave up waiting for a lock held by another connection.
     pub fn is_busy(&self) -> bool {
-        self.sqlite_code().is_some_and(|code| {
-            matches!(
-                code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            )
-        }) || self.postgres_state() == Some("55P03")
+        self.storage().is_some_and(StorageError::is_busy)
     }
 
     /// True when the database could not be reached: the PostgreSQL server refused or dropped
@@ -307,10 +302,8 @@ impl Error {
     /// drops broken connections and opens new ones once the server is back, in the same
     /// process. Never true for SQLite, whose file is always at hand.
     pub fn is_unreachable(&self) -> bool {
-        match self {
-            Error::Storage(StorageError(engine)) => engine.is_unreachable(),
-            _ => false,
-        }
+        self.storage()
+            .is_some_and(|storage| storage.0.is_unreachable())
     }
 
     /// True when the disk (or `PRAGMA max_page_count`) has no room for the write.
@@ -320,8 +313,7 @@ impl Error {
 
     /// True when the database cannot be written (read-only file or connection).
     pub fn is_read_only(&self) -> bool {
-        self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
-            || self.postgres_state() == Some("25006")
+        self.storage().is_some_and(StorageError::is_read_only)
     }
 
     /// The refusal, when the error is a refused append.
@@ -342,33 +334,24 @@ impl Error {
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
-        self.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+        self.storage().and_then(StorageError::sqlite_code)
     }
 
     /// The SQLite error underneath, if that is what failed.
     pub(crate) fn sqlite(&self) -> Option<&rusqlite::Error> {
-        match self {
-            Error::Storage(StorageError(Engine::Sqlite(e))) => Some(e),
-            _ => None,
-        }
+        self.storage().and_then(StorageError::sqlite)
     }
 
-    /// PostgreSQL's SQLSTATE (`55P03` lock not available, `25006` read-only transaction),
-    /// when the error is PostgreSQL's.
-    #[cfg(feature = "postgres")]
     fn postgres_state(&self) -> Option<&str> {
-        match self {
-            Error::Storage(StorageError(Engine::Postgres(e))) => {
-                e.code().map(postgres::error::SqlState::code)
-            }
-            _ => None,
-        }
+        self.storage().and_then(StorageError::postgres_state)
     }
 
-    /// A build without PostgreSQL has no PostgreSQL error.
-    #[cfg(not(feature = "postgres"))]
-    fn postgres_state(&self) -> Option<&str> {
-        None
+    /// The engine's failure, when that is what this is.
+    fn storage(&self) -> Option<&StorageError> {
+        match self {
+            Error::Storage(storage) => Some(storage),
+            _ => None,
+        }
     }
 }
 
@@ -378,6 +361,53 @@ impl Error {
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct StorageError(Engine);
+
+impl StorageError {
+    /// The SQLite error underneath, if that is what failed.
+    fn sqlite(&self) -> Option<&rusqlite::Error> {
+        match &self.0 {
+            Engine::Sqlite(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// SQLite's primary result code, if SQLite failed.
+    fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        self.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+    }
+
+    /// PostgreSQL's SQLSTATE (`55P03` lock not available, `25006` read-only transaction),
+    /// when the error is PostgreSQL's.
+    #[cfg(feature = "postgres")]
+    fn postgres_state(&self) -> Option<&str> {
+        match &self.0 {
+            Engine::Postgres(e) => e.code().map(postgres::error::SqlState::code),
+            _ => None,
+        }
+    }
+
+    /// A build without PostgreSQL has no PostgreSQL error.
+    #[cfg(not(feature = "postgres"))]
+    fn postgres_state(&self) -> Option<&str> {
+        None
+    }
+
+    /// SQLite gave up waiting for a lock, or PostgreSQL for a row lock.
+    fn is_busy(&self) -> bool {
+        self.sqlite_code().is_some_and(|code| {
+            matches!(
+                code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            )
+        }) || self.postgres_state() == Some("55P03")
+    }
+
+    /// The database cannot be written.
+    fn is_read_only(&self) -> bool {
+        self.sqlite_code() == Some(rusqlite::ErrorCode::ReadOnly)
+            || self.postgres_state() == Some("25006")
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 enum Engine {
@@ -458,6 +488,194 @@ impl From<refinery::Error> for Error {
     }
 }
 
+/// What opening a database fails with: [`crate::Store::open`], its siblings
+/// (`open_with`, `open_readable`, `open_readable_with`) and `AsyncStore::open`. Every
+/// variant is about the path, the file or its schema; none is about a session.
+///
+/// It converts into the umbrella [`Error`], each variant into the variant of the same name
+/// (with the same message), so `?` takes it in a function that returns [`crate::Result`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// See [`Error::NotADatabase`].
+    #[error("{path} is not an SQLite database")]
+    NotADatabase {
+        /// The file that was refused.
+        path: PathBuf,
+    },
+    /// See [`Error::InvalidPath`].
+    #[error("{path}: not usable as a database file")]
+    InvalidPath {
+        /// The path that was refused.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        problem: PathProblem,
+    },
+    /// See [`Error::Io`].
+    #[error("cannot open {path}")]
+    Io {
+        /// The file involved.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// See [`Error::UnreadableWal`].
+    #[error("cannot read {path} without write access: its -wal holds commits not yet in the file and the -shm SQLite needs to read them is missing (its owner can run `PRAGMA wal_checkpoint(TRUNCATE)`, or copy the database with its -wal somewhere writable)")]
+    UnreadableWal {
+        /// The database.
+        path: PathBuf,
+    },
+    /// See [`Error::FutureSchema`].
+    #[error("database schema is newer than this build: migration V{version}__{name} is unknown here (latest known: V{latest_known})")]
+    FutureSchema {
+        /// The unknown migration's version.
+        version: i64,
+        /// Its name.
+        name: String,
+        /// The newest version this build carries.
+        latest_known: i64,
+    },
+    /// See [`Error::DivergentSchema`].
+    #[error("migration history diverges at V{version}: database has {theirs:?}, this build has {ours:?}")]
+    DivergentSchema {
+        /// The version that differs.
+        version: i64,
+        /// What the database recorded (name and checksum).
+        theirs: String,
+        /// What this build carries (name and checksum).
+        ours: String,
+    },
+    /// See [`Error::Migration`].
+    #[error("migration failed")]
+    Migration(#[source] StorageError),
+    /// See [`Error::FeatureMissing`]: a `postgres://` URL in a build without PostgreSQL.
+    #[error("{what} needs the cargo feature `{feature}`, which this build of session-store lacks")]
+    FeatureMissing {
+        /// The cargo feature (`postgres`).
+        feature: &'static str,
+        /// What was asked (the URL is shown without its password).
+        what: String,
+    },
+    /// See [`Error::TaskCancelled`] (`AsyncStore::open`).
+    #[error("the runtime shut down before the store operation finished")]
+    TaskCancelled,
+    /// The storage engine underneath failed while opening; ask [`OpenError::is_busy`],
+    /// [`OpenError::is_read_only`] or [`OpenError::is_unreachable`] what kind.
+    #[error(transparent)]
+    Storage(StorageError),
+    /// A failure of another kind met while opening (none is known; kept whole rather than
+    /// renamed).
+    #[error(transparent)]
+    Other(Box<Error>),
+}
+
+impl OpenError {
+    /// True when SQLite gave up waiting for a lock (another process holds the file), or a
+    /// PostgreSQL lock wait ran out: try again.
+    pub fn is_busy(&self) -> bool {
+        self.storage().is_some_and(StorageError::is_busy)
+    }
+
+    /// True when the database cannot be written (read-only file, folder or connection).
+    pub fn is_read_only(&self) -> bool {
+        self.storage().is_some_and(StorageError::is_read_only)
+    }
+
+    /// True when the PostgreSQL server could not be reached (see [`Error::is_unreachable`]).
+    pub fn is_unreachable(&self) -> bool {
+        self.storage()
+            .is_some_and(|storage| storage.0.is_unreachable())
+    }
+
+    /// True when the disk (or `StoreOptions::max_page_count`) had no room to create or
+    /// migrate the database.
+    pub fn is_full(&self) -> bool {
+        self.sqlite_code() == Some(rusqlite::ErrorCode::DiskFull)
+    }
+
+    /// SQLite's primary result code, when SQLite failed.
+    pub(crate) fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
+        self.storage().and_then(StorageError::sqlite_code)
+    }
+
+    fn storage(&self) -> Option<&StorageError> {
+        match self {
+            OpenError::Storage(storage) => Some(storage),
+            _ => None,
+        }
+    }
+
+    /// The open path's failure as what it is. Opening meets only the kinds above; a
+    /// failure of any other kind (none is known) is kept whole in [`OpenError::Other`].
+    pub(crate) fn from_open(error: Error) -> Self {
+        match error {
+            Error::NotADatabase { path } => OpenError::NotADatabase { path },
+            Error::InvalidPath { path, problem } => OpenError::InvalidPath { path, problem },
+            Error::Io { path, source } => OpenError::Io { path, source },
+            Error::UnreadableWal { path } => OpenError::UnreadableWal { path },
+            Error::FutureSchema {
+                version,
+                name,
+                latest_known,
+            } => OpenError::FutureSchema {
+                version,
+                name,
+                latest_known,
+            },
+            Error::DivergentSchema {
+                version,
+                theirs,
+                ours,
+            } => OpenError::DivergentSchema {
+                version,
+                theirs,
+                ours,
+            },
+            Error::Migration(storage) => OpenError::Migration(storage),
+            Error::FeatureMissing { feature, what } => OpenError::FeatureMissing { feature, what },
+            Error::TaskCancelled => OpenError::TaskCancelled,
+            Error::Storage(storage) => OpenError::Storage(storage),
+            other => OpenError::Other(Box::new(other)),
+        }
+    }
+}
+
+impl From<OpenError> for Error {
+    fn from(error: OpenError) -> Self {
+        match error {
+            OpenError::NotADatabase { path } => Error::NotADatabase { path },
+            OpenError::InvalidPath { path, problem } => Error::InvalidPath { path, problem },
+            OpenError::Io { path, source } => Error::Io { path, source },
+            OpenError::UnreadableWal { path } => Error::UnreadableWal { path },
+            OpenError::FutureSchema {
+                version,
+                name,
+                latest_known,
+            } => Error::FutureSchema {
+                version,
+                name,
+                latest_known,
+            },
+            OpenError::DivergentSchema {
+                version,
+                theirs,
+                ours,
+            } => Error::DivergentSchema {
+                version,
+                theirs,
+                ours,
+            },
+            OpenError::Migration(storage) => Error::Migration(storage),
+            OpenError::FeatureMissing { feature, what } => Error::FeatureMissing { feature, what },
+            OpenError::TaskCancelled => Error::TaskCancelled,
+            OpenError::Storage(storage) => Error::Storage(storage),
+            OpenError::Other(error) => *error,
+        }
+    }
+}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -472,4 +690,104 @@ fn copy_conflict(first: &SessionId, detail: &str, count: usize) -> String {
         "the destination holds session {first} with other rows ({detail}){others}; \
          nothing was copied"
     )
+}
+
+/// Why a path cannot be used as a database (or backup) file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathProblem {
+    /// The empty path (SQLite would open a private temporary database).
+    #[error("the path is empty")]
+    Empty,
+    /// `:memory:`, an in-memory database that keeps nothing.
+    #[error("\":memory:\" is an in-memory database, not a file")]
+    Memory,
+    /// An SQLite URI (`file:...`); paths are never read as URIs.
+    #[error("SQLite URIs (file:...) are not accepted; give a file path")]
+    Uri,
+    /// The path exists but is not a regular file.
+    #[error("is a {kind}, not a regular file")]
+    NotRegularFile {
+        /// What it is instead: `directory`, `FIFO`, `character device`, ...
+        kind: &'static str,
+    },
+    /// The folder the file would be created in does not exist.
+    #[error("folder {folder} does not exist")]
+    NoFolder {
+        /// The missing folder.
+        folder: PathBuf,
+    },
+    /// A backup path that is the database itself or one of its side files
+    /// (`-journal`, `-wal`, `-shm`), which SQLite creates and deletes on its own.
+    #[error("is the database {database} or one of its side files")]
+    DatabaseOrSideFile {
+        /// The database being backed up.
+        database: PathBuf,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every open failure, one per variant that carries no engine error.
+    fn open_failures() -> Vec<OpenError> {
+        vec![
+            OpenError::NotADatabase {
+                path: "notes.txt".into(),
+            },
+            OpenError::InvalidPath {
+                path: ":memory:".into(),
+                problem: PathProblem::Memory,
+            },
+            OpenError::Io {
+                path: "/root/s.db".into(),
+                source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            },
+            OpenError::UnreadableWal {
+                path: "ro.db".into(),
+            },
+            OpenError::FutureSchema {
+                version: 99,
+                name: "later".into(),
+                latest_known: 15,
+            },
+            OpenError::DivergentSchema {
+                version: 2,
+                theirs: "a".into(),
+                ours: "b".into(),
+            },
+            OpenError::FeatureMissing {
+                feature: "postgres",
+                what: "opening postgres://h/db".into(),
+            },
+            OpenError::TaskCancelled,
+            OpenError::Other(Box::new(Error::UnknownSession(SessionId::new("s")))),
+        ]
+    }
+
+    #[test]
+    fn an_open_error_says_what_the_umbrella_error_says_and_converts_both_ways() {
+        for (open, expected) in open_failures().into_iter().zip(open_failures()) {
+            let shown = open.to_string();
+            let umbrella = Error::from(open);
+            assert_eq!(umbrella.to_string(), shown, "{expected:?}");
+            let back = OpenError::from_open(umbrella);
+            assert_eq!(back.to_string(), shown, "{expected:?}");
+            assert_eq!(
+                std::mem::discriminant(&back),
+                std::mem::discriminant(&expected),
+                "{expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_failure_open_never_meets_is_kept_whole_not_renamed() {
+        let open = OpenError::from_open(Error::UnknownSession(SessionId::new("s")));
+        assert!(
+            matches!(&open, OpenError::Other(inner) if matches!(**inner, Error::UnknownSession(_)))
+        );
+        assert!(matches!(Error::from(open), Error::UnknownSession(_)));
+    }
 }

@@ -51,7 +51,7 @@ mod store;
 pub use async_store::AsyncStore;
 
 // The vocabulary: sessions, messages, parts, and what can go wrong.
-pub use error::{Error, Result, StorageError};
+pub use error::{Error, OpenError, PathProblem, Result, StorageError};
 pub use history::pairing::Refusal;
 pub use model::{token_count, MAX_TOKEN_COUNT};
 pub use model::{
@@ -71,9 +71,9 @@ pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
     search_notes, validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted,
     Durability, ExportOptions, Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize,
-    OpenMessage, PathProblem, Reclaimed, Reverted, SearchHit, SearchOptions, SessionOverview,
-    SessionSize, SessionUsage, SizeReport, Store, StoreOptions, TokenTotals, TranscriptFormat,
-    TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION, MAX_SEARCH_TERMS,
+    OpenMessage, Reclaimed, Reverted, SearchHit, SearchOptions, SessionOverview, SessionSize,
+    SessionUsage, SizeReport, Store, StoreOptions, TokenTotals, TranscriptFormat, TurnUsage,
+    BUNDLE_FORMAT, BUNDLE_VERSION, MAX_SEARCH_TERMS,
 };
 pub use store::{ReadableSession, StoredPart};
 

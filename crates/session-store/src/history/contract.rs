@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::history::render::Provider;
+use crate::history::provider::Provider;
 use crate::history::signed::{is_position_validated, signature};
 use crate::model::{Message, Part, Role};
 

@@ -13,6 +13,7 @@ pub mod mend;
 pub mod models;
 pub mod paging;
 pub mod pairing;
+pub mod provider;
 pub mod rules;
 pub mod tail;
 pub mod texts;

@@ -10,13 +10,34 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::format_time;
-use super::repair::{Loaded, LoggedChange};
-use super::rows::insert_part;
+use super::encode::insert_part;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::rows::Loaded;
 use super::sql::{values, Sql};
+use super::time::format_time;
 use crate::error::Result;
 use crate::history::mend::{summary_moves, Action, MendPlan, MessageRef, PartRef};
+use crate::history::rules::HealthRule;
 use crate::model::{Message, Part, SessionId};
+
+/// One row of the repair log, as written.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LoggedChange {
+    /// The rule the change mends.
+    pub rule: HealthRule,
+    /// What it did (`uncompact`, `tombstone`, `result_to_text`, ...).
+    pub action: &'static str,
+    /// `messages.id` of the message changed or added.
+    pub message_id: i64,
+    /// `parts.id` of the part changed or added, if any.
+    pub part_id: Option<i64>,
+    /// The values before, as JSON.
+    pub before: Option<Value>,
+    /// The values after, as JSON.
+    pub after: Value,
+}
 
 /// Temporary `seq` / `ordinal` values while rows are renumbered: `UNIQUE(session_id, seq)`
 /// and `UNIQUE(message_id, ordinal)` hold after every statement, so rows move in two steps.

@@ -1,9 +1,10 @@
 //! `Store::budget`: the session's token budget (the pure estimate and plan are
 //! [`crate::history::budget`]), read in one snapshot on either engine.
 
+use super::handle::Store;
 use super::rows::Range;
 use super::sql::{int_at, text_at, values, Sql};
-use super::{parse_time, Store};
+use super::time::parse_time;
 use crate::error::Result;
 use crate::history::budget::{plan_budget, Budget, Reported, SummaryNote};
 use crate::model::SessionId;

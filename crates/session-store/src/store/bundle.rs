@@ -28,10 +28,11 @@ use std::io::BufRead;
 
 use serde_json::{json, Map, Value as Json};
 
-use super::copy::{local_ids, Cell, Kind, Table, TABLES};
+use super::copy::{local_ids, Kind, Table, TABLES};
+use super::handle::Store;
+use super::reports::Cell;
 use super::sql::{int_at, text_at, values, Sql, Value};
 use super::write::recount_messages;
-use super::Store;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 

@@ -9,9 +9,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handle::Store;
 use super::rows::{Cells, Range};
 use super::sql::{int_at, text_at, values, Sql};
-use super::{format_time, now, parse_time, Store};
+use super::time::{format_time, now, parse_time};
 use crate::error::{Error, Result};
 use crate::history::compaction::{
     Head, NothingToCompact, ProviderHistory, Summary, TailCut, TailSearch,

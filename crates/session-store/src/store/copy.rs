@@ -22,7 +22,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use super::{SqliteEngine, Store};
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::reports::{Cell, SessionRows};
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 
@@ -33,14 +35,6 @@ pub(crate) enum Kind {
     Int,
     /// TEXT.
     Text,
-}
-
-/// One value of a copied row.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Cell {
-    Null,
-    Int(i64),
-    Text(String),
 }
 
 /// A column whose value is the id of a row of another table (remapped on the way).
@@ -329,9 +323,6 @@ impl Table {
         )
     }
 }
-
-/// Every row of one session, table by table in [`TABLES`] order.
-pub(crate) type SessionRows = Vec<Vec<Vec<Cell>>>;
 
 /// Old id to new id, per table.
 #[derive(Default)]

@@ -11,11 +11,10 @@
 use std::fmt::Debug;
 use std::path::Path;
 
-use super::copy::SessionRows;
+use super::options::ConnectionSettings;
+use super::reports::SessionRows;
+use super::reports::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 use super::sql::Sql;
-use super::{
-    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
-};
 use crate::error::{Error, Result};
 use crate::model::{SessionId, SessionInfo};
 

@@ -12,8 +12,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::compaction::provider_history_in;
+use super::handle::Store;
 use super::sql::{int_at, text_at, values, Sql};
-use super::{format_time, parse_time, Store};
+use super::time::now;
+use super::time::{format_time, parse_time};
 use crate::error::{Error, Result};
 use crate::history::render::digests as digests_of;
 use crate::history::render::Provider;
@@ -82,7 +84,7 @@ impl Store {
         provider: Provider,
         options: &ExportOptions,
     ) -> Result<Value> {
-        self.export(session, provider, super::now(), options)
+        self.export(session, provider, now(), options)
     }
 
     /// [`Store::export`] with everything that went into the body: the view and its repairs,

@@ -25,47 +25,15 @@ use chrono::{DateTime, Utc};
 use rusqlite::backup::{Backup, StepResult};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::{not_a_database, schema, Store};
+use super::handle::Store;
+use super::schema;
 use crate::error::{Error, Result};
+use crate::error::{OpenError, PathProblem};
 
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// The files SQLite keeps beside a database while it is open.
 const SIDE_SUFFIXES: [&str; 3] = ["-journal", "-wal", "-shm"];
-
-/// Why a path cannot be used as a database (or backup) file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PathProblem {
-    /// The empty path (SQLite would open a private temporary database).
-    #[error("the path is empty")]
-    Empty,
-    /// `:memory:`, an in-memory database that keeps nothing.
-    #[error("\":memory:\" is an in-memory database, not a file")]
-    Memory,
-    /// An SQLite URI (`file:...`); paths are never read as URIs.
-    #[error("SQLite URIs (file:...) are not accepted; give a file path")]
-    Uri,
-    /// The path exists but is not a regular file.
-    #[error("is a {kind}, not a regular file")]
-    NotRegularFile {
-        /// What it is instead: `directory`, `FIFO`, `character device`, ...
-        kind: &'static str,
-    },
-    /// The folder the file would be created in does not exist.
-    #[error("folder {folder} does not exist")]
-    NoFolder {
-        /// The missing folder.
-        folder: PathBuf,
-    },
-    /// A backup path that is the database itself or one of its side files
-    /// (`-journal`, `-wal`, `-shm`), which SQLite creates and deletes on its own.
-    #[error("is the database {database} or one of its side files")]
-    DatabaseOrSideFile {
-        /// The database being backed up.
-        database: PathBuf,
-    },
-}
 
 /// How a path is going to be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -660,7 +628,7 @@ impl Store {
     /// read-only mount, another user's file, a folder where SQLite cannot create its side
     /// files, WAL side files or not. Reads then return what a writable open returns; writes
     /// fail with [`Error::is_read_only`]. A `postgres://` URL opens as [`Store::open`].
-    pub fn open_readable(path: impl AsRef<Path>) -> Result<Self> {
+    pub fn open_readable(path: impl AsRef<Path>) -> Result<Self, OpenError> {
         Self::open_readable_with(path, &super::StoreOptions::default())
     }
 
@@ -669,7 +637,7 @@ impl Store {
     pub fn open_readable_with(
         path: impl AsRef<Path>,
         options: &super::StoreOptions,
-    ) -> Result<Self> {
+    ) -> Result<Self, OpenError> {
         let path = path.as_ref();
         match Self::open_with(path, options) {
             Err(error) if cannot_write(&error) => {
@@ -695,12 +663,29 @@ impl Store {
 
 /// True when `error` says this process may not write the database (or create its side
 /// files), rather than that something is wrong with it.
-fn cannot_write(error: &Error) -> bool {
-    let code = error.sqlite().and_then(rusqlite::Error::sqlite_error_code);
+fn cannot_write(error: &OpenError) -> bool {
     error.is_read_only()
-        || code == Some(rusqlite::ErrorCode::CannotOpen)
-        || code == Some(rusqlite::ErrorCode::PermissionDenied)
-        || matches!(error, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+        || error.sqlite_code().is_some_and(|code| {
+            matches!(
+                code,
+                rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied
+            )
+        })
+        || matches!(error, OpenError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
+/// SQLite says `NotADatabase` only once it reads a page; name the file when it does.
+pub(super) fn not_a_database(error: Error, path: &Path) -> Error {
+    match &error {
+        _ if error.sqlite().and_then(rusqlite::Error::sqlite_error_code)
+            == Some(rusqlite::ErrorCode::NotADatabase) =>
+        {
+            Error::NotADatabase {
+                path: path.to_path_buf(),
+            }
+        }
+        _ => error,
+    }
 }
 
 #[cfg(test)]

@@ -22,9 +22,12 @@
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::reports::Lineage;
 use super::sql::{values, Sql};
+use super::time::{format_time, now};
 use super::write::{append_in, stored_tail};
-use super::{format_time, now, SqliteEngine, Store};
 use crate::error::{Error, Result};
 use crate::history::grammar::Walk;
 use crate::history::{pairing, texts};
@@ -47,19 +50,6 @@ pub struct Forked {
     pub uncompacted: usize,
     /// The calls pending at the cut that the fork answered with tombstones.
     pub tombstoned: Vec<String>,
-}
-
-/// One session's place in the fork tree.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lineage {
-    /// The session.
-    pub id: SessionId,
-    /// The session it was forked from, when it is a fork whose parent still exists.
-    pub parent: Option<SessionId>,
-    /// The first turn it did not copy from its parent, when it is a fork.
-    pub forked_at_turn: Option<i64>,
-    /// How deep it sits in the tree (0 for a root).
-    pub depth: usize,
 }
 
 /// The statements both engines run (through [`Sql`], in SQLite's dialect).

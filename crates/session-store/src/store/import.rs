@@ -8,9 +8,10 @@ use rusqlite::{params, Connection};
 
 use chrono::{DateTime, Utc};
 
+use super::handle::Store;
 use super::sql::{values, Sql};
+use super::time::{format_time, now};
 use super::write::append_in;
-use super::{format_time, now, Store};
 use crate::error::Result;
 use crate::import::stream::{Halt, Sink};
 use crate::import::{Format, Imported, ImportedCompaction};

@@ -7,33 +7,13 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::reports::SessionOverview;
+use super::time::parse_time;
 use super::write::pending_listed;
-use super::{parse_time, SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
-
-/// One session's line in a listing, counted in SQL.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionOverview {
-    /// The session's id.
-    pub id: SessionId,
-    /// When it was created; `None` when the stored text is not a timestamp (a row written
-    /// by other code), so that one such row does not hide every other session.
-    pub created_at: Option<DateTime<Utc>>,
-    /// When it last changed; `None` as for `created_at`.
-    pub updated_at: Option<DateTime<Utc>>,
-    /// A person's name for the session (`sessions.title`), where the database has that
-    /// column and the session has one.
-    pub title: Option<String>,
-    /// How many messages it holds (compacted ones included).
-    pub messages: i64,
-    /// How many distinct turns its messages belong to.
-    pub turns: i64,
-    /// How many of those turns hold a compacted message.
-    pub compacted_turns: i64,
-    /// The tool_use ids still waiting for a result at the end of the session (legal).
-    pub pending: Vec<String>,
-}
 
 // One pass over the messages index per session; `compacted` is read from the row. No parts.
 const OVERVIEWS: &str = "

@@ -2,8 +2,8 @@
 //! in `provider_metadata` (the Python adapters keep each SDK item there) and read it back
 //! without the store decoding it into [`crate::Part`]s first.
 
+use super::handle::Store;
 use super::sql::{int_at, text_at, values, Sql};
-use super::Store;
 use crate::error::Result;
 use crate::model::SessionId;
 

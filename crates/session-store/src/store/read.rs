@@ -1,8 +1,13 @@
 //! Reading sessions back: whole sessions and the session list.
 
-use super::rows::{load_readable, Range};
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::rows::{
+    select_for, session_row_problem, Columns, Decoder, Range, Unreadable, MESSAGE_COLUMNS,
+    SESSION_ROW,
+};
 use super::sql::{values, Sql};
-use super::{parse_time, SqliteEngine, Store};
+use super::time::parse_time;
 use crate::error::{Error, Result};
 use crate::history::rules::Problem;
 use crate::model::{Message, SessionId, SessionInfo};
@@ -124,4 +129,32 @@ impl SqliteEngine {
             Ok(sessions)
         })
     }
+}
+
+/// Everything of a session that can be read, on either engine: every message and part
+/// inside the contract, in `seq` order, and each row outside it (the session row's
+/// timestamps included), which is left out: an unreadable message with its parts, an
+/// unreadable part from its message.
+pub(crate) fn load_readable(
+    sql: &mut impl Sql,
+    session: &SessionId,
+) -> Result<(Vec<Message>, Vec<Unreadable>)> {
+    let mut unreadable = Vec::new();
+    sql.each_row(SESSION_ROW, &values![session.as_str()], &mut |row| {
+        unreadable.extend(session_row_problem(row, 0, 1));
+        Ok(())
+    })?;
+    let mut decoder = Decoder::new(Columns::find(|name| {
+        MESSAGE_COLUMNS.iter().position(|column| *column == name)
+    })?);
+    let (sql_text, first, last) = select_for(Range::All);
+    sql.each_row(
+        sql_text,
+        &values![session.as_str(), first, last],
+        &mut |row| {
+            unreadable.extend(decoder.push_readable(row)?);
+            Ok(())
+        },
+    )?;
+    Ok((decoder.finish().messages, unreadable))
 }

@@ -14,17 +14,18 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
-use serde_json::Value;
 
 use super::apply::apply;
+pub use super::apply::LoggedChange;
+use super::engine;
 pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
-pub(crate) use super::rows::Loaded;
+use super::handle::Store;
 use super::rows::Unreadable;
 use super::sql::Sql;
-use super::{engine, now, Store};
+use super::time::now;
 use crate::error::{Error, Result};
 use crate::history::mend::plan_mend;
-use crate::history::rules::{check_session, CheckOptions, HealthRule, Problem};
+use crate::history::rules::{check_session, CheckOptions, Problem};
 use crate::model::SessionId;
 
 /// How [`Store::check`] and [`Store::repair_session`] judge pending calls.
@@ -72,23 +73,6 @@ impl CheckReport {
         }
         sessions
     }
-}
-
-/// One row of the repair log, as written.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LoggedChange {
-    /// The rule the change mends.
-    pub rule: HealthRule,
-    /// What it did (`uncompact`, `tombstone`, `result_to_text`, ...).
-    pub action: &'static str,
-    /// `messages.id` of the message changed or added.
-    pub message_id: i64,
-    /// `parts.id` of the part changed or added, if any.
-    pub part_id: Option<i64>,
-    /// The values before, as JSON.
-    pub before: Option<Value>,
-    /// The values after, as JSON.
-    pub after: Value,
 }
 
 /// What [`Store::repair_session`] found and changed in one session.

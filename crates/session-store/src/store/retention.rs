@@ -18,8 +18,11 @@ use chrono::{DateTime, Utc};
 use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::reports::{ObjectSize, Reclaimed, SessionSize, SizeReport};
 use super::sql::{text_at, values, Sql};
-use super::{parse_time, SqliteEngine, Store};
+use super::time::parse_time;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
 
@@ -32,71 +35,6 @@ pub struct Deleted {
     pub updated_at: String,
     /// How many live messages it held.
     pub messages: i64,
-}
-
-/// Space given back by [`Store::reclaim_space`], measured on the file system (PostgreSQL:
-/// in the bytes of the store's relations, [`SizeReport::file_bytes`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reclaimed {
-    /// Bytes of the database file and its WAL before.
-    pub before_bytes: u64,
-    /// Bytes of the database file and its WAL after.
-    pub after_bytes: u64,
-    /// True when this call rewrote the file with a full `VACUUM` (the first reclaim of a file,
-    /// which switches it to incremental auto-vacuum, or [`Store::vacuum`]). PostgreSQL: true
-    /// for `VACUUM FULL` ([`Store::vacuum`]), false for `VACUUM`.
-    pub full_vacuum: bool,
-}
-
-/// Where the bytes of the database are. Each field says what it is on SQLite, then on
-/// PostgreSQL, where "the database" is the relations of the store's schema.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SizeReport {
-    /// Bytes of the database file (`page_count * page_size`). PostgreSQL: of every table
-    /// (with its TOAST data) and index of the store's schema.
-    pub file_bytes: u64,
-    /// Bytes of free pages inside it, which [`Store::reclaim_space`] gives back. PostgreSQL:
-    /// 0 (the server keeps no such count without an extension).
-    pub free_bytes: u64,
-    /// Bytes of the write-ahead log beside it. PostgreSQL: 0 (the server's log is shared by
-    /// every database on it).
-    pub wal_bytes: u64,
-    /// Bytes per table or index (SQLite's `dbstat`), largest first. PostgreSQL:
-    /// `pg_table_size` per table, `pg_relation_size` per index.
-    pub objects: Vec<ObjectSize>,
-    /// Bytes of the full-text search index (the `parts_fts` tables). PostgreSQL: the GIN
-    /// index `parts_search` (the indexed values are in `parts`).
-    pub search_index_bytes: u64,
-    /// How many sessions the database holds.
-    pub sessions: u64,
-    /// Content bytes of every part (text, tool input, ids, provider metadata).
-    pub content_bytes: u64,
-    /// Of those, the bytes of tool results.
-    pub tool_output_bytes: u64,
-    /// The largest sessions by content bytes, largest first.
-    pub largest: Vec<SessionSize>,
-}
-
-/// One table or index.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectSize {
-    /// Its name.
-    pub name: String,
-    /// Bytes of its pages.
-    pub bytes: u64,
-}
-
-/// One session's size.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionSize {
-    /// The session.
-    pub session: SessionId,
-    /// Its live messages.
-    pub messages: u64,
-    /// Content bytes of its parts.
-    pub content_bytes: u64,
-    /// Of those, the bytes of tool results.
-    pub tool_output_bytes: u64,
 }
 
 const SESSION_UPDATED: &str = "SELECT updated_at FROM sessions WHERE id = ?1";
@@ -318,19 +256,6 @@ impl SqliteEngine {
     /// [`Store::bytes_on_disk`] on SQLite.
     pub(super) fn bytes_on_disk(&self) -> u64 {
         file_len(self.path()) + file_len(&wal_path(self.path()))
-    }
-}
-
-impl SessionSize {
-    /// A row of the per-session size query (both backends): counts as the database gives them.
-    pub(crate) fn from_counts(session: String, messages: i64, content: i64, tool: i64) -> Self {
-        let count = |v: i64| u64::try_from(v).unwrap_or(0);
-        Self {
-            session: SessionId::new(session),
-            messages: count(messages),
-            content_bytes: count(content),
-            tool_output_bytes: count(tool),
-        }
     }
 }
 

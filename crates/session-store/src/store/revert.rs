@@ -6,7 +6,7 @@
 //! `reverted_messages` / `reverted_parts` side tables (migration V2) under one `reverts` row,
 //! so `messages` stays exactly the live history and the contract's invariants keep holding
 //! for every reader. Reverts stack: [`Store::undo_revert`] restores the latest one. The next
-//! append to the session forgets them all ([`forget_reverts`], called from the write path).
+//! append to the session forgets them all (`write::forget_reverts`, called from the write path).
 //!
 //! The messages' `usage` rows move with them (`reverted_usage`, migration V8). Their
 //! search-index entries need no copy: deleting the live parts drops them (the index triggers
@@ -14,8 +14,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handle::Store;
 use super::sql::{values, Sql};
-use super::{format_time, now, Store};
+use super::time::{format_time, now};
+use super::write::forget_reverts;
 use crate::error::{Error, Result};
 use crate::model::{Appended, NewMessage, SessionId};
 
@@ -124,8 +126,6 @@ const RESTORE_SUMMARIES: &str = "UPDATE summaries SET reverted_by = NULL WHERE r
 
 /// Deleting the `reverts` row takes its reverted_* rows (and its set-aside summaries) along.
 const DELETE_REVERT: &str = "DELETE FROM reverts WHERE id = ?1";
-
-const FORGET_REVERTS: &str = "DELETE FROM reverts WHERE session_id = ?1";
 
 /// Also clears the session's tail state: the append trusts a kept state to mean that no
 /// revert waits for an undo (`write::Position::from_stored_state`), whatever triggers the
@@ -279,12 +279,4 @@ fn require_covered_head(db: &mut impl Sql, session: &SessionId, turn: i64) -> Re
         }
         _ => Ok(()),
     }
-}
-
-/// Deletes for good what earlier reverts of the session set aside; the write path calls it
-/// on every append, which ends the chance to undo them.
-/// On either engine.
-pub(crate) fn forget_reverts(db: &mut impl Sql, session: &SessionId) -> Result<()> {
-    db.run(FORGET_REVERTS, &values![session.as_str()])?;
-    Ok(())
 }

@@ -10,6 +10,7 @@
 use refinery::Migration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
+use super::time::{format_time, now};
 use crate::error::{Error, Result};
 
 refinery::embed_migrations!("../../migrations");
@@ -126,7 +127,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<()> {
             rusqlite::params![
                 i64::from(next.version()),
                 next.name(),
-                super::format_time(super::now()),
+                format_time(now()),
                 next.checksum().to_string()
             ],
         )?;

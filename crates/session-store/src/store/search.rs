@@ -20,66 +20,14 @@
 //! the query an error. A term ending in `*` stays a prefix search (`deploy*`).
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde::{Deserialize, Serialize};
 
+use super::handle::Store;
+use super::pool::SqliteEngine;
+use super::reports::{SearchHit, SearchOptions};
+use super::terms::{holds_a_word, query_terms, raw_terms};
 use super::write::require_session;
-use super::{SqliteEngine, Store};
 use crate::error::Result;
 use crate::model::SessionId;
-
-/// What [`Store::search`] looks for besides the query.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SearchOptions {
-    /// Only this session's parts.
-    pub session: Option<SessionId>,
-    /// At most this many hits (best first).
-    pub limit: usize,
-    /// Put before and after each matched term in the snippet.
-    pub highlight: (String, String),
-    /// About how many tokens of context a snippet shows (at most 64).
-    pub snippet_tokens: usize,
-    /// When a query matches more parts than this, only the newest `max_ranked` matches are
-    /// ranked (by bm25, with the whole index's statistics): ranking reads every candidate, so
-    /// this bounds the cost of a common word however large the database grows.
-    /// `usize::MAX` ranks every match.
-    pub max_ranked: usize,
-}
-
-impl Default for SearchOptions {
-    fn default() -> Self {
-        Self {
-            session: None,
-            limit: 20,
-            highlight: ("[".to_owned(), "]".to_owned()),
-            snippet_tokens: 16,
-            max_ranked: 1_000,
-        }
-    }
-}
-
-/// One part that matched.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SearchHit {
-    /// The session it belongs to.
-    pub session: SessionId,
-    /// `messages.id` of its message.
-    pub message_id: i64,
-    /// The message's `seq`.
-    pub seq: i64,
-    /// The message's turn.
-    pub turn: i64,
-    /// The message's role, as stored.
-    pub role: String,
-    /// `parts.id`.
-    pub part_id: i64,
-    /// The part's kind, as stored (`text`, `reasoning`, `tool_use`, `tool_result`, ...).
-    pub kind: String,
-    /// The matched passage with the terms highlighted.
-    pub snippet: String,
-    /// bm25 relevance: lower is better (SQLite's sign convention). On PostgreSQL: `ts_rank`
-    /// normalised by length, negated (lower is better there too; the numbers differ).
-    pub score: f64,
-}
 
 /// The rowid of the `?2`-th newest match: ranking starts there when a query matches more.
 const NEWEST_BOUND: &str =
@@ -323,56 +271,6 @@ fn recut_where_nul(
     Ok(())
 }
 
-/// The most distinct terms a query may hold. Every term is required, and both engines'
-/// matching and snippet costs grow with the square of the terms (1,000 terms took 21 s of
-/// CPU); a person's query rarely holds 20. A query with more distinct terms is refused
-/// ([`crate::Error::TooManySearchTerms`]), never cut short: dropping a required term would
-/// widen what it finds. Repeated terms count once (a term required twice is required once).
-pub const MAX_SEARCH_TERMS: usize = 64;
-
-/// A person's query as terms: separated by whitespace or control characters, each with
-/// whether it ends in `*` (a prefix search), the `*`s removed, each distinct term once, in
-/// order of first appearance. A term with no letter or digit (e.g. `-`, `*`, `"`) holds no
-/// word and is left out. More than [`MAX_SEARCH_TERMS`] distinct terms is
-/// [`crate::Error::TooManySearchTerms`]. Both backends read queries through this
-/// ([`fts_query`] for FTS5, `pg/search.rs` for PostgreSQL's `tsquery`); the time it takes
-/// is linear in the query's length.
-pub(crate) fn query_terms(query: &str) -> Result<Vec<(String, bool)>> {
-    let mut seen = std::collections::HashSet::new();
-    let mut terms = Vec::new();
-    for (stem, prefix) in raw_terms(query) {
-        // FTS5 would see an empty phrase, which matches nothing.
-        if !holds_a_word(stem) || !seen.insert((stem, prefix)) {
-            continue;
-        }
-        if seen.len() > MAX_SEARCH_TERMS {
-            return Err(crate::Error::TooManySearchTerms {
-                max: MAX_SEARCH_TERMS,
-            });
-        }
-        terms.push((stem.to_owned(), prefix));
-    }
-    Ok(terms)
-}
-
-/// Every whitespace-separated term of a query, its trailing `*`s removed, with whether it
-/// had any (a prefix search). FTS5 reads its query as a C string: a NUL would end it inside
-/// a quoted term, so control characters separate terms like whitespace.
-fn raw_terms(query: &str) -> impl Iterator<Item = (&str, bool)> {
-    query
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|term| !term.is_empty())
-        .map(|term| match term.strip_suffix('*') {
-            Some(stem) => (stem.trim_end_matches('*'), true),
-            None => (term, false),
-        })
-}
-
-/// Whether a term holds a letter or digit, which both engines' indexes keep as words.
-fn holds_a_word(term: &str) -> bool {
-    term.chars().any(char::is_alphanumeric)
-}
-
 /// Scripts written without spaces between words (Han, Hiragana, Katakana, Thai): the
 /// indexes keep a whole run of them as one word.
 fn unspaced_script(c: char) -> bool {
@@ -431,6 +329,7 @@ pub fn fts_query(query: &str) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::terms::MAX_SEARCH_TERMS;
 
     fn fts(query: &str) -> Option<String> {
         fts_query(query).expect("within the term cap")

@@ -6,7 +6,7 @@
 //! Words are runs of letters and digits, lowercased, as both indexes split text.
 
 use crate::error::Result;
-use crate::store::search::query_terms;
+use crate::store::terms::query_terms;
 
 /// One term of a query: its words in order (a phrase), the last one a prefix when `prefix`.
 #[derive(Debug, PartialEq, Eq)]

@@ -8,10 +8,7 @@
 //! PostgreSQL binds a NULL with a type.
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
-#[cfg(feature = "postgres")]
-use super::pg::Tx;
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
 use super::write::TailRow;
 use crate::error::Result;
@@ -75,17 +72,6 @@ impl rusqlite::ToSql for Value<'_> {
         match self {
             Value::Int(value) => value.to_sql(),
             Value::Text(value) => value.to_sql(),
-        }
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Value<'_> {
-    /// The value as PostgreSQL binds it.
-    fn pg(&self) -> &(dyn postgres::types::ToSql + Sync) {
-        match self {
-            Value::Int(value) => value,
-            Value::Text(value) => value,
         }
     }
 }
@@ -244,175 +230,6 @@ impl<S: Sql + ?Sized> Sql for &mut S {
     }
 }
 
-impl Sql for &Connection {
-    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
-        let changed = self
-            .prepare_cached(sql)?
-            .execute(params_from_iter(params))?;
-        Ok(changed as u64)
-    }
-
-    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
-        self.prepare_cached(sql)?
-            .execute(params_from_iter(params))?;
-        Ok(self.last_insert_rowid())
-    }
-
-    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
-        let mut statement = self.prepare_cached(sql)?;
-        let mut rows = statement.query(params_from_iter(params))?;
-        let mut cells = Vec::new();
-        while let Some(row) = rows.next()? {
-            for at in 0..width {
-                cells.push(row.get(at)?);
-            }
-        }
-        Ok(cells)
-    }
-
-    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
-        Ok(self
-            .prepare_cached(sql)?
-            .query_row(params_from_iter(params), |row| row.get(0))
-            .optional()?
-            .flatten())
-    }
-
-    fn each_row(
-        &mut self,
-        sql: &str,
-        params: &[Value<'_>],
-        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
-    ) -> Result<()> {
-        let mut statement = self.prepare_cached(sql)?;
-        let mut rows = statement.query(params_from_iter(params))?;
-        while let Some(row) = rows.next()? {
-            each(row)?;
-        }
-        Ok(())
-    }
-
-    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
-        super::rows::load_messages(self, session, range)
-    }
-
-    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
-        let mut statement = self.prepare_cached("SELECT id FROM sessions ORDER BY id")?;
-        let ids = statement
-            .query_map([], |row| row.get::<_, String>(0))?
-            .map(|id| id.map(SessionId::new))
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(ids)
-    }
-
-    fn require_session(&mut self, session: &SessionId) -> Result<()> {
-        super::write::require_session(self, session)
-    }
-
-    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
-        super::write::require_session(self, session)
-    }
-
-    fn tail_row(&mut self, session: &SessionId, _for_write: bool) -> Result<Option<TailRow>> {
-        super::write::sqlite_tail_row(self, session)
-    }
-
-    fn ids_probed_one_by_one(&self) -> usize {
-        3
-    }
-
-    fn load_for_check(
-        &mut self,
-        session: &SessionId,
-    ) -> Result<std::result::Result<Loaded, Unreadable>> {
-        super::rows::load_for_check(self, session)
-    }
-
-    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
-        super::fork::columns_of(self, table)
-    }
-
-    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
-        super::import::link_call(self, session, call, child)
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Sql for Tx<'_> {
-    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
-        self.execute(&dollar_placeholders(sql), &pg_params(params))
-    }
-
-    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
-        let sql = format!("{} RETURNING id", dollar_placeholders(sql).trim_end());
-        Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
-    }
-
-    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
-        let mut cells = Vec::new();
-        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
-            for at in 0..width {
-                cells.push(int_at(&row, at)?.unwrap_or_default());
-            }
-        }
-        Ok(cells)
-    }
-
-    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
-        match self.query_opt(&dollar_placeholders(sql), &pg_params(params))? {
-            Some(row) => int_at(&row, 0),
-            None => Ok(None),
-        }
-    }
-
-    fn each_row(
-        &mut self,
-        sql: &str,
-        params: &[Value<'_>],
-        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
-    ) -> Result<()> {
-        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
-            each(&row)?;
-        }
-        Ok(())
-    }
-
-    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
-        super::pg::rows::load_messages(self, session, range)
-    }
-
-    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
-        super::pg::read::session_ids(self)
-    }
-
-    fn require_session(&mut self, session: &SessionId) -> Result<()> {
-        super::pg::require_session(self, session)
-    }
-
-    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
-        super::pg::lock_session(self, session)
-    }
-
-    fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>> {
-        super::pg::tail_row(self, session, for_write)
-    }
-
-    fn load_for_check(
-        &mut self,
-        session: &SessionId,
-    ) -> Result<std::result::Result<Loaded, Unreadable>> {
-        super::pg::rows::load_for_check(self, session)
-    }
-
-    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
-        super::pg::fork::columns(self, table)
-    }
-
-    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
-        super::pg::write::link_call(self, session, call, child)
-    }
-}
-
 /// An integer cell (any width on PostgreSQL: `SELECT 1` is an `int4`, a count an `int8`),
 /// read with the row decoder's leniency ([`super::rows`]).
 pub(crate) fn int_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<i64>> {
@@ -439,11 +256,6 @@ fn unreadable(at: usize, detail: String) -> crate::Error {
 }
 
 #[cfg(feature = "postgres")]
-fn pg_params<'v>(params: &'v [Value<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
-    params.iter().map(Value::pg).collect()
-}
-
-#[cfg(feature = "postgres")]
 /// `?1` -> `$1`: SQLite's numbered placeholders in PostgreSQL's spelling. The statements of
 /// this module hold no `?` other than placeholders (no string literal carries one).
 pub(crate) fn dollar_placeholders(sql: &str) -> String {
@@ -462,6 +274,7 @@ pub(crate) fn dollar_placeholders(sql: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::Connection;
 
     #[cfg(feature = "postgres")]
     #[test]

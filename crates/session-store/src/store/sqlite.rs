@@ -4,15 +4,18 @@
 
 use std::path::Path;
 
-use super::copy::SessionRows;
+use rusqlite::{params_from_iter, Connection, OptionalExtension};
+
 use super::engine::{Engine, Work};
-use super::sql::Sql;
-use super::{
-    ConnectionSettings, Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
-    SqliteEngine,
-};
+use super::options::ConnectionSettings;
+use super::pool::SqliteEngine;
+use super::reports::SessionRows;
+use super::reports::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
+use super::rows::{Cells, Loaded, Range, Unreadable};
+use super::sql::{Sql, Value};
+use super::write::TailRow;
 use crate::error::Result;
-use crate::model::{SessionId, SessionInfo};
+use crate::model::{Message, SessionId, SessionInfo};
 
 impl Engine for SqliteEngine {
     fn location(&self) -> &Path {
@@ -81,5 +84,98 @@ impl Engine for SqliteEngine {
 
     fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
         SqliteEngine::put_session_rows(self, session, rows)
+    }
+}
+
+impl Sql for &Connection {
+    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
+        let changed = self
+            .prepare_cached(sql)?
+            .execute(params_from_iter(params))?;
+        Ok(changed as u64)
+    }
+
+    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        self.prepare_cached(sql)?
+            .execute(params_from_iter(params))?;
+        Ok(self.last_insert_rowid())
+    }
+
+    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
+        let mut statement = self.prepare_cached(sql)?;
+        let mut rows = statement.query(params_from_iter(params))?;
+        let mut cells = Vec::new();
+        while let Some(row) = rows.next()? {
+            for at in 0..width {
+                cells.push(row.get(at)?);
+            }
+        }
+        Ok(cells)
+    }
+
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        Ok(self
+            .prepare_cached(sql)?
+            .query_row(params_from_iter(params), |row| row.get(0))
+            .optional()?
+            .flatten())
+    }
+
+    fn each_row(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
+    ) -> Result<()> {
+        let mut statement = self.prepare_cached(sql)?;
+        let mut rows = statement.query(params_from_iter(params))?;
+        while let Some(row) = rows.next()? {
+            each(row)?;
+        }
+        Ok(())
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        super::rows::load_messages(self, session, range)
+    }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        let mut statement = self.prepare_cached("SELECT id FROM sessions ORDER BY id")?;
+        let ids = statement
+            .query_map([], |row| row.get::<_, String>(0))?
+            .map(|id| id.map(SessionId::new))
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(ids)
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        super::write::require_session(self, session)
+    }
+
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        super::write::require_session(self, session)
+    }
+
+    fn tail_row(&mut self, session: &SessionId, _for_write: bool) -> Result<Option<TailRow>> {
+        super::write::sqlite_tail_row(self, session)
+    }
+
+    fn ids_probed_one_by_one(&self) -> usize {
+        3
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        super::rows::load_for_check(self, session)
+    }
+
+    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
+        super::fork::columns_of(self, table)
+    }
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        super::import::link_call(self, session, call, child)
     }
 }

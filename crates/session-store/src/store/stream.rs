@@ -10,10 +10,13 @@
 //! writer is gone is marked `interrupted` and its unanswered calls get tombstones
 //! ([`pairing::interruption`]), then the write goes on.
 
-use super::rows::{insert_part, Range};
+use super::encode::insert_part;
+use super::handle::Store;
+use super::rows::Range;
 use super::sql::{int_at, text_at, values, Sql};
+use super::time::{format_time, now};
 use super::write::{append_in, stored_tail};
-use super::{format_time, now, writer, Store};
+use super::writer;
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
@@ -218,7 +221,7 @@ fn begin_in(db: &mut impl Sql, session: &SessionId, role: Role, token: &str) -> 
         reason,
     })?;
     if !position.from_stored_state {
-        super::revert::forget_reverts(db, session)?;
+        super::write::forget_reverts(db, session)?;
     }
     let seq = position.last_seq + 1;
     let turn_index = next_turn_index(position.last_user_turn, role);

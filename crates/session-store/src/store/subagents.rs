@@ -3,9 +3,9 @@
 //! once over [`Sql`] for both engines; the state's rule is
 //! [`crate::history::subagents::subagent_state`].
 
+use super::handle::Store;
 use super::sql::{int_at, text_at, values, Sql};
 use super::write::stored_tail;
-use super::Store;
 use crate::error::Result;
 use crate::history::subagents::{subagent_state, SpawnCall};
 use crate::model::{Role, SessionId, Subagent};

@@ -2,9 +2,10 @@
 //! transcript shows, read in one snapshot over [`Sql`] (the same code on both engines), and
 //! handed to the pure renderers of `history/transcript`.
 
+use super::handle::Store;
 use super::rows::Range;
 use super::sql::{int_at, text_at, values, Sql};
-use super::{parse_time, Store};
+use super::time::parse_time;
 use crate::error::{Error, Result};
 use crate::history::compaction::Summary;
 use crate::history::transcript::{html, markdown, Transcript};

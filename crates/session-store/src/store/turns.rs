@@ -7,9 +7,9 @@
 
 use std::ops::{Bound, RangeBounds};
 
+use super::handle::Store;
 use super::rows::Range;
 use super::sql::{int_at, values, Sql};
-use super::Store;
 use crate::error::{Error, Result};
 use crate::history::paging::{page_last_turn, Page, TurnCursor};
 use crate::model::{Message, SessionId};

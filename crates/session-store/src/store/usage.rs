@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::handle::Store;
 use super::sql::{int_at, text_at, values, Sql};
-use super::Store;
 use crate::error::{Error, Result};
 use crate::history::pairing::Refusal;
 use crate::model::{SessionId, Usage};

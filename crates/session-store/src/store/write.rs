@@ -3,9 +3,11 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::rows::{insert_message, Range};
+use super::encode::insert_message;
+use super::handle::Store;
+use super::rows::Range;
 use super::sql::{text_at, values, Sql, Value};
-use super::{format_time, now, Store};
+use super::time::{format_time, now};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
@@ -181,7 +183,7 @@ pub(crate) fn append_in(
     // An append ends the chance to undo earlier reverts of the session (a state the row
     // kept proves there are none: a revert clears it, and only an append writes it).
     if !position.from_stored_state {
-        super::revert::forget_reverts(db, session)?;
+        forget_reverts(db, session)?;
     }
     let now = now();
     let mut appended = replayed;
@@ -512,4 +514,14 @@ fn used_tool_use_ids(
         .filter(|id| taken.contains(*id))
         .map(str::to_owned)
         .collect())
+}
+
+const FORGET_REVERTS: &str = "DELETE FROM reverts WHERE session_id = ?1";
+
+/// Deletes for good what earlier reverts of the session set aside; the write path calls it
+/// on every append, which ends the chance to undo them.
+/// On either engine.
+pub(crate) fn forget_reverts(db: &mut impl Sql, session: &SessionId) -> Result<()> {
+    db.run(FORGET_REVERTS, &values![session.as_str()])?;
+    Ok(())
 }

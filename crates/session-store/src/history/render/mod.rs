@@ -22,67 +22,12 @@ use serde_json::Value;
 
 use crate::history::sanitize::View;
 
+pub use super::provider::Provider;
+
 pub mod anthropic;
 pub mod gemini;
 pub mod openai;
 pub mod responses;
-
-/// A request format the store can render.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Provider {
-    /// Anthropic Messages API (also Bedrock and Vertex): `{"system": ..., "messages": [...]}`.
-    Anthropic,
-    /// OpenAI Chat Completions: `{"messages": [...]}`.
-    OpenAi,
-    /// OpenAI Responses: `{"instructions"?, "input": [...]}`.
-    Responses,
-    /// Gemini `generateContent`: `{"systemInstruction"?, "contents": [...]}`.
-    Gemini,
-}
-
-impl Provider {
-    /// Every format, in the order the command line lists them.
-    pub const ALL: [Provider; 4] = [
-        Provider::Anthropic,
-        Provider::OpenAi,
-        Provider::Responses,
-        Provider::Gemini,
-    ];
-
-    /// The name used on the command line (`anthropic`, `openai`, `responses`, `gemini`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "anthropic",
-            Provider::OpenAi => "openai",
-            Provider::Responses => "responses",
-            Provider::Gemini => "gemini",
-        }
-    }
-}
-
-impl std::fmt::Display for Provider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Provider {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "anthropic" => Ok(Provider::Anthropic),
-            "openai" => Ok(Provider::OpenAi),
-            "responses" => Ok(Provider::Responses),
-            "gemini" => Ok(Provider::Gemini),
-            other => Err(format!(
-                "unknown provider {other:?} (expected anthropic, openai, responses or gemini)"
-            )),
-        }
-    }
-}
 
 /// Renders `view` as `provider`'s request body, for the model that wrote the latest
 /// assistant message.

@@ -5,7 +5,8 @@
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::SessionId;
-use crate::store::copy::{forget_parent, lineage_parent, Cell, IdMap, Kind, SessionRows, TABLES};
+use crate::store::copy::{forget_parent, lineage_parent, IdMap, Kind, TABLES};
+use crate::store::reports::{Cell, SessionRows};
 
 impl PgStore {
     pub(crate) fn read_session_rows(&self, session: &SessionId) -> Result<SessionRows> {

@@ -6,9 +6,11 @@ use std::path::Path;
 use super::PgStore;
 use crate::error::Result;
 use crate::model::{SessionId, SessionInfo};
-use crate::store::copy::SessionRows;
 use crate::store::engine::{Engine, Work};
-use crate::store::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
+use crate::store::reports::SessionRows;
+use crate::store::reports::{
+    Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport,
+};
 
 impl Engine for PgStore {
     fn location(&self) -> &Path {

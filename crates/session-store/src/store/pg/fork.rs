@@ -9,7 +9,7 @@
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::store::fork::tree;
-use crate::store::Lineage;
+use crate::store::reports::Lineage;
 
 /// `store/fork.rs`'s order, ids compared as SQLite compares them (bytes).
 const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions

@@ -33,6 +33,7 @@ mod retention;
 pub(crate) mod rows;
 pub(crate) mod schema;
 mod search;
+mod sql;
 pub(crate) mod write;
 
 /// A pooled connection with the statements it has prepared, by SQL text: each statement is
@@ -162,7 +163,9 @@ impl PgStore {
     /// Connects to `url` and migrates (unless `read_only`, which requires the current schema).
     pub(crate) fn open(url: &str, options: &StoreOptions) -> Result<Self> {
         let mut config: postgres::Config = url.parse()?;
-        config.connect_timeout(options.busy_timeout.min(CONNECT_TIMEOUT));
+        // Opening a connection is not a lock wait: a short busy timeout must not cut it off
+        // on a loaded server (it did, at 200 ms, as a pool timeout instead of a busy error).
+        config.connect_timeout(CONNECT_TIMEOUT);
         if config.get_application_name().is_none() {
             config.application_name("session-store");
         }
@@ -188,7 +191,7 @@ impl PgStore {
             .test_on_check_out(false)
             // Bounded: while the server is down a call fails after this wait, typed
             // (`Error::is_unreachable`), instead of hanging.
-            .connection_timeout(options.busy_timeout.min(POOL_WAIT))
+            .connection_timeout(options.busy_timeout.clamp(CONNECT_TIMEOUT, POOL_WAIT))
             .build(manager)?;
         Ok(Self {
             pool,
@@ -228,18 +231,21 @@ impl PgStore {
 
     /// Runs `f` in one transaction of `mode`. A pooled connection the server has dropped
     /// (a restart, an idle timeout) fails its BEGIN, before anything of `f` ran: it is left
-    /// to the pool to discard, and `f` runs once more on a new connection.
+    /// to the pool to discard, and `f` runs again on the next connection. Every idle
+    /// connection may have been dropped at once (a restart drops them all), so this goes on
+    /// past each of them: at most one more time than the pool holds connections.
     fn run<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(&self, mode: Mode, f: F) -> Result<T> {
-        let mut conn = self.checkout()?;
-        match run_on(&mut conn, mode, f) {
-            Ok(result) => result,
-            Err((error, f)) if crate::error::postgres_unreachable(&error) => {
-                drop(conn);
-                let mut conn = self.checkout()?;
-                run_on(&mut conn, mode, f).unwrap_or_else(|(error, _)| Err(error.into()))
+        let mut f = f;
+        for _ in 0..self.pool.max_size() {
+            let mut conn = self.checkout()?;
+            match run_on(&mut conn, mode, f) {
+                Ok(result) => return result,
+                Err((error, back)) if crate::error::postgres_unreachable(&error) => f = back,
+                Err((error, _)) => return Err(error.into()),
             }
-            Err((error, _)) => Err(error.into()),
         }
+        let mut conn = self.checkout()?;
+        run_on(&mut conn, mode, f).unwrap_or_else(|(error, _)| Err(error.into()))
     }
 
     /// Runs `sql` on a pooled connection outside any transaction (what `VACUUM` needs).

@@ -4,8 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::model::{SessionId, SessionInfo};
-use crate::store::overview::SessionOverview;
-use crate::store::parse_time;
+use crate::store::reports::SessionOverview;
+use crate::store::time::parse_time;
 
 use super::{PgStore, Tx};
 use crate::store::write::pending_listed;

@@ -9,8 +9,8 @@
 
 use super::PgStore;
 use crate::error::Result;
+use crate::store::reports::{ObjectSize, Reclaimed, SessionSize, SizeReport};
 use crate::store::retention::SizeTotals;
-use crate::store::{ObjectSize, Reclaimed, SessionSize, SizeReport};
 
 /// The relations of the store's schema: tables (`r`), materialized views (`m`) and indexes
 /// (`i`); a table's bytes include its TOAST data and maps (`pg_table_size`), its indexes are

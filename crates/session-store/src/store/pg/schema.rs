@@ -8,6 +8,7 @@ use postgres::{Client, GenericClient};
 use refinery::Migration;
 
 use crate::error::{Error, Result};
+use crate::store::time::{format_time, now};
 
 mod embedded {
     refinery::embed_migrations!("../../migrations-postgres");
@@ -145,7 +146,7 @@ fn apply_pending(client: &mut Client) -> Result<()> {
             &[
                 &next.version(),
                 &next.name(),
-                &super::super::format_time(super::super::now()),
+                &format_time(now()),
                 &next.checksum().to_string(),
             ],
         )?;

@@ -26,8 +26,8 @@ use postgres::Row;
 use super::{require_session, PgStore, Tx};
 use crate::error::Result;
 use crate::model::SessionId;
+use crate::store::reports::{SearchHit, SearchOptions};
 use crate::store::snippet::{phrases, snippet, snippet_columns, Phrase};
-use crate::store::{SearchHit, SearchOptions};
 
 /// What the index holds for part `p`: its document, indexed by GIN (NULL until indexed).
 const DOCUMENT: &str = "p.search_document";

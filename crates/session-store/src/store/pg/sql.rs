@@ -1,0 +1,97 @@
+//! [`Sql`] on a PostgreSQL transaction: the shared statements in `$n` spelling.
+
+use super::Tx;
+use crate::error::Result;
+use crate::model::{Message, SessionId};
+use crate::store::rows::{Cells, Loaded, Range, Unreadable};
+use crate::store::sql::{dollar_placeholders, int_at, Sql, Value};
+use crate::store::write::TailRow;
+
+impl Sql for Tx<'_> {
+    fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
+        self.execute(&dollar_placeholders(sql), &pg_params(params))
+    }
+
+    fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        let sql = format!("{} RETURNING id", dollar_placeholders(sql).trim_end());
+        Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
+    }
+
+    fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
+        let mut cells = Vec::new();
+        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
+            for at in 0..width {
+                cells.push(int_at(&row, at)?.unwrap_or_default());
+            }
+        }
+        Ok(cells)
+    }
+
+    fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
+        match self.query_opt(&dollar_placeholders(sql), &pg_params(params))? {
+            Some(row) => int_at(&row, 0),
+            None => Ok(None),
+        }
+    }
+
+    fn each_row(
+        &mut self,
+        sql: &str,
+        params: &[Value<'_>],
+        each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
+    ) -> Result<()> {
+        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
+            each(&row)?;
+        }
+        Ok(())
+    }
+
+    fn load_messages(&mut self, session: &SessionId, range: Range) -> Result<Vec<Message>> {
+        super::rows::load_messages(self, session, range)
+    }
+
+    fn session_ids(&mut self) -> Result<Vec<SessionId>> {
+        super::read::session_ids(self)
+    }
+
+    fn require_session(&mut self, session: &SessionId) -> Result<()> {
+        super::require_session(self, session)
+    }
+
+    fn lock_session(&mut self, session: &SessionId) -> Result<()> {
+        super::lock_session(self, session)
+    }
+
+    fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>> {
+        super::tail_row(self, session, for_write)
+    }
+
+    fn load_for_check(
+        &mut self,
+        session: &SessionId,
+    ) -> Result<std::result::Result<Loaded, Unreadable>> {
+        super::rows::load_for_check(self, session)
+    }
+
+    fn columns(&mut self, table: &str) -> Result<Vec<String>> {
+        super::fork::columns(self, table)
+    }
+
+    fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
+        super::write::link_call(self, session, call, child)
+    }
+}
+
+fn pg_params<'v>(params: &'v [Value<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
+    params.iter().map(Value::pg).collect()
+}
+
+impl Value<'_> {
+    /// The value as PostgreSQL binds it.
+    pub(crate) fn pg(&self) -> &(dyn postgres::types::ToSql + Sync) {
+        match self {
+            Value::Int(value) => value,
+            Value::Text(value) => value,
+        }
+    }
+}

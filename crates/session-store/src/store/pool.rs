@@ -1,0 +1,184 @@
+//! The SQLite file behind a pool ([`SqliteEngine`]): opening, migrating and configuring its
+//! connections, and its transactions. What it does as an engine is in `sqlite.rs`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use r2d2::{ManageConnection, Pool};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+use super::file::{self, not_a_database};
+use super::options::{ConnectionSettings, Durability, StoreOptions};
+use super::{schema, views};
+use crate::error::Result;
+
+/// The SQLite engine: an r2d2 pool of connections to one file.
+#[derive(Clone, Debug)]
+pub(crate) struct SqliteEngine {
+    pool: Pool<SqliteConnectionManager>,
+    path: PathBuf,
+}
+
+impl SqliteEngine {
+    /// Opens (or creates) the file and migrates it: see [`Store::open`](crate::Store::open).
+    pub(super) fn open(path: &Path, options: &StoreOptions) -> Result<Self> {
+        let path = path.to_path_buf();
+        let usage = if options.read_only {
+            file::Use::Existing
+        } else {
+            file::Use::OpenOrCreate
+        };
+        let found = file::check_path(&path, usage)?;
+        let access = if options.read_only {
+            file::read_only_access(&path)?
+        } else {
+            file::Access::Plain
+        };
+        if found == file::Found::Missing {
+            file::create_database(&path, options.max_page_count)?;
+        } else {
+            // Before any pragma writes to the file: refuse a foreign migration history.
+            let (target, flags) = match &access {
+                file::Access::Plain => (path.clone(), file::flags(options.read_only)),
+                immutable => immutable.target(&path),
+            };
+            let conn = Connection::open_with_flags(&target, flags)?;
+            schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
+        }
+        let manager = connection_manager(&path, &access, options);
+        // The first connection is opened here, not through the pool: the pool retries a
+        // failing open until its connection timeout and then reports only that it timed out.
+        let mut first = manager.connect()?;
+        if options.read_only {
+            schema::require_current(&first)?;
+        } else {
+            schema::migrate(&mut first)?;
+            views::refresh(&mut first)?;
+        }
+        drop(first);
+        let pool = Pool::builder()
+            .max_size(options.max_connections.max(1))
+            // No idle connection kept warm: a background top-up still opening when the process
+            // exits would keep SQLite from checkpointing and removing the WAL on the last close.
+            .min_idle(Some(0))
+            // A pooled SQLite connection does not go stale like a network one; checking it
+            // on every checkout ran an empty batch per call (~3% of an append, issue 16).
+            .test_on_check_out(false)
+            .connection_timeout(options.busy_timeout + Duration::from_secs(5))
+            .build(manager)?;
+        Ok(Self { pool, path })
+    }
+
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pool.
+    pub(crate) fn pool(&self) -> &Pool<SqliteConnectionManager> {
+        &self.pool
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits if it returns `Ok`.
+    ///
+    /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
+    /// leaves no trace.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Runs `f` inside one read transaction, so all its queries see the same snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.pool.get()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let value = f(&tx)?;
+        tx.finish()?;
+        Ok(value)
+    }
+
+    /// The settings a pooled connection runs with, read back from SQLite.
+    pub(super) fn connection_settings(&self) -> Result<ConnectionSettings> {
+        let conn = self.pool.get()?;
+        let pragma = |name: &str| -> Result<String> {
+            Ok(
+                conn.query_row(&format!("SELECT * FROM pragma_{name}"), [], |row| {
+                    row.get::<_, rusqlite::types::Value>(0).map(|v| match v {
+                        rusqlite::types::Value::Integer(i) => i.to_string(),
+                        rusqlite::types::Value::Text(t) => t,
+                        other => format!("{other:?}"),
+                    })
+                })?,
+            )
+        };
+        Ok(ConnectionSettings {
+            journal_mode: pragma("journal_mode")?,
+            foreign_keys: pragma("foreign_keys")? == "1",
+            synchronous: pragma("synchronous")?,
+            busy_timeout_ms: pragma("busy_timeout")?.parse().unwrap_or(0),
+        })
+    }
+}
+
+fn connection_manager(
+    path: &Path,
+    access: &file::Access,
+    options: &StoreOptions,
+) -> SqliteConnectionManager {
+    // Never SQLITE_OPEN_URI (a path is a path; the one exception is the immutable URI
+    // `file::read_only_access` builds) and never CREATE: a database is only created by
+    // `file::create_database`, all-or-nothing.
+    let (target, flags) = match access {
+        file::Access::Plain => (path.to_path_buf(), file::flags(options.read_only)),
+        immutable => immutable.target(path),
+    };
+    let busy_timeout = options.busy_timeout;
+    let read_only = options.read_only;
+    let max_page_count = options.max_page_count;
+    let durability = options.durability;
+    SqliteConnectionManager::file(target)
+        .with_flags(flags)
+        .with_init(move |conn| {
+            configure(conn, busy_timeout, read_only, durability)?;
+            if let Some(pages) = max_page_count {
+                let pages = i64::try_from(pages).unwrap_or(i64::MAX);
+                conn.pragma_update(None, "max_page_count", pages)?;
+            }
+            Ok(())
+        })
+}
+
+/// Per-connection settings; WAL is persistent in the file, the others are per connection.
+fn configure(
+    conn: &mut Connection,
+    busy_timeout: Duration,
+    read_only: bool,
+    durability: Durability,
+) -> rusqlite::Result<()> {
+    conn.busy_timeout(busy_timeout)?;
+    if !read_only {
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(mode, "journal_mode stayed {mode}, not WAL");
+        }
+    }
+    conn.pragma_update(None, "foreign_keys", true)?;
+    conn.pragma_update(None, "synchronous", durability.synchronous())?;
+    // Every statement the store runs stays prepared on every pooled connection: an append
+    // alone runs a dozen, and rusqlite's default cache of 16 evicted them when reads ran
+    // on the same connection (issue 16, BENCHMARKS.md).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Reads map the file instead of copying each page into SQLite's cache (issue 16).
+    conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
+    Ok(())
+}
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+/// Bytes of the database file each connection reads through a memory map.
+const MMAP_SIZE: i64 = 256 * 1024 * 1024;
