@@ -20,6 +20,7 @@
 //! `bench_ours` are dropped and made again for every run of every arm.
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
+use std::sync::Barrier;
 use std::time::Instant;
 
 use postgres::{Client, NoTls};
@@ -181,13 +182,21 @@ fn parts_sql(count: usize) -> String {
 }
 
 /// One floor writer: `count` messages into `session`, one transaction each.
-fn floor_writer(url: &str, session: &str, writer: usize, count: usize, shared: bool) {
+fn floor_writer(
+    url: &str,
+    session: &str,
+    writer: usize,
+    count: usize,
+    shared: bool,
+    start: &Barrier,
+) {
     let mut client = Client::connect(url, NoTls).unwrap();
     let lock = client.prepare(FLOOR_LOCK).unwrap();
     let insert = client.prepare(FLOOR_MESSAGE).unwrap();
     let parts: Vec<_> = (0..=4)
         .map(|n| client.prepare(&parts_sql(n.max(1))).unwrap())
         .collect();
+    start.wait();
     for index in 0..count {
         let message = message(writer, index, shared);
         let mut tx = client.transaction().unwrap();
@@ -217,9 +226,19 @@ fn floor_writer(url: &str, session: &str, writer: usize, count: usize, shared: b
 }
 
 /// One store writer: `count` messages into `session` through `Store::append`.
-fn store_writer(url: &str, session: &str, writer: usize, count: usize, shared: bool) {
+fn store_writer(
+    url: &str,
+    session: &str,
+    writer: usize,
+    count: usize,
+    shared: bool,
+    start: &Barrier,
+) {
     let store = Store::open(url).unwrap();
     let session = SessionId::new(session);
+    // The pool's connection is made before the clock starts, as the floor's is.
+    store.pending_tool_uses(&session).unwrap();
+    start.wait();
     for index in 0..count {
         store
             .append(&session, message(writer, index, shared))
@@ -274,19 +293,22 @@ fn run(
         }
     }
     let each = total / writers;
-    let started = Instant::now();
-    std::thread::scope(|scope| {
+    // Every writer connects first; the clock runs from the barrier to the last commit.
+    let start = Barrier::new(writers + 1);
+    let started = std::thread::scope(|scope| {
         for writer in 0..writers {
             let session = &sessions[if shared { 0 } else { writer }];
-            let url = &url;
+            let (url, start) = (&url, &start);
             scope.spawn(move || {
                 if ours {
-                    store_writer(url, session, writer, each, shared);
+                    store_writer(url, session, writer, each, shared, start);
                 } else {
-                    floor_writer(url, session, writer, each, shared);
+                    floor_writer(url, session, writer, each, shared, start);
                 }
             });
         }
+        start.wait();
+        Instant::now()
     });
     let seconds = started.elapsed().as_secs_f64();
     (each * writers) as f64 / seconds
