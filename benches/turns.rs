@@ -14,7 +14,10 @@
 //!
 //! - Paired rounds (printed first; `PAIRED_ONLY=1` stops there): the last 5 turns of a
 //!   100,002-message session of realistic tool turns, and compacting 9,996 of 10,002, against
-//!   the floor (the contract's tables alone) and the raw baseline on the store's file.
+//!   the floor (the contract's tables alone) and the raw baseline on the store's file; then
+//!   the same two on the agent shape (`common::agent_turns`): the last 5 turns of about
+//!   50,000 messages and compacting the head of about 10,000 (`AGENT_ONLY=1` runs only
+//!   these).
 //!
 //! ```sh
 //! cargo bench --bench turns -- --warm-up-time 1 --measurement-time 3
@@ -32,7 +35,7 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use serde_json::json;
 use session_store::{NewMessage, Part, SessionId, Store, TurnCursor};
 
-use common::{raw_last_turns, rounds_of, tool_turn, Raw, TURN_LEN};
+use common::{agent_turns, raw_last_turns, rounds_of, tool_turn, Raw, TURN_LEN};
 
 /// Three tool calls per turn: 8 messages, the shape that broke naive cuts.
 const TOOLS_PER_TURN: usize = 3;
@@ -276,8 +279,128 @@ fn paired_ratios() {
     );
 }
 
+/// The agent shape ([`agent_turns`]) in the store and in the floor: `turns` turns appended
+/// 100 per transaction, the same batches on both.
+fn agent_session(dir: &Path, name: &str, turns: usize) -> (Store, SessionId, Raw, i64) {
+    let store = Store::open(dir.join(format!("{name}.db"))).expect("open");
+    let session = store.create_session().expect("session");
+    let mut floor = Raw::floor(&dir.join(format!("{name}-floor.db")));
+    let all = agent_turns(11, turns);
+    let last_turn = all.last().map_or(0, Vec::len) as i64;
+    for batch in all.chunks(100) {
+        let batch: Vec<NewMessage> = batch.iter().flatten().cloned().collect();
+        floor.append(&batch);
+        store.append_batch(&session, batch).expect("append");
+    }
+    (store, session, floor, last_turn)
+}
+
+/// The last 5 turns of an agent-shaped session of about 50,000 messages, and compacting the
+/// head of one of about 10,000 (all but its last turn), against the floor and the raw
+/// baseline on the store's file, in paired rounds.
+fn agent_paired_ratios() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // About 12.2 messages per turn: 4,100 turns are about 50,000 messages.
+    let turns: usize = std::env::var("AGENT_TURNS").map_or(4_100, |n| n.parse().unwrap());
+    let (store, session, floor, _) = agent_session(dir.path(), "agent-last", turns);
+    let messages = store.messages(&session).expect("messages").len();
+    let raw = Connection::open(store.path()).expect("raw");
+    common::configure(&raw);
+    let expected = store.last_turns(&session, 5).expect("last turns");
+    assert_eq!(
+        raw_last_turns(&floor.conn, floor.session(), 5).len(),
+        expected.len()
+    );
+    assert_eq!(raw_last_turns(&raw, session.as_str(), 5), expected);
+    println!();
+    rounds_of(
+        &format!("agent shape: last 5 turns of {messages} messages"),
+        500,
+        &mut || {},
+        &mut [
+            ("store last_turns", &mut || {
+                black_box(store.last_turns(&session, 5).expect("last turns"));
+            }),
+            ("raw on the store's schema", &mut || {
+                black_box(raw_last_turns(&raw, session.as_str(), 5));
+            }),
+            ("floor", &mut || {
+                black_box(raw_last_turns(&floor.conn, floor.session(), 5));
+            }),
+        ],
+    );
+    drop((store, raw, floor));
+
+    let (store, session, mut floor, last_turn) = agent_session(dir.path(), "agent-compact", 820);
+    let messages = store.messages(&session).expect("messages").len() as i64;
+    let cut_seq = messages - last_turn + 1;
+    let floor_session = floor.session().to_owned();
+    let resetter = Connection::open(store.path()).expect("reset connection");
+    let floor_resetter =
+        Connection::open(dir.path().join("agent-compact-floor.db")).expect("reset");
+    let mut reset = || {
+        resetter.execute(RESET, [session.as_str()]).expect("reset");
+        resetter
+            .execute("DELETE FROM summaries", [])
+            .expect("reset");
+        floor_resetter
+            .execute(RESET, [floor_session.as_str()])
+            .expect("reset");
+        for conn in [&resetter, &floor_resetter] {
+            conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .expect("checkpoint");
+        }
+    };
+    // The store marks the same rows as the floor's UPDATE: everything before the last turn.
+    store
+        .compact(&session, last_turn as usize, "check")
+        .expect("compact");
+    let marked: i64 = resetter
+        .query_row(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?1 AND compacted = 1",
+            [session.as_str()],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(marked, cut_seq - 1);
+    let mark = |conn: &mut Connection, session: &str| {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .expect("begin");
+        let marked = tx
+            .execute(RAW_COMPACT, params![session, cut_seq])
+            .expect("update");
+        tx.commit().expect("commit");
+        assert_eq!(marked as i64, cut_seq - 1);
+    };
+    rounds_of(
+        &format!(
+            "agent shape: compact {} of {messages} messages",
+            cut_seq - 1
+        ),
+        20,
+        &mut reset,
+        &mut [
+            ("store compact", &mut || {
+                let outcome = store
+                    .compact(&session, last_turn as usize, "summary of the head")
+                    .expect("compact");
+                assert!(!outcome.is_nothing());
+            }),
+            ("floor UPDATE", &mut || {
+                mark(&mut floor.conn, &floor_session)
+            }),
+        ],
+    );
+}
+
 fn main() {
+    if std::env::var_os("AGENT_ONLY").is_some() {
+        agent_paired_ratios();
+        return;
+    }
     paired_ratios();
+    agent_paired_ratios();
     if std::env::var_os("PAIRED_ONLY").is_some() {
         return;
     }

@@ -294,3 +294,146 @@ fn async_store_is_clone_send_sync_and_shares_the_store() -> Result<()> {
     );
     Ok(())
 }
+
+/// The public methods of one `impl TYPE {` block family across `files`: `pub fn` and
+/// `pub async fn` names at the block's first level.
+fn public_methods(files: &[std::path::PathBuf], type_name: &str) -> Vec<String> {
+    let header = format!("impl {type_name} {{");
+    let mut names = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("source");
+        let mut inside = false;
+        for line in text.lines() {
+            if line == header {
+                inside = true;
+            } else if inside && line == "}" {
+                inside = false;
+            } else if inside {
+                let method = line
+                    .strip_prefix("    pub fn ")
+                    .or_else(|| line.strip_prefix("    pub async fn "));
+                if let Some(rest) = method {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Every Rust file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            found.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn every_store_operation_has_an_async_twin_of_the_same_name() {
+    let library = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/session-store/src");
+    let store = public_methods(&rust_files(&library.join("store")), "Store");
+    let twins = public_methods(&[library.join("async_store.rs")], "AsyncStore");
+    assert!(
+        store.len() > 50,
+        "found only {} Store methods: {store:?}",
+        store.len()
+    );
+    let missing: Vec<&String> = store.iter().filter(|name| !twins.contains(name)).collect();
+    assert!(
+        missing.is_empty(),
+        "Store operations without an AsyncStore twin: {missing:?}"
+    );
+    let streamed = public_methods(&[library.join("store/stream.rs")], "OpenMessage");
+    let async_streamed = public_methods(&[library.join("async_store.rs")], "AsyncOpenMessage");
+    let missing: Vec<&String> = streamed
+        .iter()
+        .filter(|name| !async_streamed.contains(name) && name.as_str() != "session")
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "OpenMessage methods without an AsyncOpenMessage twin: {missing:?}"
+    );
+}
+
+#[test]
+fn a_message_streamed_through_async_store_finishes_or_is_interrupted_when_dropped() -> Result<()> {
+    for backend in backends() {
+        let name = backend.name;
+        let runtime = runtime();
+        let store = runtime.block_on(AsyncStore::open(backend.location()))?;
+        runtime.block_on(async {
+            let session = store.create_session().await?;
+            store
+                .append(&session, NewMessage::user("list /tmp"))
+                .await?;
+            let mut open = store
+                .begin_message(&session, session_store::Role::Assistant)
+                .await?;
+            open.push(Part::text("Listing it.")).await?;
+            open.push(Part::tool_use("call_1", "bash", json!({"cmd": "ls"})))
+                .await?;
+            assert_eq!(open.len(), 2, "{name}");
+            let appended = open.finish().await?;
+            let messages = store.messages(&session).await?;
+            let last = messages.last().expect("a message");
+            assert_eq!(last.seq, appended.seq, "{name}");
+            assert_eq!(last.state, session_store::MessageState::Complete, "{name}");
+            assert_eq!(
+                store.pending_tool_uses(&session).await?,
+                vec!["call_1"],
+                "{name}"
+            );
+
+            // Dropped unfinished: interrupted, its call answered by a tombstone.
+            store.cancel_pending(&session, "cancelled").await?;
+            store.append(&session, NewMessage::user("again")).await?;
+            let mut open = store
+                .begin_message(&session, session_store::Role::Assistant)
+                .await?;
+            open.push(Part::tool_use("call_2", "bash", json!({"cmd": "pwd"})))
+                .await?;
+            drop(open);
+            // The drop's write runs on the blocking pool; the next write waits for its lock.
+            let mut state = None;
+            for _ in 0..200 {
+                let messages = store.messages(&session).await?;
+                state = messages
+                    .iter()
+                    .find(|m| {
+                        m.parts
+                            .iter()
+                            .any(|p| matches!(p, Part::ToolUse { id, .. } if id == "call_2"))
+                    })
+                    .map(|m| m.state);
+                if state == Some(session_store::MessageState::Interrupted) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(
+                state,
+                Some(session_store::MessageState::Interrupted),
+                "{name}"
+            );
+            assert!(
+                store.pending_tool_uses(&session).await?.is_empty(),
+                "{name}"
+            );
+            anyhow::Ok(())
+        })?;
+    }
+    Ok(())
+}

@@ -233,7 +233,12 @@ pub struct Raw {
     session: String,
     seq: i64,
     turn: Option<i64>,
+    /// Other connections append to the session too: each append reads its end first.
+    shared: bool,
 }
+
+/// The session's last seq and last turn, for a floor writer that shares its session.
+const SESSION_END: &str = "SELECT MAX(seq), MAX(turn_index) FROM messages WHERE session_id = ?1";
 
 const INSERT_MESSAGE: &str = "
     INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
@@ -303,11 +308,34 @@ impl Raw {
         Self::with_session(conn)
     }
 
+    /// Another floor writer on the floor file at `path` (made by [`Raw::floor`]), with a
+    /// session of its own.
+    pub fn floor_session(path: &Path) -> Self {
+        let conn = Connection::open(path).unwrap();
+        configure_floor(&conn);
+        Self::with_session(conn)
+    }
+
     /// Opens `path` (already created by `Store::open`) and creates a session in it.
     pub fn open(path: &Path) -> Self {
         let conn = Connection::open(path).unwrap();
         configure(&conn);
         Self::with_session(conn)
+    }
+
+    /// Another floor writer on the floor file at `path` (made by [`Raw::floor`]), appending
+    /// to its session `session` beside others: each append reads the session's end in its
+    /// transaction (one statement on the floor's two indexes) instead of counting its own.
+    pub fn join(path: &Path, session: &str) -> Self {
+        let conn = Connection::open(path).unwrap();
+        configure_floor(&conn);
+        Self {
+            conn,
+            session: session.to_owned(),
+            seq: 0,
+            turn: None,
+            shared: true,
+        }
     }
 
     /// The session's id.
@@ -328,6 +356,7 @@ impl Raw {
             session,
             seq: 0,
             turn: None,
+            shared: false,
         }
     }
 
@@ -344,6 +373,15 @@ impl Raw {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .unwrap();
         let now = now_text();
+        if self.shared {
+            (self.seq, self.turn) = tx
+                .prepare_cached(SESSION_END)
+                .unwrap()
+                .query_row(params![self.session], |row| {
+                    Ok((row.get::<_, Option<i64>>(0)?.unwrap_or(0), row.get(1)?))
+                })
+                .unwrap();
+        }
         for message in messages {
             self.seq += 1;
             let turn = match (message.role, self.turn) {

@@ -14,19 +14,22 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::error::{Error, OpenError, Result};
+use crate::history::budget::Budget;
 use crate::history::compaction::{ProviderHistory, Summary};
 use crate::history::paging::{Page, TurnCursor};
 use crate::history::render::Provider;
 use crate::history::request::Request;
 use crate::history::thinking::ThinkingState;
 use crate::import::{Format, Imported};
-use crate::model::{Appended, Message, NewMessage, SessionId, SessionInfo, Usage};
+use crate::model::{
+    Appended, Message, NewMessage, Part, Role, SessionId, SessionInfo, Subagent, Usage,
+};
 use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
-    ImportSummary, ImportedSessions, Lineage, ReadableSession, Reclaimed, Reverted, SearchHit,
-    SearchOptions, SessionOverview, SessionUsage, SizeReport, Store, StoreOptions, StoredPart,
-    TranscriptFormat,
+    ImportSummary, ImportedSessions, Lineage, OpenMessage, ReadableSession, Reclaimed, Reverted,
+    SearchHit, SearchOptions, SessionOverview, SessionUsage, SizeReport, Store, StoreOptions,
+    StoredPart, TranscriptFormat,
 };
 
 /// A [`Store`] whose operations are `async fn`s that run on tokio's blocking pool.
@@ -124,6 +127,65 @@ impl AsyncStore {
     ) -> Result<T> {
         let store = self.blocking_store().clone();
         blocking(move || operation(&store)).await
+    }
+}
+
+/// [`OpenMessage`] for [`AsyncStore`]: each push and the finish run on tokio's blocking pool.
+///
+/// Dropped unfinished (or while a push is still running, when its future is dropped), the
+/// message is marked `interrupted` as [`OpenMessage`]'s drop does, on the blocking pool.
+#[derive(Debug)]
+pub struct AsyncOpenMessage {
+    /// `None` only while a push runs, or after a push whose future was dropped.
+    open: Option<OpenMessage>,
+}
+
+impl AsyncOpenMessage {
+    /// [`OpenMessage::appended`]; `None` after a push whose future was dropped.
+    pub fn appended(&self) -> Option<&Appended> {
+        self.open.as_ref().map(OpenMessage::appended)
+    }
+
+    /// [`OpenMessage::len`]: how many parts are stored so far.
+    pub fn len(&self) -> usize {
+        self.open.as_ref().map_or(0, OpenMessage::len)
+    }
+
+    /// [`OpenMessage::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// [`OpenMessage::push`], on the blocking pool. [`Error::TaskCancelled`] after an earlier
+    /// push whose future was dropped: that push's message was marked `interrupted`.
+    pub async fn push(&mut self, part: Part) -> Result<()> {
+        let mut open = self.open.take().ok_or(Error::TaskCancelled)?;
+        let (open, pushed) = blocking(move || {
+            let pushed = open.push(part);
+            Ok::<_, Error>((open, pushed))
+        })
+        .await?;
+        self.open = Some(open);
+        pushed
+    }
+
+    /// [`OpenMessage::finish`], on the blocking pool.
+    pub async fn finish(mut self) -> Result<Appended> {
+        let open = self.open.take().ok_or(Error::TaskCancelled)?;
+        blocking(move || open.finish()).await
+    }
+}
+
+impl Drop for AsyncOpenMessage {
+    fn drop(&mut self) {
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        // `OpenMessage`'s drop writes (it marks the message interrupted): not on a worker.
+        match Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || drop(open))),
+            Err(_) => drop(open),
+        }
     }
 }
 
@@ -531,6 +593,59 @@ impl AsyncStore {
         blocking(move || Store::open_readable(path))
             .await
             .map(Self::from)
+    }
+
+    /// [`Store::open_readable_with`], on the blocking pool.
+    pub async fn open_readable_with(
+        path: impl AsRef<Path>,
+        options: &StoreOptions,
+    ) -> Result<Self, OpenError> {
+        let (path, options): (PathBuf, _) = (path.as_ref().to_path_buf(), options.clone());
+        blocking(move || Store::open_readable_with(path, &options))
+            .await
+            .map(Self::from)
+    }
+
+    /// [`Store::import_reader_as`]: `input` is read on the blocking pool.
+    pub async fn import_reader_as<R: Read + Seek + Send + 'static>(
+        &self,
+        format: Format,
+        input: R,
+        model: Option<&str>,
+    ) -> Result<ImportSummary> {
+        let model = model.map(str::to_owned);
+        self.run(move |store| store.import_reader_as(format, input, model.as_deref()))
+            .await
+    }
+
+    /// [`Store::budget`].
+    pub async fn budget(&self, session: &SessionId, limit: u64) -> Result<Budget> {
+        let session = session.clone();
+        self.run(move |store| store.budget(&session, limit)).await
+    }
+
+    /// [`Store::subagents`].
+    pub async fn subagents(&self, parent: Option<&SessionId>) -> Result<Vec<Subagent>> {
+        let parent = parent.cloned();
+        self.run(move |store| store.subagents(parent.as_ref()))
+            .await
+    }
+
+    /// [`Store::settle_open_messages`].
+    pub async fn settle_open_messages(&self, session: &SessionId) -> Result<bool> {
+        let session = session.clone();
+        self.run(move |store| store.settle_open_messages(&session))
+            .await
+    }
+
+    /// [`Store::begin_message`]: the message's parts are then pushed with
+    /// [`AsyncOpenMessage::push`], each on the blocking pool.
+    pub async fn begin_message(&self, session: &SessionId, role: Role) -> Result<AsyncOpenMessage> {
+        let session = session.clone();
+        let open = self
+            .run(move |store| store.begin_message(&session, role))
+            .await?;
+        Ok(AsyncOpenMessage { open: Some(open) })
     }
 
     /// [`Store::set_title`].

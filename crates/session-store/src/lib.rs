@@ -48,7 +48,7 @@ mod store;
 
 // The store for async Rust (cargo feature `tokio`).
 #[cfg(feature = "tokio")]
-pub use async_store::AsyncStore;
+pub use async_store::{AsyncOpenMessage, AsyncStore};
 
 // The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, OpenError, PathProblem, Result, StorageError};

@@ -15,6 +15,9 @@ use session_store::{validate_bundle, BUNDLE_FORMAT};
 
 use crate::{open, progress, ImportFormat};
 
+/// Imports `file` (its `format` detected, or confirmed when named) as a new session of the
+/// database `db`, and reports the new session on `out` (as JSON with `json`) and its notes
+/// on stderr.
 pub fn run(
     db: &Option<PathBuf>,
     format: ImportFormat,
@@ -31,26 +34,7 @@ pub fn run(
     // Never read a file as a format it is not: detect it, or confirm the format named. The
     // sample holds the first elements of a document's arrays, not the whole file.
     let sample = Sample::read(&mut input).with_context(|| format!("{} refused", file.display()))?;
-    let format = match format {
-        ImportFormat::Auto => {
-            detect_format_of(&sample).with_context(|| format!("{} refused", file.display()))?
-        }
-        named => {
-            let format = match named {
-                ImportFormat::Anthropic => Format::Anthropic,
-                ImportFormat::Openai => Format::OpenAi,
-                ImportFormat::Responses => Format::Responses,
-                ImportFormat::Gemini => Format::Gemini,
-                ImportFormat::Codex => Format::Codex,
-                ImportFormat::ClaudeCode | ImportFormat::Auto | ImportFormat::Bundle => {
-                    Format::ClaudeCode
-                }
-            };
-            confirm_format_of(format, &sample)
-                .with_context(|| format!("{} refused as {format}", file.display()))?;
-            format
-        }
-    };
+    let format = transcript_format(format, &sample, file)?;
     drop(sample);
     tracing::info!(file = %file.display(), %format, "importing");
     // Refused input never creates a database file: a new one is only made once a dry run
@@ -75,6 +59,42 @@ pub fn run(
         })?;
     bar.finish_and_clear();
     tracing::debug!(messages = stored.messages, "stored");
+    report(stored, format, json, out)
+}
+
+/// The transcript format of `file`: detected from its `sample` (`auto`), or the format
+/// named, once the sample confirms it.
+fn transcript_format(format: ImportFormat, sample: &Sample, file: &Path) -> anyhow::Result<Format> {
+    Ok(match format {
+        ImportFormat::Auto => {
+            detect_format_of(sample).with_context(|| format!("{} refused", file.display()))?
+        }
+        named => {
+            let format = match named {
+                ImportFormat::Anthropic => Format::Anthropic,
+                ImportFormat::Openai => Format::OpenAi,
+                ImportFormat::Responses => Format::Responses,
+                ImportFormat::Gemini => Format::Gemini,
+                ImportFormat::Codex => Format::Codex,
+                ImportFormat::ClaudeCode | ImportFormat::Auto | ImportFormat::Bundle => {
+                    Format::ClaudeCode
+                }
+            };
+            confirm_format_of(format, sample)
+                .with_context(|| format!("{} refused as {format}", file.display()))?;
+            format
+        }
+    })
+}
+
+/// What an import stored: the session on `out` (as JSON with `json`), and on stderr the
+/// child sessions, the tombstoned calls, the orphan results and the warnings.
+fn report(
+    stored: session_store::ImportSummary,
+    format: Format,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     if json {
         // The notes below go to stderr as well: a script reading stdout sees them here.
         let body = serde_json::json!({

@@ -391,6 +391,8 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs the subcommand `cli` names, its output buffered on stdout.
+// Over 80 lines on purpose: one `match` dispatching each subcommand to its module.
 fn run(cli: Cli) -> anyhow::Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -418,18 +420,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             session,
             format,
             model,
-        } => {
-            let shape = match format {
-                ExportFormat::Anthropic => Shape::Request(Provider::Anthropic),
-                ExportFormat::Openai => Shape::Request(Provider::OpenAi),
-                ExportFormat::Responses => Shape::Request(Provider::Responses),
-                ExportFormat::Gemini => Shape::Request(Provider::Gemini),
-                ExportFormat::Markdown => Shape::Transcript(TranscriptFormat::Markdown),
-                ExportFormat::Html => Shape::Transcript(TranscriptFormat::Html),
-                ExportFormat::Bundle => Shape::Bundle,
-            };
-            export::run(&open::existing(&cli.db)?, &session, shape, model, &mut out)?
-        }
+        } => export::run(
+            &open::existing(&cli.db)?,
+            &session,
+            shape_of(format),
+            model,
+            &mut out,
+        )?,
         Command::Compact {
             session,
             min_keep_tail,
@@ -530,6 +527,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// The shape `export` writes for the format named on the command line.
+fn shape_of(format: ExportFormat) -> Shape {
+    match format {
+        ExportFormat::Anthropic => Shape::Request(Provider::Anthropic),
+        ExportFormat::Openai => Shape::Request(Provider::OpenAi),
+        ExportFormat::Responses => Shape::Request(Provider::Responses),
+        ExportFormat::Gemini => Shape::Request(Provider::Gemini),
+        ExportFormat::Markdown => Shape::Transcript(TranscriptFormat::Markdown),
+        ExportFormat::Html => Shape::Transcript(TranscriptFormat::Html),
+        ExportFormat::Bundle => Shape::Bundle,
+    }
 }
 
 /// What to do about an error, when there is something to do. The library's refusal for

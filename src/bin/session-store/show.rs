@@ -59,6 +59,9 @@ pub fn parse_turns(text: &str) -> Result<TurnRange, String> {
     Ok(TurnRange { start, end })
 }
 
+/// Writes the person's view of `session` to `out`: the header, the summaries, each shown
+/// message (the `turns` asked for, all when `None`) with its parts, marks and sub-agents,
+/// the rows that cannot be read, and the pending calls.
 pub fn run(
     store: &Store,
     session: &str,
@@ -70,17 +73,91 @@ pub fn run(
     let Some(overview) = store.session_overview(&id)? else {
         bail!("unknown session {id}");
     };
-    let (shown, unreadable, turn_count) = match load(store, &id, turns) {
+    let (shown, unreadable, turn_count) = shown_messages(store, &id, turns)?;
+    // Refuse before the first line is printed: an error comes alone.
+    if shown.is_empty() && turns.is_some() {
+        bail!("session {id} has no turn in that range (its turns are 0..{turn_count})");
+    }
+    let violations = store
+        .check(std::slice::from_ref(&id), &RepairOptions::default())?
+        .violations;
+    let summaries = store.summaries(&id)?;
+
+    write_header(out, store, &overview, &violations)?;
+    write_summaries(out, &summaries, full)?;
+    let pending: BTreeSet<&str> = overview.pending.iter().map(String::as_str).collect();
+    // Each sub-agent under the call that spawned it; the rest after the messages.
+    let mut spawned: HashMap<String, Vec<session_store::Subagent>> = HashMap::new();
+    for child in store.subagents(Some(&id))? {
+        spawned
+            .entry(child.parent_tool_use_id.clone().unwrap_or_default())
+            .or_default()
+            .push(child);
+    }
+    // Each violation under the message, or the part of it, at fault.
+    let mut marks: Marks<'_> = HashMap::new();
+    // Rows outside the contract are named together at the end, with what to do about them.
+    for violation in violations.iter().filter(|v| v.rule.is_mended()) {
+        marks
+            .entry((violation.message_id, violation.part))
+            .or_default()
+            .push(violation);
+    }
+    let around = Around {
+        marks: &marks,
+        pending: &pending,
+        full,
+    };
+    let mut current = None;
+    for (index, message) in shown.iter().enumerate() {
+        if current != Some(message.turn_index) {
+            current = Some(message.turn_index);
+            let turn: Vec<&Message> = shown[index..]
+                .iter()
+                .take_while(|m| m.turn_index == message.turn_index)
+                .collect();
+            writeln!(out, "\n{}", turn_header(message.turn_index, &turn))?;
+        }
+        write_message(out, message, &around, &mut spawned)?;
+    }
+    for child in spawned.into_values().flatten() {
+        write_subagent(out, &child)?;
+    }
+    write_unreadable(out, store, &id, &unreadable)?;
+    write_pending(out, &overview, &id)?;
+    Ok(())
+}
+
+/// The violations to mark, by (message id, part position; `None` for the whole message).
+type Marks<'a> = HashMap<(Option<i64>, Option<usize>), Vec<&'a Problem>>;
+
+/// What a message is shown with: the marks at fault in it, the calls still pending, and
+/// whether long parts are shown whole.
+struct Around<'a> {
+    marks: &'a Marks<'a>,
+    pending: &'a BTreeSet<&'a str>,
+    full: bool,
+}
+
+/// The messages to show (the `turns` asked for, all when `None`), the rows outside the
+/// contract left out of them, and the session's turn count. When a row is outside the
+/// contract, every row that can be read is shown and the others are named.
+fn shown_messages(
+    store: &Store,
+    id: &session_store::SessionId,
+    turns: Option<TurnRange>,
+) -> anyhow::Result<(Vec<Message>, Vec<Problem>, i64)> {
+    Ok(match load(store, id, turns) {
         Ok(shown) => {
             let turn_count = store
-                .last_turns(&id, 1)?
+                .last_turns(id, 1)?
                 .first()
                 .map_or(0, |m| m.turn_index + 1);
             (shown, Vec::new(), turn_count)
         }
         // A row outside the contract: show every row that can be read, and name the others.
         Err(session_store::Error::CorruptRow { .. }) => {
-            let readable = store.readable_messages(&id)?;
+            let readable = store.readable_messages(id)?;
             let turn_count = readable.messages.last().map_or(0, |m| m.turn_index + 1);
             let range = turns.unwrap_or(TurnRange {
                 start: 0,
@@ -96,17 +173,15 @@ pub fn run(
             (shown, readable.unreadable, turn_count)
         }
         Err(error) => return Err(error.into()),
-    };
-    // Refuse before the first line is printed: an error comes alone.
-    if shown.is_empty() && turns.is_some() {
-        bail!("session {id} has no turn in that range (its turns are 0..{turn_count})");
-    }
-    let violations = store
-        .check(std::slice::from_ref(&id), &RepairOptions::default())?
-        .violations;
-    let summaries = store.summaries(&id)?;
+    })
+}
 
-    write_header(out, store, &overview, &violations)?;
+/// Each summary, in order, with the turns it replaces and whether the provider sees it.
+fn write_summaries(
+    out: &mut impl Write,
+    summaries: &[session_store::Summary],
+    full: bool,
+) -> std::io::Result<()> {
     let count = summaries.len();
     for (index, summary) in summaries.iter().enumerate() {
         let seen = if index + 1 == count {
@@ -123,76 +198,64 @@ pub fn run(
         writeln!(out)?;
         write_part(out, &label, &summary.text, full)?;
     }
-    let pending: BTreeSet<&str> = overview.pending.iter().map(String::as_str).collect();
-    // Each sub-agent under the call that spawned it; the rest after the messages.
-    let mut spawned: HashMap<String, Vec<session_store::Subagent>> = HashMap::new();
-    for child in store.subagents(Some(&id))? {
-        spawned
-            .entry(child.parent_tool_use_id.clone().unwrap_or_default())
-            .or_default()
-            .push(child);
+    Ok(())
+}
+
+/// One message: its line, its marks, then each part with the sub-agents its call spawned
+/// (taken out of `spawned`) and the part's marks.
+fn write_message(
+    out: &mut impl Write,
+    message: &Message,
+    around: &Around<'_>,
+    spawned: &mut HashMap<String, Vec<session_store::Subagent>>,
+) -> std::io::Result<()> {
+    let compacted = if message.compacted {
+        "  [compacted]"
+    } else {
+        ""
+    };
+    let state = match message.state {
+        session_store::MessageState::Open => "  [open: still streaming]",
+        session_store::MessageState::Interrupted => "  [interrupted: its writer went away]",
+        _ => "",
+    };
+    writeln!(
+        out,
+        "#{} {}  {}{compacted}{state}",
+        message.seq,
+        message.role,
+        message.created_at.format("%Y-%m-%d %H:%M:%S")
+    )?;
+    let at = |part: Option<usize>| {
+        around
+            .marks
+            .get(&(Some(message.id), part))
+            .map_or(&[][..], Vec::as_slice)
+    };
+    for violation in at(None) {
+        write_violation(out, violation)?;
     }
-    // Each violation under the message, or the part of it, at fault.
-    let mut marks: HashMap<(Option<i64>, Option<usize>), Vec<&Problem>> = HashMap::new();
-    // Rows outside the contract are named together at the end, with what to do about them.
-    for violation in violations.iter().filter(|v| v.rule.is_mended()) {
-        marks
-            .entry((violation.message_id, violation.part))
-            .or_default()
-            .push(violation);
-    }
-    let mut current = None;
-    for (index, message) in shown.iter().enumerate() {
-        if current != Some(message.turn_index) {
-            current = Some(message.turn_index);
-            let turn: Vec<&Message> = shown[index..]
-                .iter()
-                .take_while(|m| m.turn_index == message.turn_index)
-                .collect();
-            writeln!(out, "\n{}", turn_header(message.turn_index, &turn))?;
+    for (position, part) in message.parts.iter().enumerate() {
+        let (label, body) = describe(part, around.pending);
+        write_part(out, &label, &body, around.full)?;
+        if let Part::ToolUse { id: call, .. } = part {
+            for child in spawned.remove(call.as_str()).unwrap_or_default() {
+                write_subagent(out, &child)?;
+            }
         }
-        let compacted = if message.compacted {
-            "  [compacted]"
-        } else {
-            ""
-        };
-        let state = match message.state {
-            session_store::MessageState::Open => "  [open: still streaming]",
-            session_store::MessageState::Interrupted => "  [interrupted: its writer went away]",
-            _ => "",
-        };
-        writeln!(
-            out,
-            "#{} {}  {}{compacted}{state}",
-            message.seq,
-            message.role,
-            message.created_at.format("%Y-%m-%d %H:%M:%S")
-        )?;
-        let at = |part: Option<usize>| {
-            marks
-                .get(&(Some(message.id), part))
-                .map_or(&[][..], Vec::as_slice)
-        };
-        for violation in at(None) {
+        for violation in at(Some(position)) {
             write_violation(out, violation)?;
         }
-        for (position, part) in message.parts.iter().enumerate() {
-            let (label, body) = describe(part, &pending);
-            write_part(out, &label, &body, full)?;
-            if let Part::ToolUse { id: call, .. } = part {
-                for child in spawned.remove(call.as_str()).unwrap_or_default() {
-                    write_subagent(out, &child)?;
-                }
-            }
-            for violation in at(Some(position)) {
-                write_violation(out, violation)?;
-            }
-        }
     }
-    for child in spawned.into_values().flatten() {
-        write_subagent(out, &child)?;
-    }
-    write_unreadable(out, store, &id, &unreadable)?;
+    Ok(())
+}
+
+/// The calls still waiting for a result, and how to answer them with tombstones.
+fn write_pending(
+    out: &mut impl Write,
+    overview: &SessionOverview,
+    id: &session_store::SessionId,
+) -> std::io::Result<()> {
     if !overview.pending.is_empty() {
         writeln!(
             out,

@@ -5,8 +5,11 @@
 use std::io::Write;
 
 use serde_json::json;
-use session_store::Store;
+use session_store::{Reclaimed, SizeReport, Store};
 
+/// Measures where the database's bytes are (after giving free pages back with `reclaim`,
+/// or rewriting the file with `vacuum`) and writes the report, the `top` largest sessions
+/// first, to `out` (as JSON with `json`).
 pub fn run(
     store: &Store,
     top: usize,
@@ -33,6 +36,17 @@ pub fn run(
         writeln!(out)?;
         return Ok(());
     }
+    write_human(out, store.is_postgres(), &report, reclaimed)
+}
+
+/// The size report for people: what was reclaimed, the file (or, on PostgreSQL, the
+/// tables), the content, the largest sessions, and each table and index.
+fn write_human(
+    out: &mut impl Write,
+    is_postgres: bool,
+    report: &SizeReport,
+    reclaimed: Option<Reclaimed>,
+) -> anyhow::Result<()> {
     if let Some(reclaimed) = reclaimed {
         writeln!(
             out,
@@ -46,7 +60,7 @@ pub fn run(
             }
         )?;
     }
-    if store.is_postgres() {
+    if is_postgres {
         // No file: the tables and indexes of the store's schema (free pages and WAL are the
         // server's, reported as 0).
         writeln!(

@@ -34,7 +34,13 @@ fn main() -> ExitCode {
         }
     };
     terminal::init_tracing(args.verbose);
-    let outcome = match run::run(&args) {
+    // A URL names a PostgreSQL database (`postgres.rs`); anything else is a file (`run.rs`).
+    let ran = if session_store::is_database_url(&args.db.to_string_lossy()) {
+        postgres::run(&args)
+    } else {
+        run::run(&args)
+    };
+    let outcome = match ran {
         Ok(outcome) => outcome,
         Err(err) => {
             eprintln!("store-repair: {}", terminal::escape(&format!("{err:#}")));

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use session_store::repair::HealthRule;
 use session_store::SessionId;
 
-use crate::run::Outcome;
+use crate::run::{Outcome, Plan};
 use crate::terminal::escape_line;
 
 fn by_rule(outcome: &Outcome) -> BTreeMap<HealthRule, usize> {
@@ -111,56 +111,78 @@ pub fn human(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
         count(sessions.len(), "session", "sessions"),
     )?;
     if !sessions.is_empty() {
-        let width = sessions
-            .iter()
-            .map(|(id, _)| escape_line(id.as_str()).chars().count())
-            .max()
-            .unwrap_or(0);
-        writeln!(out, "broken sessions:")?;
-        for (id, rules) in &sessions {
-            writeln!(
-                out,
-                "  {:<width$}  {}",
-                escape_line(id.as_str()),
-                rules_line(rules)
-            )?;
-        }
-        writeln!(out, "problems by rule:")?;
-        for (rule, n) in by_rule(outcome) {
-            writeln!(out, "  {:<24} {n}", rule.as_str())?;
-        }
+        write_broken(outcome, &sessions, out)?;
     }
     if let Some(plan) = outcome.would {
-        let mut would = Vec::new();
-        if outcome.migrations_pending > 0 {
-            would.push(format!(
-                "apply {}",
-                count(
-                    outcome.migrations_pending,
-                    "schema migration",
-                    "schema migrations"
-                )
-            ));
-        }
-        if plan.changes > 0 {
-            would.push(format!(
-                "mend {} in {} with {}",
-                count(plan.repair, "problem", "problems"),
-                count(plan.sessions, "session", "sessions"),
-                count(plan.changes, "change", "changes"),
-            ));
-        }
-        if would.is_empty() {
-            writeln!(out, "dry run, nothing written; nothing to do")?;
-        } else {
-            writeln!(
-                out,
-                "dry run, nothing written; a real run would {}",
-                would.join(" and ")
-            )?;
-        }
-        return Ok(());
+        return write_would(outcome, plan, out);
     }
+    write_done(outcome, out)
+}
+
+/// Every broken session with its rules (its id padded to the longest), then the count per
+/// rule.
+fn write_broken(
+    outcome: &Outcome,
+    sessions: &[(&SessionId, BTreeMap<HealthRule, usize>)],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let width = sessions
+        .iter()
+        .map(|(id, _)| escape_line(id.as_str()).chars().count())
+        .max()
+        .unwrap_or(0);
+    writeln!(out, "broken sessions:")?;
+    for (id, rules) in sessions {
+        writeln!(
+            out,
+            "  {:<width$}  {}",
+            escape_line(id.as_str()),
+            rules_line(rules)
+        )?;
+    }
+    writeln!(out, "problems by rule:")?;
+    for (rule, n) in by_rule(outcome) {
+        writeln!(out, "  {:<24} {n}", rule.as_str())?;
+    }
+    Ok(())
+}
+
+/// What a real run would do, after a dry run that wrote nothing.
+fn write_would(outcome: &Outcome, plan: Plan, out: &mut impl Write) -> io::Result<()> {
+    let mut would = Vec::new();
+    if outcome.migrations_pending > 0 {
+        would.push(format!(
+            "apply {}",
+            count(
+                outcome.migrations_pending,
+                "schema migration",
+                "schema migrations"
+            )
+        ));
+    }
+    if plan.changes > 0 {
+        would.push(format!(
+            "mend {} in {} with {}",
+            count(plan.repair, "problem", "problems"),
+            count(plan.sessions, "session", "sessions"),
+            count(plan.changes, "change", "changes"),
+        ));
+    }
+    if would.is_empty() {
+        writeln!(out, "dry run, nothing written; nothing to do")?;
+    } else {
+        writeln!(
+            out,
+            "dry run, nothing written; a real run would {}",
+            would.join(" and ")
+        )?;
+    }
+    Ok(())
+}
+
+/// What a real run did: migrations applied, problems mended, sessions left unmended, and
+/// the backup.
+fn write_done(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if outcome.migrations_applied > 0 {
         writeln!(
             out,

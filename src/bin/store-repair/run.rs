@@ -57,10 +57,8 @@ pub struct Plan {
 /// Runs over fewer sessions than this are too fast to need a progress bar.
 const PROGRESS_THRESHOLD: usize = 50;
 
+/// Checks and mends the database file `args.db`.
 pub fn run(args: &Args) -> anyhow::Result<Outcome> {
-    if session_store::is_database_url(&args.db.to_string_lossy()) {
-        return crate::postgres::run(args);
-    }
     let db = &args.db;
     let file = inspect_database_file(db)
         .with_context(|| format!("refusing {}; nothing was changed", db.display()))?;

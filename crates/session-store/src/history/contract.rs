@@ -203,31 +203,7 @@ pub fn check_openai(body: &Value) -> Vec<ProviderViolation> {
             continue;
         };
         if role == "tool" {
-            let id = message.get("tool_call_id").and_then(Value::as_str);
-            let answered = match (open.as_mut(), id) {
-                (Some((_, pending)), Some(id)) => match pending.iter().position(|p| *p == id) {
-                    Some(at) => {
-                        pending.remove(at);
-                        true
-                    }
-                    None => false,
-                },
-                _ => false,
-            };
-            if !answered {
-                push(&mut out, ProviderRule::ToolMessageAnswersCall, &path, format!("tool message for {:?} answers no pending call of the assistant message before its block", id.unwrap_or_default()));
-            }
-            if !message
-                .get("content")
-                .is_some_and(|c| c.is_string() || c.is_array())
-            {
-                push(
-                    &mut out,
-                    ProviderRule::Shape,
-                    &format!("{path}/content"),
-                    "tool message without content",
-                );
-            }
+            check_openai_tool_message(message, &path, open.as_mut(), &mut out);
             continue;
         }
         // Any other message ends the tool block.
@@ -244,20 +220,7 @@ pub fn check_openai(body: &Value) -> Vec<ProviderViolation> {
         match role {
             "system" | "developer" | "user" => {}
             "assistant" => {
-                let calls = check_tool_calls(message, &path, &mut seen_ids, &mut out);
-                let content = message.get("content");
-                let has_content = content.is_some_and(|c| !c.is_null());
-                if !has_content && calls.is_empty() {
-                    push(
-                        &mut out,
-                        ProviderRule::Shape,
-                        &path,
-                        "assistant message without content or tool_calls",
-                    );
-                }
-                if !calls.is_empty() {
-                    open = Some((path.clone(), calls));
-                }
+                open = check_openai_assistant(message, &path, &mut seen_ids, &mut out);
             }
             other => push(
                 &mut out,
@@ -278,6 +241,66 @@ pub fn check_openai(body: &Value) -> Vec<ProviderViolation> {
         }
     }
     out
+}
+
+/// Rule 12 and the shape of one `tool` message at `path`: it answers (and removes) a
+/// pending call of the `open` tool block, and has content.
+fn check_openai_tool_message(
+    message: &Value,
+    path: &str,
+    open: Option<&mut (String, Vec<&str>)>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    let id = message.get("tool_call_id").and_then(Value::as_str);
+    let answered = match (open, id) {
+        (Some((_, pending)), Some(id)) => match pending.iter().position(|p| *p == id) {
+            Some(at) => {
+                pending.remove(at);
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    };
+    if !answered {
+        push(out, ProviderRule::ToolMessageAnswersCall, path, format!("tool message for {:?} answers no pending call of the assistant message before its block", id.unwrap_or_default()));
+    }
+    if !message
+        .get("content")
+        .is_some_and(|c| c.is_string() || c.is_array())
+    {
+        push(
+            out,
+            ProviderRule::Shape,
+            &format!("{path}/content"),
+            "tool message without content",
+        );
+    }
+}
+
+/// Rule 13 and the shape of one assistant message at `path`. Returns the tool block it
+/// opens (its path and call ids), if it makes calls.
+fn check_openai_assistant<'a>(
+    message: &'a Value,
+    path: &str,
+    seen_ids: &mut HashMap<&'a str, String>,
+    out: &mut Vec<ProviderViolation>,
+) -> Option<(String, Vec<&'a str>)> {
+    let calls = check_tool_calls(message, path, seen_ids, out);
+    let content = message.get("content");
+    let has_content = content.is_some_and(|c| !c.is_null());
+    if !has_content && calls.is_empty() {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "assistant message without content or tool_calls",
+        );
+    }
+    if calls.is_empty() {
+        return None;
+    }
+    Some((path.to_owned(), calls))
 }
 
 /// Rule 13 on one assistant message; returns its call ids.

@@ -355,107 +355,113 @@ impl Walk {
         };
         let mut fed = Fed::default();
         match role {
-            Role::Tool | Role::System => {
-                class.in_block_of = match self.speaker {
-                    Some((i, Role::Assistant)) => Some(i),
-                    _ => None,
-                };
-                class.splits_pair =
-                    role == Role::System && self.block.as_ref().is_some_and(|b| b.open_count > 0);
-                for (ordinal, part) in parts.iter().enumerate() {
-                    let at = At {
-                        message: index,
-                        part: ordinal,
-                    };
-                    let c = match part {
-                        Part::ToolResult { tool_use_id, .. } if role == Role::Tool => {
-                            PartClass::Result(self.answer(tool_use_id, at, false))
-                        }
-                        Part::ToolResult { tool_use_id, .. } => {
-                            PartClass::Result(self.peek(tool_use_id))
-                        }
-                        _ => self.plain(role, part, at),
-                    };
-                    class.parts.push(c);
-                }
-            }
-            Role::User => {
-                // Results in a user message claim the calls before it, as if they stood in a
-                // tool message just before it; then the user message closes the block.
-                for (ordinal, part) in parts.iter().enumerate() {
-                    let at = At {
-                        message: index,
-                        part: ordinal,
-                    };
-                    let c = match part {
-                        Part::ToolResult { tool_use_id, .. } => {
-                            PartClass::Result(self.answer(tool_use_id, at, true))
-                        }
-                        _ => self.plain(role, part, at),
-                    };
-                    class.parts.push(c);
-                }
-                fed.closed_unanswered = self.close();
-                self.speaker = Some((index, Role::User));
-            }
+            Role::Tool | Role::System => self.feed_tool_or_system(role, parts, index, &mut class),
+            Role::User => fed.closed_unanswered = self.feed_user(parts, index, &mut class),
             Role::Assistant => {
-                // Results misplaced here are weighed against the block this message closes.
-                let results: Vec<PartClass> = parts
-                    .iter()
-                    .map(|part| match part {
-                        Part::ToolResult { tool_use_id, .. } => {
-                            PartClass::Result(self.peek(tool_use_id))
-                        }
-                        _ => PartClass::Content,
-                    })
-                    .collect();
-                fed.closed_unanswered = self.close();
-                self.speaker = Some((index, Role::Assistant));
-                self.block = Some(Block {
-                    assistant: index,
-                    ..Block::default()
-                });
-                for (ordinal, (part, result)) in parts.iter().zip(results).enumerate() {
-                    let at = At {
-                        message: index,
-                        part: ordinal,
-                    };
-                    let c = match part {
-                        Part::ToolUse { id, .. } => self.open_call(id, at),
-                        Part::ToolResult { .. } => result,
-                        Part::ServerToolUse { .. } | Part::ServerToolResult { .. } => {
-                            match self.block.as_mut() {
-                                Some(block) => server_part(block, part, at),
-                                None => PartClass::Content,
-                            }
-                        }
-                        _ => PartClass::Content,
-                    };
-                    class.parts.push(c);
-                }
-                // A result answers its call in place.
-                let answered: Vec<(usize, At)> = class
-                    .parts
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(ordinal, c)| match c {
-                        PartClass::ServerResult { call: Some(call) } => Some((
-                            call.part,
-                            At {
-                                message: index,
-                                part: ordinal,
-                            },
-                        )),
-                        _ => None,
-                    })
-                    .collect();
-                for (call, by) in answered {
-                    class.parts[call] = PartClass::ServerCall(ServerCallState::Answered { by });
-                }
+                fed.closed_unanswered = self.feed_assistant(parts, index, &mut class);
             }
         }
         self.classes.push(class);
         fed
+    }
+
+    /// Classifies the parts of a tool or system message at `index` into `class`: a result in
+    /// a tool message answers its call, one in a system message is only weighed.
+    fn feed_tool_or_system(
+        &mut self,
+        role: Role,
+        parts: &[Part],
+        index: usize,
+        class: &mut MessageClass,
+    ) {
+        class.in_block_of = match self.speaker {
+            Some((i, Role::Assistant)) => Some(i),
+            _ => None,
+        };
+        class.splits_pair =
+            role == Role::System && self.block.as_ref().is_some_and(|b| b.open_count > 0);
+        for (ordinal, part) in parts.iter().enumerate() {
+            let at = At {
+                message: index,
+                part: ordinal,
+            };
+            let c = match part {
+                Part::ToolResult { tool_use_id, .. } if role == Role::Tool => {
+                    PartClass::Result(self.answer(tool_use_id, at, false))
+                }
+                Part::ToolResult { tool_use_id, .. } => PartClass::Result(self.peek(tool_use_id)),
+                _ => self.plain(role, part, at),
+            };
+            class.parts.push(c);
+        }
+    }
+
+    /// Classifies the parts of a user message at `index` into `class`, then closes the open
+    /// block. Returns the ids of the calls the close left unanswered.
+    fn feed_user(&mut self, parts: &[Part], index: usize, class: &mut MessageClass) -> Vec<String> {
+        // Results in a user message claim the calls before it, as if they stood in a
+        // tool message just before it; then the user message closes the block.
+        for (ordinal, part) in parts.iter().enumerate() {
+            let at = At {
+                message: index,
+                part: ordinal,
+            };
+            let c = match part {
+                Part::ToolResult { tool_use_id, .. } => {
+                    PartClass::Result(self.answer(tool_use_id, at, true))
+                }
+                _ => self.plain(Role::User, part, at),
+            };
+            class.parts.push(c);
+        }
+        let closed_unanswered = self.close();
+        self.speaker = Some((index, Role::User));
+        closed_unanswered
+    }
+
+    /// Classifies the parts of an assistant message at `index` into `class`: closes the open
+    /// block, opens this message's block with its calls, and pairs its server calls with
+    /// their results in place. Returns the ids of the calls the close left unanswered.
+    fn feed_assistant(
+        &mut self,
+        parts: &[Part],
+        index: usize,
+        class: &mut MessageClass,
+    ) -> Vec<String> {
+        // Results misplaced here are weighed against the block this message closes.
+        let results: Vec<PartClass> = parts
+            .iter()
+            .map(|part| match part {
+                Part::ToolResult { tool_use_id, .. } => PartClass::Result(self.peek(tool_use_id)),
+                _ => PartClass::Content,
+            })
+            .collect();
+        let closed_unanswered = self.close();
+        self.speaker = Some((index, Role::Assistant));
+        self.block = Some(Block {
+            assistant: index,
+            ..Block::default()
+        });
+        for (ordinal, (part, result)) in parts.iter().zip(results).enumerate() {
+            let at = At {
+                message: index,
+                part: ordinal,
+            };
+            let c = match part {
+                Part::ToolUse { id, .. } => self.open_call(id, at),
+                Part::ToolResult { .. } => result,
+                Part::ServerToolUse { .. } | Part::ServerToolResult { .. } => {
+                    match self.block.as_mut() {
+                        Some(block) => server_part(block, part, at),
+                        None => PartClass::Content,
+                    }
+                }
+                _ => PartClass::Content,
+            };
+            class.parts.push(c);
+        }
+        answer_server_calls(class, index);
+        closed_unanswered
     }
 
     /// Adds parts to the assistant message whose tool block is open (a log that writes one
@@ -658,6 +664,29 @@ impl Walk {
         if let PartClass::Call { state, .. } = class {
             *state = new_state;
         }
+    }
+}
+
+/// Marks each server call in `class` (the assistant message at `index`) that a later part of
+/// the same message answers: a result answers its call in place.
+fn answer_server_calls(class: &mut MessageClass, index: usize) {
+    let answered: Vec<(usize, At)> = class
+        .parts
+        .iter()
+        .enumerate()
+        .filter_map(|(ordinal, c)| match c {
+            PartClass::ServerResult { call: Some(call) } => Some((
+                call.part,
+                At {
+                    message: index,
+                    part: ordinal,
+                },
+            )),
+            _ => None,
+        })
+        .collect();
+    for (call, by) in answered {
+        class.parts[call] = PartClass::ServerCall(ServerCallState::Answered { by });
     }
 }
 

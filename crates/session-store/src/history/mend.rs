@@ -359,117 +359,149 @@ fn rebuild(
     let old_origins = std::mem::take(&mut work.origins);
     let old_part_origins = std::mem::take(&mut work.part_origins);
     let text = texts::tombstone(texts::REPAIR_REASON);
-    for (at, ((mut message, origin), part_origins)) in old_messages
+    for (at, ((message, origin), part_origins)) in old_messages
         .into_iter()
         .zip(old_origins)
         .zip(old_part_origins)
         .enumerate()
     {
-        let mut rest: Option<(Message, Vec<PartRef>)> = None;
-        if let Some(moved) = claimed.get(&at) {
-            message.role = Role::Tool;
-            let mut is_moved = vec![false; message.parts.len()];
-            for &i in moved {
-                is_moved[i] = true;
+        let rest = match claimed.get(&at) {
+            Some(moved) => push_claimed(work, message, origin, part_origins, moved),
+            None => {
+                work.messages.push(message);
+                work.origins.push(origin);
+                work.part_origins.push(part_origins);
+                None
             }
-            let stays: Vec<usize> = (0..message.parts.len()).filter(|&i| !is_moved[i]).collect();
-            let rest_is_blank = stays
-                .iter()
-                .all(|&i| matches!(&message.parts[i], Part::Text { text, .. } if is_blank(text)));
-            work.messages.push(message.clone());
-            work.origins.push(origin);
-            work.part_origins.push(part_origins.clone());
-            let index = work.messages.len() - 1;
-            work.change(
-                HealthRule::MisplacedToolResult,
-                Action::ChangeRole,
-                index,
-                None,
-                Some(json!({"role": "user"})),
-                json!({"role": "tool"}),
-            );
-            if !rest_is_blank {
-                work.messages[index].parts =
-                    moved.iter().map(|&i| message.parts[i].clone()).collect();
-                work.part_origins[index] = moved.iter().map(|&i| part_origins[i]).collect();
-                let split = Message {
-                    id: 0,
-                    role: Role::User,
-                    parts: stays.iter().map(|&i| message.parts[i].clone()).collect(),
-                    ..message
-                };
-                let origins = stays.iter().map(|&i| part_origins[i]).collect();
-                rest = Some((split, origins));
-            }
-        } else {
-            work.messages.push(message);
-            work.origins.push(origin);
-            work.part_origins.push(part_origins);
-        }
+        };
         let last = work.messages.len() - 1;
         if let Some(ids) = tombstones.get(&at) {
-            let tombstone = Message {
-                id: 0,
-                seq: work.messages[last].seq,
-                turn_index: work.messages[last].turn_index,
-                role: Role::Tool,
-                compacted: work.messages[last].compacted,
-                created_at: options.now,
-                model: None,
-                state: crate::model::MessageState::Complete,
-                parts: ids
-                    .iter()
-                    .map(|id| Part::tool_error(id.clone(), text.clone()))
-                    .collect(),
-            };
-            let index = work.messages.len();
-            work.insert(index, tombstone, HealthRule::DanglingToolUse);
-            for (part, id) in ids.iter().enumerate() {
-                work.change(
-                    HealthRule::DanglingToolUse,
-                    Action::Tombstone,
-                    index,
-                    Some(part),
-                    None,
-                    json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
-                );
-            }
+            push_tombstone(work, last, ids, &text, options);
         }
         if let Some((split, origins)) = rest {
-            let from = work.origins[last];
-            let count = split.parts.len();
-            let index = work.messages.len();
-            work.insert(index, split, HealthRule::MisplacedToolResult);
-            let source_id = match from {
-                MessageRef::Existing(id) => json!(id),
-                MessageRef::New(_) => Value::Null,
-            };
-            work.part_origins[index] = origins;
-            work.change(
-                HealthRule::MisplacedToolResult,
-                Action::SplitOff,
-                index,
-                None,
-                None,
-                json!({"role": "user", "split_from": source_id, "parts": count}),
-            );
-            for position in 0..count {
-                let before = match work.part_origins[index][position] {
-                    PartRef::Existing { message_id, index } => {
-                        json!({"message_id": message_id, "position": index})
-                    }
-                    PartRef::New { .. } => Value::Null,
-                };
-                work.change(
-                    HealthRule::MisplacedToolResult,
-                    Action::MovePart,
-                    index,
-                    Some(position),
-                    Some(before),
-                    json!({"message": "split_off", "position": position}),
-                );
-            }
+            push_split_off(work, last, split, origins);
         }
+    }
+}
+
+/// Pushes a user message whose parts `moved` answer calls as a `tool` message. When the
+/// parts that stay are not all blank text, the pushed message keeps only the moved parts and
+/// the rest comes back as a `user` message (with its part origins) to insert after.
+fn push_claimed(
+    work: &mut Work,
+    mut message: Message,
+    origin: MessageRef,
+    part_origins: Vec<PartRef>,
+    moved: &[usize],
+) -> Option<(Message, Vec<PartRef>)> {
+    message.role = Role::Tool;
+    let mut is_moved = vec![false; message.parts.len()];
+    for &i in moved {
+        is_moved[i] = true;
+    }
+    let stays: Vec<usize> = (0..message.parts.len()).filter(|&i| !is_moved[i]).collect();
+    let rest_is_blank = stays
+        .iter()
+        .all(|&i| matches!(&message.parts[i], Part::Text { text, .. } if is_blank(text)));
+    work.messages.push(message.clone());
+    work.origins.push(origin);
+    work.part_origins.push(part_origins.clone());
+    let index = work.messages.len() - 1;
+    work.change(
+        HealthRule::MisplacedToolResult,
+        Action::ChangeRole,
+        index,
+        None,
+        Some(json!({"role": "user"})),
+        json!({"role": "tool"}),
+    );
+    if rest_is_blank {
+        return None;
+    }
+    work.messages[index].parts = moved.iter().map(|&i| message.parts[i].clone()).collect();
+    work.part_origins[index] = moved.iter().map(|&i| part_origins[i]).collect();
+    let split = Message {
+        id: 0,
+        role: Role::User,
+        parts: stays.iter().map(|&i| message.parts[i].clone()).collect(),
+        ..message
+    };
+    let origins = stays.iter().map(|&i| part_origins[i]).collect();
+    Some((split, origins))
+}
+
+/// Inserts, after the message at `last`, one `tool` message answering each call in `ids`
+/// with the tombstone `text`, and records a change per answer.
+fn push_tombstone(
+    work: &mut Work,
+    last: usize,
+    ids: &[String],
+    text: &str,
+    options: &CheckOptions,
+) {
+    let tombstone = Message {
+        id: 0,
+        seq: work.messages[last].seq,
+        turn_index: work.messages[last].turn_index,
+        role: Role::Tool,
+        compacted: work.messages[last].compacted,
+        created_at: options.now,
+        model: None,
+        state: crate::model::MessageState::Complete,
+        parts: ids
+            .iter()
+            .map(|id| Part::tool_error(id.clone(), text))
+            .collect(),
+    };
+    let index = work.messages.len();
+    work.insert(index, tombstone, HealthRule::DanglingToolUse);
+    for (part, id) in ids.iter().enumerate() {
+        work.change(
+            HealthRule::DanglingToolUse,
+            Action::Tombstone,
+            index,
+            Some(part),
+            None,
+            json!({"kind": "tool_result", "tool_use_id": id, "is_error": true, "text": text}),
+        );
+    }
+}
+
+/// Appends the `user` message split off the message at `last`, and records the split and
+/// where each of its parts came from.
+fn push_split_off(work: &mut Work, last: usize, split: Message, origins: Vec<PartRef>) {
+    let from = work.origins[last];
+    let count = split.parts.len();
+    let index = work.messages.len();
+    work.insert(index, split, HealthRule::MisplacedToolResult);
+    let source_id = match from {
+        MessageRef::Existing(id) => json!(id),
+        MessageRef::New(_) => Value::Null,
+    };
+    work.part_origins[index] = origins;
+    work.change(
+        HealthRule::MisplacedToolResult,
+        Action::SplitOff,
+        index,
+        None,
+        None,
+        json!({"role": "user", "split_from": source_id, "parts": count}),
+    );
+    for position in 0..count {
+        let before = match work.part_origins[index][position] {
+            PartRef::Existing { message_id, index } => {
+                json!({"message_id": message_id, "position": index})
+            }
+            PartRef::New { .. } => Value::Null,
+        };
+        work.change(
+            HealthRule::MisplacedToolResult,
+            Action::MovePart,
+            index,
+            Some(position),
+            Some(before),
+            json!({"message": "split_off", "position": position}),
+        );
     }
 }
 

@@ -61,122 +61,17 @@ pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError
                 provider_metadata: attributes(object, &["type", "text"]),
             }
         }
-        "thinking" => {
-            let text = string_field(object, "thinking", at)?;
-            let mut provider_metadata = attributes(object, &["type", "thinking", "signature"]);
-            match object.get("signature") {
-                None | Some(Value::Null) => {}
-                Some(Value::String(signature)) => with(
-                    &mut provider_metadata,
-                    "signature",
-                    Value::String(signature.clone()),
-                ),
-                Some(other) => {
-                    return Err(ImportError::malformed(
-                        &at.join("signature"),
-                        format!("expected a string, found {}", type_name(other)),
-                    ))
-                }
-            };
-            Part::Reasoning {
-                text: text.to_owned(),
-                provider_metadata,
-            }
-        }
+        "thinking" => thinking(object, at)?,
         "redacted_thinking" => Part::RedactedReasoning {
             data: string_field(object, "data", at)?.to_owned(),
             provider_metadata: attributes(object, &["type", "data"]),
         },
-        "tool_use" => {
-            let id = string_field(object, "id", at)?;
-            let name = string_field(object, "name", at)?;
-            let input = object.get("input").cloned().unwrap_or_else(|| json!({}));
-            if !input.is_object() {
-                return Err(ImportError::malformed(
-                    &at.join("input"),
-                    format!("expected an object, found {}", type_name(&input)),
-                ));
-            }
-            Part::ToolUse {
-                id: id.to_owned(),
-                name: name.to_owned(),
-                input,
-                provider_metadata: attributes(object, &["type", "id", "name", "input"]),
-            }
-        }
-        "tool_result" => {
-            let tool_use_id = string_field(object, "tool_use_id", at)?;
-            let (content, blocks) = result_content(object.get("content"), &at.join("content"))?;
-            let is_error = match object.get("is_error") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => {
-                    return Err(ImportError::malformed(
-                        &at.join("is_error"),
-                        format!("expected a boolean, found {}", type_name(other)),
-                    ))
-                }
-            };
-            return Ok(Block::Result(Part::ToolResult {
-                tool_use_id: tool_use_id.to_owned(),
-                content,
-                is_error,
-                blocks,
-                provider_metadata: attributes(
-                    object,
-                    &["type", "tool_use_id", "content", "is_error"],
-                ),
-            }));
-        }
-        "image" | "document" => {
-            let Some(source) = object.get("source").filter(|s| s.is_object()) else {
-                return Err(ImportError::malformed(
-                    &at.join("source"),
-                    format!("an {kind} block needs a source object"),
-                ));
-            };
-            let title = match object.get("title") {
-                Some(Value::String(title)) if kind == "document" => Some(title.clone()),
-                _ => None,
-            };
-            let skip: &[&str] = if title.is_some() {
-                &["type", "source", "title"]
-            } else {
-                &["type", "source"]
-            };
-            let provider_metadata = attributes(object, skip);
-            if kind == "image" {
-                Part::Image {
-                    source: source.clone(),
-                    title,
-                    provider_metadata,
-                }
-            } else {
-                Part::Document {
-                    source: source.clone(),
-                    title,
-                    provider_metadata,
-                }
-            }
-        }
+        "tool_use" => tool_use(object, at)?,
+        "tool_result" => return Ok(Block::Result(tool_result(object, at)?)),
+        "image" | "document" => media(object, kind, at)?,
         // Server tools (web search, web fetch, code execution, remote MCP, tool search): the
         // call and its result both sit in the assistant message.
-        "server_tool_use" | "mcp_tool_use" => {
-            let id = string_field(object, "id", at)?;
-            let name = string_field(object, "name", at)?;
-            let input = object.get("input").cloned().unwrap_or_else(|| json!({}));
-            let mut provider_metadata = attributes(object, &["id", "name", "input"]);
-            if kind == "server_tool_use" {
-                // The type is the part's own; only another one is an attribute.
-                provider_metadata = attributes(object, &["type", "id", "name", "input"]);
-            }
-            Part::ServerToolUse {
-                id: id.to_owned(),
-                name: name.to_owned(),
-                input,
-                provider_metadata,
-            }
-        }
+        "server_tool_use" | "mcp_tool_use" => server_tool_use(object, kind, at)?,
         server_result if is_server_result(server_result, object) => {
             let tool_use_id = string_field(object, "tool_use_id", at)?;
             Part::ServerToolResult {
@@ -188,6 +83,130 @@ pub(crate) fn convert(block: &Value, at: &Location) -> Result<Block, ImportError
         _ => unknown_block(block),
     };
     Ok(Block::Part(part))
+}
+
+/// A `thinking` block: its text, with its signature (a string when present) kept in the
+/// provider metadata.
+fn thinking(object: &Map<String, Value>, at: &Location) -> Result<Part, ImportError> {
+    let text = string_field(object, "thinking", at)?;
+    let mut provider_metadata = attributes(object, &["type", "thinking", "signature"]);
+    match object.get("signature") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(signature)) => with(
+            &mut provider_metadata,
+            "signature",
+            Value::String(signature.clone()),
+        ),
+        Some(other) => {
+            return Err(ImportError::malformed(
+                &at.join("signature"),
+                format!("expected a string, found {}", type_name(other)),
+            ))
+        }
+    };
+    Ok(Part::Reasoning {
+        text: text.to_owned(),
+        provider_metadata,
+    })
+}
+
+/// A `tool_use` block: its id, name and input (an object, `{}` when absent).
+fn tool_use(object: &Map<String, Value>, at: &Location) -> Result<Part, ImportError> {
+    let id = string_field(object, "id", at)?;
+    let name = string_field(object, "name", at)?;
+    let input = object.get("input").cloned().unwrap_or_else(|| json!({}));
+    if !input.is_object() {
+        return Err(ImportError::malformed(
+            &at.join("input"),
+            format!("expected an object, found {}", type_name(&input)),
+        ));
+    }
+    Ok(Part::ToolUse {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        input,
+        provider_metadata: attributes(object, &["type", "id", "name", "input"]),
+    })
+}
+
+/// A `tool_result` block: the id it answers, its content and its error flag (a boolean,
+/// false when absent).
+fn tool_result(object: &Map<String, Value>, at: &Location) -> Result<Part, ImportError> {
+    let tool_use_id = string_field(object, "tool_use_id", at)?;
+    let (content, blocks) = result_content(object.get("content"), &at.join("content"))?;
+    let is_error = match object.get("is_error") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ImportError::malformed(
+                &at.join("is_error"),
+                format!("expected a boolean, found {}", type_name(other)),
+            ))
+        }
+    };
+    Ok(Part::ToolResult {
+        tool_use_id: tool_use_id.to_owned(),
+        content,
+        is_error,
+        blocks,
+        provider_metadata: attributes(object, &["type", "tool_use_id", "content", "is_error"]),
+    })
+}
+
+/// An `image` or `document` block (`kind`): its source object, and a document's title.
+fn media(object: &Map<String, Value>, kind: &str, at: &Location) -> Result<Part, ImportError> {
+    let Some(source) = object.get("source").filter(|s| s.is_object()) else {
+        return Err(ImportError::malformed(
+            &at.join("source"),
+            format!("an {kind} block needs a source object"),
+        ));
+    };
+    let title = match object.get("title") {
+        Some(Value::String(title)) if kind == "document" => Some(title.clone()),
+        _ => None,
+    };
+    let skip: &[&str] = if title.is_some() {
+        &["type", "source", "title"]
+    } else {
+        &["type", "source"]
+    };
+    let provider_metadata = attributes(object, skip);
+    Ok(if kind == "image" {
+        Part::Image {
+            source: source.clone(),
+            title,
+            provider_metadata,
+        }
+    } else {
+        Part::Document {
+            source: source.clone(),
+            title,
+            provider_metadata,
+        }
+    })
+}
+
+/// A `server_tool_use` or `mcp_tool_use` block (`kind`): its id, name and input; an
+/// `mcp_tool_use` keeps its type as an attribute.
+fn server_tool_use(
+    object: &Map<String, Value>,
+    kind: &str,
+    at: &Location,
+) -> Result<Part, ImportError> {
+    let id = string_field(object, "id", at)?;
+    let name = string_field(object, "name", at)?;
+    let input = object.get("input").cloned().unwrap_or_else(|| json!({}));
+    let mut provider_metadata = attributes(object, &["id", "name", "input"]);
+    if kind == "server_tool_use" {
+        // The type is the part's own; only another one is an attribute.
+        provider_metadata = attributes(object, &["type", "id", "name", "input"]);
+    }
+    Ok(Part::ServerToolUse {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        input,
+        provider_metadata,
+    })
 }
 
 /// A server tool's result block: `web_search_tool_result`, `code_execution_tool_result`,

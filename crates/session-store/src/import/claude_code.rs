@@ -423,7 +423,6 @@ fn first_user_text(messages: &[NewMessage]) -> Option<Option<String>> {
 
 /// One entry of a conversation, assembled.
 fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), ImportError> {
-    let assembler = &mut conversation.assembler;
     let at = Location::line(entry.line);
     let content_at = at.join("message").join("content");
     let Some(content) = entry.message.get("content") else {
@@ -444,38 +443,16 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
         if parts.is_empty() {
             return Ok(());
         }
-        let message_id = entry.message.get("id").and_then(Value::as_str);
-        let model = super::model_name("anthropic", entry.message.get("model"));
-        if message_id.is_some()
-            && message_id == conversation.open_message_id.as_deref()
-            && assembler.assistant_is_open()
-        {
-            assembler.extend_assistant(&at, parts)?;
-            // Every line of a message repeats the API response's usage, the last line with
-            // the final output count.
-            if let Some(usage) = super::usage::anthropic(entry.message, &at.join("message"))? {
-                if let Some(last) = assembler.last_assistant() {
-                    last.usage = Some(usage);
-                }
-            }
-        } else {
-            let mut message = NewMessage::assistant(parts);
-            message.created_at = created_at;
-            message.model = model;
-            message.usage = super::usage::anthropic(entry.message, &at.join("message"))?;
-            assembler.push(&at, message)?;
-            conversation.open_message_id = message_id.map(str::to_owned);
-        }
-        return Ok(());
+        return feed_assistant(conversation, entry, &at, parts, created_at);
     }
     if !results.is_empty() {
-        assembler.results(&at, results, created_at)?;
+        conversation.assembler.results(&at, results, created_at)?;
     }
     if parts.is_empty() {
         return Ok(());
     }
     let compact_summary = entry.fields.get("isCompactSummary") == Some(&Value::Bool(true));
-    if compact_summary && assembler.has_user() {
+    if compact_summary && conversation.assembler.has_user() {
         // A compaction: the summary goes to the store's summaries, the turns before it are
         // compacted, and the message that opened the new turn stays (empty, tagged) so the
         // turns keep their boundaries.
@@ -488,17 +465,7 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
             .collect();
         let summary = summary.join("\n\n");
         if !crate::history::blank::is_blank(&summary) {
-            let mut marker = Part::text("");
-            tag_user_part(&mut marker, entry.fields);
-            let mut message = NewMessage::new(Role::User, vec![marker]);
-            message.created_at = created_at;
-            assembler.push(&at, message)?;
-            conversation.open_message_id = None;
-            conversation.compactions.push(ImportedCompaction {
-                at: assembler.len() - 1,
-                summary,
-            });
-            return Ok(());
+            return feed_compaction(conversation, entry, &at, summary, created_at);
         }
     }
     let parts = parts
@@ -510,8 +477,65 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
         .collect();
     let mut message = NewMessage::new(Role::User, parts);
     message.created_at = created_at;
-    assembler.push(&at, message)?;
+    conversation.assembler.push(&at, message)?;
     conversation.open_message_id = None;
+    Ok(())
+}
+
+/// An assistant entry's `parts` (not empty): more lines of the open assistant message when
+/// it carries that message's id (the last line's usage wins), else a new message.
+fn feed_assistant(
+    conversation: &mut Conversation,
+    entry: &Entry<'_>,
+    at: &Location,
+    parts: Vec<Part>,
+    created_at: Option<DateTime<Utc>>,
+) -> Result<(), ImportError> {
+    let assembler = &mut conversation.assembler;
+    let message_id = entry.message.get("id").and_then(Value::as_str);
+    let model = super::model_name("anthropic", entry.message.get("model"));
+    if message_id.is_some()
+        && message_id == conversation.open_message_id.as_deref()
+        && assembler.assistant_is_open()
+    {
+        assembler.extend_assistant(at, parts)?;
+        // Every line of a message repeats the API response's usage, the last line with
+        // the final output count.
+        if let Some(usage) = super::usage::anthropic(entry.message, &at.join("message"))? {
+            if let Some(last) = assembler.last_assistant() {
+                last.usage = Some(usage);
+            }
+        }
+    } else {
+        let mut message = NewMessage::assistant(parts);
+        message.created_at = created_at;
+        message.model = model;
+        message.usage = super::usage::anthropic(entry.message, &at.join("message"))?;
+        assembler.push(at, message)?;
+        conversation.open_message_id = message_id.map(str::to_owned);
+    }
+    Ok(())
+}
+
+/// A compact-summary entry whose text `summary` is not blank: the summary goes to the
+/// conversation's compactions, and an empty tagged user message keeps the turn's place.
+fn feed_compaction(
+    conversation: &mut Conversation,
+    entry: &Entry<'_>,
+    at: &Location,
+    summary: String,
+    created_at: Option<DateTime<Utc>>,
+) -> Result<(), ImportError> {
+    let mut marker = Part::text("");
+    tag_user_part(&mut marker, entry.fields);
+    let mut message = NewMessage::new(Role::User, vec![marker]);
+    message.created_at = created_at;
+    conversation.assembler.push(at, message)?;
+    conversation.open_message_id = None;
+    conversation.compactions.push(ImportedCompaction {
+        at: conversation.assembler.len() - 1,
+        summary,
+    });
     Ok(())
 }
 

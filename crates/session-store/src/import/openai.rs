@@ -92,36 +92,7 @@ impl Document for Body {
                 message.usage = super::usage::openai(object, &at)?;
                 assembler.push(&at, message)?;
             }
-            "tool" => {
-                let id = match object.get("tool_call_id") {
-                    Some(Value::String(id)) if !id.is_empty() => id.clone(),
-                    None | Some(Value::Null) | Some(Value::String(_)) => {
-                        if self.unnamed.is_empty() {
-                            return Err(ImportError::malformed(
-                            &at.join("tool_call_id"),
-                            "empty tool_call_id, and no call without an id is waiting for a result",
-                        ));
-                        }
-                        self.unnamed.remove(0)
-                    }
-                    Some(other) => {
-                        return Err(ImportError::malformed(
-                            &at.join("tool_call_id"),
-                            format!("expected a string, found {}", type_name(other)),
-                        ))
-                    }
-                };
-                self.unnamed.retain(|waiting| *waiting != id);
-                let content = content_parts(object, &at, false)?
-                    .into_iter()
-                    .map(|part| match part {
-                        Part::Text { text, .. } => text,
-                        _ => String::new(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                assembler.results(&at, vec![Part::tool_result(id, content)], None)?;
-            }
+            "tool" => self.tool_message(object, &at)?,
             "function" => {
                 return Err(ImportError::malformed(
                     &at.join("role"),
@@ -144,6 +115,47 @@ impl Document for Body {
 
     fn finish(self) -> Result<Rest, ImportError> {
         self.assembler.finish_rest(&Location::path("messages"))
+    }
+}
+
+impl Body {
+    /// A `tool` message: its result answers the call its `tool_call_id` names, or (with an
+    /// empty id) the first call without an id still waiting; its text parts are the content.
+    fn tool_message(
+        &mut self,
+        object: &Map<String, Value>,
+        at: &Location,
+    ) -> Result<(), ImportError> {
+        let id = match object.get("tool_call_id") {
+            Some(Value::String(id)) if !id.is_empty() => id.clone(),
+            None | Some(Value::Null) | Some(Value::String(_)) => {
+                if self.unnamed.is_empty() {
+                    return Err(ImportError::malformed(
+                        &at.join("tool_call_id"),
+                        "empty tool_call_id, and no call without an id is waiting for a result",
+                    ));
+                }
+                self.unnamed.remove(0)
+            }
+            Some(other) => {
+                return Err(ImportError::malformed(
+                    &at.join("tool_call_id"),
+                    format!("expected a string, found {}", type_name(other)),
+                ))
+            }
+        };
+        self.unnamed.retain(|waiting| *waiting != id);
+        let content = content_parts(object, at, false)?
+            .into_iter()
+            .map(|part| match part {
+                Part::Text { text, .. } => text,
+                _ => String::new(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        self.assembler
+            .results(at, vec![Part::tool_result(id, content)], None)?;
+        Ok(())
     }
 }
 

@@ -485,93 +485,162 @@ fn decode_part(
         Ok(other) => return Err((0, format!("part id {other:?} is not an integer"))),
         Err(e) => return Err((0, e)),
     };
-    let fail = |detail: String| (part_id, detail);
-    let kind = text(row, columns.kind).map_err(fail)?.unwrap_or_default();
-    let kind = kind.parse::<PartKind>().map_err(|e| fail(e.to_string()))?;
-    let text_at = |at: usize| text(row, at).map(Option::unwrap_or_default).map_err(fail);
-    let json_at = |at: Option<usize>| -> std::result::Result<Option<Value>, (i64, String)> {
+    let cells = PartCells {
+        row,
+        columns,
+        part_id,
+    };
+    let kind = text(row, columns.kind)
+        .map_err(|e| cells.fail(e))?
+        .unwrap_or_default();
+    let kind = kind
+        .parse::<PartKind>()
+        .map_err(|e| cells.fail(e.to_string()))?;
+    let common = Common {
+        text: cells.text_at(columns.text)?,
+        tool_use_id: cells.text_at(columns.tool_use_id)?,
+        provider_metadata: cells.json_at(columns.provider_metadata)?,
+    };
+    Ok(Some((part_id, cells.part(kind, common)?)))
+}
+
+/// The columns every kind of part reads, decoded before the kind's own.
+struct Common {
+    text: String,
+    tool_use_id: String,
+    provider_metadata: Option<Value>,
+}
+
+/// One part row's cells, read with each error tagged with the part's id.
+struct PartCells<'r, R: Cells + ?Sized> {
+    row: &'r R,
+    columns: &'r Columns,
+    part_id: i64,
+}
+
+/// A decoding error of one part: its id and what was wrong.
+type PartError = (i64, String);
+
+impl<R: Cells + ?Sized> PartCells<'_, R> {
+    /// `detail` tagged with the part's id.
+    fn fail(&self, detail: String) -> PartError {
+        (self.part_id, detail)
+    }
+
+    /// The text column at `at`, empty when NULL.
+    fn text_at(&self, at: usize) -> std::result::Result<String, PartError> {
+        text(self.row, at)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| self.fail(e))
+    }
+
+    /// The JSON column at `at` (a string when not JSON); `None` when NULL or not selected.
+    fn json_at(&self, at: Option<usize>) -> std::result::Result<Option<Value>, PartError> {
         match at {
             None => Ok(None),
-            Some(at) => Ok(text(row, at).map_err(fail)?.map(|raw| json_or_string(&raw))),
+            Some(at) => Ok(text(self.row, at)
+                .map_err(|e| self.fail(e))?
+                .map(|raw| json_or_string(&raw))),
         }
-    };
-    // The `input` column of a media, server-tool or opaque block: its JSON, `{}` when NULL.
-    let block = || -> std::result::Result<Value, (i64, String)> {
-        Ok(json_at(columns.input.or(columns.raw_input))?
+    }
+
+    /// The `input` column of a media, server-tool or opaque block: its JSON, `{}` when NULL.
+    fn block(&self) -> std::result::Result<Value, PartError> {
+        Ok(self
+            .json_at(self.columns.input.or(self.columns.raw_input))?
             .unwrap_or_else(|| Value::Object(Default::default())))
-    };
-    let text_value = text_at(columns.text)?;
-    let tool_use_id = text_at(columns.tool_use_id)?;
-    let provider_metadata = json_at(columns.provider_metadata)?;
-    let part = match kind {
-        PartKind::Text => Part::Text {
+    }
+
+    /// A tool call's input: the JSON column, else the raw text as a string, else `{}`.
+    fn tool_input(&self) -> std::result::Result<Value, PartError> {
+        Ok(match (self.columns.input, self.columns.raw_input) {
+            (Some(at), _) => self
+                .json_at(Some(at))?
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            (None, Some(at)) => Value::String(self.text_at(at)?),
+            (None, None) => Value::Object(Default::default()),
+        })
+    }
+
+    /// The part of `kind`, from the `common` columns and the kind's own.
+    fn part(&self, kind: PartKind, common: Common) -> std::result::Result<Part, PartError> {
+        let Common {
             text: text_value,
+            tool_use_id,
             provider_metadata,
-        },
-        PartKind::Reasoning => Part::Reasoning {
-            text: text_value,
-            provider_metadata,
-        },
-        PartKind::RedactedReasoning => Part::RedactedReasoning {
-            data: text_value,
-            provider_metadata,
-        },
-        PartKind::ToolUse => {
-            let input = match (columns.input, columns.raw_input) {
-                (Some(at), _) => {
-                    json_at(Some(at))?.unwrap_or_else(|| Value::Object(Default::default()))
+        } = common;
+        let columns = self.columns;
+        Ok(match kind {
+            PartKind::Text => Part::Text {
+                text: text_value,
+                provider_metadata,
+            },
+            PartKind::Reasoning => Part::Reasoning {
+                text: text_value,
+                provider_metadata,
+            },
+            PartKind::RedactedReasoning => Part::RedactedReasoning {
+                data: text_value,
+                provider_metadata,
+            },
+            PartKind::ToolUse => {
+                let input = self.tool_input()?;
+                Part::ToolUse {
+                    id: tool_use_id,
+                    name: self.text_at(columns.tool_name)?,
+                    input,
+                    provider_metadata,
                 }
-                (None, Some(at)) => Value::String(text_at(at)?),
-                (None, None) => Value::Object(Default::default()),
-            };
-            Part::ToolUse {
+            }
+            PartKind::ToolResult => Part::ToolResult {
+                tool_use_id,
+                content: text_value,
+                is_error: flag(self.row, columns.is_error).map_err(|e| self.fail(e))?,
+                blocks: self.json_at(columns.input.or(columns.raw_input))?,
+                provider_metadata,
+            },
+            PartKind::Image | PartKind::Document => self.media(kind, provider_metadata)?,
+            PartKind::ServerToolUse => Part::ServerToolUse {
                 id: tool_use_id,
-                name: text_at(columns.tool_name)?,
-                input,
+                name: self.text_at(columns.tool_name)?,
+                input: self.block()?,
+                provider_metadata,
+            },
+            PartKind::ServerToolResult => Part::ServerToolResult {
+                tool_use_id,
+                block: self.block()?,
+                provider_metadata,
+            },
+            PartKind::Opaque => Part::Opaque {
+                block: self.block()?,
+                provider_metadata,
+            },
+        })
+    }
+
+    /// An image or document part (`kind`): its source block and its title (the text column,
+    /// NULL kept as `None`).
+    fn media(
+        &self,
+        kind: PartKind,
+        provider_metadata: Option<Value>,
+    ) -> std::result::Result<Part, PartError> {
+        let source = self.block()?;
+        let title = text(self.row, self.columns.text).map_err(|e| self.fail(e))?;
+        Ok(if kind == PartKind::Image {
+            Part::Image {
+                source,
+                title,
                 provider_metadata,
             }
-        }
-        PartKind::ToolResult => Part::ToolResult {
-            tool_use_id,
-            content: text_value,
-            is_error: flag(row, columns.is_error).map_err(fail)?,
-            blocks: json_at(columns.input.or(columns.raw_input))?,
-            provider_metadata,
-        },
-        PartKind::Image | PartKind::Document => {
-            let source = block()?;
-            let title = text(row, columns.text).map_err(fail)?;
-            if kind == PartKind::Image {
-                Part::Image {
-                    source,
-                    title,
-                    provider_metadata,
-                }
-            } else {
-                Part::Document {
-                    source,
-                    title,
-                    provider_metadata,
-                }
+        } else {
+            Part::Document {
+                source,
+                title,
+                provider_metadata,
             }
-        }
-        PartKind::ServerToolUse => Part::ServerToolUse {
-            id: tool_use_id,
-            name: text_at(columns.tool_name)?,
-            input: block()?,
-            provider_metadata,
-        },
-        PartKind::ServerToolResult => Part::ServerToolResult {
-            tool_use_id,
-            block: block()?,
-            provider_metadata,
-        },
-        PartKind::Opaque => Part::Opaque {
-            block: block()?,
-            provider_metadata,
-        },
-    };
-    Ok(Some((part_id, part)))
+        })
+    }
 }
 
 /// A text column as another writer may have filled it: SQLite keeps bytes as a BLOB (read

@@ -136,11 +136,15 @@ impl Drop for OpenMessage {
     }
 }
 
+/// No `ORDER BY` (the few rows are sorted by their callers): with one, SQLite's planner
+/// walked the session's `(session_id, seq)` index to skip a sort, reading every message of
+/// the session on every write, instead of probing the partial index `messages_open`.
 const OPEN_MESSAGES: &str =
-    "SELECT seq, writer FROM messages WHERE session_id = ?1 AND state = 'open' ORDER BY seq";
+    "SELECT seq, writer FROM messages WHERE session_id = ?1 AND state = 'open'";
+/// Unordered like [`OPEN_MESSAGES`], for the same reason.
 const OPEN_ROWS: &str = "
     SELECT id, seq, turn_index, writer FROM messages
-    WHERE session_id = ?1 AND state = 'open' ORDER BY seq";
+    WHERE session_id = ?1 AND state = 'open'";
 const INTERRUPT: &str =
     "UPDATE messages SET state = 'interrupted', writer = NULL WHERE session_id = ?1 AND state = 'open'";
 const INSERT_OPEN: &str = "
@@ -168,6 +172,7 @@ pub(crate) fn settle_in(db: &mut impl Sql, session: &SessionId) -> Result<bool> 
     if open.is_empty() {
         return Ok(false);
     }
+    open.sort_unstable_by_key(|(seq, _)| *seq);
     if let Some((seq, _)) = open.iter().find(|(_, w)| !writer::is_gone(w.as_deref())) {
         return Err(Error::MessageOpen {
             session: session.clone(),
@@ -206,6 +211,7 @@ pub(crate) fn abandoned_in(db: &mut impl Sql, session: &SessionId) -> Result<Vec
         }
         Ok(())
     })?;
+    found.sort_unstable_by_key(|problem| problem.seq);
     Ok(found)
 }
 
@@ -342,4 +348,43 @@ fn finish_in(
     let now = format_time(now());
     db.run(TOUCH, &values![session.as_str(), now.as_str()])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite chooses for `sql` on the migrated schema, one line per step.
+    fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+        let mut statement = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        let rows = statement
+            .query_map([Some("s")], |row| row.get::<_, String>(3))
+            .expect("plan");
+        rows.collect::<rusqlite::Result<_>>().expect("plan rows")
+    }
+
+    /// Every write to a session asks for its open messages first: the partial index
+    /// `messages_open` answers that with one probe, whatever the session's length. A plan
+    /// that walks the session's `(session_id, seq)` index instead reads every message of the
+    /// session on every append (quadratic in its length).
+    #[test]
+    fn the_open_message_probe_of_every_write_uses_the_partial_index() {
+        let mut conn = rusqlite::Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        for sql in [OPEN_MESSAGES, OPEN_ROWS, INTERRUPT] {
+            let steps = plan(&conn, sql);
+            assert!(
+                steps.iter().any(|step| step.contains("messages_open")),
+                "{sql}: {steps:?}"
+            );
+            assert!(
+                !steps.iter().any(|step| step.contains("SCAN")
+                    || step.contains("sqlite_autoindex_messages")
+                    || step.contains("TEMP B-TREE")),
+                "{sql}: {steps:?}"
+            );
+        }
+    }
 }

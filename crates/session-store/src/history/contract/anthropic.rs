@@ -395,85 +395,12 @@ fn check_joined_blocks<'a>(
             other_seen = true;
         }
         match kind {
-            Some("text") => match block.text {
-                None => push(
-                    out,
-                    ProviderRule::Shape,
-                    &block.path(),
-                    "text block without text",
-                ),
-                Some(" ") if between_signed(at) => {}
-                Some("") => {
-                    push(
-                        out,
-                        ProviderRule::NonEmptyText,
-                        &block.path(),
-                        "empty text block",
-                    );
-                }
-                Some(text) if is_blank(text) => {
-                    push(
-                        out,
-                        ProviderRule::NonEmptyText,
-                        &block.path(),
-                        "whitespace-only text block",
-                    );
-                }
-                Some(_) => {}
-            },
+            Some("text") => check_text_block(block, between_signed(at), out),
             Some(kind @ ("thinking" | "redacted_thinking")) => {
-                if !assistant {
-                    push(
-                        out,
-                        ProviderRule::ThinkingInAssistant,
-                        &block.path(),
-                        format!("{kind} block in a user message"),
-                    );
-                }
-                let (field, name) = if kind == "thinking" {
-                    (block.signature, "thinking block without a signature")
-                } else {
-                    (block.data, "redacted_thinking block without data")
-                };
-                if field.is_none_or(str::is_empty) {
-                    push(out, ProviderRule::ThinkingSigned, &block.path(), name);
-                }
-                if kind == "thinking" && block.thinking.is_none() {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        &block.path(),
-                        "thinking block without thinking text",
-                    );
-                }
+                check_thinking_block(block, kind, assistant, out);
             }
             Some("tool_use") => check_tool_use(block, assistant, seen_ids, out),
-            Some("tool_result") => {
-                if assistant {
-                    push(
-                        out,
-                        ProviderRule::ToolResultAnswersPrevious,
-                        &block.path(),
-                        "tool_result block in an assistant message",
-                    );
-                } else if other_seen {
-                    push(
-                        out,
-                        ProviderRule::ToolResultsFirst,
-                        &block.path(),
-                        "tool_result after another block of the (joined) user message",
-                    );
-                }
-                if block.tool_use_id().is_none_or(str::is_empty) {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        &block.path(),
-                        "tool_result without tool_use_id",
-                    );
-                }
-                check_result_content(block, out);
-            }
+            Some("tool_result") => check_tool_result_block(block, assistant, other_seen, out),
             Some(kind @ ("image" | "document")) if assistant => {
                 push(
                     out,
@@ -491,6 +418,104 @@ fn check_joined_blocks<'a>(
             ),
         }
     }
+}
+
+/// A text block's shape and rule 7 (no empty or whitespace-only text), except a single
+/// space `between_signed` thinking blocks of an assistant message.
+fn check_text_block(block: &Block<'_>, between_signed: bool, out: &mut Vec<ProviderViolation>) {
+    match block.text {
+        None => push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "text block without text",
+        ),
+        Some(" ") if between_signed => {}
+        Some("") => {
+            push(
+                out,
+                ProviderRule::NonEmptyText,
+                &block.path(),
+                "empty text block",
+            );
+        }
+        Some(text) if is_blank(text) => {
+            push(
+                out,
+                ProviderRule::NonEmptyText,
+                &block.path(),
+                "whitespace-only text block",
+            );
+        }
+        Some(_) => {}
+    }
+}
+
+/// A `thinking` or `redacted_thinking` block (its `kind`): rule 9 and its shape.
+fn check_thinking_block(
+    block: &Block<'_>,
+    kind: &str,
+    assistant: bool,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if !assistant {
+        push(
+            out,
+            ProviderRule::ThinkingInAssistant,
+            &block.path(),
+            format!("{kind} block in a user message"),
+        );
+    }
+    let (field, name) = if kind == "thinking" {
+        (block.signature, "thinking block without a signature")
+    } else {
+        (block.data, "redacted_thinking block without data")
+    };
+    if field.is_none_or(str::is_empty) {
+        push(out, ProviderRule::ThinkingSigned, &block.path(), name);
+    }
+    if kind == "thinking" && block.thinking.is_none() {
+        push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "thinking block without thinking text",
+        );
+    }
+}
+
+/// A tool_result block: rules 3 and 4 (only in a user message, before its other blocks,
+/// `other_seen` telling whether one came already), its id and rule 8 on its content.
+fn check_tool_result_block(
+    block: &Block<'_>,
+    assistant: bool,
+    other_seen: bool,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if assistant {
+        push(
+            out,
+            ProviderRule::ToolResultAnswersPrevious,
+            &block.path(),
+            "tool_result block in an assistant message",
+        );
+    } else if other_seen {
+        push(
+            out,
+            ProviderRule::ToolResultsFirst,
+            &block.path(),
+            "tool_result after another block of the (joined) user message",
+        );
+    }
+    if block.tool_use_id().is_none_or(str::is_empty) {
+        push(
+            out,
+            ProviderRule::Shape,
+            &block.path(),
+            "tool_result without tool_use_id",
+        );
+    }
+    check_result_content(block, out);
 }
 
 /// A tool_use block's shape and rule 6.

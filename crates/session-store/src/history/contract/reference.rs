@@ -301,121 +301,12 @@ fn check_joined_blocks<'a>(
             other_seen = true;
         }
         match kind {
-            Some("text") => match block.str_field("text") {
-                None => push(out, ProviderRule::Shape, path, "text block without text"),
-                Some(" ") if between_signed(at) => {}
-                Some("") => {
-                    push(out, ProviderRule::NonEmptyText, path, "empty text block");
-                }
-                Some(text) if is_blank(text) => {
-                    push(
-                        out,
-                        ProviderRule::NonEmptyText,
-                        path,
-                        "whitespace-only text block",
-                    );
-                }
-                Some(_) => {}
-            },
-            Some("thinking") | Some("redacted_thinking") => {
-                if !assistant {
-                    push(
-                        out,
-                        ProviderRule::ThinkingInAssistant,
-                        path,
-                        format!("{} block in a user message", kind.unwrap_or_default()),
-                    );
-                }
-                let (field, name) = if kind == Some("thinking") {
-                    ("signature", "thinking block without a signature")
-                } else {
-                    ("data", "redacted_thinking block without data")
-                };
-                if block.str_field(field).is_none_or(str::is_empty) {
-                    push(out, ProviderRule::ThinkingSigned, path, name);
-                }
-                if kind == Some("thinking") && block.str_field("thinking").is_none() {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        path,
-                        "thinking block without thinking text",
-                    );
-                }
+            Some("text") => check_text(block, path, between_signed(at), out),
+            Some(kind @ ("thinking" | "redacted_thinking")) => {
+                check_thinking(block, kind, assistant, path, out);
             }
-            Some("tool_use") => {
-                if !assistant {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        path,
-                        "tool_use block in a user message",
-                    );
-                }
-                match block.str_field("id") {
-                    Some(id) if !id.is_empty() => {
-                        if !id
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                        {
-                            push(
-                                out,
-                                ProviderRule::Shape,
-                                path,
-                                format!("tool_use id {id:?} does not match ^[a-zA-Z0-9_-]+$"),
-                            );
-                        }
-                        if let Some(first) = seen_ids.get(id) {
-                            push(
-                                out,
-                                ProviderRule::UniqueToolUseIds,
-                                path,
-                                format!("tool_use id {id:?} already used at {first}"),
-                            );
-                        } else {
-                            seen_ids.insert(id, path.clone());
-                        }
-                    }
-                    _ => push(out, ProviderRule::Shape, path, "tool_use without an id"),
-                }
-                if block.str_field("name").is_none_or(str::is_empty) {
-                    push(out, ProviderRule::Shape, path, "tool_use without a name");
-                }
-                if !block.field("input").is_some_and(Value::is_object) {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        path,
-                        "tool_use input is not an object",
-                    );
-                }
-            }
-            Some("tool_result") => {
-                if assistant {
-                    push(
-                        out,
-                        ProviderRule::ToolResultAnswersPrevious,
-                        path,
-                        "tool_result block in an assistant message",
-                    );
-                } else if other_seen {
-                    push(
-                        out,
-                        ProviderRule::ToolResultsFirst,
-                        path,
-                        "tool_result after another block of the (joined) user message",
-                    );
-                }
-                if block.str_field("tool_use_id").is_none_or(str::is_empty) {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        path,
-                        "tool_result without tool_use_id",
-                    );
-                }
-                check_result_content(block, path, out);
-            }
+            Some("tool_use") => check_tool_use(block, assistant, path, seen_ids, out),
+            Some("tool_result") => check_tool_result(block, assistant, other_seen, path, out),
             Some("image") | Some("document") if assistant => {
                 push(
                     out,
@@ -433,6 +324,155 @@ fn check_joined_blocks<'a>(
             ),
         }
     }
+}
+
+/// A text block at `path`: rule 7, but for a single space `between_signed` thinking blocks.
+fn check_text(
+    block: &Block<'_>,
+    path: &str,
+    between_signed: bool,
+    out: &mut Vec<ProviderViolation>,
+) {
+    match block.str_field("text") {
+        None => push(out, ProviderRule::Shape, path, "text block without text"),
+        Some(" ") if between_signed => {}
+        Some("") => {
+            push(out, ProviderRule::NonEmptyText, path, "empty text block");
+        }
+        Some(text) if is_blank(text) => {
+            push(
+                out,
+                ProviderRule::NonEmptyText,
+                path,
+                "whitespace-only text block",
+            );
+        }
+        Some(_) => {}
+    }
+}
+
+/// A `thinking` or `redacted_thinking` block (`kind`) at `path`: rule 9 and its shape.
+fn check_thinking(
+    block: &Block<'_>,
+    kind: &str,
+    assistant: bool,
+    path: &str,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if !assistant {
+        push(
+            out,
+            ProviderRule::ThinkingInAssistant,
+            path,
+            format!("{kind} block in a user message"),
+        );
+    }
+    let (field, name) = if kind == "thinking" {
+        ("signature", "thinking block without a signature")
+    } else {
+        ("data", "redacted_thinking block without data")
+    };
+    if block.str_field(field).is_none_or(str::is_empty) {
+        push(out, ProviderRule::ThinkingSigned, path, name);
+    }
+    if kind == "thinking" && block.str_field("thinking").is_none() {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "thinking block without thinking text",
+        );
+    }
+}
+
+/// A tool_use block at `path`: its shape, and rule 6 (its id unique in `seen_ids`).
+fn check_tool_use<'a>(
+    block: &Block<'a>,
+    assistant: bool,
+    path: &str,
+    seen_ids: &mut HashMap<&'a str, String>,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if !assistant {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "tool_use block in a user message",
+        );
+    }
+    match block.str_field("id") {
+        Some(id) if !id.is_empty() => {
+            if !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    path,
+                    format!("tool_use id {id:?} does not match ^[a-zA-Z0-9_-]+$"),
+                );
+            }
+            if let Some(first) = seen_ids.get(id) {
+                push(
+                    out,
+                    ProviderRule::UniqueToolUseIds,
+                    path,
+                    format!("tool_use id {id:?} already used at {first}"),
+                );
+            } else {
+                seen_ids.insert(id, path.to_owned());
+            }
+        }
+        _ => push(out, ProviderRule::Shape, path, "tool_use without an id"),
+    }
+    if block.str_field("name").is_none_or(str::is_empty) {
+        push(out, ProviderRule::Shape, path, "tool_use without a name");
+    }
+    if !block.field("input").is_some_and(Value::is_object) {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "tool_use input is not an object",
+        );
+    }
+}
+
+/// A tool_result block at `path`: rules 3 and 4 (`other_seen` telling whether another
+/// block came first), its id, and rule 8 on its content.
+fn check_tool_result(
+    block: &Block<'_>,
+    assistant: bool,
+    other_seen: bool,
+    path: &str,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if assistant {
+        push(
+            out,
+            ProviderRule::ToolResultAnswersPrevious,
+            path,
+            "tool_result block in an assistant message",
+        );
+    } else if other_seen {
+        push(
+            out,
+            ProviderRule::ToolResultsFirst,
+            path,
+            "tool_result after another block of the (joined) user message",
+        );
+    }
+    if block.str_field("tool_use_id").is_none_or(str::is_empty) {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "tool_result without tool_use_id",
+        );
+    }
+    check_result_content(block, path, out);
 }
 
 /// Rule 8, and rule 7 for text blocks nested in a result.

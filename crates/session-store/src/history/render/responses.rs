@@ -248,21 +248,10 @@ fn rendered(part: &Part) -> Rendered {
     }
 }
 
+/// Renders an assistant message's `parts` as input items: its texts gathered into message
+/// items, its calls as `function_call` items, reasoning only where an output item follows.
 fn assistant(parts: &[Part], input: &mut Vec<Value>) {
-    // For each part, whether the first item rendered after it (reasoning aside) is an output
-    // item: reasoning is sent only then, since a reasoning item must be followed by the item
-    // it preceded (found by the fuzz targets: reasoning before an item kept verbatim that
-    // is not an output).
-    let mut followed = vec![false; parts.len()];
-    let mut next_is_output = false;
-    for (ordinal, part) in parts.iter().enumerate().rev() {
-        followed[ordinal] = next_is_output;
-        match rendered(part) {
-            Rendered::Skipped => {}
-            Rendered::Output => next_is_output = true,
-            Rendered::Input => next_is_output = false,
-        }
-    }
+    let followed = followed_by_output(parts);
     let mut pending = Pending::default();
     for (ordinal, part) in parts.iter().enumerate() {
         match part {
@@ -319,25 +308,47 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
                 provider_metadata,
             } => {
                 pending.flush(input);
-                let mut call = json!({
-                    "type": "function_call",
-                    "call_id": id,
-                    "name": name,
-                    "arguments": args.to_string(),
-                });
-                // The item id the source gave the call (`fc_...`) goes back with it.
-                if let Some(item_id) = provider_metadata
-                    .as_ref()
-                    .and_then(|m| m.get(OPENAI)?.get("id")?.as_str())
-                    .filter(|id| !id.is_empty())
-                {
-                    call["id"] = json!(item_id);
-                }
-                input.push(call);
+                input.push(function_call(id, name, args, provider_metadata.as_ref()));
             }
         }
     }
     pending.flush(input);
+}
+
+/// For each part, whether the first item rendered after it (reasoning aside) is an output
+/// item: reasoning is sent only then, since a reasoning item must be followed by the item it
+/// preceded (found by the fuzz targets: reasoning before an item kept verbatim that is not
+/// an output).
+fn followed_by_output(parts: &[Part]) -> Vec<bool> {
+    let mut followed = vec![false; parts.len()];
+    let mut next_is_output = false;
+    for (ordinal, part) in parts.iter().enumerate().rev() {
+        followed[ordinal] = next_is_output;
+        match rendered(part) {
+            Rendered::Skipped => {}
+            Rendered::Output => next_is_output = true,
+            Rendered::Input => next_is_output = false,
+        }
+    }
+    followed
+}
+
+/// A tool call as a `function_call` item, with the item id the source gave it (`fc_...`).
+fn function_call(id: &str, name: &str, args: &Value, provider_metadata: Option<&Value>) -> Value {
+    let mut call = json!({
+        "type": "function_call",
+        "call_id": id,
+        "name": name,
+        "arguments": args.to_string(),
+    });
+    // The item id the source gave the call (`fc_...`) goes back with it.
+    if let Some(item_id) = provider_metadata
+        .and_then(|m| m.get(OPENAI)?.get("id")?.as_str())
+        .filter(|id| !id.is_empty())
+    {
+        call["id"] = json!(item_id);
+    }
+    call
 }
 
 /// The texts of the assistant message item being gathered, each with its part's metadata.
