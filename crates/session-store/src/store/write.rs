@@ -1,6 +1,7 @@
 //! The write path: sessions are created, and messages appended, only through checks that keep
 //! every tool_use paired with its result.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::encode::insert_message;
@@ -115,9 +116,6 @@ pub(crate) fn pending_listed(db: &mut impl Sql, session: &SessionId) -> Result<V
     }
 }
 
-/// Validates `messages` against the session's tail, then inserts them, on either engine; the
-/// caller owns the transaction (on PostgreSQL it holds the session's row lock,
-/// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
 /// Refuses a session's text (a title, a summary) that holds a NUL character, which
 /// PostgreSQL cannot keep: the same refusal on every engine, before any statement binds it
 /// (the messages' texts: `pairing::check_texts`).
@@ -131,37 +129,16 @@ pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&s
     Ok(())
 }
 
+/// Validates `messages` against the session's tail, then inserts them, on either engine; the
+/// caller owns the transaction (on PostgreSQL it holds the session's row lock,
+/// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
 pub(crate) fn append_in(
     db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
-    // The session's lock with the tail its row keeps (or `UnknownSession`), one statement.
-    let row = db
-        .tail_row(session, true)?
-        .ok_or_else(|| Error::UnknownSession(session.clone()))?;
-    // A message another writer left streaming is settled first (store/stream.rs).
-    let mut position = if row.open_messages {
-        super::stream::settle_in(db, session)?;
-        stored_tail(db, session)?
-    } else {
-        position_of(db, session, row)?
-    };
-    if messages.is_empty() {
-        return Err(Error::Refused {
-            session: session.clone(),
-            index: 0,
-            reason: pairing::Refusal::EmptyMessage,
-        });
-    }
-    // Texts no engine can keep are refused before any statement binds them.
-    for (index, message) in messages.iter().enumerate() {
-        pairing::check_texts(message).map_err(|reason| Error::Refused {
-            session: session.clone(),
-            index,
-            reason,
-        })?;
-    }
+    let mut position = locked_position(db, session)?;
+    check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
     if replayed.len() == messages.len() {
@@ -189,29 +166,15 @@ pub(crate) fn append_in(
     let mut appended = replayed;
     appended.reserve(messages.len());
     for (index, message) in messages.iter().enumerate() {
-        position.last_seq += 1;
-        let turn_index = next_turn_index(position.last_user_turn, message.role);
-        if message.role == Role::User {
-            position.last_user_turn = Some(turn_index);
-        }
-        let created_at = format_time(message.created_at.unwrap_or(now));
-        let id = insert_message(
+        let refused_usage = |reason| refused(index, reason);
+        appended.push(insert_next(
             db,
             session,
-            position.last_seq,
-            turn_index,
+            &mut position,
             message,
-            &created_at,
-        )?;
-        if let Some(usage) = &message.usage {
-            super::usage::insert_usage(db, id, usage, |reason| refused(index, reason))?;
-        }
-        super::idempotency::record(db, session, message, id)?;
-        appended.push(Appended {
-            id,
-            seq: position.last_seq,
-            turn_index,
-        });
+            now,
+            refused_usage,
+        )?);
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
@@ -227,6 +190,75 @@ pub(crate) fn append_in(
         ],
     )?;
     Ok(appended)
+}
+
+/// The session's lock with the tail its row keeps (or `UnknownSession`), in one statement;
+/// a message another writer left streaming is settled first (`store/stream.rs`).
+fn locked_position(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
+    let row = db
+        .tail_row(session, true)?
+        .ok_or_else(|| Error::UnknownSession(session.clone()))?;
+    if row.open_messages {
+        super::stream::settle_in(db, session)?;
+        stored_tail(db, session)
+    } else {
+        position_of(db, session, row)
+    }
+}
+
+/// An empty append, and texts no engine can keep, are refused before any statement binds
+/// them.
+fn check_texts(session: &SessionId, messages: &[NewMessage]) -> Result<()> {
+    if messages.is_empty() {
+        return Err(Error::Refused {
+            session: session.clone(),
+            index: 0,
+            reason: pairing::Refusal::EmptyMessage,
+        });
+    }
+    for (index, message) in messages.iter().enumerate() {
+        pairing::check_texts(message).map_err(|reason| Error::Refused {
+            session: session.clone(),
+            index,
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
+/// Inserts `message` (checked) as the session's next one: its seq and turn after
+/// `position`, which it advances, its usage and its idempotency key.
+fn insert_next(
+    db: &mut impl Sql,
+    session: &SessionId,
+    position: &mut Position,
+    message: &NewMessage,
+    now: DateTime<Utc>,
+    refused: impl Fn(pairing::Refusal) -> Error,
+) -> Result<Appended> {
+    position.last_seq += 1;
+    let turn_index = next_turn_index(position.last_user_turn, message.role);
+    if message.role == Role::User {
+        position.last_user_turn = Some(turn_index);
+    }
+    let created_at = format_time(message.created_at.unwrap_or(now));
+    let id = insert_message(
+        db,
+        session,
+        position.last_seq,
+        turn_index,
+        message,
+        &created_at,
+    )?;
+    if let Some(usage) = &message.usage {
+        super::usage::insert_usage(db, id, usage, refused)?;
+    }
+    super::idempotency::record(db, session, message, id)?;
+    Ok(Appended {
+        id,
+        seq: position.last_seq,
+        turn_index,
+    })
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
