@@ -2083,3 +2083,58 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
     }
     Ok(())
 }
+
+/// Texts that a bulk format must escape (`COPY`'s text format on PostgreSQL: tab, newline,
+/// carriage return, backslash, a line that is `\.`, the text `\N` beside a NULL, an empty
+/// text) come out of a copy between any two backends as they went in, in every column that
+/// holds text (a part's text, a tool's name and JSON input, a model, a title).
+#[test]
+fn a_copy_keeps_every_character_a_bulk_format_escapes() -> Result<()> {
+    let titles = |s: &session_store::Store| -> Result<Vec<Option<String>>> {
+        Ok(s.session_overviews()?
+            .into_iter()
+            .map(|o| o.title)
+            .collect())
+    };
+    let nasty = [
+        "tab\there",
+        "line\nbreak\r\nand return\r",
+        "back\\slash \\\\ \\t \\n",
+        "\\.\n\\.",
+        "\\N",
+        "",
+        "é 漢字 🦀 \u{7f}\u{1}",
+    ];
+    for source in backends() {
+        let store = &source.store;
+        let session = named_session(&source, "escapes", &[])?;
+        store.set_title(&session, Some("\\N\ttitle\n"))?;
+        for (at, text) in nasty.iter().enumerate() {
+            let call = format!("toolu_{at}");
+            store.append(&session, NewMessage::user(*text).at(t(1)))?;
+            store.append(
+                &session,
+                NewMessage::assistant(vec![
+                    Part::text(*text),
+                    Part::tool_use(&call, format!("tool\t{at}"), json!({ "arg": text })),
+                ])
+                .by_model(format!("model\\{at}\n"))
+                .at(t(2)),
+            )?;
+            store.append(
+                &session,
+                NewMessage::tool(vec![Part::tool_result(&call, *text)]).at(t(3)),
+            )?;
+        }
+        for dest in backends() {
+            let context = format!("{} to {}", source.name, dest.name);
+            store.copy_to(&dest.store, &[]).context(context.clone())?;
+            ensure!(
+                store.messages(&session)? == dest.store.messages(&session)?,
+                "{context}"
+            );
+            ensure!(titles(store)? == titles(&dest.store)?, "{context}");
+        }
+    }
+    Ok(())
+}

@@ -1,7 +1,8 @@
 //! What writers that keep a session as a mirror of another record (the Python adapters) need
 //! from the store, on every backend: `replace_from_turn` rewrites a session's end in one
-//! transaction or not at all, `set_title` names a session, `stored_parts` hands back parts as
-//! their rows hold them, and a refusal names its rule and ids.
+//! transaction or not at all, `pop_part` takes the latest matching part away in one
+//! transaction (two poppers never share one), `set_title` names a session, `stored_parts`
+//! hands back parts as their rows hold them, and a refusal names its rule and ids.
 
 use anyhow::{ensure, Result};
 use serde_json::json;
@@ -186,6 +187,126 @@ fn a_refusal_names_the_contract_rule_and_the_ids() -> Result<()> {
             let refusal = error.refusal().ok_or_else(|| anyhow::anyhow!("{error}"))?;
             ensure!(refusal.rule() == rule && refusal.ids() == ids, "{refusal}");
         }
+        Ok(())
+    })
+}
+
+/// Whether a part is text that starts with `item`.
+fn is_item(part: &Part) -> bool {
+    matches!(part, Part::Text { text, .. } if text.starts_with("item"))
+}
+
+fn text_of(part: &Part) -> String {
+    match part {
+        Part::Text { text, .. } => text.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn pop_part_takes_the_latest_match_and_what_follows_it_in_one_transaction() -> Result<()> {
+    on_each(|backend| {
+        let store = &backend.store;
+        let session = three_turns(store)?;
+        // Turn 3 ends with an assistant message of two items and a part that is none.
+        store.append_batch(
+            &session,
+            vec![
+                NewMessage::user("item 4"),
+                NewMessage::assistant(vec![
+                    Part::text("item 5"),
+                    Part::text("item 6"),
+                    Part::text("not an item"),
+                ]),
+            ],
+        )?;
+        let popped = |store: &Store| -> Result<Option<String>> {
+            Ok(store.pop_part(&session, is_item)?.as_ref().map(text_of))
+        };
+        // The latest item goes with the part after it in its message.
+        ensure!(popped(store)?.as_deref() == Some("item 6"));
+        ensure!(texts(store, &session)?.last() == Some(&(Role::Assistant, 1)));
+        // A message left without parts goes.
+        ensure!(popped(store)?.as_deref() == Some("item 5"));
+        ensure!(texts(store, &session)?.last() == Some(&(Role::User, 1)));
+        ensure!(popped(store)?.as_deref() == Some("item 4"));
+        // The earlier turns hold no item: the whole session is searched, nothing written.
+        let before = store.messages(&session)?;
+        ensure!(popped(store)?.is_none());
+        ensure!(store.messages(&session)? == before);
+        ensure!(before.len() == 7, "turn 3 and 4 are gone: {}", before.len());
+        ensure!(store
+            .check(std::slice::from_ref(&session), &Default::default())?
+            .violations
+            .is_empty());
+        let unknown = store.pop_part(&SessionId::new("nope"), is_item);
+        ensure!(
+            matches!(unknown, Err(Error::UnknownSession(_))),
+            "{unknown:?}"
+        );
+        // An item far before the last turns is found (the search widens to every turn).
+        let far = store.create_session()?;
+        store.append(&far, NewMessage::user("item 0"))?;
+        for n in 1..40 {
+            store.append(&far, NewMessage::user(format!("plain {n}")))?;
+        }
+        ensure!(
+            store
+                .pop_part(&far, is_item)?
+                .as_ref()
+                .map(text_of)
+                .as_deref()
+                == Some("item 0")
+        );
+        ensure!(store.messages(&far)?.is_empty());
+        Ok(())
+    })
+}
+
+#[test]
+fn two_poppers_on_one_session_never_pop_the_same_part_and_lose_none() -> Result<()> {
+    on_each(|backend| {
+        let store = &backend.store;
+        let session = store.create_session()?;
+        const ITEMS: usize = 60;
+        let messages = (0..ITEMS)
+            .map(|n| NewMessage::user(format!("item {n}")))
+            .collect();
+        store.append_batch(&session, messages)?;
+        let poppers: Vec<Store> = (0..3).map(|_| backend.reopen()).collect();
+        let popped: Vec<Vec<String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = poppers
+                .iter()
+                .map(|popper| {
+                    let session = &session;
+                    scope.spawn(move || -> Result<Vec<String>> {
+                        let mut mine = Vec::new();
+                        while let Some(part) = popper.pop_part(session, is_item)? {
+                            mine.push(text_of(&part));
+                        }
+                        Ok(mine)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| anyhow::anyhow!("a popper panicked"))?)
+                .collect::<Result<_>>()
+        })?;
+        let mut all: Vec<String> = popped.iter().flatten().cloned().collect();
+        all.sort();
+        let mut expected: Vec<String> = (0..ITEMS).map(|n| format!("item {n}")).collect();
+        expected.sort();
+        ensure!(all == expected, "popped {all:?}");
+        // Each popper got its items newest first.
+        for mine in &popped {
+            let numbers: Vec<usize> = mine
+                .iter()
+                .filter_map(|t| t.strip_prefix("item ")?.parse().ok())
+                .collect();
+            ensure!(numbers.windows(2).all(|w| w[0] > w[1]), "{numbers:?}");
+        }
+        ensure!(store.messages(&session)?.is_empty());
         Ok(())
     })
 }

@@ -248,3 +248,127 @@ fn the_postgres_views_report_exactly_what_the_check_reports() {
         panic!("{failure}");
     }
 }
+
+/// The PostgreSQL migrations a V15 build shipped, in order (the files of this repository).
+fn shipped_through_v15() -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations-postgres");
+    (1..=15)
+        .map(|version| {
+            let prefix = format!("V{version}__");
+            let entry = std::fs::read_dir(&dir)
+                .expect("migrations-postgres")
+                .filter_map(|e| e.ok())
+                .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix}*.sql"));
+            std::fs::read_to_string(entry.path()).expect("read a migration")
+        })
+        .collect()
+}
+
+/// A database a V15 build wrote (sessions, tool pairs, a streaming message, a stored tail
+/// state, parts indexed by V11's generated column) is migrated by this build: every part is
+/// found by search as before, the append path works from the state V15 left (its first
+/// append after the migration refuses a broken pair and takes a valid one), and parts
+/// appended afterwards are indexed at the next search, not by the append.
+#[test]
+fn a_v15_database_with_rows_migrates_and_keeps_its_search_and_tails() {
+    let Some(current) = PgSchema::create() else {
+        return;
+    };
+    drop(Store::open(current.url()).expect("a current schema"));
+    let old = PgSchema::create().expect("schema");
+    let mut client = old.client();
+    for sql in shipped_through_v15() {
+        client.batch_execute(&sql).expect("a shipped migration");
+    }
+    let current_schema = current.url();
+    let current_name = current_schema
+        .rsplit("search_path%3D")
+        .next()
+        .expect("schema name");
+    client
+        .batch_execute(&format!(
+            "CREATE TABLE refinery_schema_history AS
+                 SELECT * FROM {current_name}.refinery_schema_history WHERE version <= 15;"
+        ))
+        .expect("history");
+    // Rows as a V15 build wrote them (an append's columns; the count and tail kept by it).
+    client
+        .batch_execute(
+            "INSERT INTO sessions (id, created_at, updated_at, message_count)
+                 VALUES ('old', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 2);
+             INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
+                 VALUES ('old', 1, 1, 'user', 0, '2026-01-01T00:00:00Z'),
+                        ('old', 2, 1, 'assistant', 0, '2026-01-01T00:00:01Z');
+             INSERT INTO parts (message_id, ordinal, kind, text, is_error)
+                 SELECT id, 0, 'text', 'find the albatross', 0 FROM messages WHERE seq = 1;
+             INSERT INTO parts (message_id, ordinal, kind, tool_use_id, tool_name, input, is_error)
+                 SELECT id, 0, 'tool_use', 'toolu_old', 'grep', '{\"pattern\":\"albatross\"}', 0
+                 FROM messages WHERE seq = 2;",
+        )
+        .expect("V15 rows");
+    let generated: String = client
+        .query_one(
+            "SELECT attgenerated::TEXT FROM pg_attribute
+             WHERE attrelid = to_regclass('parts') AND attname = 'search_document'",
+            &[],
+        )
+        .expect("V11's column")
+        .get(0);
+    assert_eq!(
+        generated, "s",
+        "V15's document is a stored generated column"
+    );
+
+    let store = Store::open(old.url()).expect("the V15 database migrates");
+    let session = session_store::SessionId::new("old");
+    let found = |query: &str| -> Vec<i64> {
+        store
+            .search(query, &session_store::SearchOptions::default())
+            .expect("search")
+            .iter()
+            .map(|h| h.seq)
+            .collect()
+    };
+    assert_eq!(found("albatross"), [1, 2], "the migrated parts are indexed");
+    assert_eq!(found("grep"), [2]);
+    assert_eq!(
+        store.pending_tool_uses(&session).expect("pending"),
+        ["toolu_old"]
+    );
+    let refused = store.append(&session, NewMessage::user("skipping the result"));
+    assert!(
+        matches!(refused, Err(session_store::Error::Refused { .. })),
+        "a broken pair after the migration: {refused:?}"
+    );
+    store
+        .append(
+            &session,
+            NewMessage::tool(vec![session_store::Part::tool_result(
+                "toolu_old",
+                "gannet",
+            )]),
+        )
+        .expect("the result");
+    let unindexed = |client: &mut postgres::Client| -> i64 {
+        client
+            .query_one(
+                "SELECT COUNT(*) FROM parts WHERE search_document IS NULL",
+                &[],
+            )
+            .expect("count")
+            .get(0)
+    };
+    assert_eq!(unindexed(&mut client), 1, "the append indexed its part");
+    assert!(store.search_index_behind().expect("behind"));
+    assert_eq!(found("gannet"), [3], "the search caught the index up first");
+    assert_eq!(unindexed(&mut client), 0);
+    assert!(!store.search_index_behind().expect("behind"));
+    // A part whose text other code rewrites is indexed again, by its new text.
+    client
+        .batch_execute("UPDATE parts SET text = 'a cormorant' WHERE text = 'gannet'")
+        .expect("rewrite");
+    assert_eq!(unindexed(&mut client), 1);
+    assert!(found("gannet").is_empty());
+    assert_eq!(found("cormorant"), [3]);
+}

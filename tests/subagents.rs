@@ -158,3 +158,46 @@ fn show(db: &std::path::Path, session: &SessionId) -> String {
 fn tree(db: &std::path::Path) -> String {
     cli(db, &["sessions", "--tree"])
 }
+
+#[test]
+fn a_sub_agent_stored_apart_is_linked_as_the_whole_log_import_links_it() {
+    for backend in crate::backends::backends() {
+        let store = &backend.store;
+        for (main_path, side_path) in PAIRS {
+            let read = |path: &str| std::fs::read_to_string(path).expect("fixture");
+            let whole = format!("{}\n{}", read(main_path).trim_end(), read(side_path));
+            let imported = import_transcript(Format::ClaudeCode, &whole).expect("import");
+            let sessions = store.import(&imported).expect("store");
+            let expected = store.subagents(Some(&sessions.session)).expect("subagents");
+            // The same two logs as two sessions of their own (a mirror's main key and its
+            // `subagents/*` subpath), then linked.
+            let import_one = |path: &str| {
+                let imported = import_transcript(Format::ClaudeCode, &read(path)).expect("import");
+                store.import(&imported).expect("store").session
+            };
+            let (main, side) = (import_one(main_path), import_one(side_path));
+            let linked = store.link_subagent(&main, &side).expect("link");
+            assert_eq!(linked.id, side, "{} {main_path}", backend.name);
+            assert_eq!(linked.parent.as_ref(), Some(&main));
+            assert_eq!(
+                (&linked.parent_tool_use_id, linked.state),
+                (&expected[0].parent_tool_use_id, expected[0].state),
+                "{} {main_path}",
+                backend.name
+            );
+            assert_eq!(
+                store.subagents(Some(&main)).expect("subagents"),
+                std::slice::from_ref(&linked)
+            );
+            // Linking again changes nothing; an unknown parent or child is refused.
+            assert_eq!(store.link_subagent(&main, &side).expect("again"), linked);
+            let nobody = SessionId::new("nobody");
+            for (parent, child) in [(&nobody, &side), (&main, &nobody)] {
+                assert!(matches!(
+                    store.link_subagent(parent, child),
+                    Err(session_store::Error::UnknownSession(_))
+                ));
+            }
+        }
+    }
+}

@@ -105,6 +105,12 @@ class Store:
         """One row per session, as ``session-store sessions --json`` prints them."""
         return json.loads(self._native.sessions())
 
+    def subagents(self, parent: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The sub-agents ``parent`` spawned (every one when None), in creation order, each
+        ``{"id", "parent", "parent_tool_use_id", "state"}`` (``state``: ``active``,
+        ``completed`` or ``incomplete``)."""
+        return json.loads(self._native.subagents(parent))
+
     def delete_session(self, session: str) -> bool:
         """Deletes the session and all its rows; False when there was none."""
         return self._native.delete_session(session)

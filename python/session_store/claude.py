@@ -7,8 +7,11 @@
 ``%3A``). Entries are kept verbatim (``load`` gives them back deep-equal); the Claude Code
 transcript lines among them also become the session's messages and parts, read the way
 ``session-store import --format claude-code`` reads a log, and title it, so ``sessions``,
-``search``, ``usage``, ``export`` and ``store-repair`` work on what the SDK mirrored. The
-async methods run the store's work on a worker thread.
+``search``, ``usage``, ``export`` and ``store-repair`` work on what the SDK mirrored. A
+``subagents/*`` subpath's session is recorded as a sub-agent of the main session
+(``Store.subagents``: parent, the ``Task`` call whose prompt started it, its state), as
+``import --format claude-code`` records a sidechain. The async methods run the store's work
+on a worker thread.
 
 Example::
 
@@ -30,6 +33,8 @@ from . import Store, _dumps
 __all__ = ["SessionStore", "store_session_id"]
 
 _PREFIX = "claude:"
+#: The subpaths whose sessions are sub-agents of the main session.
+_SUBAGENTS = "subagents/"
 
 
 def _escape(part: str) -> str:
@@ -74,7 +79,34 @@ class SessionStore:
         if not entries:
             return "unchanged"
         text = _dumps(list(entries), "the entries")
-        return self._store._native.claude_append(store_session_id(key), text)
+        store_id = store_session_id(key)
+        outcome = self._store._native.claude_append(store_id, text)
+        self._link_subagents(key, store_id)
+        return outcome
+
+    def _link_subagents(self, key: Mapping[str, Any], store_id: str) -> None:
+        """A ``subagents/*`` subpath's session is a sub-agent of its main session (parent,
+        spawning call, state): linked when either is appended to, since the main session's
+        answer to the spawning call changes the state."""
+        native = self._store._native
+        subpath = key.get("subpath")
+        if subpath:
+            main = store_session_id({**key, "subpath": None})
+            if str(subpath).startswith(_SUBAGENTS) and native.has_session(main):
+                native.claude_link_subagent(main, store_id)
+            return
+        prefix = store_id + ":"
+        children = [c for c in self._ids_under(prefix)
+                    if _unescape(c[len(prefix):]).startswith(_SUBAGENTS)]
+        if not children:
+            return
+        # A child whose spawning call is known and answered is settled: only the others can
+        # change with what the main session appended.
+        settled = {s["id"] for s in json.loads(native.subagents(store_id))
+                   if s["parent_tool_use_id"] is not None and s["state"] != "active"}
+        for child in children:
+            if child not in settled:
+                native.claude_link_subagent(store_id, child)
 
     def load_sync(self, key: Mapping[str, Any]) -> Optional[List[Dict[str, Any]]]:
         """:meth:`load` without the event loop."""

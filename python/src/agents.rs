@@ -13,9 +13,9 @@ use std::borrow::Cow;
 
 use serde_json::{json, Map, Value};
 use session_store as lib;
-use session_store::{Message, NewMessage, Part, Role, SessionId};
+use session_store::{NewMessage, Part, Role, SessionId};
 
-use crate::{ensure_session, parse, Failure};
+use crate::{dump, ensure_session, parse, Failure};
 
 /// The `provider_metadata` key that holds an item.
 const KEY: &str = "openai_agents";
@@ -250,55 +250,43 @@ fn enough_parts(
     }
 }
 
-/// Removes the latest item (and the parts read with it) and returns it as JSON; `None` when
-/// the session holds none. The turns from the item's on are rewritten without it in one
-/// transaction.
+/// Removes the latest item (the parts after it in its message, and later messages, go with
+/// it) and returns it as JSON; `None` when the session holds none. One write transaction
+/// ([`lib::Store::pop_part`]): two poppers never get the same item.
 pub(crate) fn pop_item(store: &lib::Store, session: &SessionId) -> Result<Option<String>, Failure> {
-    let mut messages = 1usize;
-    let (from_turn, last) = loop {
-        let parts = match store.stored_parts(session, Some(messages)) {
-            Ok(parts) => parts,
-            Err(lib::Error::UnknownSession(_)) => return Ok(None),
-            Err(error) => return Err(error.into()),
-        };
-        let whole = parts.first().is_none_or(|p| p.turn_index == 0);
-        match (parts.first(), read_items(&parts).pop()) {
-            (Some(first), Some(last)) => break (first.turn_index, last.item.into_owned()),
-            _ if whole => return Ok(None),
-            _ => messages = messages.saturating_mul(2),
-        }
+    let part = match store.pop_part(session, is_item) {
+        Ok(part) => part,
+        Err(lib::Error::UnknownSession(_)) => return Ok(None),
+        Err(error) => return Err(error.into()),
     };
-    let messages = store.turns(session, from_turn..)?;
-    store.replace_from_turn(session, from_turn, without_last_item(messages))?;
-    Ok(Some(last))
+    let Some(part) = part else {
+        return Ok(None);
+    };
+    let item = match part
+        .provider_metadata()
+        .and_then(|m| m.get(KEY)?.get("item"))
+    {
+        Some(item) => dump(item)?,
+        None => match &part {
+            Part::ToolResult {
+                tool_use_id,
+                content,
+                ..
+            } => dump(&json!({
+                "type": "function_call_output",
+                "call_id": tool_use_id,
+                "output": content,
+            }))?,
+            _ => return Ok(None),
+        },
+    };
+    Ok(Some(item))
 }
 
-/// `messages` as new messages, less the latest item: the last part that is an item, with
-/// the parts after it in its message; a message left empty is dropped.
-fn without_last_item(messages: Vec<Message>) -> Vec<NewMessage> {
-    let is_item = |part: &Part| {
-        part.provider_metadata().and_then(|m| m.get(KEY)).is_some()
-            || matches!(part, Part::ToolResult { content, is_error, .. } if lib::request::is_tombstone(content, *is_error))
-    };
-    let mut rest: Vec<NewMessage> = messages
-        .into_iter()
-        .map(|m| {
-            let mut new = NewMessage::new(m.role, m.parts).at(m.created_at);
-            new.model = m.model;
-            new
-        })
-        .collect();
-    while let Some(last) = rest.last_mut() {
-        if let Some(at) = last.parts.iter().rposition(is_item) {
-            last.parts.truncate(at);
-            if last.parts.is_empty() {
-                rest.pop();
-            }
-            break;
-        }
-        rest.pop();
-    }
-    rest
+/// Whether a stored part is an item: it keeps one, or it is a tombstone the adapter wrote.
+fn is_item(part: &Part) -> bool {
+    part.provider_metadata().and_then(|m| m.get(KEY)).is_some()
+        || matches!(part, Part::ToolResult { content, is_error, .. } if lib::request::is_tombstone(content, *is_error))
 }
 
 #[cfg(test)]

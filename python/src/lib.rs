@@ -17,7 +17,6 @@ use session_store::SessionId;
 
 mod agents;
 mod claude;
-mod rows;
 
 create_exception!(
     session_store,
@@ -259,7 +258,14 @@ impl Store {
 
     /// The CLI's `sessions --json` rows, as JSON text.
     fn sessions(&self, py: Python<'_>) -> PyResult<String> {
-        self.run(py, |store| dump(&rows::sessions(store)?))
+        self.run(py, |store| {
+            let mut rows = Vec::new();
+            for overview in store.session_overviews()? {
+                rows.extend(store.session_row(&overview)?);
+            }
+            serde_json::to_string(&rows)
+                .map_err(|e| Failure::Input(format!("cannot write JSON: {e}")))
+        })
     }
 
     /// Sets (or, with None, clears) the session's title.
@@ -329,6 +335,27 @@ impl Store {
     ) -> PyResult<&'static str> {
         self.run(py, move |store| {
             claude::append(store, &SessionId::new(session), &entries)
+        })
+    }
+
+    /// Claude Agent SDK: records `child` (a `subagents/*` subpath's session) as a sub-agent
+    /// of `parent` ([`lib::Store::link_subagent`]).
+    fn claude_link_subagent(&self, py: Python<'_>, parent: String, child: String) -> PyResult<()> {
+        self.run(py, move |store| {
+            store.link_subagent(&SessionId::new(parent), &SessionId::new(child))?;
+            Ok(())
+        })
+    }
+
+    /// The sub-agents `parent` spawned (every one with `None`), as a JSON list of
+    /// `{"id", "parent", "parent_tool_use_id", "state"}`.
+    #[pyo3(signature = (parent=None))]
+    fn subagents(&self, py: Python<'_>, parent: Option<String>) -> PyResult<String> {
+        self.run(py, move |store| {
+            let parent = parent.map(SessionId::new);
+            let found = store.subagents(parent.as_ref())?;
+            serde_json::to_string(&found)
+                .map_err(|e| Failure::Input(format!("cannot write JSON: {e}")))
         })
     }
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import multiprocessing
 
 import pytest
 from agents import Agent, Runner, function_tool
 from agents.memory import SessionSettings
 
+import poppers as poppers_module
 from fake_model import ScriptedModel, call, text
 from session_store import ClosedStore, InvalidInput, Refused, Store
 from session_store.agents import Session
@@ -227,6 +229,49 @@ def test_pop_item_and_clear_session(db):
     assert asyncio.run(session.pop_item()) is None
     asyncio.run(session.add_items([{"role": "user", "content": "again"}]))
     assert asyncio.run(session.get_items()) == [{"role": "user", "content": "again"}]
+
+
+def popper_turn(n):
+    """A turn of four items; every third turn's call is left unanswered (a tombstone)."""
+    call_item = {"type": "function_call", "call_id": f"call_{n}", "name": "ls",
+                 "arguments": '{"n": %d}' % n}
+    items = [{"role": "user", "content": f"question {n}"}, call_item]
+    if n % 3:
+        items.append({"type": "function_call_output", "call_id": f"call_{n}", "output": "x"})
+    items.append({"role": "assistant", "content": [
+        {"type": "output_text", "text": f"answer {n}", "annotations": []}]})
+    return items
+
+
+@pytest.mark.parametrize("poppers", [2, 3])
+def test_concurrent_poppers_never_pop_an_item_twice_and_lose_none(db, poppers):
+    """Processes popping one session at once: each item comes out exactly once."""
+    session = Session("popped", db)
+    for n in range(25):
+        session.add_items_sync(popper_turn(n))
+    stored = [json.dumps(i, sort_keys=True) for i in session.get_items_sync()]
+    # 25 turns of 4 items, 9 calls unanswered, 8 of them tombstoned (the last is pending).
+    assert len(stored) == 25 * 4 - 9 + 8
+    context = multiprocessing.get_context("spawn")
+    start, out = context.Event(), context.Queue()
+    workers = [context.Process(target=poppers_module.pop_all, args=(db, "popped", start, out))
+               for _ in range(poppers)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    results = [out.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    popped = [item for result in results for item in result]
+    assert sorted(popped) == sorted(stored)
+    assert len(set(popped)) == len(popped)
+    # Each popper saw the items newest first.
+    order = {item: index for index, item in enumerate(stored)}
+    for result in results:
+        assert [order[i] for i in result] == sorted((order[i] for i in result), reverse=True)
+    assert session.get_items_sync() == []
+    assert session.store.check("popped") == []
 
 
 @pytest.mark.parametrize("bad, error", [

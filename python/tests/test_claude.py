@@ -151,3 +151,79 @@ def test_the_mirror_is_searchable_by_the_store_tools(tmp_path):
         body = plain.export(row["id"], "anthropic")
         assert body["messages"][0]["role"] == "user"
         assert "claude_agent_sdk" not in json.dumps(body)
+
+
+def line(kind, uuid, content, message_id=None, **extra):
+    """A Claude Code transcript line (an assistant line of the API message `message_id`)."""
+    message = {"role": kind, "content": content}
+    if kind == "assistant":
+        message.update({"id": message_id or f"msg-{uuid}", "model": "claude-sonnet-4-5"})
+    return {"type": kind, "uuid": uuid, "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z",
+            "message": message, **extra}
+
+
+def task_call(call_id, prompt):
+    return [{"type": "tool_use", "id": call_id, "name": "Task",
+             "input": {"description": "look", "prompt": prompt}}]
+
+
+def sidechain(agent, prompt, answer):
+    """A sub-agent's own transcript (its `subagents/agent-*` subpath): every line a sidechain."""
+    marks = {"isSidechain": True, "agentId": agent}
+    lines = [line("user", f"{agent}-u", prompt, **marks)]
+    if answer is not None:
+        lines.append(line("assistant", f"{agent}-a", [{"type": "text", "text": answer}],
+                          **marks))
+    return lines
+
+
+def test_subagent_subpaths_are_linked_to_the_task_call_that_spawned_them(tmp_path):
+    store = SessionStore(str(tmp_path / "s.db"))
+    main = {"project_key": "p", "session_id": "s"}
+    main_id = store_session_id(main)
+
+    def sub(agent):
+        return {**main, "subpath": f"subagents/agent-{agent}"}
+
+    def links():
+        return {s["id"]: (s["parent"], s["parent_tool_use_id"], s["state"])
+                for s in store.store.subagents(main_id)}
+
+    asyncio.run(store.append(main, [
+        line("user", "u1", "find two bugs"),
+        # Claude Code writes one line per content block of an API message.
+        line("assistant", "a1", task_call("call_a", "look in parser.rs"), message_id="m1"),
+        line("assistant", "a2", task_call("call_b", "look in lexer.rs"), message_id="m1"),
+    ]))
+    # Sub-agent a is answered by its call's result; b's call stays pending; c matches no call.
+    asyncio.run(store.append(sub("a"), sidechain("a", "look in parser.rs", None)))
+    asyncio.run(store.append(sub("b"), sidechain("b", "look in lexer.rs", "line 4")))
+    asyncio.run(store.append(sub("c"), sidechain("c", "something else", "done")))
+    asyncio.run(store.append({**main, "subpath": "notes/x"}, [{"type": "x"}]))
+    a, b, c = (store_session_id(sub(agent)) for agent in "abc")
+    assert links() == {
+        a: (main_id, "call_a", "active"),
+        b: (main_id, "call_b", "active"),
+        c: (main_id, None, "completed"),
+    }
+    asyncio.run(store.append(sub("a"), sidechain("a", "x", "parser.rs:12")[1:]))
+    asyncio.run(store.append(main, [line("user", "u2", [
+        {"type": "tool_result", "tool_use_id": "call_a", "content": "parser.rs:12"}])]))
+    assert links()[a] == (main_id, "call_a", "completed")
+    assert links()[b] == (main_id, "call_b", "active")
+    # The main session moving on tombstones b's call: b did not complete.
+    asyncio.run(store.append(main, [line("user", "u3", "thanks")]))
+    assert links()[b] == (main_id, "call_b", "incomplete")
+    assert store.store.subagents() == store.store.subagents(main_id)
+    # A sub-agent mirrored before its main session is linked when the main one arrives.
+    early = {"project_key": "p", "session_id": "early"}
+    early_sub = {**early, "subpath": "subagents/agent-z"}
+    asyncio.run(store.append(early_sub, sidechain("z", "go", "went")))
+    assert store.store.subagents(store_session_id(early)) == []
+    asyncio.run(store.append(early, [line("user", "e1", "start"),
+                                     line("assistant", "e2", task_call("call_z", "go"))]))
+    assert [(s["id"], s["parent_tool_use_id"], s["state"])
+            for s in store.store.subagents(store_session_id(early))] == [
+        (store_session_id(early_sub), "call_z", "active")]
+    for key in (main, early):
+        assert store.store.check(store_session_id(key)) == []

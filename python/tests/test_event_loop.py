@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from session_store.agents import Session
 from session_store.claude import SessionStore
 
@@ -80,3 +82,28 @@ def test_the_claude_store_does_not_block_the_loop(db):
     during = asyncio.run(with_ticker(work))
     assert len(asyncio.run(store.load(key))) == 3000
     assert sum(1 for n in during if n > 0) >= len(during) * 3 // 4
+
+
+def test_many_calls_at_once_and_a_cancelled_one_all_settle(db):
+    """Concurrent calls each get their own answer, an error reaches its caller, and a caller
+    that gave up leaves the store serving the next calls."""
+    from session_store import InvalidInput
+
+    async def work():
+        sessions = [Session(f"many-{n}", db) for n in range(40)]
+        await asyncio.gather(*(s.add_items(items(1, n)) for n, s in enumerate(sessions)))
+        got = await asyncio.gather(*(s.get_items() for s in sessions))
+        assert got == [items(1, n) for n in range(40)]
+        try:
+            await sessions[0].add_items([{"no": "type"}])
+        except InvalidInput:
+            pass
+        else:
+            raise AssertionError("a bad item was accepted")
+        slow = asyncio.ensure_future(sessions[1].get_items())
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        return await asyncio.gather(*(s.get_items(limit=4) for s in sessions))
+
+    assert asyncio.run(work()) == [items(1, n) for n in range(40)]

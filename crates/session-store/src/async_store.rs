@@ -28,8 +28,8 @@ use crate::store::repair::{CheckReport, RepairOptions, SessionRepair};
 use crate::store::{
     CompactionOutcome, ConnectionSettings, CopyReport, Deleted, ExportOptions, Forked,
     ImportSummary, ImportedSessions, Lineage, OpenMessage, ReadableSession, Reclaimed, Reverted,
-    SearchHit, SearchOptions, SessionOverview, SessionUsage, SizeReport, Store, StoreOptions,
-    StoredPart, TranscriptFormat,
+    SearchHit, SearchOptions, SessionOverview, SessionRow, SessionUsage, SizeReport, Store,
+    StoreOptions, StoredPart, TranscriptFormat,
 };
 
 /// A [`Store`] whose operations are `async fn`s that run on tokio's blocking pool.
@@ -684,6 +684,30 @@ impl AsyncStore {
     ) -> Result<Vec<Appended>> {
         let session = session.clone();
         self.run(move |store| store.replace_from_turn(&session, turn, messages))
+            .await
+    }
+
+    /// [`Store::session_row`].
+    pub async fn session_row(&self, overview: &SessionOverview) -> Result<Option<SessionRow>> {
+        let overview = overview.clone();
+        self.run(move |store| store.session_row(&overview)).await
+    }
+
+    /// [`Store::link_subagent`].
+    pub async fn link_subagent(&self, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
+        let (parent, child) = (parent.clone(), child.clone());
+        self.run(move |store| store.link_subagent(&parent, &child))
+            .await
+    }
+
+    /// [`Store::pop_part`].
+    pub async fn pop_part(
+        &self,
+        session: &SessionId,
+        matches: impl Fn(&Part) -> bool + Send + 'static,
+    ) -> Result<Option<Part>> {
+        let session = session.clone();
+        self.run(move |store| store.pop_part(&session, matches))
             .await
     }
 

@@ -4,76 +4,21 @@
 //!
 //! The counts come from [`Store::session_overviews`] (SQL aggregates; no message is loaded).
 //! Health is the contract's check, the same `store-repair` runs, done one session at a time
-//! ([`Store::check`] with that session alone): it reads every message once, holding one
-//! session in memory at a time. `health` is `ok`, the rule names the session breaks, or
-//! `unreadable_row` when its rows cannot be read; a pending call is legal and only counted.
+//! ([`Store::session_row`]): it reads every message once, holding one session in memory at
+//! a time; the JSON rows are the library's [`session_store::SessionRow`]. `health` is `ok`,
+//! the rule names the session breaks, or `unreadable_row` when its rows cannot be read; a
+//! pending call is legal and only counted.
 
-use std::collections::BTreeSet;
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
-use session_store::repair::RepairOptions;
-use session_store::SessionOverview;
-use session_store::{repair::HealthRule, Error, Store};
+use session_store::{SessionHealth, SessionOverview, Store};
 
-use crate::shapes;
 use crate::terminal::escape_line;
 
 /// Titles longer than this are shortened in the table (not in JSON); a narrow terminal
 /// shortens them further.
 const TITLE_WIDTH: usize = 48;
-
-/// What the check says about one session.
-enum Health {
-    Ok,
-    Broken(BTreeSet<&'static str>),
-    Unreadable(String),
-}
-
-impl Health {
-    fn of(store: &Store, overview: &SessionOverview) -> anyhow::Result<Self> {
-        if overview.created_at.is_none() || overview.updated_at.is_none() {
-            return Ok(Health::Unreadable(
-                "created_at or updated_at is not an RFC 3339 timestamp".to_owned(),
-            ));
-        }
-        match store.check(
-            std::slice::from_ref(&overview.id),
-            &RepairOptions::default(),
-        ) {
-            Ok(report) if report.violations.is_empty() => Ok(Health::Ok),
-            // The check reports a row outside the contract as a problem of its own.
-            Ok(report)
-                if report
-                    .violations
-                    .iter()
-                    .any(|v| v.rule == HealthRule::UnreadableRow) =>
-            {
-                let why = report
-                    .violations
-                    .iter()
-                    .find(|v| v.rule == HealthRule::UnreadableRow)
-                    .map(|v| v.detail.clone())
-                    .unwrap_or_default();
-                Ok(Health::Unreadable(why))
-            }
-            Ok(report) => Ok(Health::Broken(
-                report.violations.iter().map(|v| v.rule.as_str()).collect(),
-            )),
-            Err(error @ Error::CorruptRow { .. }) => Ok(Health::Unreadable(error.to_string())),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    fn label(&self) -> String {
-        match self {
-            Health::Ok => "ok".to_owned(),
-            Health::Broken(rules) => rules.iter().copied().collect::<Vec<_>>().join(","),
-            Health::Unreadable(_) => "unreadable_row".to_owned(),
-        }
-    }
-}
 
 pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     // The overviews are SQL aggregates (no message loaded); each row is printed as soon as
@@ -86,23 +31,6 @@ pub fn run(store: &Store, json: bool, out: &mut impl Write) -> anyhow::Result<()
     }
 }
 
-/// The session's health, or `None` when another process deleted it since the list was read
-/// (it is not listed).
-fn health(store: &Store, overview: &SessionOverview) -> anyhow::Result<Option<Health>> {
-    match Health::of(store, overview) {
-        Ok(health) => Ok(Some(health)),
-        Err(error)
-            if matches!(
-                error.downcast_ref::<Error>(),
-                Some(Error::UnknownSession(_))
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(error) => Err(error),
-    }
-}
-
 /// The JSON array, one element at a time, byte for byte what `to_writer_pretty` writes for
 /// the whole array.
 fn write_json(
@@ -112,10 +40,10 @@ fn write_json(
 ) -> anyhow::Result<()> {
     let mut listed = 0;
     for o in overviews {
-        let Some(health) = health(store, o)? else {
+        let Some(row) = store.session_row(o)? else {
             continue;
         };
-        let element = serde_json::to_string_pretty(&json_of(o, &health))?;
+        let element = serde_json::to_string_pretty(&row)?;
         out.write_all(if listed == 0 { b"[\n" } else { b",\n" })?;
         for (index, line) in element.lines().enumerate() {
             if index > 0 {
@@ -128,25 +56,6 @@ fn write_json(
     out.write_all(if listed == 0 { b"[]\n" } else { b"\n]\n" })?;
     tracing::info!(sessions = listed, "listed");
     Ok(())
-}
-
-fn json_of(o: &SessionOverview, health: &Health) -> serde_json::Value {
-    let (state, rules, detail) = match health {
-        Health::Ok => ("ok", Vec::new(), None),
-        // A check that reports unreadable rows as a rule says the same thing.
-        Health::Broken(rules) if rules.contains("unreadable_row") => {
-            ("unreadable", rules.iter().copied().collect(), None)
-        }
-        Health::Broken(rules) => ("broken", rules.iter().copied().collect(), None),
-        Health::Unreadable(why) => ("unreadable", vec!["unreadable_row"], Some(why)),
-    };
-    let mut value = shapes::overview(o);
-    if let Some(fields) = value.as_object_mut() {
-        fields.insert("health".into(), json!(state));
-        fields.insert("rules".into(), json!(rules));
-        fields.insert("unreadable".into(), json!(detail));
-    }
-    value
 }
 
 fn when(at: Option<DateTime<Utc>>) -> String {
@@ -286,7 +195,7 @@ fn write_table(
     writeln!(out, "{}", layout.line(&HEADER))?;
     let (mut listed, mut broken, mut pending) = (0, 0, 0);
     for (o, id_chars) in overviews.iter().zip(&layout.id_chars) {
-        let Some(health) = health(store, o)? else {
+        let Some(row) = store.session_row(o)? else {
             continue;
         };
         let id: String = escape_line(o.id.as_str()).chars().take(*id_chars).collect();
@@ -303,7 +212,7 @@ fn write_table(
             o.turns.to_string(),
             o.compacted_turns.to_string(),
             o.pending.len().to_string(),
-            health.label(),
+            row.health_label(),
             title,
         ];
         writeln!(
@@ -312,7 +221,7 @@ fn write_table(
             layout.line(&cells.each_ref().map(String::as_str))
         )?;
         listed += 1;
-        broken += usize::from(!matches!(health, Health::Ok));
+        broken += usize::from(row.health != SessionHealth::Ok);
         pending += o.pending.len();
     }
     tracing::info!(sessions = listed, "listed");

@@ -2,30 +2,14 @@
 //! that a script and an MCP client see the same objects. Each is documented in README.md
 //! ("JSON output").
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
-use session_store::{Forked, SessionId, SessionOverview, Store};
-
-/// A timestamp as every JSON shape writes it (RFC 3339, microseconds, `Z`).
-pub fn time(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
+use session_store::{Forked, OverviewRow, SessionId, SessionOverview, Store};
 
 /// One session's listing: `{"id", "title", "created_at", "updated_at", "messages", "turns",
 /// "compacted_turns", "pending", "pending_tool_use_ids"}` (the fields `sessions --json` has
-/// before its health fields).
+/// before its health fields: the library's [`OverviewRow`]).
 pub fn overview(o: &SessionOverview) -> Value {
-    json!({
-        "id": o.id.as_str(),
-        "title": o.title,
-        "created_at": o.created_at.map(time),
-        "updated_at": o.updated_at.map(time),
-        "messages": o.messages,
-        "turns": o.turns,
-        "compacted_turns": o.compacted_turns,
-        "pending": o.pending.len(),
-        "pending_tool_use_ids": o.pending,
-    })
+    serde_json::to_value(OverviewRow::from(o)).unwrap_or(Value::Null)
 }
 
 /// How many turns `session` has (its last message's turn index plus one; 0 when empty).

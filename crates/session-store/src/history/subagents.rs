@@ -1,8 +1,16 @@
 //! Where a sub-agent stands (`sessions.state`), from the call that spawned it and the end
 //! of its own conversation: the one rule every importer's children are recorded with.
 
+use serde_json::Value;
+
 use super::texts::is_tombstone;
 use crate::model::SubagentState;
+
+/// The prompt a call hands the sub-agent it spawns: its input's `prompt` (Claude Code's
+/// `Task` calls). A sub-agent whose first user text is that prompt was spawned by the call.
+pub fn spawn_prompt(input: &Value) -> Option<&str> {
+    input.get("prompt").and_then(Value::as_str)
+}
 
 /// What the parent session says of the call that spawned a sub-agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

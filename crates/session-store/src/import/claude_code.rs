@@ -51,6 +51,7 @@ use super::{
     as_object, json as parse, tag, Assembler, ImportError, Imported, ImportedCompaction, Leniency,
     Location,
 };
+use crate::history::subagents::spawn_prompt;
 use crate::model::{NewMessage, Part, Role};
 
 /// One `user` or `assistant` line.
@@ -395,7 +396,7 @@ impl Session {
             if *stream == 0 {
                 for part in batch.iter().flat_map(|m| &m.parts) {
                     if let Part::ToolUse { id, input, .. } = part {
-                        if let Some(prompt) = input.get("prompt").and_then(Value::as_str) {
+                        if let Some(prompt) = spawn_prompt(input) {
                             self.prompts
                                 .entry(prompt.to_owned())
                                 .or_insert_with(|| id.clone());

@@ -64,8 +64,8 @@ pub(crate) trait Engine: Debug + Send + Sync {
         })
     }
 
-    /// `Store::search_index_behind`: the full-text index misses parts this store could not
-    /// index (a read-only SQLite file); an index the server keeps is never behind.
+    /// `Store::search_index_behind`: the full-text index misses parts written since its
+    /// last catch-up (both engines index lazily, before a search; a read-only store cannot).
     fn search_index_behind(&self) -> Result<bool> {
         Ok(false)
     }

@@ -62,6 +62,7 @@ pub use fork::Forked;
 pub use handle::Store;
 pub use import::{ImportSummary, ImportedSessions};
 pub use options::{ConnectionSettings, Durability, StoreOptions};
+pub use overview::{OverviewRow, SessionHealth, SessionRow};
 pub use raw::StoredPart;
 pub use read::ReadableSession;
 pub use reports::{

@@ -1,19 +1,105 @@
 //! Session listings that count instead of loading: [`Store::session_overviews`] answers
 //! "what is in this database" with SQL aggregates per session (messages, turns, compacted
-//! turns) and the session's tail (pending calls), never reading a message's parts; and
-//! [`Store::sessions_with_prefix`] finds the sessions a short id prefix names.
+//! turns) and the session's tail (pending calls), never reading a message's parts;
+//! [`Store::session_row`] adds a session's health (the contract's check) to make the row
+//! `session-store sessions --json` prints ([`SessionRow`]); and [`Store::sessions_with_prefix`]
+//! finds the sessions a short id prefix names.
+
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
+use serde::Serialize;
 
 use super::handle::Store;
 use super::pool::SqliteEngine;
 use super::reports::SessionOverview;
+use super::time::format_time;
 use super::time::parse_time;
 use super::write::pending_listed;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::history::rules::HealthRule;
 use crate::model::SessionId;
+
+/// A session's listing as a JSON object: the [`SessionOverview`] with its timestamps written
+/// as every JSON shape writes them (RFC 3339, microseconds, `Z`; `null` when unreadable) and
+/// its pending calls counted. The first fields of a [`SessionRow`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OverviewRow {
+    /// The session's id.
+    pub id: String,
+    /// Its title, if any.
+    pub title: Option<String>,
+    /// When it was created.
+    pub created_at: Option<String>,
+    /// When it last changed.
+    pub updated_at: Option<String>,
+    /// How many messages it holds.
+    pub messages: i64,
+    /// How many turns.
+    pub turns: i64,
+    /// How many turns hold a compacted message.
+    pub compacted_turns: i64,
+    /// How many calls wait for a result at its end.
+    pub pending: usize,
+    /// Their ids.
+    pub pending_tool_use_ids: Vec<String>,
+}
+
+impl From<&SessionOverview> for OverviewRow {
+    fn from(o: &SessionOverview) -> Self {
+        Self {
+            id: o.id.as_str().to_owned(),
+            title: o.title.clone(),
+            created_at: o.created_at.map(format_time),
+            updated_at: o.updated_at.map(format_time),
+            messages: o.messages,
+            turns: o.turns,
+            compacted_turns: o.compacted_turns,
+            pending: o.pending.len(),
+            pending_tool_use_ids: o.pending.clone(),
+        }
+    }
+}
+
+/// What the contract's check says about a listed session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionHealth {
+    /// It breaks no rule.
+    Ok,
+    /// It breaks the rules its row names.
+    Broken,
+    /// A row of it cannot be read (`unreadable_row`).
+    Unreadable,
+}
+
+/// One row of `session-store sessions --json` (and of the Python `Store.sessions()`): the
+/// [`OverviewRow`], then `health`, the `rules` broken (sorted, each once) and, for an
+/// unreadable session, why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SessionRow {
+    /// The counts.
+    #[serde(flatten)]
+    pub overview: OverviewRow,
+    /// `ok`, `broken` or `unreadable`.
+    pub health: SessionHealth,
+    /// The rules broken (`["unreadable_row"]` for an unreadable session).
+    pub rules: Vec<&'static str>,
+    /// Why a row cannot be read, for an unreadable session.
+    pub unreadable: Option<String>,
+}
+
+impl SessionRow {
+    /// The health as the table shows it: `ok`, or the rules broken, comma-separated.
+    pub fn health_label(&self) -> String {
+        match self.health {
+            SessionHealth::Ok => "ok".to_owned(),
+            _ => self.rules.join(","),
+        }
+    }
+}
 
 // One pass over the messages index per session; `compacted` is read from the row. No parts.
 const OVERVIEWS: &str = "
@@ -45,6 +131,58 @@ impl Store {
     /// One session's [`SessionOverview`], or `None` when it does not exist.
     pub fn session_overview(&self, session: &SessionId) -> Result<Option<SessionOverview>> {
         Ok(self.engine.overviews(Some(session))?.pop())
+    }
+
+    /// The listing row of a session from [`Store::session_overviews`], with its health: the
+    /// contract's check of that session alone (every message read once). `None` when the
+    /// session was deleted since the overview was read.
+    pub fn session_row(&self, overview: &SessionOverview) -> Result<Option<SessionRow>> {
+        let row = |health, rules, unreadable| SessionRow {
+            overview: OverviewRow::from(overview),
+            health,
+            rules,
+            unreadable,
+        };
+        if overview.created_at.is_none() || overview.updated_at.is_none() {
+            let why = "created_at or updated_at is not an RFC 3339 timestamp".to_owned();
+            return Ok(Some(row(
+                SessionHealth::Unreadable,
+                vec![HealthRule::UnreadableRow.as_str()],
+                Some(why),
+            )));
+        }
+        let report = match self.check(std::slice::from_ref(&overview.id), &Default::default()) {
+            Ok(report) => report,
+            Err(Error::UnknownSession(_)) => return Ok(None),
+            Err(error @ Error::CorruptRow { .. }) => {
+                return Ok(Some(row(
+                    SessionHealth::Unreadable,
+                    vec![HealthRule::UnreadableRow.as_str()],
+                    Some(error.to_string()),
+                )))
+            }
+            Err(error) => return Err(error),
+        };
+        // The check reports a row outside the contract as a problem of its own.
+        if let Some(unreadable) = report
+            .violations
+            .iter()
+            .find(|v| v.rule == HealthRule::UnreadableRow)
+        {
+            return Ok(Some(row(
+                SessionHealth::Unreadable,
+                vec![HealthRule::UnreadableRow.as_str()],
+                Some(unreadable.detail.clone()),
+            )));
+        }
+        let rules: BTreeSet<&'static str> =
+            report.violations.iter().map(|v| v.rule.as_str()).collect();
+        let health = if rules.is_empty() {
+            SessionHealth::Ok
+        } else {
+            SessionHealth::Broken
+        };
+        Ok(Some(row(health, rules.into_iter().collect(), None)))
     }
 
     /// The ids that start with `prefix`, in id order, at most `limit` of them: an exact id

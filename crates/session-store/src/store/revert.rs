@@ -19,7 +19,7 @@ use super::sql::{values, Sql};
 use super::time::{format_time, now};
 use super::write::forget_reverts;
 use crate::error::{Error, Result};
-use crate::model::{Appended, NewMessage, SessionId};
+use crate::model::{Appended, Message, NewMessage, Part, SessionId};
 
 /// What a revert (or its undo) moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,6 +174,79 @@ impl Store {
     ) -> Result<Vec<Appended>> {
         self.write(|db| replace_in(db, session, turn, &messages))
     }
+}
+
+impl Store {
+    /// Removes the session's latest part that `matches`, the parts after it in its message
+    /// and every later message, in one write transaction, and returns that part; `None`
+    /// (nothing written) when no part matches. The turns from that message's on are
+    /// rewritten as [`Store::replace_from_turn`] rewrites them (a message left without parts
+    /// goes).
+    ///
+    /// For adapters whose protocol pops the latest item (the OpenAI Agents SDK's
+    /// `Session.pop_item`): the read and the rewrite hold the session's write lock together,
+    /// so two poppers never get the same part and none is lost between them.
+    pub fn pop_part(
+        &self,
+        session: &SessionId,
+        matches: impl Fn(&Part) -> bool,
+    ) -> Result<Option<Part>> {
+        self.write(|db| pop_part_in(db, session, &matches))
+    }
+}
+
+/// [`Store::pop_part`] in the caller's write transaction, on either engine: the last turn is
+/// searched first, then twice as many, up to the whole session.
+fn pop_part_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    matches: &dyn Fn(&Part) -> bool,
+) -> Result<Option<Part>> {
+    db.lock_session(session)?;
+    let mut turns = 1usize;
+    let (mut tail, message, part) = loop {
+        let tail = super::turns::last_turns_in(db, session, turns)?;
+        if let Some((message, part)) = latest_match(&tail, matches) {
+            break (tail, message, part);
+        }
+        if tail.is_empty()
+            || super::turns::distinct_turns(&tail) < i64::try_from(turns).unwrap_or(i64::MAX)
+        {
+            return Ok(None);
+        }
+        turns = turns.saturating_mul(2);
+    };
+    tail.truncate(message + 1);
+    let Some(last) = tail.last_mut() else {
+        return Ok(None);
+    };
+    let turn = last.turn_index;
+    let Some(popped) = last.parts.drain(part..).next() else {
+        return Ok(None);
+    };
+    let kept: Vec<NewMessage> = tail
+        .into_iter()
+        .filter(|m| m.turn_index >= turn && !m.parts.is_empty())
+        .map(|m| {
+            let mut new = NewMessage::new(m.role, m.parts).at(m.created_at);
+            new.model = m.model;
+            new
+        })
+        .collect();
+    replace_in(db, session, turn, &kept)?;
+    Ok(Some(popped))
+}
+
+/// Where the latest part of `messages` that `matches` is: (message index, part index).
+fn latest_match(messages: &[Message], matches: &dyn Fn(&Part) -> bool) -> Option<(usize, usize)> {
+    messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(index, message)| {
+            let part = message.parts.iter().rposition(matches)?;
+            Some((index, part))
+        })
 }
 
 /// [`Store::replace_from_turn`] in the caller's write transaction, on either engine.

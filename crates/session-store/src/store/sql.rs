@@ -10,6 +10,7 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
+use super::write::TailRow;
 use crate::error::Result;
 use crate::model::{Message, SessionId};
 
@@ -133,11 +134,18 @@ pub(crate) trait Sql {
     /// session row's).
     fn lock_session(&mut self, session: &SessionId) -> Result<()>;
 
-    /// The session's write lock held to the end of the transaction, for a caller that reads
-    /// the session's row next (which fails with [`crate::Error::UnknownSession`] when there
-    /// is none): PostgreSQL takes the row lock ([`Sql::lock_session`]); SQLite does nothing,
-    /// its `BEGIN IMMEDIATE` holds the file's lock already.
-    fn lock_session_row(&mut self, session: &SessionId) -> Result<()>;
+    /// The session's end as its row keeps it ([`TailRow`]), `None` when there is no such
+    /// session, in one statement. With `for_write` the session's write lock is taken first
+    /// and held to the end of the transaction, in the same round trip (PostgreSQL: the row
+    /// lock, then the rest read after it, from what is committed; SQLite's `BEGIN
+    /// IMMEDIATE` holds the file's lock already).
+    fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>>;
+
+    /// How many tool_use ids of an append are probed one statement each before they are
+    /// asked in groups (SQLite plans the one-id probe best; PostgreSQL asks one group).
+    fn ids_probed_one_by_one(&self) -> usize {
+        0
+    }
 
     /// The whole session for the check and the mend, through the one row decoder; the inner
     /// `Err` is the first row outside the contract.
@@ -198,8 +206,12 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         (**self).lock_session(session)
     }
 
-    fn lock_session_row(&mut self, session: &SessionId) -> Result<()> {
-        (**self).lock_session_row(session)
+    fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>> {
+        (**self).tail_row(session, for_write)
+    }
+
+    fn ids_probed_one_by_one(&self) -> usize {
+        (**self).ids_probed_one_by_one()
     }
 
     fn load_for_check(

@@ -13,6 +13,7 @@ use super::reports::SessionRows;
 use super::reports::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 use super::rows::{Cells, Loaded, Range, Unreadable};
 use super::sql::{Sql, Value};
+use super::write::TailRow;
 use crate::error::Result;
 use crate::model::{Message, SessionId, SessionInfo};
 
@@ -155,8 +156,12 @@ impl Sql for &Connection {
         super::write::require_session(self, session)
     }
 
-    fn lock_session_row(&mut self, _session: &SessionId) -> Result<()> {
-        Ok(())
+    fn tail_row(&mut self, session: &SessionId, _for_write: bool) -> Result<Option<TailRow>> {
+        super::write::sqlite_tail_row(self, session)
+    }
+
+    fn ids_probed_one_by_one(&self) -> usize {
+        3
     }
 
     fn load_for_check(

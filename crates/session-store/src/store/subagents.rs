@@ -7,7 +7,7 @@ use super::handle::Store;
 use super::sql::{int_at, text_at, values, Sql};
 use super::write::stored_tail;
 use crate::error::Result;
-use crate::history::subagents::{subagent_state, SpawnCall};
+use crate::history::subagents::{spawn_prompt, subagent_state, SpawnCall};
 use crate::model::{Role, SessionId, Subagent};
 
 const ANSWER: &str = "
@@ -18,6 +18,18 @@ const CALLED: &str = "
     SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
     WHERE m.session_id = ?1 AND p.kind = 'tool_use' AND p.tool_use_id = ?2 LIMIT 1";
 const RECORD: &str = "UPDATE sessions SET parent_tool_use_id = ?2, state = ?3 WHERE id = ?1";
+const SET_PARENT: &str = "UPDATE sessions SET parent_id = ?2 WHERE id = ?1";
+/// The first text of the session's first user message (none when that message has none).
+const FIRST_USER_TEXT: &str = "
+    SELECT p.text FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE m.session_id = ?1 AND p.kind = 'text'
+      AND m.seq = (SELECT MIN(seq) FROM messages WHERE session_id = ?1 AND role = 'user')
+    ORDER BY p.ordinal LIMIT 1";
+/// The session's calls, in order, with their inputs.
+const CALLS: &str = "
+    SELECT p.tool_use_id, p.input FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE m.session_id = ?1 AND p.kind = 'tool_use' AND p.tool_use_id IS NOT NULL
+    ORDER BY m.seq, p.ordinal";
 const CHILDREN_OF: &str = "
     SELECT id, parent_id, parent_tool_use_id, state FROM sessions
     WHERE parent_id = ?1 AND (parent_tool_use_id IS NOT NULL OR state IS NOT NULL)
@@ -33,6 +45,49 @@ impl Store {
     pub fn subagents(&self, parent: Option<&SessionId>) -> Result<Vec<Subagent>> {
         self.read(|tx| subagents_in(tx, parent))
     }
+}
+
+impl Store {
+    /// Records `child` as a sub-agent of `parent`, as an import records a sidechain it
+    /// reads: `sessions.parent_id`, the call in `parent` that spawned it (the first whose
+    /// `prompt` is the child's first user text: `parent_tool_use_id`) and its state, in one
+    /// write transaction. Calling it again brings the link up to date (the parent's call
+    /// answered since, the child's conversation grown). For writers that mirror a parent and
+    /// its sub-agents as separate records (the Claude adapter's `subagents/*` subpaths).
+    pub fn link_subagent(&self, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
+        self.write(|db| link_subagent_in(db, parent, child))
+    }
+}
+
+/// [`Store::link_subagent`] in the caller's write transaction, on either engine.
+fn link_subagent_in(db: &mut impl Sql, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
+    db.lock_session(child)?;
+    db.require_session(parent)?;
+    db.run(SET_PARENT, &values![child.as_str(), parent.as_str()])?;
+    let mut first_text: Option<String> = None;
+    db.each_row(FIRST_USER_TEXT, &values![child.as_str()], &mut |r| {
+        first_text = text_at(r, 0)?;
+        Ok(())
+    })?;
+    let mut spawned_by: Option<String> = None;
+    if let Some(first_text) = first_text {
+        db.each_row(CALLS, &values![parent.as_str()], &mut |r| {
+            if spawned_by.is_none() {
+                let input: Option<serde_json::Value> =
+                    text_at(r, 1)?.and_then(|text| serde_json::from_str(&text).ok());
+                if input.as_ref().and_then(spawn_prompt) == Some(first_text.as_str()) {
+                    spawned_by = text_at(r, 0)?;
+                }
+            }
+            Ok(())
+        })?;
+    }
+    record_in(db, parent, child, spawned_by.as_deref())?;
+    let mut linked = subagents_in(db, Some(parent))?;
+    linked.retain(|s| &s.id == child);
+    linked
+        .pop()
+        .ok_or_else(|| crate::Error::UnknownSession(child.clone()))
 }
 
 /// [`Store::subagents`] in the caller's snapshot, on either engine.

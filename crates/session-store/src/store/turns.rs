@@ -142,7 +142,11 @@ fn turns_in(db: &mut impl Sql, session: &SessionId, first: i64, last: i64) -> Re
 }
 
 /// [`Store::last_turns`] in the caller's read transaction, on either engine.
-fn last_turns_in(db: &mut impl Sql, session: &SessionId, k: usize) -> Result<Vec<Message>> {
+pub(super) fn last_turns_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    k: usize,
+) -> Result<Vec<Message>> {
     // Turn indexes are dense in a session that keeps the contract (each user message opens
     // the next one), so the last k turns start at `last - k + 1`: one probe instead of a
     // walk over the distinct turns (BENCHMARKS.md, issue 16).
@@ -172,7 +176,7 @@ fn last_turns_in(db: &mut impl Sql, session: &SessionId, k: usize) -> Result<Vec
 }
 
 /// How many distinct turn indexes `messages` (in turn order) hold.
-fn distinct_turns(messages: &[Message]) -> i64 {
+pub(super) fn distinct_turns(messages: &[Message]) -> i64 {
     let mut turns = 0;
     let mut previous = None;
     for message in messages {

@@ -1,12 +1,13 @@
 //! The write path: sessions are created, and messages appended, only through checks that keep
 //! every tool_use paired with its result.
 
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::encode::insert_message;
 use super::handle::Store;
 use super::rows::Range;
-use super::sql::{int_at, text_at, values, Sql, Value};
+use super::sql::{text_at, values, Sql, Value};
 use super::time::{format_time, now};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
@@ -48,10 +49,7 @@ impl Store {
         session: &SessionId,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
-        self.write(|tx| {
-            tx.lock_session_row(session)?;
-            append_in(tx, session, &messages)
-        })
+        self.write(|tx| append_in(tx, session, &messages))
     }
 
     /// Answers every pending tool_use of the session with a tombstone result (`is_error = 1`,
@@ -118,9 +116,6 @@ pub(crate) fn pending_listed(db: &mut impl Sql, session: &SessionId) -> Result<V
     }
 }
 
-/// Validates `messages` against the session's tail, then inserts them, on either engine; the
-/// caller owns the transaction (on PostgreSQL it holds the session's row lock,
-/// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
 /// Refuses a session's text (a title, a summary) that holds a NUL character, which
 /// PostgreSQL cannot keep: the same refusal on every engine, before any statement binds it
 /// (the messages' texts: `pairing::check_texts`).
@@ -134,30 +129,16 @@ pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&s
     Ok(())
 }
 
+/// Validates `messages` against the session's tail, then inserts them, on either engine; the
+/// caller owns the transaction (on PostgreSQL it holds the session's row lock,
+/// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
 pub(crate) fn append_in(
     db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
-    // A message another writer left streaming is settled first (store/stream.rs).
-    super::stream::settle_in(db, session)?;
-    // The session's row (or `UnknownSession`) with the tail it keeps.
-    let mut position = stored_tail(db, session)?;
-    if messages.is_empty() {
-        return Err(Error::Refused {
-            session: session.clone(),
-            index: 0,
-            reason: pairing::Refusal::EmptyMessage,
-        });
-    }
-    // Texts no engine can keep are refused before any statement binds them.
-    for (index, message) in messages.iter().enumerate() {
-        pairing::check_texts(message).map_err(|reason| Error::Refused {
-            session: session.clone(),
-            index,
-            reason,
-        })?;
-    }
+    let mut position = locked_position(db, session)?;
+    check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
     if replayed.len() == messages.len() {
@@ -185,29 +166,15 @@ pub(crate) fn append_in(
     let mut appended = replayed;
     appended.reserve(messages.len());
     for (index, message) in messages.iter().enumerate() {
-        position.last_seq += 1;
-        let turn_index = next_turn_index(position.last_user_turn, message.role);
-        if message.role == Role::User {
-            position.last_user_turn = Some(turn_index);
-        }
-        let created_at = format_time(message.created_at.unwrap_or(now));
-        let id = insert_message(
+        let refused_usage = |reason| refused(index, reason);
+        appended.push(insert_next(
             db,
             session,
-            position.last_seq,
-            turn_index,
+            &mut position,
             message,
-            &created_at,
-        )?;
-        if let Some(usage) = &message.usage {
-            super::usage::insert_usage(db, id, usage, |reason| refused(index, reason))?;
-        }
-        super::idempotency::record(db, session, message, id)?;
-        appended.push(Appended {
-            id,
-            seq: position.last_seq,
-            turn_index,
-        });
+            now,
+            refused_usage,
+        )?);
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
@@ -223,6 +190,75 @@ pub(crate) fn append_in(
         ],
     )?;
     Ok(appended)
+}
+
+/// The session's lock with the tail its row keeps (or `UnknownSession`), in one statement;
+/// a message another writer left streaming is settled first (`store/stream.rs`).
+fn locked_position(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
+    let row = db
+        .tail_row(session, true)?
+        .ok_or_else(|| Error::UnknownSession(session.clone()))?;
+    if row.open_messages {
+        super::stream::settle_in(db, session)?;
+        stored_tail(db, session)
+    } else {
+        position_of(db, session, row)
+    }
+}
+
+/// An empty append, and texts no engine can keep, are refused before any statement binds
+/// them.
+fn check_texts(session: &SessionId, messages: &[NewMessage]) -> Result<()> {
+    if messages.is_empty() {
+        return Err(Error::Refused {
+            session: session.clone(),
+            index: 0,
+            reason: pairing::Refusal::EmptyMessage,
+        });
+    }
+    for (index, message) in messages.iter().enumerate() {
+        pairing::check_texts(message).map_err(|reason| Error::Refused {
+            session: session.clone(),
+            index,
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
+/// Inserts `message` (checked) as the session's next one: its seq and turn after
+/// `position`, which it advances, its usage and its idempotency key.
+fn insert_next(
+    db: &mut impl Sql,
+    session: &SessionId,
+    position: &mut Position,
+    message: &NewMessage,
+    now: DateTime<Utc>,
+    refused: impl Fn(pairing::Refusal) -> Error,
+) -> Result<Appended> {
+    position.last_seq += 1;
+    let turn_index = next_turn_index(position.last_user_turn, message.role);
+    if message.role == Role::User {
+        position.last_user_turn = Some(turn_index);
+    }
+    let created_at = format_time(message.created_at.unwrap_or(now));
+    let id = insert_message(
+        db,
+        session,
+        position.last_seq,
+        turn_index,
+        message,
+        &created_at,
+    )?;
+    if let Some(usage) = &message.usage {
+        super::usage::insert_usage(db, id, usage, refused)?;
+    }
+    super::idempotency::record(db, session, message, id)?;
+    Ok(Appended {
+        id,
+        seq: position.last_seq,
+        turn_index,
+    })
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
@@ -293,12 +329,46 @@ pub(crate) fn recount_messages(db: &mut impl Sql, session: &SessionId) -> Result
     Ok(())
 }
 
+/// What [`Sql::tail_row`] reads of a session: the tail state its row keeps, with what that
+/// state must match to be current.
+#[derive(Debug)]
+pub(crate) struct TailRow {
+    /// `sessions.tail_state` (NULL: unknown).
+    pub(crate) state: Option<String>,
+    /// The session's largest `seq` (0 when it has no message).
+    pub(crate) last_seq: i64,
+    /// The largest part id in the database, on an engine where that proves no part went in
+    /// since the state was written (SQLite, whose writers take turns); `None` where every
+    /// insert of a tool part clears the state itself (PostgreSQL, `migrations-postgres/V10`),
+    /// so a state whose last seq is the session's is current with no read outside the
+    /// session.
+    pub(crate) parts_max: Option<i64>,
+    /// Whether a message of the session is still streaming (`state = 'open'`).
+    pub(crate) open_messages: bool,
+}
+
 /// The row's tail state with what it must match: the session's last seq, and the largest
-/// part id in the database.
+/// part id in the database; and whether a message is open.
 const STORED_TAIL: &str = "
     SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1),
-           (SELECT COALESCE(MAX(id), 0) FROM parts)
+           (SELECT COALESCE(MAX(id), 0) FROM parts),
+           EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND state = 'open')
     FROM sessions WHERE id = ?1";
+
+/// [`Sql::tail_row`] on SQLite ([`STORED_TAIL`]).
+pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<Option<TailRow>> {
+    Ok(conn
+        .prepare_cached(STORED_TAIL)?
+        .query_row([session.as_str()], |r| {
+            Ok(TailRow {
+                state: r.get(0)?,
+                last_seq: r.get(1)?,
+                parts_max: Some(r.get(2)?),
+                open_messages: r.get(3)?,
+            })
+        })
+        .optional()?)
+}
 
 /// The number of parts in the session's open block: the messages from the last user or
 /// assistant message on (from seq 0, every message, when there is none).
@@ -319,33 +389,41 @@ const BLOCK_PARTS: &str = "
 /// The state is current when its last seq is the session's (a message appended by anyone
 /// changes that) and no part went into the session's open block since it was written
 /// (changed or deleted rows clear it through triggers). That second fact is read cheaply
-/// where it can be: no part at all was inserted since (the largest part id is still the one
-/// the state names); else the block's parts are counted.
+/// where it can be: on SQLite, no part at all was inserted since (the largest part id is
+/// still the one the state names), else the block's parts are counted; on PostgreSQL, a
+/// trigger clears the state on every insert of a tool part, so nothing outside the session
+/// is read ([`TailRow::parts_max`]).
 pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
-    let mut row: Option<(Option<String>, i64, i64)> = None;
-    db.each_row(STORED_TAIL, &values![session.as_str()], &mut |r| {
-        row = Some((
-            text_at(r, 0)?,
-            int_at(r, 1)?.unwrap_or(0),
-            int_at(r, 2)?.unwrap_or(0),
-        ));
-        Ok(())
-    })?;
-    let Some((state, last_seq, parts_max)) = row else {
-        return Err(Error::UnknownSession(session.clone()));
-    };
+    let row = db
+        .tail_row(session, false)?
+        .ok_or_else(|| Error::UnknownSession(session.clone()))?;
+    position_of(db, session, row)
+}
+
+/// [`stored_tail`] from the session's [`TailRow`], read already.
+fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<Position> {
+    let TailRow {
+        state,
+        last_seq,
+        parts_max,
+        ..
+    } = row;
     let tail = state
         .as_deref()
         .and_then(TailState::decode)
         .filter(|tail| tail.last_seq == last_seq);
     if let Some(tail) = tail {
-        if tail.parts_through == parts_max || tail.block_parts == block_parts(db, session)? {
+        let current = match parts_max {
+            None => true,
+            Some(max) => tail.parts_through == max || tail.block_parts == block_parts(db, session)?,
+        };
+        if current {
             return Ok(Position {
                 resume: tail.resume(),
                 last_seq: tail.last_seq,
                 last_user_turn: tail.last_user_turn,
                 block_parts: tail.block_parts,
-                parts_max,
+                parts_max: parts_max.unwrap_or(0),
                 from_stored_state: true,
             });
         }
@@ -356,7 +434,7 @@ pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Posi
         last_seq,
         last_user_turn: db.optional_int(LAST_USER_TURN, &values![session.as_str()])?,
         block_parts,
-        parts_max,
+        parts_max: parts_max.unwrap_or(0),
         from_stored_state: false,
     })
 }
@@ -442,7 +520,7 @@ fn used_tool_use_ids(
         .iter()
         .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
         .collect();
-    if ids.len() < 4 {
+    if ids.len() <= db.ids_probed_one_by_one() {
         let mut used = Vec::new();
         for id in ids {
             if db

@@ -37,6 +37,10 @@ impl Engine for PgStore {
         false
     }
 
+    fn search_index_behind(&self) -> Result<bool> {
+        PgStore::search_index_behind(self)
+    }
+
     fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>> {
         PgStore::search(self, query, options)
     }

@@ -1,8 +1,9 @@
 //! Fork and lineage on PostgreSQL. The fork is `store/fork.rs`'s `fork_in`, written once
 //! over the engine seam (`Sql`); here are only what PostgreSQL says its own way: the column
 //! lists (`pg_attribute` for the table the search path finds, as SQLite's come from
-//! `pragma_table_info`, so columns later migrations add are copied too; generated columns,
-//! V11's `parts.search_document`, are left out: the server computes them), and the lineage
+//! `pragma_table_info`, so columns later migrations add are copied too; generated columns
+//! and `parts.search_document`, the full-text index's own, are left out: a copied part is
+//! indexed at the next catch-up), and the lineage
 //! query (ids ordered as bytes).
 
 use super::{PgStore, Tx};
@@ -17,6 +18,7 @@ const LINEAGE: &str = "SELECT id, parent_id, forked_at_turn FROM sessions
 const COLUMNS: &str = "
     SELECT attname::TEXT FROM pg_attribute
     WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''
+      AND NOT (attrelid = to_regclass('parts') AND attname = 'search_document')
     ORDER BY attnum";
 
 impl PgStore {

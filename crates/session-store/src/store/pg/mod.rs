@@ -23,6 +23,7 @@ use r2d2_postgres::PostgresConnectionManager;
 use super::StoreOptions;
 use crate::error::{Error, Result};
 use crate::model::SessionId;
+use crate::store::write::TailRow;
 
 mod copy;
 mod engine;
@@ -108,6 +109,31 @@ impl Tx<'_> {
     pub(crate) fn query_opt(&mut self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
         let statement = self.statement(sql)?;
         Ok(self.tx.query_opt(&statement, params)?)
+    }
+
+    /// Runs `COPY ... FROM STDIN` (`sql`) with `data` in its format; how many rows it wrote.
+    pub(crate) fn copy_in(&mut self, sql: &str, data: &[u8]) -> Result<u64> {
+        use std::io::Write;
+        let mut writer = self.tx.copy_in(sql)?;
+        let written = writer.write_all(data);
+        // A broken stream fails `finish` with the server's error; else the writer's own.
+        let rows = writer.finish()?;
+        match written {
+            Ok(()) => Ok(rows),
+            Err(error) => Err(
+                match error.into_inner().map(|e| e.downcast::<postgres::Error>()) {
+                    Some(Ok(error)) => Error::from(*error),
+                    Some(Err(other)) => Error::Io {
+                        path: std::path::PathBuf::from(sql),
+                        source: std::io::Error::other(other),
+                    },
+                    None => Error::Io {
+                        path: std::path::PathBuf::from(sql),
+                        source: std::io::Error::other("COPY FROM STDIN failed"),
+                    },
+                },
+            ),
+        }
     }
 
     /// Runs `sql`; how many rows it changed.
@@ -304,4 +330,34 @@ pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()
     tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
         .map(|_| ())
         .ok_or_else(|| Error::UnknownSession(session.clone()))
+}
+
+/// [`crate::store::sql::Sql::tail_row`] on PostgreSQL, one statement: for a write, the
+/// session's row lock and then its tail read from what is committed
+/// (`session_store_tail_for_write`, `migrations-postgres/V16`); for a read, the same columns
+/// in the read's snapshot. Only the session's own rows are read: the tail state is current
+/// when its last seq is the session's, since every insert of a tool part clears it (V10's
+/// trigger), so no part id of the whole database is asked.
+pub(crate) fn tail_row(
+    tx: &mut Tx<'_>,
+    session: &SessionId,
+    for_write: bool,
+) -> Result<Option<TailRow>> {
+    let sql = if for_write {
+        "SELECT tail_state, last_seq, open_messages FROM session_store_tail_for_write($1)"
+    } else {
+        "SELECT s.tail_state,
+                (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.session_id = $1),
+                EXISTS (SELECT 1 FROM messages m WHERE m.session_id = $1 AND m.state = 'open')
+         FROM sessions s WHERE s.id = $1"
+    };
+    let Some(row) = tx.query_opt(sql, &[&session.as_str()])? else {
+        return Ok(None);
+    };
+    Ok(Some(TailRow {
+        state: row.try_get(0)?,
+        last_seq: row.try_get(1)?,
+        parts_max: None,
+        open_messages: row.try_get(2)?,
+    }))
 }

@@ -57,7 +57,7 @@ impl PgStore {
     ///   extension (`pgstattuple`); `VACUUM` makes dead rows' space reusable in place;
     /// - `wal_bytes`: 0: the server's write-ahead log is shared by every database on it;
     /// - `objects`: each table (`pg_table_size`) and index (`pg_relation_size`);
-    /// - `search_index_bytes`: the V11 GIN index `parts_search` (the indexed values, the
+    /// - `search_index_bytes`: the GIN index `parts_search` (the indexed values, the
     ///   column `parts.search_document`, are part of the `parts` table's bytes);
     /// - the per-session figures: the same content bytes as SQLite (`octet_length`).
     pub(crate) fn size_report(&self, top: usize) -> Result<SizeReport> {

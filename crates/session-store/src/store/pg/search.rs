@@ -1,6 +1,8 @@
-//! Full-text search on PostgreSQL: the twin of `store/search.rs` over migration V11's
-//! `parts.search_document` (a stored generated column, `parts_search_document` of the part,
-//! see that migration for what is indexed) and its GIN index.
+//! Full-text search on PostgreSQL: the twin of `store/search.rs` over
+//! `parts.search_document` (`parts_search_document` of the part, migration V11 says what is
+//! indexed) and its GIN index. As on SQLite, an append does not index its parts: their
+//! document stays NULL until [`catch_up`] (before each search, in a write transaction of its
+//! own; migration V16) computes every missing one.
 //!
 //! The same hits as SQLite's FTS5 index for the same query: the same words (every run of
 //! characters that is not a letter or digit separates words, both sides lowercase), every
@@ -21,14 +23,41 @@
 
 use postgres::Row;
 
-use super::{require_session, PgStore};
+use super::{require_session, PgStore, Tx};
 use crate::error::Result;
 use crate::model::SessionId;
 use crate::store::reports::{SearchHit, SearchOptions};
 use crate::store::snippet::{phrases, snippet, snippet_columns, Phrase};
 
-/// What the index holds for part `p`: V11's stored generated column, indexed by GIN.
+/// What the index holds for part `p`: its document, indexed by GIN (NULL until indexed).
 const DOCUMENT: &str = "p.search_document";
+
+/// The advisory lock key of the catch-up (an arbitrary constant): one at a time, so two
+/// searches never compute the same documents nor wait on each other's rows in turn.
+const CATCH_UP_LOCK: i64 = 0x5e55_1011_5e4c;
+
+/// Whether a part is waiting for its document (the partial index `parts_unindexed`).
+const BEHIND: &str = "SELECT EXISTS (SELECT 1 FROM parts WHERE search_document IS NULL)";
+
+const CATCH_UP: &str = "
+    UPDATE parts SET search_document = parts_search_document(kind, text, tool_name, input)
+    WHERE search_document IS NULL";
+
+/// Indexes every part whose document is missing, in the caller's write transaction; nothing
+/// when none is (one statement, through the partial index).
+pub(crate) fn catch_up(tx: &mut Tx<'_>) -> Result<()> {
+    if !behind(tx)? {
+        return Ok(());
+    }
+    tx.query("SELECT pg_advisory_xact_lock($1)", &[&CATCH_UP_LOCK])?;
+    tx.execute(CATCH_UP, &[])?;
+    Ok(())
+}
+
+/// Whether some part is not indexed yet.
+fn behind(tx: &mut Tx<'_>) -> Result<bool> {
+    Ok(tx.query_one(BEHIND, &[])?.try_get(0)?)
+}
 
 /// A person's query as a `tsquery` text for `to_tsquery('simple', ...)`: each phrase's words
 /// joined by `<->`, the last with `:*` for a prefix term, the phrases joined by `&`. Words
@@ -119,6 +148,9 @@ impl PgStore {
         let phrases = phrases(query)?;
         let ts = ts_query(&phrases);
         let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
+        if !self.read_only && ts.is_some() {
+            self.write(catch_up)?;
+        }
         self.read(|tx| {
             if let Some(session) = &options.session {
                 require_session(tx, session)?;
@@ -144,6 +176,14 @@ impl PgStore {
                 .map(|row| hit_from_row(row, &phrases, options))
                 .collect()
         })
+    }
+}
+
+impl PgStore {
+    /// `Store::search_index_behind` on PostgreSQL: some part waits for its document (a
+    /// read-only store cannot catch up; its searches miss those parts).
+    pub(crate) fn search_index_behind(&self) -> Result<bool> {
+        self.read(behind)
     }
 }
 

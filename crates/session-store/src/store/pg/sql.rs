@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::model::{Message, SessionId};
 use crate::store::rows::{Cells, Loaded, Range, Unreadable};
 use crate::store::sql::{dollar_placeholders, int_at, Sql, Value};
+use crate::store::write::TailRow;
 
 impl Sql for Tx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
@@ -61,8 +62,8 @@ impl Sql for Tx<'_> {
         super::lock_session(self, session)
     }
 
-    fn lock_session_row(&mut self, session: &SessionId) -> Result<()> {
-        super::lock_session(self, session)
+    fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>> {
+        super::tail_row(self, session, for_write)
     }
 
     fn load_for_check(
