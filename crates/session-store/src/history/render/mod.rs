@@ -77,7 +77,7 @@ pub(crate) fn render_owned(mut view: View, provider: Provider, model: Option<&st
 ///
 /// - Gemini: `contents` must alternate and a blank text part is refused (the API reads `""`
 ///   as a part without data), so the turn is sent in its place as a content of its role
-///   holding [`BLANK_TURN`]: the source's turns keep their positions, no user turns around
+///   holding `BLANK_TURN`: the source's turns keep their positions, no user turns around
 ///   an empty model turn are joined, and no other text is put first. Sent wherever it stood
 ///   (also last), unless the content before it has its role (it would only be joined into
 ///   it); decided from what came before alone, so appending a turn never changes what was
