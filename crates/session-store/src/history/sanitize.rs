@@ -391,28 +391,12 @@ impl Loader<'_> {
     }
 
     fn load_assistant(&mut self, message: &mut Message) {
-        // A message with nothing to send is invisible: it does not end a block.
-        let sendable = message.parts.iter().any(|part| match part {
-            Part::Text { text, .. } => !is_blank(text),
-            _ => true,
-        });
-        if !sendable {
-            for (ordinal, _) in message.parts.iter().enumerate() {
-                self.dropped_blank(message.seq, ordinal);
-            }
-            self.dropped_nothing_left(message);
-            self.keep_blank_place(message);
+        if self.left_out_as_blank(message) {
             return;
         }
         self.close_block();
-        // Rule 7's exception: a blank text is sent as a space only between two parts whose
-        // position the provider validates (signed or redacted reasoning).
-        let first_validated = message.parts.iter().position(is_position_validated);
-        let last_validated = message.parts.iter().rposition(is_position_validated);
-        let between_signed = |ordinal: usize| {
-            first_validated.is_some_and(|first| first < ordinal)
-                && last_validated.is_some_and(|last| ordinal < last)
-        };
+        let seq = message.seq;
+        let between_signed = between_validated(&message.parts);
         let mut parts = Vec::with_capacity(message.parts.len());
         let mut calls = Vec::new();
         // The call at each part ordinal, by its position in `calls` (made at the first call).
@@ -425,34 +409,19 @@ impl Loader<'_> {
                     provider_metadata,
                 } if is_blank(text) => {
                     if between_signed(ordinal) {
-                        // Keeps the signed thinking blocks at their positions (rule 7's exception).
-                        self.repair(
-                            RepairKind::SignedSpace,
-                            message.seq,
-                            Some(ordinal),
-                            "blank text between signed reasoning sent as a single space".to_owned(),
-                        );
-                        parts.push(Part::Text {
-                            text: " ".to_owned(),
-                            provider_metadata: provider_metadata.take(),
-                        });
+                        parts.push(self.signed_space(seq, ordinal, provider_metadata.take()));
                     } else {
-                        self.dropped_blank(message.seq, ordinal);
+                        self.dropped_blank(seq, ordinal);
                     }
                 }
                 Part::ServerToolUse { .. } | Part::ServerToolResult { .. }
                     if !self.server_part_stands(ordinal) =>
                 {
-                    self.repair(
-                        RepairKind::MovedPart,
-                        message.seq,
-                        Some(ordinal),
-                        format!(
-                            "{} without its pair in its assistant message: sent as text",
-                            part.kind()
-                        ),
+                    let detail = format!(
+                        "{} without its pair in its assistant message: sent as text",
+                        part.kind()
                     );
-                    parts.push(Part::text(describe(part)));
+                    parts.push(self.moved_as_text(seq, ordinal, part, detail));
                 }
                 Part::Text { .. }
                 | Part::Reasoning { .. }
@@ -464,58 +433,20 @@ impl Loader<'_> {
                 | Part::Opaque { .. } => {
                     parts.push(take(part));
                 }
-                Part::ToolUse {
-                    id,
-                    name,
-                    input,
-                    provider_metadata,
-                } => {
-                    let view_id = self.fresh_id(id, message.seq, ordinal);
-                    let name = if is_blank(name) {
-                        self.repair(
-                            RepairKind::NamedTool,
-                            message.seq,
-                            Some(ordinal),
-                            format!("tool_use {id:?} has no tool name"),
-                        );
-                        UNNAMED_TOOL.to_owned()
-                    } else {
-                        std::mem::take(name)
-                    };
-                    let input = match object_input(input) {
-                        Some(object) => {
-                            self.repair(
-                                RepairKind::WrappedInput,
-                                message.seq,
-                                Some(ordinal),
-                                format!("input of tool_use {id:?} is not a JSON object"),
-                            );
-                            object
-                        }
-                        None => std::mem::take(input),
-                    };
+                Part::ToolUse { .. } => {
+                    let (stored_id, view_id, view) = self.view_tool_use(seq, ordinal, part);
                     if slot.is_empty() {
                         slot = vec![None; part_count];
                     }
                     slot[ordinal] = Some(calls.len());
-                    calls.push((std::mem::take(id), view_id.clone(), false));
-                    parts.push(Part::ToolUse {
-                        id: view_id,
-                        name,
-                        input,
-                        provider_metadata: provider_metadata.take(),
-                    });
+                    calls.push((stored_id, view_id, false));
+                    parts.push(view);
                 }
                 Part::ToolResult { tool_use_id, .. } => {
-                    self.repair(
-                        RepairKind::MovedPart,
-                        message.seq,
-                        Some(ordinal),
-                        format!(
-                            "tool_result for {tool_use_id:?} in an assistant message: sent as text"
-                        ),
+                    let detail = format!(
+                        "tool_result for {tool_use_id:?} in an assistant message: sent as text"
                     );
-                    parts.push(Part::text(describe(part)));
+                    parts.push(self.moved_as_text(seq, ordinal, part, detail));
                 }
             }
         }
@@ -533,6 +464,97 @@ impl Loader<'_> {
                 ..Block::default()
             });
         }
+    }
+
+    /// An assistant message with nothing to send (blank text only) is left out and
+    /// reported, its place kept; it is invisible: it does not end a block.
+    fn left_out_as_blank(&mut self, message: &Message) -> bool {
+        let sendable = message.parts.iter().any(|part| match part {
+            Part::Text { text, .. } => !is_blank(text),
+            _ => true,
+        });
+        if sendable {
+            return false;
+        }
+        for (ordinal, _) in message.parts.iter().enumerate() {
+            self.dropped_blank(message.seq, ordinal);
+        }
+        self.dropped_nothing_left(message);
+        self.keep_blank_place(message);
+        true
+    }
+
+    /// A blank text between signed reasoning, sent as a single space: it keeps the signed
+    /// thinking blocks at their positions (rule 7's exception).
+    fn signed_space(&mut self, seq: i64, ordinal: usize, metadata: Option<Value>) -> Part {
+        self.repair(
+            RepairKind::SignedSpace,
+            seq,
+            Some(ordinal),
+            "blank text between signed reasoning sent as a single space".to_owned(),
+        );
+        Part::Text {
+            text: " ".to_owned(),
+            provider_metadata: metadata,
+        }
+    }
+
+    /// A part that cannot stand where it is (a result in an assistant message, a server
+    /// part without its pair), sent as text and reported.
+    fn moved_as_text(&mut self, seq: i64, ordinal: usize, part: &Part, detail: String) -> Part {
+        self.repair(RepairKind::MovedPart, seq, Some(ordinal), detail);
+        Part::text(describe(part))
+    }
+
+    /// A stored tool_use as the provider is sent it: its view id (fresh when the stored id
+    /// was used before), a name, and an object input, each repair reported. Returns the
+    /// stored id and the view id beside it.
+    fn view_tool_use(
+        &mut self,
+        seq: i64,
+        ordinal: usize,
+        part: &mut Part,
+    ) -> (String, String, Part) {
+        let Part::ToolUse {
+            id,
+            name,
+            input,
+            provider_metadata,
+        } = part
+        else {
+            return (String::new(), String::new(), take(part));
+        };
+        let view_id = self.fresh_id(id, seq, ordinal);
+        let name = if is_blank(name) {
+            self.repair(
+                RepairKind::NamedTool,
+                seq,
+                Some(ordinal),
+                format!("tool_use {id:?} has no tool name"),
+            );
+            UNNAMED_TOOL.to_owned()
+        } else {
+            std::mem::take(name)
+        };
+        let input = match object_input(input) {
+            Some(object) => {
+                self.repair(
+                    RepairKind::WrappedInput,
+                    seq,
+                    Some(ordinal),
+                    format!("input of tool_use {id:?} is not a JSON object"),
+                );
+                object
+            }
+            None => std::mem::take(input),
+        };
+        let view = Part::ToolUse {
+            id: view_id.clone(),
+            name,
+            input,
+            provider_metadata: provider_metadata.take(),
+        };
+        (std::mem::take(id), view_id, view)
     }
 
     fn dropped_blank(&mut self, seq: i64, ordinal: usize) {
@@ -614,50 +636,11 @@ impl Loader<'_> {
         let mut after = Vec::new();
         for (ordinal, part) in message.parts.iter_mut().enumerate() {
             match part {
-                Part::ToolResult {
-                    tool_use_id,
-                    content,
-                    is_error,
-                    blocks,
-                    provider_metadata,
-                } => {
-                    let view_id = self.answered_call(ordinal);
-                    let Some(view_id) = view_id else {
-                        self.repair(
-                            RepairKind::OrphanResult,
-                            seq,
-                            Some(ordinal),
-                            format!("tool_result for {tool_use_id:?} answers no tool_use of the assistant message before its block: sent as text"),
-                        );
-                        after.push(Part::text(describe(part)));
-                        continue;
-                    };
-                    let content = if *is_error && is_blank(content) {
-                        self.repair(
-                            RepairKind::FilledErrorContent,
-                            seq,
-                            Some(ordinal),
-                            format!("error result for {tool_use_id:?} has no content"),
-                        );
-                        EMPTY_ERROR.to_owned()
-                    } else {
-                        std::mem::take(content)
-                    };
-                    if let Some(block) = self.block.as_mut() {
-                        if block.results.is_empty() {
-                            block.opens_turn = from_user;
-                        }
-                        block.results.push(Part::ToolResult {
-                            tool_use_id: view_id,
-                            content,
-                            is_error: *is_error,
-                            blocks: blocks.take(),
-                            provider_metadata: provider_metadata.take(),
-                        });
-                        if !answered {
-                            block.result_seqs.push(seq);
-                            answered = true;
-                        }
+                Part::ToolResult { .. } => {
+                    if let Some(orphan) =
+                        self.load_result(seq, ordinal, part, from_user, &mut answered)
+                    {
+                        after.push(orphan);
                     }
                 }
                 // The user's own text of a user message is loaded after the block.
@@ -682,19 +665,80 @@ impl Loader<'_> {
                 | Part::ToolUse { .. }
                 | Part::ServerToolUse { .. }
                 | Part::ServerToolResult { .. } => {
-                    self.repair(
-                        RepairKind::MovedPart,
-                        seq,
-                        Some(ordinal),
-                        format!(
-                            "{} part in a tool message: sent as text after the tool block",
-                            part.kind()
-                        ),
+                    let detail = format!(
+                        "{} part in a tool message: sent as text after the tool block",
+                        part.kind()
                     );
-                    after.push(Part::text(describe(part)));
+                    after.push(self.moved_as_text(seq, ordinal, part, detail));
                 }
             }
         }
+        self.send_after_block(after, seq, from_user);
+    }
+
+    /// A tool_result at `ordinal` of the tool or user message `seq`: added to the open
+    /// block's results under its call's view id (the first result of the message records
+    /// it in `answered`). A result that answers no call of the block comes back, as text,
+    /// to be sent after the block.
+    fn load_result(
+        &mut self,
+        seq: i64,
+        ordinal: usize,
+        part: &mut Part,
+        from_user: bool,
+        answered: &mut bool,
+    ) -> Option<Part> {
+        let Some(view_id) = self.answered_call(ordinal) else {
+            let detail = match &*part {
+                Part::ToolResult { tool_use_id, .. } => format!("tool_result for {tool_use_id:?} answers no tool_use of the assistant message before its block: sent as text"),
+                _ => String::new(),
+            };
+            self.repair(RepairKind::OrphanResult, seq, Some(ordinal), detail);
+            return Some(Part::text(describe(part)));
+        };
+        let Part::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            blocks,
+            provider_metadata,
+        } = part
+        else {
+            return None;
+        };
+        let content = if *is_error && is_blank(content) {
+            self.repair(
+                RepairKind::FilledErrorContent,
+                seq,
+                Some(ordinal),
+                format!("error result for {tool_use_id:?} has no content"),
+            );
+            EMPTY_ERROR.to_owned()
+        } else {
+            std::mem::take(content)
+        };
+        if let Some(block) = self.block.as_mut() {
+            if block.results.is_empty() {
+                block.opens_turn = from_user;
+            }
+            block.results.push(Part::ToolResult {
+                tool_use_id: view_id,
+                content,
+                is_error: *is_error,
+                blocks: blocks.take(),
+                provider_metadata: provider_metadata.take(),
+            });
+            if !*answered {
+                block.result_seqs.push(seq);
+                *answered = true;
+            }
+        }
+        None
+    }
+
+    /// Parts of message `seq` that cannot stand in a tool block: sent after the open block,
+    /// or, with no block open, as a user message of their own.
+    fn send_after_block(&mut self, after: Vec<Part>, seq: i64, from_user: bool) {
         if after.is_empty() {
             return;
         }
@@ -804,6 +848,16 @@ fn texts_outside_tool(
 /// loader reads each part once).
 fn take(part: &mut Part) -> Part {
     std::mem::replace(part, Part::text(String::new()))
+}
+
+/// Rule 7's exception: whether a blank text at an ordinal sits between two parts whose
+/// position the provider validates (signed or redacted reasoning), so it is sent as a space.
+fn between_validated(parts: &[Part]) -> impl Fn(usize) -> bool {
+    let first = parts.iter().position(is_position_validated);
+    let last = parts.iter().rposition(is_position_validated);
+    move |ordinal| {
+        first.is_some_and(|first| first < ordinal) && last.is_some_and(|last| ordinal < last)
+    }
 }
 
 /// The JSON object a tool_use input that is not one becomes; `None` when it is one.
