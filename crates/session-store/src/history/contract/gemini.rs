@@ -306,6 +306,35 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<ProviderViola
         );
     }
     let signature = object.get("thoughtSignature");
+    let thought = object.get("thought").and_then(Value::as_bool) == Some(true);
+    check_thought(signature, thought, path, model, out);
+    if let Some(text) = object.get("text") {
+        match text.as_str() {
+            None => push(out, ProviderRule::Shape, path, "text is not a string"),
+            // A model part may be empty text carrying a signature, or a thought.
+            Some(text) if is_blank(text) && !(model && (signature.is_some() || thought)) => {
+                push(out, ProviderRule::NonEmptyText, path, "blank text part");
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(call) = object.get("functionCall") {
+        check_call(call, path, model, out);
+    }
+    if let Some(response) = object.get("functionResponse") {
+        check_response(response, path, model, out);
+    }
+}
+
+/// A part's `thoughtSignature` (on a model part, a non-empty string) and `thought` flag (in
+/// a model content only).
+fn check_thought(
+    signature: Option<&Value>,
+    thought: bool,
+    path: &str,
+    model: bool,
+    out: &mut Vec<ProviderViolation>,
+) {
     if let Some(signature) = signature {
         if !model {
             push(
@@ -324,7 +353,6 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<ProviderViola
             );
         }
     }
-    let thought = object.get("thought").and_then(Value::as_bool) == Some(true);
     if thought && !model {
         push(
             out,
@@ -333,75 +361,69 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<ProviderViola
             "thought part in a user content",
         );
     }
-    if let Some(text) = object.get("text") {
-        match text.as_str() {
-            None => push(out, ProviderRule::Shape, path, "text is not a string"),
-            // A model part may be empty text carrying a signature, or a thought.
-            Some(text) if is_blank(text) && !(model && (signature.is_some() || thought)) => {
-                push(out, ProviderRule::NonEmptyText, path, "blank text part");
-            }
-            Some(_) => {}
-        }
+}
+
+/// A `functionCall`: in a model content, with a name, and args that are an object.
+fn check_call(call: &Value, path: &str, model: bool, out: &mut Vec<ProviderViolation>) {
+    if !model {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "functionCall in a user content",
+        );
     }
-    if let Some(call) = object.get("functionCall") {
-        if !model {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                "functionCall in a user content",
-            );
-        }
-        if call
-            .get("name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                "functionCall without a name",
-            );
-        }
-        if call.get("args").is_some_and(|a| !a.is_object()) {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                "functionCall args is not an object",
-            );
-        }
+    if call
+        .get("name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "functionCall without a name",
+        );
     }
-    if let Some(response) = object.get("functionResponse") {
-        if model {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                "functionResponse in a model content",
-            );
-        }
-        if response
-            .get("name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                "functionResponse without a name",
-            );
-        }
-        if !response.get("response").is_some_and(Value::is_object) {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                "functionResponse response is not an object",
-            );
-        }
+    if call.get("args").is_some_and(|a| !a.is_object()) {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "functionCall args is not an object",
+        );
+    }
+}
+
+/// A `functionResponse`: in a user content, with a name, and a response that is an object.
+fn check_response(response: &Value, path: &str, model: bool, out: &mut Vec<ProviderViolation>) {
+    if model {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "functionResponse in a model content",
+        );
+    }
+    if response
+        .get("name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "functionResponse without a name",
+        );
+    }
+    if !response.get("response").is_some_and(Value::is_object) {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            "functionResponse response is not an object",
+        );
     }
 }
 
