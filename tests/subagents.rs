@@ -201,3 +201,181 @@ fn a_sub_agent_stored_apart_is_linked_as_the_whole_log_import_links_it() {
         }
     }
 }
+
+/// Hand-made Codex rollouts of sub-agents, shaped as the Codex sources write them (see the
+/// comment of `import/codex.rs`): (file, whether its first lines are copied from the parent).
+const CODEX_CHILDREN: &[(&str, bool)] = &[
+    ("tests/fixtures/codex_subagents/child-finished.jsonl", false),
+    (
+        "tests/fixtures/codex_subagents/child-interrupted.jsonl",
+        false,
+    ),
+    ("tests/fixtures/codex_subagents/child-forked.jsonl", true),
+];
+
+/// The rollout's own lines: from its `thread_spawn` `session_meta` on.
+fn own_lines(rollout: &[Value]) -> &[Value] {
+    let own = rollout
+        .iter()
+        .position(|l| !l["payload"]["source"]["subagent"]["thread_spawn"].is_null())
+        .expect("a thread_spawn session_meta");
+    &rollout[own..]
+}
+
+/// The state a child rollout ends in, read from its JSON: `completed` when its last item is
+/// an assistant message, else `incomplete` (no parent is stored to say more).
+fn codex_state(rollout: &[Value]) -> SubagentState {
+    let last = own_lines(rollout)
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "response_item")
+        .expect("an item");
+    if last["payload"]["type"] == "message" && last["payload"]["role"] == "assistant" {
+        SubagentState::Completed
+    } else {
+        SubagentState::Incomplete
+    }
+}
+
+/// The texts of a rollout's message items.
+fn codex_texts(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l["type"] == "response_item" && l["payload"]["type"] == "message")
+        .flat_map(|l| {
+            l["payload"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn codex_sub_agent_rollouts_record_their_state_on_both_engines() {
+    use session_store::request::{check_anthropic, check_gemini, check_openai, check_responses};
+    use session_store::{ExportOptions, Provider};
+    for backend in crate::backends::backends() {
+        let store = &backend.store;
+        let mut expected = Vec::new();
+        for (path, _) in CODEX_CHILDREN {
+            let text = std::fs::read_to_string(path).expect("fixture");
+            let state = codex_state(&lines(path));
+            let whole = store
+                .import(&import_transcript(Format::Codex, &text).expect("import"))
+                .expect("store");
+            let streamed = store
+                .import_reader(Format::Codex, std::io::Cursor::new(text.as_bytes()))
+                .expect("streamed");
+            for session in [whole.session, streamed.session] {
+                expected.push((session.clone(), state));
+                let options = ExportOptions {
+                    persist_latch: false,
+                    ..ExportOptions::default()
+                };
+                for (provider, check) in [
+                    (Provider::Anthropic, check_anthropic as fn(&Value) -> Vec<_>),
+                    (Provider::OpenAi, check_openai),
+                    (Provider::Responses, check_responses),
+                    (Provider::Gemini, check_gemini),
+                ] {
+                    let body = store
+                        .export_now(&session, provider, &options)
+                        .expect("export");
+                    let violations = check(&body);
+                    assert!(
+                        violations.is_empty(),
+                        "{path} as {provider}: {violations:#?}"
+                    );
+                }
+            }
+        }
+        let mut found: Vec<(SessionId, SubagentState)> = store
+            .subagents(None)
+            .expect("subagents")
+            .into_iter()
+            .map(|s| {
+                assert!(
+                    s.parent.is_none() && s.parent_tool_use_id.is_none(),
+                    "{s:?}"
+                );
+                (s.id, s.state.expect("a state"))
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        expected.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        assert_eq!(found, expected, "{}", backend.name);
+        assert!(
+            expected.iter().any(|(_, s)| *s == SubagentState::Completed)
+                && expected
+                    .iter()
+                    .any(|(_, s)| *s == SubagentState::Incomplete),
+            "the fixtures cover both ends"
+        );
+    }
+}
+
+#[test]
+fn codex_rollouts_of_no_sub_agent_record_no_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let folder = crate::util::transcripts().join("agentcmd/codex");
+    let mut imported = 0;
+    for entry in std::fs::read_dir(folder).expect("fixtures") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("fixture");
+        store
+            .import(&import_transcript(Format::Codex, &text).expect("import"))
+            .expect("store");
+        imported += 1;
+    }
+    assert!(imported >= 2);
+    assert_eq!(store.subagents(None).expect("subagents"), []);
+}
+
+#[test]
+fn a_forked_codex_child_keeps_only_its_own_records() {
+    for (path, forked) in CODEX_CHILDREN {
+        let rollout = lines(path);
+        let own = own_lines(&rollout);
+        let imported = import_transcript(
+            Format::Codex,
+            &std::fs::read_to_string(path).expect("fixture"),
+        )
+        .expect("import");
+        let texts: Vec<String> = imported
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|p| match p {
+                Part::Text { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, codex_texts(own), "{path}");
+        if *forked {
+            let copied = codex_texts(&rollout[..rollout.len() - own.len()]);
+            assert!(
+                !copied.is_empty(),
+                "{path}: the fixture copies parent records"
+            );
+            assert!(
+                copied.iter().all(|t| !texts.contains(t)),
+                "{path}: the parent's records were stored as the child's"
+            );
+            let calls = imported
+                .messages
+                .iter()
+                .flat_map(|m| &m.parts)
+                .filter(|p| matches!(p, Part::ToolUse { .. }))
+                .count();
+            assert_eq!(calls, 0, "{path}: the parent's spawn_agent call was kept");
+        }
+        let origin = imported.subagent.expect("a sub-agent");
+        assert_eq!(
+            origin.parent_thread_id.as_deref(),
+            own[0]["payload"]["source"]["subagent"]["thread_spawn"]["parent_thread_id"].as_str(),
+            "{path}"
+        );
+    }
+}

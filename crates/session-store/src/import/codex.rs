@@ -18,17 +18,29 @@
 //!   this importer does not know.
 //! - Timestamps become the messages' `created_at`.
 //!
-//! Sub-agents: a Codex import fills no sub-agent column (`sessions.parent_id`,
-//! `parent_tool_use_id`, `state`), unlike a Claude Code one, because a rollout does not hold
-//! what they need. A rollout is one thread: the CLIs of the fixtures (0.40) write no
-//! sub-agent information at all; newer ones write a sub-agent's own rollout with
-//! `session_meta.payload.source = {"subagent": {"thread_spawn": {"parent_thread_id", "depth",
-//! "agent_nickname"?, "agent_role"?}}}` (or `{"subagent": "review" | "compact"}`). That names
-//! the parent by its Codex thread id, which the store keeps for no session (there is no
-//! column for a source's own id), and names no call: the spawning `spawn_agent`
-//! function_call is in the parent's rollout, its output naming the child's thread id. Both
-//! links need the two rollouts read together and the thread ids kept, so such a rollout is
-//! imported as a session of its own; its `source` is not read.
+//! Sub-agents. The format, as the Codex sources define it (openai/codex,
+//! `codex-rs/protocol/src/protocol.rs`: `SessionMeta`, `SessionSource`, `SubAgentSource`;
+//! `codex-rs/core/src/tools/handlers/multi_agents` (`collab.rs` in older trees): `spawn_agent`):
+//! - `session_meta.payload` holds `id` (the thread id) and `source`, a `SessionSource`
+//!   serialised lowercase: `"cli"`, `"vscode"`, `"exec"`, `"mcp"`, ... or, for a sub-agent,
+//!   `{"subagent": SubAgentSource}`, itself snake_case: `"review"`, `"compact"`,
+//!   `"memory_consolidation"`, `{"other": text}` or `{"thread_spawn": {"parent_thread_id",
+//!   "depth", "agent_path"?, "agent_nickname"?, "agent_role"? (alias "agent_type")}}`.
+//! - The parent's rollout holds the `spawn_agent` `function_call` (arguments `{"message"?,
+//!   "items"?, "agent_type"?, "model"?, ...}`); its `function_call_output` is
+//!   `{"agent_id": child thread id}`.
+//! - The CLIs of the fixtures (0.40) write no `source` subagent at all.
+//!
+//! What an import does with it: a rollout whose own `session_meta` has a `subagent` source is
+//! a sub-agent's own conversation ([`Imported::subagent`], with the `parent_thread_id` a
+//! `thread_spawn` names), and the store records its `sessions.state` from its own
+//! conversation. A child rollout may start with records copied from its parent (a
+//! `session_meta` of the parent's thread, then the parent's history) before its own
+//! `session_meta`: when a `thread_spawn` `session_meta` names as parent the `id` of an
+//! earlier `session_meta` of the same file, every line before it is the parent's and is not
+//! read as this conversation's history. The parent link itself (`sessions.parent_id`,
+//! `parent_tool_use_id`) is not made: it needs the parent's rollout read in the same import
+//! or its thread id kept by the store, which neither does yet.
 //!
 //! A rollout records what happened, interrupted turns included (the output of an aborted
 //! call may be written after the `turn_aborted` event), so pairing is mended the way
@@ -43,7 +55,9 @@ use std::io::BufRead;
 
 use super::responses::Items;
 use super::stream::{Batches, Log, Streamed};
-use super::{as_object, ImportError, Imported, ImportedCompaction, Leniency, Location};
+use super::{
+    as_object, ImportError, Imported, ImportedCompaction, Leniency, Location, SubagentOrigin,
+};
 use crate::model::{NewMessage, Part, Role};
 
 /// Imports a Codex CLI rollout.
@@ -58,15 +72,28 @@ pub(crate) struct Rollout {
     markers: Vec<(usize, String)>,
     /// Non-blank lines read.
     lines: usize,
+    /// The line of the rollout's own `session_meta`: lines before it are another thread's.
+    first_line: usize,
+    /// See [`Imported::subagent`].
+    subagent: Option<SubagentOrigin>,
 }
 
-impl Log for Rollout {
-    /// The system prompt: the first `session_meta` line with instructions (only lines that
-    /// name `session_meta` are parsed; one that is not JSON ends the search, the import is
-    /// refused at it or before).
-    fn begin(input: &mut dyn BufRead) -> Result<Self, ImportError> {
-        let mut system = None;
+/// A `session_meta` line of a rollout: its line number and payload.
+struct Meta {
+    line: usize,
+    payload: Value,
+}
+
+/// Every `session_meta` line of a rollout, in order.
+struct Metas(Vec<Meta>);
+
+impl Metas {
+    /// Reads the `session_meta` lines up to the end, or up to a line naming `session_meta`
+    /// that is not JSON (the import is refused there later).
+    fn read(input: &mut dyn BufRead) -> Result<Self, ImportError> {
+        let mut metas = Vec::new();
         let mut line = String::new();
+        let mut number = 0;
         loop {
             line.clear();
             if input
@@ -76,24 +103,71 @@ impl Log for Rollout {
             {
                 break;
             }
+            number += 1;
             if !line.contains("session_meta") {
                 continue;
             }
-            let Ok(value) = serde_json::from_str::<Value>(&line) else {
+            let Ok(mut value) = serde_json::from_str::<Value>(&line) else {
                 break;
             };
-            if value.get("type").and_then(Value::as_str) != Some("session_meta") {
-                continue;
-            }
-            let payload = value.get("payload").unwrap_or(&Value::Null);
-            if let Some(instructions) = instructions(payload) {
-                system = Some(NewMessage::new(
-                    Role::System,
-                    vec![Part::text(instructions)],
-                ));
-                break;
+            if value.get("type").and_then(Value::as_str) == Some("session_meta") {
+                let payload = value
+                    .get_mut("payload")
+                    .map(Value::take)
+                    .unwrap_or_default();
+                metas.push(Meta {
+                    line: number,
+                    payload,
+                });
             }
         }
+        Ok(Self(metas))
+    }
+
+    /// The rollout's own `session_meta`: the last one that names an earlier one's thread
+    /// as its `thread_spawn` parent (what comes before it was copied from its ancestors),
+    /// else the first.
+    fn own(&self) -> Option<&Meta> {
+        let spawned = self.0.iter().enumerate().rev().find(|(k, meta)| {
+            let parent = meta
+                .payload
+                .pointer("/source/subagent/thread_spawn/parent_thread_id")
+                .and_then(Value::as_str);
+            parent.is_some_and(|parent| {
+                self.0[..*k].iter().any(|earlier| {
+                    earlier.payload.get("id").and_then(Value::as_str) == Some(parent)
+                })
+            })
+        });
+        spawned.map(|(_, meta)| meta).or_else(|| self.0.first())
+    }
+}
+
+/// A `session_meta` payload's sub-agent origin: set when its `source` is `{"subagent": ..}`.
+fn subagent(payload: &Value) -> Option<SubagentOrigin> {
+    let source = payload.pointer("/source/subagent")?;
+    let parent_thread_id = source
+        .pointer("/thread_spawn/parent_thread_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some(SubagentOrigin { parent_thread_id })
+}
+
+impl Log for Rollout {
+    /// The system prompt (the first instructions of a `session_meta` from the rollout's own
+    /// on) and where the rollout's own records start ([`Metas`]; only lines
+    /// that name `session_meta` are parsed; one that is not JSON ends the search, the import
+    /// is refused at it or before).
+    fn begin(input: &mut dyn BufRead) -> Result<Self, ImportError> {
+        let metas = Metas::read(input)?;
+        let own = metas.own();
+        let first_line = own.map_or(1, |meta| meta.line);
+        let system = metas
+            .0
+            .iter()
+            .filter(|meta| meta.line >= first_line)
+            .find_map(|meta| instructions(&meta.payload))
+            .map(|text| NewMessage::new(Role::System, vec![Part::text(text)]));
         let mut items = Items::new(Leniency::MEND);
         items.log = true;
         items.assembler.set_system(system);
@@ -101,11 +175,13 @@ impl Log for Rollout {
             items,
             markers: Vec::new(),
             lines: 0,
+            first_line,
+            subagent: own.and_then(|meta| subagent(&meta.payload)),
         })
     }
 
     fn line(&mut self, number: usize, _: usize, line: &str, _: bool) -> Result<(), ImportError> {
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || number < self.first_line {
             return Ok(());
         }
         self.lines += 1;
@@ -169,6 +245,7 @@ impl Log for Rollout {
             tombstoned: rest.tombstoned,
             orphans_as_text: rest.orphans_as_text,
             compactions: compactions(&rest.roles, self.markers),
+            subagent: self.subagent,
             ..Streamed::default()
         };
         Ok((vec![(0, rest.messages)], streamed))
@@ -303,5 +380,106 @@ mod tests {
     fn a_broken_line_is_refused_by_number() {
         let err = import("{\"type\": \"session_meta\", \"payload\": {}}\n{oops").expect_err("bad");
         assert_eq!(err.location().and_then(|l| l.line), Some(2));
+    }
+
+    fn meta(id: &str, source: Value) -> Value {
+        json!({"timestamp": "2025-10-14T09:00:00Z", "type": "session_meta", "payload": {"id": id, "source": source}})
+    }
+
+    fn said(text: &str) -> Value {
+        item(
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+        )
+    }
+
+    fn texts(imported: &Imported) -> Vec<&str> {
+        imported
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|p| match p {
+                Part::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_session_source_says_whether_the_rollout_is_a_sub_agent() {
+        let spawn = json!({"subagent": {"thread_spawn": {"parent_thread_id": "P", "depth": 1, "agent_nickname": "Robie", "agent_role": "explorer"}}});
+        let cases = [
+            (json!("cli"), None),
+            (json!("vscode"), None),
+            (json!({"custom": "bot"}), None),
+            (Value::Null, None),
+            (json!({"subagent": "review"}), Some(None)),
+            (json!({"subagent": "compact"}), Some(None)),
+            (json!({"subagent": {"other": "x"}}), Some(None)),
+            (spawn, Some(Some("P"))),
+        ];
+        for (source, expected) in cases {
+            let text = rollout(&[meta("C", source.clone()), said("hi")]);
+            let imported = import(&text).expect("imports");
+            assert_eq!(
+                imported.subagent,
+                expected.map(|parent: Option<&str>| SubagentOrigin {
+                    parent_thread_id: parent.map(str::to_owned)
+                }),
+                "{source}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_records_copied_from_the_named_parent_are_skipped() {
+        let spawn = |parent: &str| json!({"subagent": {"thread_spawn": {"parent_thread_id": parent, "depth": 1}}});
+        let cases: [(Vec<Value>, &[&str]); 4] = [
+            // Copied from the parent, then the child's own meta: the copy is skipped.
+            (
+                vec![
+                    meta("P", json!("cli")),
+                    said("parent"),
+                    meta("C", spawn("P")),
+                    said("child"),
+                ],
+                &["child"],
+            ),
+            // A parent two levels up and its child, copied: all of it is skipped.
+            (
+                vec![
+                    meta("G", json!("cli")),
+                    said("grandparent"),
+                    meta("P", spawn("G")),
+                    said("parent"),
+                    meta("C", spawn("P")),
+                    said("child"),
+                ],
+                &["child"],
+            ),
+            // The parent is not in the file: nothing is skipped.
+            (
+                vec![
+                    meta("C", spawn("P")),
+                    said("one"),
+                    meta("C", spawn("P")),
+                    said("two"),
+                ],
+                &["one", "two"],
+            ),
+            // A second meta of no sub-agent (a resumed rollout): nothing is skipped.
+            (
+                vec![
+                    meta("A", json!("cli")),
+                    said("one"),
+                    meta("A", json!("cli")),
+                    said("two"),
+                ],
+                &["one", "two"],
+            ),
+        ];
+        for (lines, expected) in cases {
+            let imported = import(&rollout(&lines)).expect("imports");
+            assert_eq!(texts(&imported), expected, "{lines:?}");
+        }
     }
 }

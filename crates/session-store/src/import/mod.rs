@@ -224,6 +224,18 @@ pub struct Imported {
     /// Conversations the source ran beside this one (Claude Code sub-agents), stored as child
     /// sessions.
     pub children: Vec<ImportedChild>,
+    /// Set when the source records this conversation as a sub-agent's own (a Codex rollout
+    /// whose `session_meta.payload.source` is `{"subagent": ...}`): the store records its
+    /// `sessions.state`.
+    pub subagent: Option<SubagentOrigin>,
+}
+
+/// What a sub-agent's own log says of where it came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubagentOrigin {
+    /// The source's id of the conversation that spawned it (Codex's
+    /// `thread_spawn.parent_thread_id`), when the source names one.
+    pub parent_thread_id: Option<String>,
 }
 
 /// A compaction recorded in the source: the messages before `at` are replaced by `summary`

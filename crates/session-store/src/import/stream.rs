@@ -73,6 +73,8 @@ pub(crate) struct Streamed {
     pub(crate) compactions: Vec<ImportedCompaction>,
     /// The child conversations, in order: conversation `k + 1` of the batches.
     pub(crate) children: Vec<StreamedChild>,
+    /// See [`Imported::subagent`].
+    pub(crate) subagent: Option<super::SubagentOrigin>,
 }
 
 /// A child conversation of a streamed import (a Claude Code sub-agent).
@@ -317,6 +319,7 @@ fn collected(
         title: streamed.title,
         compactions: streamed.compactions,
         children,
+        subagent: streamed.subagent,
     })
 }
 

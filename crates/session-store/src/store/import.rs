@@ -323,12 +323,20 @@ fn import_in<T: ImportTarget>(
     let rows: Vec<(Role, Appended)> = messages.iter().map(|m| m.role).zip(appended).collect();
     let offset = usize::from(imported.system.is_some());
     compact_in(target, &id, &rows, offset, &imported.compactions, &created)?;
+    if parent.is_none() && imported.subagent.is_some() {
+        super::subagents::record_in(target.db(), None, &id, None)?;
+    }
     for child in &imported.children {
         let child_id = import_in(target, &child.imported, Some(&id), children)?;
         if let Some(call) = &child.spawned_by {
             target.link_call(&id, call, &child_id)?;
         }
-        super::subagents::record_in(target.db(), &id, &child_id, child.spawned_by.as_deref())?;
+        super::subagents::record_in(
+            target.db(),
+            Some(&id),
+            &child_id,
+            child.spawned_by.as_deref(),
+        )?;
         children.push(child_id);
     }
     Ok(id)
@@ -464,6 +472,9 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         &streamed.compactions,
         &created,
     )?;
+    if streamed.subagent.is_some() {
+        super::subagents::record_in(target.db(), None, &session, None)?;
+    }
     let mut children = Vec::new();
     for (k, child) in streamed.children.iter().enumerate() {
         let Some(Some(child_id)) = sessions.get(k + 1) else {
@@ -480,7 +491,12 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         if let Some(call) = &child.spawned_by {
             target.link_call(&session, call, child_id)?;
         }
-        super::subagents::record_in(target.db(), &session, child_id, child.spawned_by.as_deref())?;
+        super::subagents::record_in(
+            target.db(),
+            Some(&session),
+            child_id,
+            child.spawned_by.as_deref(),
+        )?;
         children.push(child_id.clone());
     }
     Ok(ImportSummary {

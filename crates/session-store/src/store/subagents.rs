@@ -82,7 +82,7 @@ fn link_subagent_in(db: &mut impl Sql, parent: &SessionId, child: &SessionId) ->
             Ok(())
         })?;
     }
-    record_in(db, parent, child, spawned_by.as_deref())?;
+    record_in(db, Some(parent), child, spawned_by.as_deref())?;
     let mut linked = subagents_in(db, Some(parent))?;
     linked.retain(|s| &s.id == child);
     linked
@@ -111,24 +111,26 @@ fn subagents_in(db: &mut impl Sql, parent: Option<&SessionId>) -> Result<Vec<Sub
 
 /// Records a child session an import created: the call in `parent` that spawned it (when
 /// the source links one and the parent has it) and its state, in the import's transaction.
+/// Without a stored `parent` (a sub-agent's own log imported alone) only the state is
+/// recorded, from the child's own conversation.
 pub(crate) fn record_in(
     db: &mut impl Sql,
-    parent: &SessionId,
+    parent: Option<&SessionId>,
     child: &SessionId,
     spawned_by: Option<&str>,
 ) -> Result<()> {
-    let call = match spawned_by {
-        Some(id)
+    let call = match (parent, spawned_by) {
+        (Some(parent), Some(id))
             if db
                 .optional_int(CALLED, &values![parent.as_str(), id])?
                 .is_some() =>
         {
-            Some(id)
+            Some((parent, id))
         }
         _ => None,
     };
     let mut answer: Option<(String, bool)> = None;
-    if let Some(id) = call {
+    if let Some((parent, id)) = call {
         db.each_row(ANSWER, &values![parent.as_str(), id], &mut |r| {
             answer = Some((text_at(r, 0)?.unwrap_or_default(), int_at(r, 1)? == Some(1)));
             Ok(())
@@ -140,7 +142,7 @@ pub(crate) fn record_in(
             content,
             is_error: *is_error,
         },
-        (Some(id), None) => {
+        (Some((parent, id)), None) => {
             let pending = super::write::pending_in(db, parent)?;
             if pending.iter().any(|p| p == id) {
                 SpawnCall::Pending
@@ -152,6 +154,7 @@ pub(crate) fn record_in(
     let end = stored_tail(db, child)?.resume;
     let finished = end.speaker == Some(Role::Assistant) && end.calls.is_empty();
     let state = subagent_state(spawn, finished);
+    let call = call.map(|(_, id)| id);
     db.run(RECORD, &values![child.as_str(), call, state.as_str()])?;
     Ok(())
 }
