@@ -19,6 +19,12 @@ fn fixtures() -> PathBuf {
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).
+/// Whether the file lies in a folder named `codex` (the rollouts), judged on its own folder
+/// and not on the whole path, which holds the clone's location (a clone at `/x/codex/`).
+fn in_codex_folder(path: &Path) -> bool {
+    path.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new("codex"))
+}
+
 pub(crate) fn transcripts() -> Vec<(PathBuf, Format)> {
     fn walk(dir: &Path, found: &mut Vec<(PathBuf, Format)>) {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -30,7 +36,7 @@ pub(crate) fn transcripts() -> Vec<(PathBuf, Format)> {
             let name = path.to_string_lossy().into_owned();
             if path.is_dir() {
                 walk(&path, found);
-            } else if name.ends_with(".jsonl") && !name.contains("/codex/") {
+            } else if name.ends_with(".jsonl") && !in_codex_folder(&path) {
                 found.push((path, Format::ClaudeCode));
             } else if name.ends_with(".json") && name.contains("/derived/") {
                 let body: Value = serde_json::from_str(&read(&path)).expect("derived body is JSON");
