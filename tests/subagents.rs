@@ -379,3 +379,89 @@ fn a_forked_codex_child_keeps_only_its_own_records() {
         );
     }
 }
+
+/// The call of a parent rollout whose `spawn_agent` output names `thread` as its agent.
+fn codex_spawning_call(parent: &[Value], thread: &str) -> Option<String> {
+    parent.iter().find_map(|l| {
+        let payload = &l["payload"];
+        let output: Value = serde_json::from_str(payload["output"].as_str()?).ok()?;
+        (payload["type"] == "function_call_output" && output["agent_id"] == thread)
+            .then(|| payload["call_id"].as_str().map(str::to_owned))
+            .flatten()
+    })
+}
+
+#[test]
+fn a_codex_sub_agent_finds_its_stored_parent_by_thread_id() {
+    let parent_path = "tests/fixtures/codex_subagents/parent.jsonl";
+    let parent_lines = lines(parent_path);
+    let parent_text = std::fs::read_to_string(parent_path).expect("parent");
+    let mut with_call = 0;
+    for streamed in [false, true] {
+        // A fresh database each way: the parent stored twice would be two sessions of one thread.
+        for backend in crate::backends::backends() {
+            let store = &backend.store;
+            let import = |text: &str| {
+                if streamed {
+                    store
+                        .import_reader(Format::Codex, std::io::Cursor::new(text.as_bytes()))
+                        .expect("streamed")
+                        .session
+                } else {
+                    let imported = import_transcript(Format::Codex, text).expect("import");
+                    store.import(&imported).expect("store").session
+                }
+            };
+            let parent = import(&parent_text);
+            for (path, _) in CODEX_CHILDREN {
+                let rollout = lines(path);
+                let own = own_lines(&rollout);
+                let thread = own[0]["payload"]["id"].as_str().expect("thread id");
+                let named_parent = own[0]["payload"]["source"]["subagent"]["thread_spawn"]
+                    ["parent_thread_id"]
+                    .as_str();
+                assert_eq!(named_parent, parent_lines[0]["payload"]["id"].as_str());
+                let call = codex_spawning_call(&parent_lines, thread);
+                with_call += usize::from(call.is_some());
+                let child = import(&std::fs::read_to_string(path).expect("child"));
+                let linked = store.subagents(Some(&parent)).expect("subagents");
+                let found = linked.iter().find(|s| s.id == child).unwrap_or_else(|| {
+                    panic!(
+                        "{}: {path} not linked: {:?}",
+                        backend.name,
+                        store.subagents(None)
+                    )
+                });
+                assert_eq!(found.parent.as_ref(), Some(&parent), "{path}");
+                assert_eq!(found.parent_tool_use_id, call, "{}: {path}", backend.name);
+                assert_eq!(found.state, Some(codex_state(&rollout)), "{path}");
+            }
+        }
+    }
+    assert!(with_call >= 2, "the fixtures link calls");
+}
+
+#[test]
+fn a_codex_sub_agent_imported_before_its_parent_keeps_its_state_alone() {
+    for backend in crate::backends::backends() {
+        let store = &backend.store;
+        let path = CODEX_CHILDREN[0].0;
+        let text = std::fs::read_to_string(path).expect("child");
+        let child = store
+            .import(&import_transcript(Format::Codex, &text).expect("import"))
+            .expect("store")
+            .session;
+        let parent_text =
+            std::fs::read_to_string("tests/fixtures/codex_subagents/parent.jsonl").expect("parent");
+        let parent = store
+            .import(&import_transcript(Format::Codex, &parent_text).expect("import"))
+            .expect("store")
+            .session;
+        assert_eq!(store.subagents(Some(&parent)).expect("children"), []);
+        let all = store.subagents(None).expect("subagents");
+        assert_eq!(all.len(), 1, "{}", backend.name);
+        assert_eq!(all[0].id, child);
+        assert_eq!(all[0].parent, None);
+        assert_eq!(all[0].state, Some(codex_state(&lines(path))));
+    }
+}

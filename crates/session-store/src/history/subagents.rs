@@ -12,6 +12,14 @@ pub fn spawn_prompt(input: &Value) -> Option<&str> {
     input.get("prompt").and_then(Value::as_str)
 }
 
+/// The thread a call's result says it spawned: Codex's `spawn_agent` output,
+/// `{"agent_id": thread id}`. A sub-agent's log whose own thread id is that one was spawned
+/// by the call.
+pub fn spawned_thread(output: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(output).ok()?;
+    value.get("agent_id")?.as_str().map(str::to_owned)
+}
+
 /// What the parent session says of the call that spawned a sub-agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpawnCall<'a> {

@@ -33,14 +33,18 @@
 //!
 //! What an import does with it: a rollout whose own `session_meta` has a `subagent` source is
 //! a sub-agent's own conversation ([`Imported::subagent`], with the `parent_thread_id` a
-//! `thread_spawn` names), and the store records its `sessions.state` from its own
-//! conversation. A child rollout may start with records copied from its parent (a
+//! `thread_spawn` names), and every rollout's own `id` is kept
+//! ([`Imported::source_thread_id`], `sessions.source_thread_id`). The store then links a
+//! sub-agent to the stored session of its parent thread (`parent_id`, and
+//! `parent_tool_use_id`: the parent's call whose output's `agent_id` is the child's thread)
+//! and records its state from the child's own end (`spawn_agent` answers when the thread
+//! starts, so its answer says nothing of how it ended); a parent imported after its child
+//! does not link it. A child rollout may start with records copied from its parent (a
 //! `session_meta` of the parent's thread, then the parent's history) before its own
 //! `session_meta`: when a `thread_spawn` `session_meta` names as parent the `id` of an
-//! earlier `session_meta` of the same file, every line before it is the parent's and is not
-//! read as this conversation's history. The parent link itself (`sessions.parent_id`,
-//! `parent_tool_use_id`) is not made: it needs the parent's rollout read in the same import
-//! or its thread id kept by the store, which neither does yet.
+//! earlier `session_meta` of the same file, every line before it is another thread's and
+//! is not read as this conversation's history. Where Codex puts the copied records was not
+//! found in its sources; this rule skips only what the file itself shows to be copied.
 //!
 //! A rollout records what happened, interrupted turns included (the output of an aborted
 //! call may be written after the `turn_aborted` event), so pairing is mended the way
@@ -76,6 +80,8 @@ pub(crate) struct Rollout {
     first_line: usize,
     /// See [`Imported::subagent`].
     subagent: Option<SubagentOrigin>,
+    /// The rollout's own thread id ([`Imported::source_thread_id`]).
+    thread_id: Option<String>,
 }
 
 /// A `session_meta` line of a rollout: its line number and payload.
@@ -177,6 +183,10 @@ impl Log for Rollout {
             lines: 0,
             first_line,
             subagent: own.and_then(|meta| subagent(&meta.payload)),
+            thread_id: own
+                .and_then(|meta| meta.payload.get("id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
         })
     }
 
@@ -246,6 +256,7 @@ impl Log for Rollout {
             orphans_as_text: rest.orphans_as_text,
             compactions: compactions(&rest.roles, self.markers),
             subagent: self.subagent,
+            source_thread_id: self.thread_id,
             ..Streamed::default()
         };
         Ok((vec![(0, rest.messages)], streamed))

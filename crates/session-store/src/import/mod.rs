@@ -228,6 +228,9 @@ pub struct Imported {
     /// whose `session_meta.payload.source` is `{"subagent": ...}`): the store records its
     /// `sessions.state`.
     pub subagent: Option<SubagentOrigin>,
+    /// The id the source gives the conversation (a Codex rollout's thread id), kept in
+    /// `sessions.source_thread_id` so that its sub-agents' logs find it.
+    pub source_thread_id: Option<String>,
 }
 
 /// What a sub-agent's own log says of where it came from.

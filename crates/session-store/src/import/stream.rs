@@ -75,6 +75,8 @@ pub(crate) struct Streamed {
     pub(crate) children: Vec<StreamedChild>,
     /// See [`Imported::subagent`].
     pub(crate) subagent: Option<super::SubagentOrigin>,
+    /// See [`Imported::source_thread_id`].
+    pub(crate) source_thread_id: Option<String>,
 }
 
 /// A child conversation of a streamed import (a Claude Code sub-agent).
@@ -320,6 +322,7 @@ fn collected(
         compactions: streamed.compactions,
         children,
         subagent: streamed.subagent,
+        source_thread_id: streamed.source_thread_id,
     })
 }
 

@@ -76,6 +76,7 @@ pub(crate) const TABLES: &[Table] = &[
             ("thinking_stripped_through", Int),
             ("parent_tool_use_id", Text),
             ("state", Text),
+            ("source_thread_id", Text),
         ],
         filter: "id = {p}",
         references: &[],

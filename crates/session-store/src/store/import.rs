@@ -323,8 +323,12 @@ fn import_in<T: ImportTarget>(
     let rows: Vec<(Role, Appended)> = messages.iter().map(|m| m.role).zip(appended).collect();
     let offset = usize::from(imported.system.is_some());
     compact_in(target, &id, &rows, offset, &imported.compactions, &created)?;
-    if parent.is_none() && imported.subagent.is_some() {
-        super::subagents::record_in(target.db(), None, &id, None)?;
+    if parent.is_none() {
+        super::subagents::record_source_in(
+            target.db(),
+            &id,
+            super::subagents::SourceIds::of(imported),
+        )?;
     }
     for child in &imported.children {
         let child_id = import_in(target, &child.imported, Some(&id), children)?;
@@ -472,9 +476,14 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         &streamed.compactions,
         &created,
     )?;
-    if streamed.subagent.is_some() {
-        super::subagents::record_in(target.db(), None, &session, None)?;
-    }
+    super::subagents::record_source_in(
+        target.db(),
+        &session,
+        super::subagents::SourceIds {
+            thread: streamed.source_thread_id.as_deref(),
+            subagent: streamed.subagent.as_ref(),
+        },
+    )?;
     let mut children = Vec::new();
     for (k, child) in streamed.children.iter().enumerate() {
         let Some(Some(child_id)) = sessions.get(k + 1) else {

@@ -7,7 +7,8 @@ use super::handle::Store;
 use super::sql::{int_at, text_at, values, Sql};
 use super::write::stored_tail;
 use crate::error::Result;
-use crate::history::subagents::{spawn_prompt, subagent_state, SpawnCall};
+use crate::history::subagents::{spawn_prompt, spawned_thread, subagent_state, SpawnCall};
+use crate::import::Imported;
 use crate::model::{Role, SessionId, Subagent};
 
 const ANSWER: &str = "
@@ -34,6 +35,18 @@ const CHILDREN_OF: &str = "
     SELECT id, parent_id, parent_tool_use_id, state FROM sessions
     WHERE parent_id = ?1 AND (parent_tool_use_id IS NOT NULL OR state IS NOT NULL)
     ORDER BY created_at, id";
+const SET_CALL: &str = "UPDATE sessions SET parent_tool_use_id = ?2 WHERE id = ?1";
+const SET_SOURCE_THREAD: &str = "UPDATE sessions SET source_thread_id = ?2 WHERE id = ?1";
+/// The latest other session stored for the source's thread id (by the source's dates, then
+/// by id when one thread was imported twice).
+const BY_SOURCE_THREAD: &str = "
+    SELECT id FROM sessions WHERE source_thread_id = ?1 AND id <> ?2
+    ORDER BY created_at DESC, id LIMIT 1";
+/// The session's results, in order, with their texts.
+const RESULTS: &str = "
+    SELECT p.tool_use_id, p.text FROM parts p JOIN messages m ON m.id = p.message_id
+    WHERE m.session_id = ?1 AND p.kind = 'tool_result' AND p.tool_use_id IS NOT NULL
+    ORDER BY m.seq, p.ordinal";
 const ALL_SUBAGENTS: &str = "
     SELECT id, parent_id, parent_tool_use_id, state FROM sessions
     WHERE parent_tool_use_id IS NOT NULL OR state IS NOT NULL
@@ -157,4 +170,76 @@ pub(crate) fn record_in(
     let call = call.map(|(_, id)| id);
     db.run(RECORD, &values![child.as_str(), call, state.as_str()])?;
     Ok(())
+}
+
+/// Records what an imported conversation's source says of its own thread: its id
+/// (`sessions.source_thread_id`), and, for a sub-agent's own log
+/// ([`Imported::subagent`]), its link to the stored session of the thread that spawned it
+/// (`parent_id`, and `parent_tool_use_id`: the call whose result names this thread, see
+/// [`spawned_thread`]) and its state, from its own end; with no such session stored, its
+/// state alone.
+pub(crate) fn record_source_in(
+    db: &mut impl Sql,
+    session: &SessionId,
+    imported_as: SourceIds<'_>,
+) -> Result<()> {
+    if let Some(thread) = imported_as.thread {
+        db.run(SET_SOURCE_THREAD, &values![session.as_str(), thread])?;
+    }
+    let Some(origin) = imported_as.subagent else {
+        return Ok(());
+    };
+    let mut parent: Option<SessionId> = None;
+    if let Some(parent_thread) = &origin.parent_thread_id {
+        db.each_row(
+            BY_SOURCE_THREAD,
+            &values![parent_thread.as_str(), session.as_str()],
+            &mut |r| {
+                parent = text_at(r, 0)?.map(SessionId::new);
+                Ok(())
+            },
+        )?;
+    }
+    let Some(parent) = parent else {
+        return record_in(db, None, session, None);
+    };
+    db.run(SET_PARENT, &values![session.as_str(), parent.as_str()])?;
+    let mut spawned_by: Option<String> = None;
+    if let Some(thread) = imported_as.thread {
+        db.each_row(RESULTS, &values![parent.as_str()], &mut |r| {
+            if spawned_by.is_none()
+                && text_at(r, 1)?
+                    .and_then(|text| spawned_thread(&text))
+                    .as_deref()
+                    == Some(thread)
+            {
+                spawned_by = text_at(r, 0)?;
+            }
+            Ok(())
+        })?;
+    }
+    // `spawn_agent` answers as soon as the thread starts: its result says nothing of how the
+    // sub-agent ended, so the state is the child's own end's (no call given to the rule).
+    record_in(db, Some(&parent), session, None)?;
+    db.run(SET_CALL, &values![session.as_str(), spawned_by.as_deref()])?;
+    Ok(())
+}
+
+/// What an import's source says of the conversation's own thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SourceIds<'a> {
+    /// [`Imported::source_thread_id`].
+    pub(crate) thread: Option<&'a str>,
+    /// [`Imported::subagent`].
+    pub(crate) subagent: Option<&'a crate::import::SubagentOrigin>,
+}
+
+impl<'a> SourceIds<'a> {
+    /// The ids an importer's whole output names.
+    pub(crate) fn of(imported: &'a Imported) -> Self {
+        Self {
+            thread: imported.source_thread_id.as_deref(),
+            subagent: imported.subagent.as_ref(),
+        }
+    }
 }
