@@ -101,4 +101,22 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn only_a_spawn_output_names_a_thread() {
+        let cases = [
+            (r#"{"agent_id":"0199b2a1-0a4f"}"#, Some("0199b2a1-0a4f")),
+            (r#"{"agent_id": "T", "nickname": "Robie"}"#, Some("T")),
+            (r#"{"agent_id": 3}"#, None),
+            (
+                r#"{"output": "agent_id T", "metadata": {"exit_code": 0}}"#,
+                None,
+            ),
+            ("agent_id: T", None),
+            ("", None),
+        ];
+        for (output, expected) in cases {
+            assert_eq!(spawned_thread(output).as_deref(), expected, "{output}");
+        }
+    }
 }
