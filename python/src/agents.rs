@@ -334,6 +334,49 @@ mod tests {
             .collect()
     }
 
+    fn stored(metadata: &str) -> lib::StoredPart {
+        lib::StoredPart {
+            seq: 1,
+            turn_index: 0,
+            role: "user".to_owned(),
+            kind: "text".to_owned(),
+            error_text: None,
+            tool_use_id: None,
+            is_error: false,
+            provider_metadata: Some(metadata.to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_kept_item_is_found_as_stored_wherever_it_sits_in_the_metadata() {
+        let item = r#"{"role":"user","content":"a \"quoted\" \u00e9 }]"}"#;
+        let cases = [
+            format!(r#"{{"openai_agents":{{"item":{item}}}}}"#),
+            format!(r#"{{"openai":{{"id":"x"}},"openai_agents":{{"item":{item}}}}}"#),
+            format!(
+                r#"{{ "openai_agents" : {{ "other": [1, {{"item": 2}}], "item" : {item} }}, "z": "}}" }}"#
+            ),
+            format!(r#"{{"\u00e9":"é","openai_agents":{{"item":{item}}},"zz":null}}"#),
+        ];
+        for metadata in &cases {
+            let part = stored(metadata);
+            let range = kept_item(&part).expect("keeps an item");
+            assert_eq!(
+                Text::Kept { part: 0, range }.of(&[part]),
+                item,
+                "{metadata}"
+            );
+        }
+        for metadata in [
+            r#"{"openai":{"item":{"role":"user"}}}"#,
+            r#"{"openai_agents":{"other":1}}"#,
+            r#"{"openai_agents":{"item":{"role":"user"}"#,
+            "[1]",
+        ] {
+            assert_eq!(kept_item(&stored(metadata)), None, "{metadata}");
+        }
+    }
+
     #[test]
     fn a_window_never_starts_between_a_call_and_its_output() {
         // user, reasoning, call A, call B, out A, out B, text
