@@ -9,7 +9,7 @@
 //! assistant message) arrives gets a tombstone result first, the store's own
 //! ([`lib::request::tombstone_text`]); reading gives it back as a `function_call_output`.
 
-use std::borrow::Cow;
+use std::ops::Range;
 
 use serde_json::{json, Map, Value};
 use session_store as lib;
@@ -112,12 +112,34 @@ fn keep_item(part: &mut Part, item: Value) {
 }
 
 /// One item read back, with what `limit` must keep together.
-struct Read<'a> {
-    /// The item's JSON text, borrowed from the stored row where it was kept there.
-    item: Cow<'a, str>,
+struct Read {
+    /// The item's JSON text.
+    item: Text,
     /// Index of the first item of the assistant message whose call this item is or answers:
     /// a window that holds this item must start there or before.
     group_start: Option<usize>,
+}
+
+/// Where an item's JSON text is: kept in a stored part's `provider_metadata` (not copied
+/// out until the list is written), or built for a tombstone.
+enum Text {
+    /// `parts[part].provider_metadata[range]`.
+    Kept { part: usize, range: Range<usize> },
+    /// A `function_call_output` built for a tombstone the store wrote.
+    Built(String),
+}
+
+impl Text {
+    /// The text, out of `parts` (those [`read_items`] read it from).
+    fn of<'a>(&'a self, parts: &'a [lib::StoredPart]) -> &'a str {
+        match self {
+            Text::Kept { part, range } => parts
+                .get(*part)
+                .and_then(|p| p.provider_metadata.as_deref()?.get(range.clone()))
+                .unwrap_or_default(),
+            Text::Built(text) => text,
+        }
+    }
 }
 
 /// The part of `provider_metadata` this module reads, borrowed from the stored text.
@@ -133,28 +155,32 @@ struct KeptItem<'a> {
     item: Option<&'a serde_json::value::RawValue>,
 }
 
-/// The item a part keeps, as its JSON text (not decoded: it is copied as stored).
-fn kept_item(part: &lib::StoredPart) -> Option<&str> {
+/// Where in its `provider_metadata` the item a part keeps is (its JSON text, not decoded).
+fn kept_item(part: &lib::StoredPart) -> Option<Range<usize>> {
     let metadata = part.provider_metadata.as_deref()?;
     let kept: Kept<'_> = serde_json::from_str(metadata).ok()?;
-    Some(kept.openai_agents?.item?.get())
+    let item = kept.openai_agents?.item?.get();
+    // A borrowed RawValue is a slice of `metadata`: its place is its address's distance.
+    let start = (item.as_ptr() as usize).checked_sub(metadata.as_ptr() as usize)?;
+    let range = start..start + item.len();
+    (metadata.get(range.clone()) == Some(item)).then_some(range)
 }
 
 /// The items of `parts`, in order: each kept item, and a `function_call_output` for each
 /// tombstone the store wrote.
-fn read_items(parts: &[lib::StoredPart]) -> Vec<Read<'_>> {
-    let mut items: Vec<Read<'_>> = Vec::new();
+fn read_items(parts: &[lib::StoredPart]) -> Vec<Read> {
+    let mut items: Vec<Read> = Vec::new();
     let mut call_groups: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut message: Option<i64> = None;
     let mut first = 0;
-    for part in parts {
+    for (index, part) in parts.iter().enumerate() {
         if message != Some(part.seq) {
             message = Some(part.seq);
             first = items.len();
         }
         let text = part.error_text.as_deref().unwrap_or_default();
         let item = match kept_item(part) {
-            Some(item) => Cow::Borrowed(item),
+            Some(range) => Text::Kept { part: index, range },
             None if part.kind == "tool_result"
                 && lib::request::is_tombstone(text, part.is_error) =>
             {
@@ -163,7 +189,7 @@ fn read_items(parts: &[lib::StoredPart]) -> Vec<Read<'_>> {
                     "call_id": part.tool_use_id,
                     "output": text,
                 });
-                Cow::Owned(output.to_string())
+                Text::Built(output.to_string())
             }
             None => continue,
         };
@@ -183,7 +209,7 @@ fn read_items(parts: &[lib::StoredPart]) -> Vec<Read<'_>> {
 
 /// Where the latest window of at most `limit` items starts, no output without its call and
 /// no call without the items of its assistant message before it.
-fn window_start(items: &[Read<'_>], limit: usize) -> usize {
+fn window_start(items: &[Read], limit: usize) -> usize {
     let n = items.len();
     // earliest[i]: the earliest index an item at or after i needs.
     let mut earliest = vec![0; n + 1];
@@ -211,19 +237,23 @@ pub(crate) fn get_items(
         Err(lib::Error::UnknownSession(_)) => return Ok("[]".to_owned()),
         Err(error) => return Err(error.into()),
     };
-    let parts = match limit {
-        None => parts,
-        Some(limit) => enough_parts(store, session, parts, limit)?,
+    let (parts, items) = match limit {
+        None => {
+            let items = read_items(&parts);
+            (parts, items)
+        }
+        Some(limit) => enough_items(store, session, parts, limit)?,
     };
-    let items = read_items(&parts);
     let start = limit.map_or(0, |limit| window_start(&items, limit));
-    let mut out = String::with_capacity(items.iter().map(|r| r.item.len() + 1).sum::<usize>() + 2);
+    let kept = items.get(start..).unwrap_or_default();
+    let texts = || kept.iter().map(|read| read.item.of(&parts));
+    let mut out = String::with_capacity(texts().map(|t| t.len() + 1).sum::<usize>() + 2);
     out.push('[');
-    for (index, read) in items.iter().skip(start).enumerate() {
+    for (index, text) in texts().enumerate() {
         if index > 0 {
             out.push(',');
         }
-        out.push_str(&read.item);
+        out.push_str(text);
     }
     out.push(']');
     Ok(out)
@@ -231,19 +261,20 @@ pub(crate) fn get_items(
 
 /// The parts of enough of the latest whole turns to hold `limit` items (a call and its
 /// outputs never span turns: a user item tombstones what is pending), or of the whole
-/// session; `parts` are those of the turns holding the latest `limit` messages, enough
-/// unless other writers' messages (no items) sit among them.
-fn enough_parts(
+/// session, with their items; `parts` are those of the turns holding the latest `limit`
+/// messages, enough unless other writers' messages (no items) sit among them.
+fn enough_items(
     store: &lib::Store,
     session: &SessionId,
     mut parts: Vec<lib::StoredPart>,
     limit: usize,
-) -> Result<Vec<lib::StoredPart>, Failure> {
+) -> Result<(Vec<lib::StoredPart>, Vec<Read>), Failure> {
     let mut messages = limit;
     loop {
         let whole = parts.first().is_none_or(|p| p.turn_index == 0);
-        if whole || read_items(&parts).len() >= limit {
-            return Ok(parts);
+        let items = read_items(&parts);
+        if whole || items.len() >= limit {
+            return Ok((parts, items));
         }
         messages = messages.saturating_mul(2);
         parts = store.stored_parts(session, Some(messages))?;
@@ -293,14 +324,57 @@ fn is_item(part: &Part) -> bool {
 mod tests {
     use super::*;
 
-    fn read(group_starts: &[Option<usize>]) -> Vec<Read<'static>> {
+    fn read(group_starts: &[Option<usize>]) -> Vec<Read> {
         group_starts
             .iter()
             .map(|&group_start| Read {
-                item: Cow::Borrowed(""),
+                item: Text::Built(String::new()),
                 group_start,
             })
             .collect()
+    }
+
+    fn stored(metadata: &str) -> lib::StoredPart {
+        lib::StoredPart {
+            seq: 1,
+            turn_index: 0,
+            role: "user".to_owned(),
+            kind: "text".to_owned(),
+            error_text: None,
+            tool_use_id: None,
+            is_error: false,
+            provider_metadata: Some(metadata.to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_kept_item_is_found_as_stored_wherever_it_sits_in_the_metadata() {
+        let item = r#"{"role":"user","content":"a \"quoted\" \u00e9 }]"}"#;
+        let cases = [
+            format!(r#"{{"openai_agents":{{"item":{item}}}}}"#),
+            format!(r#"{{"openai":{{"id":"x"}},"openai_agents":{{"item":{item}}}}}"#),
+            format!(
+                r#"{{ "openai_agents" : {{ "other": [1, {{"item": 2}}], "item" : {item} }}, "z": "}}" }}"#
+            ),
+            format!(r#"{{"\u00e9":"é","openai_agents":{{"item":{item}}},"zz":null}}"#),
+        ];
+        for metadata in &cases {
+            let part = stored(metadata);
+            let range = kept_item(&part).expect("keeps an item");
+            assert_eq!(
+                Text::Kept { part: 0, range }.of(&[part]),
+                item,
+                "{metadata}"
+            );
+        }
+        for metadata in [
+            r#"{"openai":{"item":{"role":"user"}}}"#,
+            r#"{"openai_agents":{"other":1}}"#,
+            r#"{"openai_agents":{"item":{"role":"user"}"#,
+            "[1]",
+        ] {
+            assert_eq!(kept_item(&stored(metadata)), None, "{metadata}");
+        }
     }
 
     #[test]
