@@ -165,6 +165,24 @@ fn push(
     });
 }
 
+/// A `Shape` violation at `path` unless `value` holds a non-empty string at `pointer` (a
+/// call's or response's name): the one check every provider's names go through.
+fn require_name(
+    value: &Value,
+    pointer: &str,
+    path: &str,
+    detail: &str,
+    out: &mut Vec<ProviderViolation>,
+) {
+    if value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        push(out, ProviderRule::Shape, path, detail);
+    }
+}
+
 fn messages_of<'a>(body: &'a Value, out: &mut Vec<ProviderViolation>) -> Option<&'a Vec<Value>> {
     if !body.is_object() {
         push(out, ProviderRule::Shape, "", "body is not a JSON object");
@@ -346,18 +364,13 @@ fn check_tool_calls<'a>(
                 "tool call without an id",
             ),
         }
-        if call
-            .pointer("/function/name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            push(
-                out,
-                ProviderRule::Shape,
-                &format!("{call_path}/function/name"),
-                "tool call without a function name",
-            );
-        }
+        require_name(
+            call,
+            "/function/name",
+            &format!("{call_path}/function/name"),
+            "tool call without a function name",
+            out,
+        );
         let arguments_path = format!("{call_path}/function/arguments");
         match call.pointer("/function/arguments") {
             Some(Value::String(raw)) => {

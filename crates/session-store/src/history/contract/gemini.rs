@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::{push, ProviderRule, ProviderViolation};
+use super::{push, require_name, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
 /// The keys that hold a part's data; a part has exactly one.
@@ -373,18 +373,7 @@ fn check_call(call: &Value, path: &str, model: bool, out: &mut Vec<ProviderViola
             "functionCall in a user content",
         );
     }
-    if call
-        .get("name")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        push(
-            out,
-            ProviderRule::Shape,
-            path,
-            "functionCall without a name",
-        );
-    }
+    require_name(call, "/name", path, "functionCall without a name", out);
     if call.get("args").is_some_and(|a| !a.is_object()) {
         push(
             out,
@@ -405,18 +394,13 @@ fn check_response(response: &Value, path: &str, model: bool, out: &mut Vec<Provi
             "functionResponse in a model content",
         );
     }
-    if response
-        .get("name")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        push(
-            out,
-            ProviderRule::Shape,
-            path,
-            "functionResponse without a name",
-        );
-    }
+    require_name(
+        response,
+        "/name",
+        path,
+        "functionResponse without a name",
+        out,
+    );
     if !response.get("response").is_some_and(Value::is_object) {
         push(
             out,

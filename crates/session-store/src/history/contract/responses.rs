@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{push, ProviderRule, ProviderViolation};
+use super::{push, require_name, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
 /// Every violation of the OpenAI Responses rules (14) in `body`.
@@ -130,18 +130,7 @@ fn check_function_call<'a>(
             "function_call without a call_id",
         ),
     }
-    if item
-        .get("name")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
-        push(
-            out,
-            ProviderRule::Shape,
-            path,
-            "function_call without a name",
-        );
-    }
+    require_name(item, "/name", path, "function_call without a name", out);
     let arguments = format!("{path}/arguments");
     match item.get("arguments") {
         Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}
