@@ -146,6 +146,11 @@ impl AsyncOpenMessage {
         self.open.as_ref().map(OpenMessage::appended)
     }
 
+    /// [`OpenMessage::session`]; `None` after a push whose future was dropped.
+    pub fn session(&self) -> Option<&SessionId> {
+        self.open.as_ref().map(OpenMessage::session)
+    }
+
     /// [`OpenMessage::len`]: how many parts are stored so far.
     pub fn len(&self) -> usize {
         self.open.as_ref().map_or(0, OpenMessage::len)
