@@ -119,13 +119,18 @@ impl Backend {
         Store::open(self.location()).expect("reopen")
     }
 
-    /// Runs raw SQL in this backend's dialect (fixtures written by "other code").
+    /// Runs raw SQL in this backend's dialect (fixtures written by "other code"). On
+    /// PostgreSQL a part names its session too (`migrations-postgres/V18`), as other code
+    /// writes it there: [`parts_with_sessions`].
     pub fn exec(&self, sql: &str) {
         match &self.place {
             Place::Sqlite { path, .. } => rusqlite::Connection::open(path)
                 .and_then(|c| c.execute_batch(sql))
                 .expect("raw sqlite"),
-            Place::Postgres(schema) => schema.client().batch_execute(sql).expect("raw postgres"),
+            Place::Postgres(schema) => schema
+                .client()
+                .batch_execute(&parts_with_sessions(sql))
+                .expect("raw postgres"),
         }
     }
 
@@ -226,4 +231,36 @@ pub fn backends() -> Vec<Backend> {
     let mut all = vec![sqlite()];
     all.extend(postgres());
     all
+}
+
+/// A fixture's `INSERT INTO parts (message_id, ...)` as other code writes it on PostgreSQL,
+/// where every part names its session (`migrations-postgres/V18`): `session_id` first, its
+/// value taken from each row's `(SELECT id FROM messages WHERE session_id = '<id>' ...)`.
+/// Other statements are left as they are; a parts row in another form is left too (and
+/// PostgreSQL refuses it: its `session_id` is NOT NULL).
+pub fn parts_with_sessions(sql: &str) -> String {
+    const INSERT: &str = "INSERT INTO parts (message_id,";
+    const ROW: &str = "((SELECT id FROM messages WHERE session_id = '";
+    let mut out = String::with_capacity(sql.len() + 64);
+    for statement in sql.split_inclusive(';') {
+        let Some(at) = statement.find(INSERT) else {
+            out.push_str(statement);
+            continue;
+        };
+        out.push_str(&statement[..at]);
+        out.push_str("INSERT INTO parts (session_id, message_id,");
+        let mut rest = &statement[at + INSERT.len()..];
+        while let Some(row) = rest.find(ROW) {
+            let id_start = row + ROW.len();
+            let id_len = rest[id_start..].find('\'').unwrap_or(0);
+            let id = &rest[id_start..id_start + id_len];
+            out.push_str(&rest[..row]);
+            out.push_str(&format!(
+                "('{id}', (SELECT id FROM messages WHERE session_id = '"
+            ));
+            rest = &rest[id_start..];
+        }
+        out.push_str(rest);
+    }
+    out
 }

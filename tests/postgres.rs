@@ -150,9 +150,9 @@ fn write_raw(client: &mut postgres::Client, sessions: &[crate::views_props::RawS
                 };
                 client
                     .execute(
-                        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                        &[&message_id, &(k as i64 * step), &kind, &text, &tool_use_id, &name, &input],
+                        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, session_id)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                        &[&message_id, &(k as i64 * step), &kind, &text, &tool_use_id, &name, &input, &sid],
                     )
                     .expect("part");
             }
@@ -364,9 +364,12 @@ fn a_v15_database_with_rows_migrates_and_keeps_its_search_and_tails() {
     assert_eq!(found("gannet"), [3], "the search caught the index up first");
     assert_eq!(unindexed(&mut client), 0);
     assert!(!store.search_index_behind().expect("behind"));
-    // A part whose text other code rewrites is indexed again, by its new text.
+    // A part whose text other code rewrites, setting its document back to NULL (no trigger
+    // does since V18), is indexed again, by its new text.
     client
-        .batch_execute("UPDATE parts SET text = 'a cormorant' WHERE text = 'gannet'")
+        .batch_execute(
+            "UPDATE parts SET text = 'a cormorant', search_document = NULL WHERE text = 'gannet'",
+        )
         .expect("rewrite");
     assert_eq!(unindexed(&mut client), 1);
     assert!(found("gannet").is_empty());

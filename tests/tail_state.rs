@@ -139,6 +139,21 @@ const FOREIGN_ROWS: &str = "
         (1003, 1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
         (1004, 1004, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
 
+/// [`FOREIGN_ROWS`] as other code writes them on PostgreSQL, where a part names its session
+/// (`migrations-postgres/V18`).
+const FOREIGN_ROWS_PG: &str = "
+    INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+    INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
+        (1001, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
+        (1002, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
+        (1003, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
+        (1004, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
+    INSERT INTO parts (id, session_id, message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+        (1001, 's', 1001, 0, 'text', 'go', NULL, NULL, NULL),
+        (1002, 's', 1002, 0, 'tool_use', NULL, 'c1', 'bash', '{}'),
+        (1003, 's', 1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
+        (1004, 's', 1004, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
+
 /// The refusals and acceptances a session with `c2` pending must give, whatever its tail state.
 fn assert_checked_from_the_rows(store: &Store, session: &SessionId) {
     match refusal(store.append(session, NewMessage::user("next"))) {
@@ -341,7 +356,7 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
     };
     let store = Store::open(schema.url()).expect("open");
     let mut client = schema.client();
-    client.batch_execute(FOREIGN_ROWS).expect("foreign rows");
+    client.batch_execute(FOREIGN_ROWS_PG).expect("foreign rows");
     let session = SessionId::from("s");
     assert_checked_from_the_rows(&store, &session);
     let state: Option<String> = client
@@ -349,24 +364,50 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
         .and_then(|row| row.try_get(0))
         .expect("state");
     assert!(state.is_some(), "the append wrote the state back");
-    // Other code answers nothing and calls c3: the triggers clear the state.
+    // Other code answers nothing and calls c3 in a message of its own: no trigger clears the
+    // state on PostgreSQL (V18), the session's last seq and largest part id moved.
     client
         .batch_execute(
             "INSERT INTO messages (id, session_id, seq, turn_index, role, created_at)
                  VALUES (2000, 's', 7, 1, 'assistant', '2026-01-01T00:00:00Z');
-             INSERT INTO parts (id, message_id, ordinal, kind, tool_use_id, tool_name, input)
-                 VALUES (2000, 2000, 0, 'tool_use', 'c3', 'bash', '{}');",
+             INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+                 VALUES (2000, 's', 2000, 0, 'tool_use', 'c3', 'bash', '{}');",
         )
         .expect("foreign append");
-    let state: Option<String> = client
+    match refusal(store.append(&session, NewMessage::user("again"))) {
+        Refusal::PendingToolUses { ids, .. } => assert!(ids.contains(&"c3".to_owned()), "{ids:?}"),
+        other => panic!("expected c3 pending, got {other:?}"),
+    }
+    // Then a call added to that same message (the last seq stays): the session's largest
+    // part id moved, and the state is not trusted.
+    store
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::tool(vec![result("c3")]),
+                NewMessage::assistant(vec![Part::text("thinking")]),
+            ],
+        )
+        .expect("c3 answered");
+    let before: Option<String> = client
         .query_one("SELECT tail_state FROM sessions WHERE id = 's'", &[])
         .and_then(|row| row.try_get(0))
         .expect("state");
-    assert_eq!(state, None);
-    assert!(matches!(
-        refusal(store.append(&session, NewMessage::user("again"))),
-        Refusal::PendingToolUses { .. }
-    ));
+    assert!(before.is_some(), "the append wrote the state back");
+    client
+        .batch_execute(
+            "INSERT INTO parts (session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+                 SELECT 's', id, 1, 'tool_use', 'c4', 'bash', '{}'
+                 FROM messages WHERE session_id = 's' ORDER BY seq DESC LIMIT 1",
+        )
+        .expect("a call added to the last message");
+    assert!(
+        store
+            .pending_tool_uses(&session)
+            .expect("pending")
+            .contains(&"c4".to_owned()),
+        "a part inserted into the last message is read from the rows"
+    );
 }
 
 /// The tail state of a session from its messages loaded plainly (any backend), in the

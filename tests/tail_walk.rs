@@ -236,14 +236,33 @@ fn result(id: &str) -> Part {
 /// Sets the id of the session's tool part (call or result) that holds `from` (the first
 /// such part, by part id) to `to`, as other code would.
 fn set_id(b: &Backend, session: &SessionId, from: &str, to: Option<&str>) {
-    b.exec(&format!(
-        "UPDATE parts SET tool_use_id = {to} WHERE id = (
+    other_code_changes(
+        b,
+        session,
+        &format!(
+            "UPDATE parts SET tool_use_id = {to} WHERE id = (
              SELECT p.id FROM parts p JOIN messages m ON m.id = p.message_id
              WHERE m.session_id = {sid} AND p.tool_use_id = {from} ORDER BY p.id LIMIT 1)",
-        to = literal(to),
-        sid = literal(Some(session.as_str())),
-        from = literal(Some(from)),
-    ));
+            to = literal(to),
+            sid = literal(Some(session.as_str())),
+            from = literal(Some(from)),
+        ),
+    );
+}
+
+/// Runs `sql`, an update or delete of `session`'s rows, as other code does it on each
+/// engine: on SQLite its triggers clear the session's tail state; PostgreSQL has none
+/// (`migrations-postgres/V18`, shardable by session), so other code clears it in the same
+/// transaction, as the store's own statements do (`docs/CONTRACT.md`).
+fn other_code_changes(b: &Backend, session: &SessionId, sql: &str) {
+    if b.name == "postgres" {
+        b.exec(&format!(
+            "BEGIN; {sql}; UPDATE sessions SET tail_state = NULL WHERE id = {}; COMMIT;",
+            literal(Some(session.as_str()))
+        ));
+    } else {
+        b.exec(sql);
+    }
 }
 
 /// Reproduction (a): calls `a` and `b`, the answer to `a`, then another writer sets `b`'s
@@ -479,6 +498,12 @@ fn run(b: &Backend, session: &SessionId, step: &Step, fresh: &mut u32) {
     let sid = literal(Some(session.as_str()));
     let last_message =
         format!("(SELECT id FROM messages WHERE session_id = {sid} ORDER BY seq DESC LIMIT 1)");
+    // On PostgreSQL every part names its session (V18), as other code writes it there.
+    let (session_column, session_value) = if b.name == "postgres" {
+        ("session_id, ", format!("{sid}, "))
+    } else {
+        ("", String::new())
+    };
     match step {
         Step::User => {
             let _ = store.append(session, NewMessage::user("more"));
@@ -508,10 +533,14 @@ fn run(b: &Backend, session: &SessionId, step: &Step, fresh: &mut u32) {
         Step::Cancel => assert_cancel_answers_the_pending(b, session),
         Step::SetId(n, id) => {
             if let Some(part) = nth_tool_part(b, session, *n) {
-                b.exec(&format!(
-                    "UPDATE parts SET tool_use_id = {} WHERE id = {part}",
-                    literal(id.as_deref())
-                ));
+                other_code_changes(
+                    b,
+                    session,
+                    &format!(
+                        "UPDATE parts SET tool_use_id = {} WHERE id = {part}",
+                        literal(id.as_deref())
+                    ),
+                );
             }
         }
         Step::Insert(role, ids) => {
@@ -528,8 +557,8 @@ fn run(b: &Backend, session: &SessionId, step: &Step, fresh: &mut u32) {
                     _ => part_values(*role == Role::Assistant, id.as_deref()),
                 };
                 b.exec(&format!(
-                    "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input)
-                     VALUES ({last_message}, {ordinal}, {values})"
+                    "INSERT INTO parts ({session_column}message_id, ordinal, kind, text, tool_use_id, tool_name, input)
+                     VALUES ({session_value}{last_message}, {ordinal}, {values})"
                 ));
             }
         }
@@ -539,8 +568,8 @@ fn run(b: &Backend, session: &SessionId, step: &Step, fresh: &mut u32) {
             )) > 0
             {
                 b.exec(&format!(
-                    "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input)
-                     SELECT {last_message}, COALESCE(MAX(ordinal), -1) + 1, {}
+                    "INSERT INTO parts ({session_column}message_id, ordinal, kind, text, tool_use_id, tool_name, input)
+                     SELECT {session_value}{last_message}, COALESCE(MAX(ordinal), -1) + 1, {}
                      FROM parts WHERE message_id = {last_message}",
                     part_values(*is_call, id.as_deref())
                 ));
@@ -548,7 +577,7 @@ fn run(b: &Backend, session: &SessionId, step: &Step, fresh: &mut u32) {
         }
         Step::Delete(n) => {
             if let Some(part) = nth_tool_part(b, session, *n) {
-                b.exec(&format!("DELETE FROM parts WHERE id = {part}"));
+                other_code_changes(b, session, &format!("DELETE FROM parts WHERE id = {part}"));
             }
         }
     }

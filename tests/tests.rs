@@ -54,6 +54,7 @@ mod retention;
 mod revert;
 mod search;
 mod self_contained;
+mod shardable;
 mod statement_counts;
 mod store;
 mod store_props;

@@ -84,7 +84,7 @@ pub(crate) fn apply(
         }
     }
     let message_rows = apply_messages(db, session, &original, plan)?;
-    let final_parts = apply_parts(db, &original, plan, &message_rows, &mut part_rows)?;
+    let final_parts = apply_parts(db, session, &original, plan, &message_rows, &mut part_rows)?;
     let mut logged = apply_changes(
         db,
         session,
@@ -166,6 +166,7 @@ fn apply_messages(
 /// moves into. Returns the final content of every planned part.
 fn apply_parts<'p>(
     db: &mut impl Sql,
+    session: &SessionId,
     original: &HashMap<i64, &Message>,
     plan: &'p MendPlan,
     message_rows: &HashMap<MessageRef, i64>,
@@ -208,7 +209,7 @@ fn apply_parts<'p>(
                     db.run(PLACE_PART, &values![id, ordinal as i64])?;
                 }
                 None => {
-                    let id = insert_part(db, row, ordinal as i64, &part.part)?;
+                    let id = insert_part(db, session, row, ordinal as i64, &part.part)?;
                     part_rows.insert(part.origin, id);
                 }
             }
@@ -259,15 +260,18 @@ fn apply_changes(
     stamp: &str,
 ) -> Result<Vec<LoggedChange>> {
     let mut logged = Vec::with_capacity(plan.changes.len());
+    let mut rewritten = Vec::new();
     for change in &plan.changes {
         let part_id = change.part.and_then(|p| part_rows.get(&p).copied());
         let content = change.part.and_then(|p| final_parts.get(&p).copied());
         match (change.action, part_id, content) {
             (Action::ResultToText, Some(id), Some(Part::Text { text, .. })) => {
                 db.run(RESULT_TO_TEXT, &values![id, text])?;
+                rewritten.push(id);
             }
             (Action::UseToText, Some(id), Some(Part::Text { text, .. })) => {
                 db.run(USE_TO_TEXT, &values![id, text])?;
+                rewritten.push(id);
             }
             (Action::RenameToolUseId, Some(id), Some(part)) => {
                 let new_id = part.tool_use_id();
@@ -287,6 +291,7 @@ fn apply_changes(
         log_change(db, session, &change, stamp)?;
         logged.push(change);
     }
+    db.parts_rewritten(session, &rewritten)?;
     Ok(logged)
 }
 

@@ -341,6 +341,12 @@ fn restore_in(sql: &mut impl Sql, parsed: &Parsed) -> Result<SessionId> {
             columns.push(name);
             cells.push(Cell::Text(session.as_str().to_owned()));
             kinds.push(Kind::Text);
+        } else if sql.rows_carry_session() {
+            // A table whose bundle rows name their message only (`parts`, `usage` and their
+            // revert mirrors) carries its session on this engine.
+            columns.push("session_id");
+            cells.push(Cell::Text(session.as_str().to_owned()));
+            kinds.push(Kind::Text);
         }
         for (name, kind, cell) in &row.cells {
             if *name == "id" && table.generates_id() {

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::sql::{values, Sql};
+use super::sql::{values, Sql, Value as Bound};
 use crate::error::Result;
 use crate::model::{NewMessage, Part, SessionId};
 
@@ -11,9 +11,10 @@ const INSERT_MESSAGE: &str = "
     INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
     VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)";
 
-const INSERT_PART: &str = "
-    INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+/// A part's columns as the store writes them; a schema whose rows carry their session
+/// ([`Sql::rows_carry_session`]) takes `session_id` after them.
+const PART_COLUMNS: &str =
+    "message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata";
 
 /// How many parts one `INSERT` writes at most: a message's parts go in as few statements as
 /// this allows, since each statement is one savepoint, at which FTS5 flushes its pending
@@ -32,9 +33,16 @@ struct PartRow<'a> {
 }
 
 impl PartRow<'_> {
-    /// The row's values, `message_id` and `ordinal` first, in `INSERT_PART`'s order.
-    fn values(&self, message_id: i64, ordinal: i64) -> [super::sql::Value<'_>; 9] {
-        values![
+    /// The row's values, `message_id` and `ordinal` first, in [`PART_COLUMNS`]' order, then
+    /// the session where the schema's rows carry it (`session`).
+    fn push_values<'v>(
+        &'v self,
+        message_id: i64,
+        ordinal: i64,
+        session: Option<&'v str>,
+        out: &mut Vec<Bound<'v>>,
+    ) {
+        out.extend(values![
             message_id,
             ordinal,
             self.kind,
@@ -44,31 +52,43 @@ impl PartRow<'_> {
             self.input.as_deref(),
             self.is_error,
             self.metadata.as_deref(),
-        ]
+        ]);
+        if let Some(session) = session {
+            out.push(Bound::from(session));
+        }
     }
 }
 
-/// `INSERT_PART` for `rows` rows (2 to [`PARTS_PER_INSERT`]), built once per process: the
-/// text is the statement cache's key, and formatting it on every append cost more than the
-/// cache lookup it feeds (issue 16).
-fn insert_parts_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let texts = SQL.get_or_init(|| (0..=PARTS_PER_INSERT).map(parts_sql).collect());
-    &texts[rows.min(PARTS_PER_INSERT)]
+/// The part INSERT for `rows` rows (1 to [`PARTS_PER_INSERT`]), with `session_id` when
+/// `keyed`, built once per process: the text is the statement cache's key, and formatting it
+/// on every append cost more than the cache lookup it feeds (issue 16).
+fn insert_parts_sql(rows: usize, keyed: bool) -> &'static str {
+    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
+    let texts = SQL.get_or_init(|| {
+        [false, true].map(|keyed| {
+            (0..=PARTS_PER_INSERT)
+                .map(|rows| parts_sql(rows, keyed))
+                .collect()
+        })
+    });
+    &texts[usize::from(keyed)][rows.min(PARTS_PER_INSERT)]
 }
 
-/// `INSERT_PART`'s text for `rows` rows.
-fn parts_sql(rows: usize) -> String {
-    let mut sql = String::from(
-        "INSERT INTO parts (message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata) VALUES ",
-    );
+/// The part INSERT's text for `rows` rows (`session_id` last when `keyed`).
+fn parts_sql(rows: usize, keyed: bool) -> String {
+    let width = if keyed { 10 } else { 9 };
+    let mut sql = format!("INSERT INTO parts ({PART_COLUMNS}");
+    if keyed {
+        sql.push_str(", session_id");
+    }
+    sql.push_str(") VALUES ");
     for row in 0..rows {
-        let first = row * 9 + 1;
+        let first = row * width + 1;
         if row > 0 {
             sql.push_str(", ");
         }
         sql.push('(');
-        for column in 0..9 {
+        for column in 0..width {
             if column > 0 {
                 sql.push_str(", ");
             }
@@ -79,7 +99,15 @@ fn parts_sql(rows: usize) -> String {
     sql
 }
 
-/// Inserts one message and its parts; returns the new `messages.id`. Either engine.
+/// What [`insert_message`] wrote.
+pub(crate) struct InsertedMessage {
+    /// The new `messages.id`.
+    pub(crate) id: i64,
+    /// The largest id its parts took (`None`: it has none).
+    pub(crate) last_part: Option<i64>,
+}
+
+/// Inserts one message and its parts. Either engine.
 pub(crate) fn insert_message(
     db: &mut impl Sql,
     session: &SessionId,
@@ -87,7 +115,7 @@ pub(crate) fn insert_message(
     turn_index: i64,
     message: &NewMessage,
     created_at: &str,
-) -> Result<i64> {
+) -> Result<InsertedMessage> {
     let message_id = db.insert(
         INSERT_MESSAGE,
         &values![
@@ -104,30 +132,48 @@ pub(crate) fn insert_message(
         .iter()
         .map(part_row)
         .collect::<Result<Vec<_>>>()?;
+    let keyed = db.rows_carry_session();
+    let session_value = keyed.then_some(session.as_str());
+    let mut last_part = None;
     for (chunk, rows) in rows.chunks(PARTS_PER_INSERT).enumerate() {
         let first = chunk * PARTS_PER_INSERT;
-        if let [row] = rows {
-            db.run(INSERT_PART, &row.values(message_id, first as i64))?;
-            continue;
-        }
-        let mut params = Vec::with_capacity(rows.len() * 9);
+        let mut params = Vec::with_capacity(rows.len() * 10);
         for (offset, row) in rows.iter().enumerate() {
-            params.extend(row.values(message_id, (first + offset) as i64));
+            row.push_values(
+                message_id,
+                (first + offset) as i64,
+                session_value,
+                &mut params,
+            );
         }
-        db.run(insert_parts_sql(rows.len()), &params)?;
+        let last = db.insert_rows(insert_parts_sql(rows.len(), keyed), &params)?;
+        last_part = last_part.max(Some(last));
     }
-    Ok(message_id)
+    Ok(InsertedMessage {
+        id: message_id,
+        last_part,
+    })
 }
 
-/// Inserts one part at `ordinal` of message `message_id`; returns its id. Either engine.
+/// Inserts one part at `ordinal` of `session`'s message `message_id`; returns its id.
+/// Either engine.
 pub(crate) fn insert_part(
     db: &mut impl Sql,
+    session: &SessionId,
     message_id: i64,
     ordinal: i64,
     part: &Part,
 ) -> Result<i64> {
     let row = part_row(part)?;
-    db.insert(INSERT_PART, &row.values(message_id, ordinal))
+    let keyed = db.rows_carry_session();
+    let mut params = Vec::with_capacity(10);
+    row.push_values(
+        message_id,
+        ordinal,
+        keyed.then_some(session.as_str()),
+        &mut params,
+    );
+    db.insert(insert_parts_sql(1, keyed), &params)
 }
 
 /// A part's columns.

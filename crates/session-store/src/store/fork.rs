@@ -284,16 +284,18 @@ trait CopySpec {
     const TABLE: &'static str;
     /// Columns not copied as they are (ids, keys the copy rewrites).
     const SKIP: &'static [&'static str];
-    /// The statement, given the copied column list once plain and once prefixed with `src.`.
+    /// The statement, given the copied column list once plain and once prefixed with `src.`,
+    /// and whether the table's rows carry their session ([`Sql::rows_carry_session`]: the
+    /// copy sets it to the fork's, and joins match it).
     /// Binds: ?1 the fork, ?2 the source, ?3 the bound (a seq, or a turn for summaries).
-    fn sql(columns: &str, source_columns: &str) -> String;
+    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String;
 }
 
 struct CopyMessages;
 impl CopySpec for CopyMessages {
     const TABLE: &'static str = "messages";
     const SKIP: &'static [&'static str] = &["id", "session_id"];
-    fn sql(columns: &str, source_columns: &str) -> String {
+    fn sql(columns: &str, source_columns: &str, _keyed: bool) -> String {
         format!(
             "INSERT INTO messages (session_id, {columns})
              SELECT ?1, {source_columns} FROM messages src
@@ -305,8 +307,21 @@ impl CopySpec for CopyMessages {
 struct CopyParts;
 impl CopySpec for CopyParts {
     const TABLE: &'static str = "parts";
-    const SKIP: &'static [&'static str] = &["id", "message_id"];
-    fn sql(columns: &str, source_columns: &str) -> String {
+    const SKIP: &'static [&'static str] = &["id", "message_id", "session_id"];
+    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
+        if keyed {
+            // The fork's messages are read by its own key first (one session's rows each
+            // side of the copy: a distributed engine reads each on its own shard).
+            return format!(
+                "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
+                 INSERT INTO parts (session_id, message_id, {columns})
+                 SELECT ?1, n.id, {source_columns}
+                 FROM messages o
+                 JOIN parts src ON src.session_id = o.session_id AND src.message_id = o.id
+                 JOIN n ON n.seq = o.seq
+                 WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq, src.ordinal"
+            );
+        }
         format!(
             "INSERT INTO parts (message_id, {columns})
              SELECT n.id, {source_columns}
@@ -320,8 +335,19 @@ impl CopySpec for CopyParts {
 struct CopyUsage;
 impl CopySpec for CopyUsage {
     const TABLE: &'static str = "usage";
-    const SKIP: &'static [&'static str] = &["message_id"];
-    fn sql(columns: &str, source_columns: &str) -> String {
+    const SKIP: &'static [&'static str] = &["message_id", "session_id"];
+    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
+        if keyed {
+            return format!(
+                "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
+                 INSERT INTO usage (session_id, message_id, {columns})
+                 SELECT ?1, n.id, {source_columns}
+                 FROM messages o
+                 JOIN usage src ON src.session_id = o.session_id AND src.message_id = o.id
+                 JOIN n ON n.seq = o.seq
+                 WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq"
+            );
+        }
         format!(
             "INSERT INTO usage (message_id, {columns})
              SELECT n.id, {source_columns}
@@ -337,7 +363,7 @@ struct CopySummaries;
 impl CopySpec for CopySummaries {
     const TABLE: &'static str = "summaries";
     const SKIP: &'static [&'static str] = &["id", "session_id", "reverted_by"];
-    fn sql(columns: &str, source_columns: &str) -> String {
+    fn sql(columns: &str, source_columns: &str, _keyed: bool) -> String {
         format!(
             "INSERT INTO summaries (session_id, {columns})
              SELECT ?1, {source_columns} FROM summaries src
@@ -349,6 +375,7 @@ impl CopySpec for CopySummaries {
 
 /// The copy statement of one [`CopySpec`], given every column of its table in schema order.
 fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
+    let keyed = columns.iter().any(|c| c == "session_id");
     let columns = columns
         .into_iter()
         .filter(|c| !S::SKIP.contains(&c.as_str()))
@@ -361,7 +388,7 @@ fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     // Column names come from the schema, never from input; values are bound.
-    S::sql(&plain, &prefixed)
+    S::sql(&plain, &prefixed, keyed)
 }
 
 /// The columns of `table`, in schema order.

@@ -6,7 +6,8 @@
 //! parts (whose triggers drop the search-index entries), usage rows, summaries, reverts with
 //! the reverted rows and their usage. `repair_log` has no foreign key (it outlives what it
 //! describes on purpose during a repair) and is deleted by session id. A fork of a deleted
-//! session stays, its `parent_id` set to NULL by its foreign key.
+//! session stays, its `parent_id` set to NULL by the delete's own statement (PostgreSQL's
+//! lineage is a plain column with no foreign key, so a distributed engine can shard it).
 //!
 //! SQLite keeps freed pages in the file, and FTS5 keeps deleted rows' entries (with delete
 //! markers) until its segments merge. [`Store::reclaim_space`] gives both back: it merges the
@@ -42,6 +43,9 @@ const MESSAGE_COUNT: &str = "SELECT COUNT(*) FROM messages WHERE session_id = ?1
 const DELETE_REPAIR_LOG: &str = "DELETE FROM repair_log WHERE session_id = ?1";
 /// Cascades to every row of the session (see the module documentation).
 const DELETE_SESSION: &str = "DELETE FROM sessions WHERE id = ?1";
+/// The session's forks lose their parent (lineage is a plain column on PostgreSQL, with no
+/// foreign key to set it NULL; on SQLite the key's ON DELETE SET NULL finds nothing left).
+const ORPHAN_FORKS: &str = "UPDATE sessions SET parent_id = NULL WHERE parent_id = ?1 AND id <> ?1";
 const ALL_UPDATED: &str = "SELECT id, updated_at FROM sessions ORDER BY updated_at, id";
 
 const OBJECT_SIZES: &str =
@@ -305,6 +309,7 @@ fn delete_in(db: &mut impl Sql, session: &SessionId) -> Result<Deleted> {
     let updated_at = updated_at(db, session)?.unwrap_or_default();
     let messages = message_count(db, session)?;
     db.run(DELETE_REPAIR_LOG, &values![session.as_str()])?;
+    db.run(ORPHAN_FORKS, &values![session.as_str()])?;
     db.run(DELETE_SESSION, &values![session.as_str()])?;
     Ok(Deleted {
         session: session.clone(),

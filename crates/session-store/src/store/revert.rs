@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::handle::Store;
-use super::sql::{values, Sql};
+use super::sql::{keyed, values, Sql};
 use super::time::{format_time, now};
 use super::write::forget_reverts;
 use crate::error::{Error, Result};
@@ -46,12 +46,22 @@ const MOVE_MESSAGES_OUT: &str = "
     SELECT ?3, id, session_id, seq, turn_index, role, compacted, created_at, model, state, writer
     FROM messages WHERE session_id = ?1 AND seq >= ?2 ORDER BY seq";
 
+/// Binds ?1 the session, ?2 the revert, as every statement of a revert's rows below (SQLite
+/// leaves ?1 unbound where its rows name no session: a numbered placeholder may go unused).
 const MOVE_PARTS_OUT: &str = "
     INSERT INTO reverted_parts
         (reverted_message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
     SELECT r.id, p.ordinal, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
     FROM reverted_messages r JOIN parts p ON p.message_id = r.original_id
-    WHERE r.revert_id = ?1";
+    WHERE r.revert_id = ?2";
+
+/// [`MOVE_PARTS_OUT`] where rows carry their session ([`Sql::rows_carry_session`]).
+const MOVE_PARTS_OUT_KEYED: &str = "
+    INSERT INTO reverted_parts
+        (session_id, reverted_message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+    SELECT r.session_id, r.id, p.ordinal, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM reverted_messages r JOIN parts p ON p.session_id = r.session_id AND p.message_id = r.original_id
+    WHERE r.session_id = ?1 AND r.revert_id = ?2";
 
 /// Usage rows would go with their messages (ON DELETE CASCADE): they move aside too.
 const MOVE_USAGE_OUT: &str = "
@@ -59,7 +69,15 @@ const MOVE_USAGE_OUT: &str = "
         (reverted_message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     SELECT r.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
     FROM reverted_messages r JOIN usage u ON u.message_id = r.original_id
-    WHERE r.revert_id = ?1";
+    WHERE r.revert_id = ?2";
+
+/// [`MOVE_USAGE_OUT`] where rows carry their session.
+const MOVE_USAGE_OUT_KEYED: &str = "
+    INSERT INTO reverted_usage
+        (session_id, reverted_message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    SELECT r.session_id, r.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    FROM reverted_messages r JOIN usage u ON u.session_id = r.session_id AND u.message_id = r.original_id
+    WHERE r.session_id = ?1 AND r.revert_id = ?2";
 
 /// Parts go with their messages (ON DELETE CASCADE).
 const DELETE_LIVE: &str = "DELETE FROM messages WHERE session_id = ?1 AND seq >= ?2";
@@ -87,7 +105,8 @@ const MOVE_MESSAGES_BACK: &str = "
     SELECT r.original_id, r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model,
         r.state, r.writer
     FROM reverted_messages r
-    WHERE r.revert_id = ?1 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
+    WHERE r.session_id = ?1 AND r.revert_id = ?2
+      AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
     ORDER BY r.seq";
 
 /// Then the messages whose old id another row took meanwhile (those not back yet) come back
@@ -98,7 +117,7 @@ const MOVE_MESSAGES_BACK_RENUMBERED: &str = "
     SELECT r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model,
         r.state, r.writer
     FROM reverted_messages r
-    WHERE r.revert_id = ?1
+    WHERE r.session_id = ?1 AND r.revert_id = ?2
       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = r.session_id AND m.seq = r.seq)
     ORDER BY r.seq";
 
@@ -110,7 +129,17 @@ const MOVE_PARTS_BACK: &str = "
     FROM reverted_parts p
     JOIN reverted_messages r ON r.id = p.reverted_message_id
     JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
-    WHERE r.revert_id = ?1 ORDER BY r.seq, p.ordinal";
+    WHERE r.revert_id = ?2 ORDER BY r.seq, p.ordinal";
+
+/// [`MOVE_PARTS_BACK`] where rows carry their session.
+const MOVE_PARTS_BACK_KEYED: &str = "
+    INSERT INTO parts
+        (session_id, message_id, ordinal, kind, text, tool_use_id, tool_name, input, is_error, provider_metadata)
+    SELECT m.session_id, m.id, p.ordinal, p.kind, p.text, p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata
+    FROM reverted_parts p
+    JOIN reverted_messages r ON r.session_id = p.session_id AND r.id = p.reverted_message_id
+    JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
+    WHERE p.session_id = ?1 AND r.revert_id = ?2 ORDER BY r.seq, p.ordinal";
 
 /// Matched on `(session_id, seq)`, like the parts.
 const MOVE_USAGE_BACK: &str = "
@@ -120,12 +149,23 @@ const MOVE_USAGE_BACK: &str = "
     FROM reverted_usage u
     JOIN reverted_messages r ON r.id = u.reverted_message_id
     JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
-    WHERE r.revert_id = ?1 ORDER BY r.seq";
+    WHERE r.revert_id = ?2 ORDER BY r.seq";
 
-const RESTORE_SUMMARIES: &str = "UPDATE summaries SET reverted_by = NULL WHERE reverted_by = ?1";
+/// [`MOVE_USAGE_BACK`] where rows carry their session.
+const MOVE_USAGE_BACK_KEYED: &str = "
+    INSERT INTO usage
+        (session_id, message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
+    SELECT m.session_id, m.id, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    FROM reverted_usage u
+    JOIN reverted_messages r ON r.session_id = u.session_id AND r.id = u.reverted_message_id
+    JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq
+    WHERE u.session_id = ?1 AND r.revert_id = ?2 ORDER BY r.seq";
+
+const RESTORE_SUMMARIES: &str =
+    "UPDATE summaries SET reverted_by = NULL WHERE session_id = ?1 AND reverted_by = ?2";
 
 /// Deleting the `reverts` row takes its reverted_* rows (and its set-aside summaries) along.
-const DELETE_REVERT: &str = "DELETE FROM reverts WHERE id = ?1";
+const DELETE_REVERT: &str = "DELETE FROM reverts WHERE session_id = ?1 AND id = ?2";
 
 /// Also clears the session's tail state: the append trusts a kept state to mean that no
 /// revert waits for an undo (`write::Position::from_stored_state`), whatever triggers the
@@ -284,20 +324,21 @@ fn revert_in(db: &mut impl Sql, session: &SessionId, turn: i64) -> Result<Revert
         MOVE_MESSAGES_OUT,
         &values![session.as_str(), from_seq, revert_id],
     )?;
-    db.run(MOVE_PARTS_OUT, &values![revert_id])?;
-    db.run(MOVE_USAGE_OUT, &values![revert_id])?;
+    let of_revert = values![session.as_str(), revert_id];
+    db.run(keyed(db, MOVE_PARTS_OUT, MOVE_PARTS_OUT_KEYED), &of_revert)?;
+    db.run(keyed(db, MOVE_USAGE_OUT, MOVE_USAGE_OUT_KEYED), &of_revert)?;
     db.run(DELETE_LIVE, &values![session.as_str(), from_seq])?;
     let summaries = db.run(
         SET_ASIDE_SUMMARIES,
         &values![session.as_str(), turn, revert_id],
     )?;
-    let moved_compacted = db
-        .optional_int(MOVED_COMPACTED, &values![revert_id])?
-        .is_some();
+    let moved_compacted = db.optional_int(MOVED_COMPACTED, &of_revert)?.is_some();
     if summaries > 0 || moved_compacted {
         require_covered_head(db, session, turn)?;
     }
     db.run(TOUCH_SESSION, &values![session.as_str(), now.as_str()])?;
+    // The deleted messages leave the count (no trigger counts them on PostgreSQL).
+    super::write::recount_messages(db, session)?;
     Ok(Reverted {
         from_turn: turn,
         messages: count(messages),
@@ -315,12 +356,19 @@ fn undo_in(db: &mut impl Sql, session: &SessionId) -> Result<Option<Reverted>> {
     else {
         return Ok(None);
     };
-    let messages = db.run(MOVE_MESSAGES_BACK, &values![revert_id])?
-        + db.run(MOVE_MESSAGES_BACK_RENUMBERED, &values![revert_id])?;
-    db.run(MOVE_PARTS_BACK, &values![revert_id])?;
-    db.run(MOVE_USAGE_BACK, &values![revert_id])?;
-    let summaries = db.run(RESTORE_SUMMARIES, &values![revert_id])?;
-    db.run(DELETE_REVERT, &values![revert_id])?;
+    let of_revert = values![session.as_str(), revert_id];
+    let messages = db.run(MOVE_MESSAGES_BACK, &of_revert)?
+        + db.run(MOVE_MESSAGES_BACK_RENUMBERED, &of_revert)?;
+    db.run(
+        keyed(db, MOVE_PARTS_BACK, MOVE_PARTS_BACK_KEYED),
+        &of_revert,
+    )?;
+    db.run(
+        keyed(db, MOVE_USAGE_BACK, MOVE_USAGE_BACK_KEYED),
+        &of_revert,
+    )?;
+    let summaries = db.run(RESTORE_SUMMARIES, &of_revert)?;
+    db.run(DELETE_REVERT, &of_revert)?;
     let now = format_time(now());
     db.run(TOUCH_SESSION, &values![session.as_str(), now.as_str()])?;
     super::write::recount_messages(db, session)?;
@@ -335,8 +383,9 @@ fn count(rows: u64) -> usize {
     usize::try_from(rows).unwrap_or(usize::MAX)
 }
 
-const MOVED_COMPACTED: &str =
-    "SELECT 1 FROM reverted_messages WHERE revert_id = ?1 AND compacted = 1 LIMIT 1";
+const MOVED_COMPACTED: &str = "
+    SELECT 1 FROM reverted_messages WHERE session_id = ?1 AND revert_id = ?2 AND compacted = 1
+    LIMIT 1";
 
 /// Refuses a revert that leaves compacted turns no live summary covers.
 fn require_covered_head(db: &mut impl Sql, session: &SessionId, turn: i64) -> Result<()> {

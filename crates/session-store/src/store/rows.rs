@@ -48,7 +48,7 @@ macro_rules! message_columns {
     };
 }
 
-const SELECT_MESSAGES: &str = concat!(
+pub(crate) const SELECT_MESSAGES: &str = concat!(
     "SELECT ",
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata
@@ -60,7 +60,7 @@ const SELECT_MESSAGES: &str = concat!(
 /// `m.id` in the `ORDER BY` is the index's own last column: with it SQLite sees that the
 /// `(session_id, turn_index, seq)` walk yields each message once and keeps the join in index
 /// order; without it the rows went through a temporary B-tree to be sorted by ordinal.
-const SELECT_MESSAGES_BY_TURN: &str = concat!(
+pub(crate) const SELECT_MESSAGES_BY_TURN: &str = concat!(
     "SELECT ",
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata
@@ -69,7 +69,7 @@ const SELECT_MESSAGES_BY_TURN: &str = concat!(
     ORDER BY m.turn_index, m.seq, m.id, p.ordinal"
 );
 
-const SELECT_VISIBLE_MESSAGES: &str = concat!(
+pub(crate) const SELECT_VISIBLE_MESSAGES: &str = concat!(
     "SELECT ",
     message_columns!(),
     ", p.input AS input, p.provider_metadata AS provider_metadata

@@ -86,6 +86,22 @@ pub(crate) trait Sql {
     /// Runs an `INSERT` of one row into a table with an `id` key; that row's id.
     fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64>;
 
+    /// Runs an `INSERT` of one or more rows into a table with an `id` key; the largest id
+    /// it gave (SQLite: the last row's rowid; PostgreSQL: `RETURNING id`).
+    fn insert_rows(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        self.insert(sql, params)
+    }
+
+    /// Whether every table of session data carries its session's id (`session_id`), so a
+    /// statement that writes `parts`, `usage`, `reverted_parts` or `reverted_usage` names it
+    /// and a join of two of them matches it too ([`keyed`]): PostgreSQL's schema, which a
+    /// distributed engine shards by session (`migrations-postgres/V18`). SQLite's rows of
+    /// those tables name their message only (one file is never sharded; the column would
+    /// cost disk and time on every append).
+    fn rows_carry_session(&self) -> bool {
+        false
+    }
+
     /// Every row of a query whose first `width` columns are integers, one after another.
     fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>>;
 
@@ -147,6 +163,16 @@ pub(crate) trait Sql {
         0
     }
 
+    /// After the store rewrote what the parts `parts` of `session` say (a mend turned a
+    /// call or a result into text): the engine's search index forgets their old words where
+    /// no trigger does. SQLite's triggers keep its index right; PostgreSQL, which has no
+    /// trigger (`migrations-postgres/V18`), sets their documents back to NULL for the next
+    /// catch-up (`store/pg/search.rs`).
+    fn parts_rewritten(&mut self, session: &SessionId, parts: &[i64]) -> Result<()> {
+        let _ = (session, parts);
+        Ok(())
+    }
+
     /// The whole session for the check and the mend, through the one row decoder; the inner
     /// `Err` is the first row outside the contract.
     fn load_for_check(
@@ -171,6 +197,18 @@ impl<S: Sql + ?Sized> Sql for &mut S {
 
     fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
         (**self).insert(sql, params)
+    }
+
+    fn insert_rows(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        (**self).insert_rows(sql, params)
+    }
+
+    fn rows_carry_session(&self) -> bool {
+        (**self).rows_carry_session()
+    }
+
+    fn parts_rewritten(&mut self, session: &SessionId, parts: &[i64]) -> Result<()> {
+        (**self).parts_rewritten(session, parts)
     }
 
     fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
@@ -227,6 +265,17 @@ impl<S: Sql + ?Sized> Sql for &mut S {
 
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
         (**self).link_call(session, call, child)
+    }
+}
+
+/// `plain` on an engine whose rows of `parts`, `usage` and their revert mirrors name their
+/// message only (SQLite), `keyed` where they carry their session's id too (PostgreSQL,
+/// [`Sql::rows_carry_session`]): the same statement in the two schemas.
+pub(crate) fn keyed<'s>(db: &(impl Sql + ?Sized), plain: &'s str, keyed: &'s str) -> &'s str {
+    if db.rows_carry_session() {
+        keyed
+    } else {
+        plain
     }
 }
 

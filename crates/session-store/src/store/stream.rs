@@ -17,7 +17,7 @@ use super::apply::LoggedChange;
 use super::encode::insert_part;
 use super::handle::Store;
 use super::rows::Range;
-use super::sql::{int_at, text_at, values, Sql};
+use super::sql::{int_at, keyed, text_at, values, Sql};
 use super::time::parse_time;
 use super::time::{format_time, now};
 use super::write::{append_in, stored_tail};
@@ -189,6 +189,11 @@ const MESSAGE_STATE: &str = "SELECT state, writer FROM messages WHERE id = ?1 AN
 const CALL_USED_ELSEWHERE: &str = "
     SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
     WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 AND m.id <> ?3 LIMIT 1";
+/// [`CALL_USED_ELSEWHERE`] where rows carry their session: the parts' own index, no join.
+const CALL_USED_ELSEWHERE_KEYED: &str = "
+    SELECT 1 FROM parts p
+    WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND p.session_id = ?2 AND p.message_id <> ?3
+    LIMIT 1";
 const PARTS_OF: &str = "SELECT COUNT(*) FROM parts WHERE message_id = ?1";
 const SET_MODEL: &str = "UPDATE messages SET model = ?2 WHERE id = ?1";
 const COMPLETE: &str = "UPDATE messages SET state = 'complete', writer = NULL WHERE id = ?1";
@@ -449,7 +454,7 @@ fn push_in(
         Some(id)
             if db
                 .optional_int(
-                    CALL_USED_ELSEWHERE,
+                    keyed(db, CALL_USED_ELSEWHERE, CALL_USED_ELSEWHERE_KEYED),
                     &values![id, session.as_str(), message.id],
                 )?
                 .is_some() =>
@@ -469,7 +474,7 @@ fn push_in(
         reason,
     })?;
     let ordinal = i64::try_from(so_far.len()).unwrap_or(i64::MAX);
-    insert_part(db, message.id, ordinal, part)?;
+    insert_part(db, session, message.id, ordinal, part)?;
     let now = format_time(now());
     db.run(TOUCH, &values![session.as_str(), now.as_str()])?;
     Ok(())

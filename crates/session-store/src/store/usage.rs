@@ -17,12 +17,18 @@ const INSERT_USAGE: &str = "
     INSERT INTO usage (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
+/// [`INSERT_USAGE`] where the row carries its session (`?7`, [`Sql::rows_carry_session`]).
+const INSERT_USAGE_KEYED: &str = "
+    INSERT INTO usage (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, session_id)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+
 /// Stores what message `message_id` cost, on either engine; nothing for an empty [`Usage`].
 /// `append_in` refused counts above [`crate::MAX_TOKEN_COUNT`] before anything was written
 /// ([`Refusal::TokenCountOutOfRange`]); `refused` says so again should one reach here, so a
 /// count is stored exactly or not at all.
 pub(crate) fn insert_usage(
     db: &mut impl Sql,
+    session: &SessionId,
     message_id: i64,
     usage: &Usage,
     refused: impl Fn(Refusal) -> Error,
@@ -37,17 +43,21 @@ pub(crate) fn insert_usage(
     let exact = |field: &'static str, n: Option<u64>| {
         count(n).map_err(|value| refused(Refusal::TokenCountOutOfRange { field, value }))
     };
-    db.run(
-        INSERT_USAGE,
-        &values![
-            message_id,
-            usage.model.as_deref(),
-            exact("input_tokens", usage.input_tokens)?,
-            exact("output_tokens", usage.output_tokens)?,
-            exact("cache_read_tokens", usage.cache_read_tokens)?,
-            exact("cache_write_tokens", usage.cache_write_tokens)?,
-        ],
-    )?;
+    let params = values![
+        message_id,
+        usage.model.as_deref(),
+        exact("input_tokens", usage.input_tokens)?,
+        exact("output_tokens", usage.output_tokens)?,
+        exact("cache_read_tokens", usage.cache_read_tokens)?,
+        exact("cache_write_tokens", usage.cache_write_tokens)?,
+        session.as_str(),
+    ];
+    let (sql, bound) = if db.rows_carry_session() {
+        (INSERT_USAGE_KEYED, &params[..])
+    } else {
+        (INSERT_USAGE, &params[..6])
+    };
+    db.run(sql, bound)?;
     Ok(())
 }
 

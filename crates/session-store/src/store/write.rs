@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::encode::insert_message;
 use super::handle::Store;
 use super::rows::Range;
-use super::sql::{text_at, values, Sql, Value};
+use super::sql::{keyed, text_at, values, Sql, Value};
 use super::time::{format_time, now};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
@@ -242,7 +242,7 @@ fn insert_next(
         position.last_user_turn = Some(turn_index);
     }
     let created_at = format_time(message.created_at.unwrap_or(now));
-    let id = insert_message(
+    let inserted = insert_message(
         db,
         session,
         position.last_seq,
@@ -250,8 +250,10 @@ fn insert_next(
         message,
         &created_at,
     )?;
+    let id = inserted.id;
+    position.parts_max = position.parts_max.max(inserted.last_part.unwrap_or(0));
     if let Some(usage) = &message.usage {
-        super::usage::insert_usage(db, id, usage, refused)?;
+        super::usage::insert_usage(db, session, id, usage, refused)?;
     }
     super::idempotency::record(db, session, message, id)?;
     Ok(Appended {
@@ -281,7 +283,8 @@ pub(crate) struct Position {
     pub(crate) last_user_turn: Option<i64>,
     /// How many parts the open block holds (see [`TailState::block_parts`]).
     pub(crate) block_parts: i64,
-    /// The largest part id in the database before the append.
+    /// The largest part id the state is checked against ([`TailRow::parts_max`]) before
+    /// the append; each inserted message's parts raise it to the largest id they took.
     pub(crate) parts_max: i64,
     /// Whether this came from the state the session row keeps, which only an append writes
     /// and every revert, undo and mend clears: then no revert of the session is waiting for
@@ -297,17 +300,13 @@ impl Position {
             self.block_parts,
             appended.iter().map(|m| (m.role, m.parts.len())),
         );
-        // SQLite gives a new row the largest id plus one, and the append holds the only write
-        // lock: its parts took the ids right above `parts_max`. (PostgreSQL's sequences may
-        // skip ids: the state then takes the block count's path the next time.)
-        let inserted: usize = appended.iter().map(|m| m.parts.len()).sum();
-        let parts_through = self.parts_max + i64::try_from(inserted).unwrap_or(i64::MAX);
+        // `parts_max` went up to the largest id the appended parts took ([`insert_next`]).
         TailState::after(
             walk,
             self.last_seq,
             self.last_user_turn,
             block_parts,
-            parts_through,
+            self.parts_max,
         )
     }
 }
@@ -337,12 +336,17 @@ pub(crate) struct TailRow {
     pub(crate) state: Option<String>,
     /// The session's largest `seq` (0 when it has no message).
     pub(crate) last_seq: i64,
-    /// The largest part id in the database, on an engine where that proves no part went in
-    /// since the state was written (SQLite, whose writers take turns); `None` where every
-    /// insert of a tool part clears the state itself (PostgreSQL, `migrations-postgres/V10`),
-    /// so a state whose last seq is the session's is current with no read outside the
-    /// session.
+    /// The largest part id that proves no part went in since the state was written: on
+    /// SQLite, whose writers take turns, the largest in the database; on PostgreSQL, the
+    /// largest of the session's own parts (each session's writers take turns on its row
+    /// lock, and sequences only grow), read by the session's key with no read outside it.
+    /// `None`: not read (a state whose last seq is the session's is then trusted).
     pub(crate) parts_max: Option<i64>,
+    /// The number of parts in the session's open block, read with the state where no
+    /// trigger clears it on an insert (PostgreSQL): the state is current only when both this
+    /// and [`TailRow::parts_max`] match it. `None` (SQLite): counted only when the largest
+    /// part id moved.
+    pub(crate) block_parts: Option<i64>,
     /// Whether a message of the session is still streaming (`state = 'open'`).
     pub(crate) open_messages: bool,
 }
@@ -364,6 +368,7 @@ pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<
                 state: r.get(0)?,
                 last_seq: r.get(1)?,
                 parts_max: Some(r.get(2)?),
+                block_parts: None,
                 open_messages: r.get(3)?,
             })
         })
@@ -378,6 +383,13 @@ const BLOCK_PARTS: &str = "
         (SELECT seq FROM messages WHERE session_id = ?1 AND role IN ('user', 'assistant')
          ORDER BY seq DESC LIMIT 1), 0)";
 
+/// [`BLOCK_PARTS`] where rows carry their session ([`Sql::rows_carry_session`]).
+const BLOCK_PARTS_KEYED: &str = "
+    SELECT COUNT(*) FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
+    WHERE m.session_id = ?1 AND m.seq >= COALESCE(
+        (SELECT seq FROM messages WHERE session_id = ?1 AND role IN ('user', 'assistant')
+         ORDER BY seq DESC LIMIT 1), 0)";
+
 /// The end of a session, for every reader and the write path alike (the pending calls of
 /// `pending_tool_uses` and of the session listings, `cancel`, a fork's cut, an append's
 /// check; [`Error::UnknownSession`] unless it exists), on either engine: the tail state its
@@ -388,11 +400,12 @@ const BLOCK_PARTS: &str = "
 ///
 /// The state is current when its last seq is the session's (a message appended by anyone
 /// changes that) and no part went into the session's open block since it was written
-/// (changed or deleted rows clear it through triggers). That second fact is read cheaply
-/// where it can be: on SQLite, no part at all was inserted since (the largest part id is
-/// still the one the state names), else the block's parts are counted; on PostgreSQL, a
-/// trigger clears the state on every insert of a tool part, so nothing outside the session
-/// is read ([`TailRow::parts_max`]).
+/// (changed or deleted rows clear it: SQLite's triggers, PostgreSQL's own statements of the
+/// store, which has no trigger there). That second fact is read cheaply: on SQLite, no part
+/// was inserted since (the database's largest part id is still the one the state names),
+/// else the block's parts are counted; on PostgreSQL, the session's largest part id and its
+/// block's part count, read in the same statement as the state, both match it
+/// ([`TailRow::parts_max`], [`TailRow::block_parts`]).
 pub(crate) fn stored_tail(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
     let row = db
         .tail_row(session, false)?
@@ -406,6 +419,7 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         state,
         last_seq,
         parts_max,
+        block_parts: row_block_parts,
         ..
     } = row;
     let tail = state
@@ -413,9 +427,12 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         .and_then(TailState::decode)
         .filter(|tail| tail.last_seq == last_seq);
     if let Some(tail) = tail {
-        let current = match parts_max {
-            None => true,
-            Some(max) => tail.parts_through == max || tail.block_parts == block_parts(db, session)?,
+        let current = match (parts_max, row_block_parts) {
+            (Some(max), Some(count)) => tail.parts_through == max && tail.block_parts == count,
+            (Some(max), None) => {
+                tail.parts_through == max || tail.block_parts == block_parts(db, session)?
+            }
+            (None, _) => true,
         };
         if current {
             return Ok(Position {
@@ -442,7 +459,10 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
 /// The number of parts in the session's open block (see [`BLOCK_PARTS`]).
 fn block_parts(db: &mut impl Sql, session: &SessionId) -> Result<i64> {
     Ok(db
-        .optional_int(BLOCK_PARTS, &values![session.as_str()])?
+        .optional_int(
+            keyed(db, BLOCK_PARTS, BLOCK_PARTS_KEYED),
+            &values![session.as_str()],
+        )?
         .unwrap_or(0))
 }
 
@@ -496,6 +516,11 @@ const TOOL_USE_ID_TAKEN: &str = "
     WHERE m.id = p.message_id AND p.tool_use_id = ?1 AND p.kind = 'tool_use'
       AND m.session_id = ?2 LIMIT 1";
 
+/// [`TOOL_USE_ID_TAKEN`] where rows carry their session: the parts' own index, no join.
+const TOOL_USE_ID_TAKEN_KEYED: &str = "
+    SELECT 1 FROM parts p
+    WHERE p.session_id = ?2 AND p.tool_use_id = ?1 AND p.kind = 'tool_use' LIMIT 1";
+
 /// How many ids [`TOOL_USE_IDS_TAKEN`] asks about at once (the unused ones bound to NULL,
 /// which matches nothing), so that a batch of many calls (an import) costs one statement per
 /// this many, and the statement's text stays one.
@@ -507,6 +532,13 @@ const TOOL_USE_IDS_TAKEN: &str = "
     WHERE m.id = p.message_id AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
         ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
       AND p.kind = 'tool_use' AND m.session_id = ?1";
+
+/// [`TOOL_USE_IDS_TAKEN`] where rows carry their session: the parts' own index, no join.
+const TOOL_USE_IDS_TAKEN_KEYED: &str = "
+    SELECT DISTINCT p.tool_use_id FROM parts p
+    WHERE p.session_id = ?1 AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+        ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
+      AND p.kind = 'tool_use'";
 
 /// The tool_use ids of `messages` that the session already uses, in the messages' order. A
 /// few ids (an append's usual calls) are asked one by one, each an index probe; more, in
@@ -524,7 +556,10 @@ fn used_tool_use_ids(
         let mut used = Vec::new();
         for id in ids {
             if db
-                .optional_int(TOOL_USE_ID_TAKEN, &values![id, session.as_str()])?
+                .optional_int(
+                    keyed(db, TOOL_USE_ID_TAKEN, TOOL_USE_ID_TAKEN_KEYED),
+                    &values![id, session.as_str()],
+                )?
                 .is_some()
             {
                 used.push(id.to_owned());
@@ -539,7 +574,8 @@ fn used_tool_use_ids(
         for (param, id) in params[1..].iter_mut().zip(group) {
             *param = Value::from(*id);
         }
-        taken.extend(texts(db, TOOL_USE_IDS_TAKEN, &params)?);
+        let sql = keyed(db, TOOL_USE_IDS_TAKEN, TOOL_USE_IDS_TAKEN_KEYED);
+        taken.extend(texts(db, sql, &params)?);
     }
     Ok(ids
         .into_iter()

@@ -5,7 +5,7 @@
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::SessionId;
-use crate::store::copy::{forget_parent, lineage_parent, IdMap, Kind, TABLES};
+use crate::store::copy::{forget_parent, lineage_parent, IdMap, Kind, Table, TABLES};
 use crate::store::reports::{Cell, SessionRows};
 
 impl PgStore {
@@ -14,7 +14,7 @@ impl PgStore {
             super::require_session(tx, session)?;
             let mut all = Vec::with_capacity(TABLES.len());
             for table in TABLES {
-                let rows = tx.query(&table.select("$1"), &[&session.as_str()])?;
+                let rows = tx.query(&session_select(table), &[&session.as_str()])?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in &rows {
                     let mut cells = Vec::with_capacity(table.columns.len());
@@ -63,6 +63,9 @@ impl PgStore {
                 } else {
                     Vec::new()
                 };
+                // The tables whose rows name their message only in the copy's list (SQLite's
+                // shape) carry their session here (V18).
+                let add_session = !carries_session(table);
                 let mut data = String::new();
                 for (at, row) in table_rows.iter().enumerate() {
                     let mut values = ids.values(table, row);
@@ -70,11 +73,17 @@ impl PgStore {
                         values.insert(0, Cell::Int(id));
                         ids.record(table, row, id);
                     }
+                    if add_session {
+                        values.push(Cell::Text(session.as_str().to_owned()));
+                    }
                     copy_line(&values, &mut data);
                 }
                 let mut columns: Vec<&str> = table.inserted().iter().map(|(n, _)| *n).collect();
                 if table.generates_id() {
                     columns.insert(0, "id");
+                }
+                if add_session {
+                    columns.push("session_id");
                 }
                 let sql = format!("COPY {} ({}) FROM STDIN", table.name, columns.join(", "));
                 tx.copy_in(&sql, data.as_bytes())?;
@@ -82,6 +91,27 @@ impl PgStore {
             crate::store::write::recount_messages(tx, session)
         })
     }
+}
+
+/// Whether the copy's column list of `table` names its session already (`sessions` is the
+/// session: its `id`).
+fn carries_session(table: &Table) -> bool {
+    table.keeps_id || table.columns.iter().any(|(name, _)| *name == "session_id")
+}
+
+/// The copy's `SELECT` of `table` (`$1` the session), by the rows' own session column where
+/// the copy's list has none (V18 gave every table one): one session's rows, read by its key.
+fn session_select(table: &Table) -> String {
+    if carries_session(table) {
+        return table.select("$1");
+    }
+    let columns: Vec<&str> = table.columns.iter().map(|(name, _)| *name).collect();
+    format!(
+        "SELECT {} FROM {} WHERE session_id = $1 AND {}",
+        columns.join(", "),
+        table.name,
+        table.filter.replace("{p}", "$1")
+    )
 }
 
 /// `count` new ids of `table`'s `id` sequence, ascending (the rows keep their order).

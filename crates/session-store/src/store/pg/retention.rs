@@ -2,7 +2,8 @@
 //! the seam). The size report and reclaiming speak of the server's storage instead of a file:
 //!
 //! - "the database" is the relations (tables with their TOAST data, and indexes) of the schema
-//!   that holds the store's `sessions` table: what this store owns, not the whole server;
+//!   that holds the store's `sessions` table: what this store owns, not the whole server; on
+//!   Citus, a distributed table's bytes are its shards' on the workers;
 //! - reclaiming is `VACUUM` of those tables (dead rows' space reusable, trailing empty pages
 //!   given back), and [`crate::Store::vacuum`] is `VACUUM FULL` (every table rewritten,
 //!   holding an exclusive lock on it meanwhile).
@@ -23,6 +24,41 @@ const OBJECT_SIZES: &str = "
       AND c.relkind IN ('r', 'm', 'i')
     ORDER BY bytes DESC, c.relname COLLATE \"C\"";
 
+/// [`OBJECT_SIZES`] where the `citus` extension is installed: a table Citus distributes
+/// (`pg_dist_partition`), and each of its indexes, is measured over its shards on the workers
+/// (`citus_table_size`, `citus_relation_size`), where its rows are; the coordinator's own
+/// relation of it is empty. Other relations as on PostgreSQL.
+const OBJECT_SIZES_CITUS: &str = "
+    SELECT c.relname::TEXT,
+           (CASE
+                WHEN c.relkind = 'i' AND EXISTS (
+                    SELECT 1 FROM pg_index x JOIN pg_dist_partition d ON d.logicalrelid = x.indrelid
+                    WHERE x.indexrelid = c.oid)
+                    THEN citus_relation_size(c.oid)
+                WHEN c.relkind = 'i' THEN pg_relation_size(c.oid)
+                WHEN EXISTS (SELECT 1 FROM pg_dist_partition d WHERE d.logicalrelid = c.oid)
+                    THEN citus_table_size(c.oid)
+                ELSE pg_table_size(c.oid)
+            END)::BIGINT AS bytes
+    FROM pg_class c
+    WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass('sessions'))
+      AND c.relkind IN ('r', 'm', 'i')
+    ORDER BY bytes DESC, c.relname COLLATE \"C\"";
+
+/// Whether the server runs the `citus` extension (then the sizes are its shards').
+const CITUS_INSTALLED: &str = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')";
+
+/// The relations' sizes query for this server: [`OBJECT_SIZES_CITUS`] on Citus, else
+/// [`OBJECT_SIZES`].
+fn object_sizes_sql(tx: &mut super::Tx<'_>) -> Result<&'static str> {
+    let citus: bool = tx.query_one(CITUS_INSTALLED, &[])?.try_get(0)?;
+    Ok(if citus {
+        OBJECT_SIZES_CITUS
+    } else {
+        OBJECT_SIZES
+    })
+}
+
 /// The store's tables, quoted, for `VACUUM`.
 const TABLES: &str = "
     SELECT format('%I.%I', n.nspname, c.relname)
@@ -42,7 +78,8 @@ const SESSION_SIZES: &str = "
            COALESCE(SUM(CASE WHEN p.kind IN ('tool_result', 'server_tool_result')
                              THEN COALESCE(octet_length(p.text), 0) + COALESCE(octet_length(p.input), 0)
                              ELSE 0 END), 0)::BIGINT
-    FROM sessions s LEFT JOIN messages m ON m.session_id = s.id LEFT JOIN parts p ON p.message_id = m.id
+    FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
+    LEFT JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
     GROUP BY s.id ORDER BY bytes DESC, s.id COLLATE \"C\"";
 
 /// The full-text index of migration V11.
@@ -62,8 +99,9 @@ impl PgStore {
     /// - the per-session figures: the same content bytes as SQLite (`octet_length`).
     pub(crate) fn size_report(&self, top: usize) -> Result<SizeReport> {
         self.read(|tx| {
+            let sizes = object_sizes_sql(tx)?;
             let objects = tx
-                .query(OBJECT_SIZES, &[])?
+                .query(sizes, &[])?
                 .iter()
                 .map(|row| {
                     Ok(ObjectSize {
@@ -102,9 +140,10 @@ impl PgStore {
     /// The bytes of the store's relations (`file_bytes` of the size report).
     pub(crate) fn bytes_on_disk(&self) -> Result<u64> {
         self.read(|tx| {
+            let sizes = object_sizes_sql(tx)?;
             let bytes: i64 = tx
                 .query_one(
-                    &format!("SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM ({OBJECT_SIZES}) o"),
+                    &format!("SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM ({sizes}) o"),
                     &[],
                 )?
                 .try_get(0)?;

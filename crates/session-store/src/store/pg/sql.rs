@@ -17,6 +17,29 @@ impl Sql for Tx<'_> {
         Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
     }
 
+    fn insert_rows(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
+        let sql = format!("{} RETURNING id", dollar_placeholders(sql).trim_end());
+        let mut last = 0;
+        for row in self.query(&sql, &pg_params(params))? {
+            last = last.max(row.try_get::<_, i64>(0)?);
+        }
+        Ok(last)
+    }
+
+    fn rows_carry_session(&self) -> bool {
+        true
+    }
+
+    fn parts_rewritten(&mut self, session: &SessionId, parts: &[i64]) -> Result<()> {
+        if !parts.is_empty() {
+            self.execute(
+                "UPDATE parts SET search_document = NULL WHERE session_id = $1 AND id = ANY($2)",
+                &[&session.as_str(), &parts],
+            )?;
+        }
+        Ok(())
+    }
+
     fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
         let mut cells = Vec::new();
         for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {

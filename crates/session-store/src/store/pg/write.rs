@@ -17,8 +17,8 @@ pub(crate) fn link_call(
     child: &SessionId,
 ) -> Result<()> {
     let rows = tx.query(
-        "SELECT p.id, p.provider_metadata FROM parts p JOIN messages m ON m.id = p.message_id
-         WHERE m.session_id = $1 AND p.kind = 'tool_use' AND p.tool_use_id = $2",
+        "SELECT p.id, p.provider_metadata FROM parts p
+         WHERE p.session_id = $1 AND p.kind = 'tool_use' AND p.tool_use_id = $2",
         &[&session.as_str(), &call],
     )?;
     for row in &rows {
@@ -44,8 +44,8 @@ pub(crate) fn link_call(
             }
         }
         tx.execute(
-            "UPDATE parts SET provider_metadata = $2 WHERE id = $1",
-            &[&part, &serde_json::to_string(&metadata)?],
+            "UPDATE parts SET provider_metadata = $2 WHERE session_id = $3 AND id = $1",
+            &[&part, &serde_json::to_string(&metadata)?, &session.as_str()],
         )?;
     }
     Ok(())
