@@ -308,3 +308,105 @@ fn codex_links_made_again_link_nothing_twice() {
         }
     }
 }
+
+/// `session-store import` of a folder (nested as Codex nests its rollouts by date) and of
+/// several files is one import run: each rollout a session, the links made whatever the
+/// files' order, every export passing; a run with one refused file stores nothing and says
+/// which file it was.
+#[test]
+fn the_cli_imports_a_folder_or_several_files_in_one_run_with_their_links() {
+    for parent_name in ["a-parent.jsonl", "z-parent.jsonl"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let folder = dir.path().join("sessions");
+        let nested = folder.join("2025/10/14");
+        std::fs::create_dir_all(&nested).expect("folders");
+        let mut names = vec![(PARENT, nested.join(parent_name))];
+        for (path, _) in CODEX_CHILDREN {
+            let name = std::path::Path::new(path).file_name().expect("name");
+            names.push((path, nested.join(name)));
+        }
+        for (path, copy) in &names {
+            std::fs::copy(path, copy).expect("copy");
+        }
+        for backend in crate::backends::backends() {
+            let db = backend.location();
+            let what = format!("{} {parent_name}", backend.name);
+            let printed: Value = serde_json::from_str(&cli(
+                &db,
+                &["import", "--json", folder.to_str().expect("utf-8")],
+            ))
+            .expect("json");
+            let printed = printed.as_array().expect("an array");
+            // The files in name order, a session each.
+            let mut order: Vec<&(&str, std::path::PathBuf)> = names.iter().collect();
+            order.sort_by(|a, b| a.1.cmp(&b.1));
+            assert_eq!(printed.len(), order.len(), "{what}");
+            let by_path: BTreeMap<&str, SessionId> = order
+                .iter()
+                .zip(printed)
+                .map(|((path, _), object)| {
+                    assert_eq!(object["format"], "codex", "{what}");
+                    let id = object["session"].as_str().expect("session");
+                    (*path, SessionId::new(id))
+                })
+                .collect();
+            let store = &backend.store;
+            let parent = &by_path[PARENT];
+            let mut shown = Vec::new();
+            for (path, _) in CODEX_CHILDREN {
+                assert_linked(store, parent, &by_path[path], path, &what);
+                let call = subagent(store, &by_path[path]).parent_tool_use_id;
+                shown.push((by_path[path].clone(), call));
+            }
+            assert_shown(&db, parent, &shown);
+            for session in by_path.values() {
+                assert_exports_pass(store, session);
+            }
+            // Two files named one by one, the child first: linked as well.
+            let child = names[1].1.to_str().expect("utf-8");
+            let parent_file = names[0].1.to_str().expect("utf-8");
+            let ids = cli(&db, &["import", child, parent_file]);
+            let ids: Vec<SessionId> = ids.lines().map(SessionId::new).collect();
+            assert_eq!(ids.len(), 2, "{what}");
+            assert_linked(store, &ids[1], &ids[0], CODEX_CHILDREN[0].0, &what);
+            // One refused file among them: nothing of the run is stored.
+            let before = store.sessions().expect("sessions").len();
+            let broken = dir.path().join("broken.jsonl");
+            std::fs::write(&broken, "{\"type\": \"session_meta\"\n").expect("write");
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
+                .args(["--db", &db, "import", "--format", "codex"])
+                .args([parent_file, child, broken.to_str().expect("utf-8")])
+                .output()
+                .expect("run");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{what}: {stderr}");
+            assert!(stderr.contains("broken.jsonl"), "{what}: {stderr}");
+            assert_eq!(store.sessions().expect("sessions").len(), before, "{what}");
+        }
+    }
+}
+
+/// One import run is one transaction: a refused input, first, in the middle or last, leaves
+/// nothing of the others behind, on both engines.
+#[test]
+fn an_import_run_with_a_refused_input_stores_nothing() {
+    let broken = "{\"type\": \"session_meta\", \"payload\": {\"id\": \"x\"}}\n{\"type\": \"response_item\", \"payload\": {\"type\": \"function_call_output\", \"call_id\": \"nobody\", \"output\": 1}}\n{";
+    for backend in crate::backends::backends() {
+        let store = &backend.store;
+        for at in 0..3 {
+            let mut texts = vec![read(PARENT), read(CODEX_CHILDREN[0].0)];
+            texts.insert(at, broken.to_owned());
+            let inputs = texts
+                .into_iter()
+                .map(|text| (Format::Codex, std::io::Cursor::new(text.into_bytes())))
+                .collect();
+            let refused = store.import_readers_as(inputs, None);
+            assert!(
+                matches!(refused, Err(session_store::Error::Import(_))),
+                "{} at {at}: {refused:?}",
+                backend.name
+            );
+            assert_eq!(store.sessions().expect("sessions"), [], "{}", backend.name);
+        }
+    }
+}
