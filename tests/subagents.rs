@@ -15,6 +15,10 @@ const PAIRS: &[(&str, &str)] = &[
         "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl",
     ),
     (
+        "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+        "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-acompact-fffbd0.jsonl",
+    ),
+    (
         "tests/fixtures/transcripts/fasthooks/sample_main_transcript.jsonl",
         "tests/fixtures/transcripts/fasthooks/sample_agent_sidechain.jsonl",
     ),
