@@ -328,6 +328,8 @@ fn the_cli_imports_a_folder_or_several_files_in_one_run_with_their_links() {
         for (path, copy) in &names {
             std::fs::copy(path, copy).expect("copy");
         }
+        // A hidden file (a desktop's folder notes) is no transcript and is left out.
+        std::fs::write(nested.join(".DS_Store"), [0u8, 1, 2]).expect("hidden");
         for backend in crate::backends::backends() {
             let db = backend.location();
             let what = format!("{} {parent_name}", backend.name);

@@ -32,7 +32,7 @@ pub fn run(
 }
 
 /// The files `paths` name: a file as itself, a folder as the regular files under it,
-/// recursively, in name order.
+/// recursively, in name order, hidden ones (`.name`) left out.
 fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for path in paths {
@@ -47,6 +47,9 @@ fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
                 .with_context(|| format!("cannot read {}", folder.display()))?;
             for entry in entries {
                 let entry = entry.with_context(|| format!("cannot read {}", folder.display()))?;
+                if entry.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
                 let kind = entry.file_type()?;
                 if kind.is_dir() {
                     folders.push(entry.path());

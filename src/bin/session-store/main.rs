@@ -150,7 +150,7 @@ enum Command {
         #[arg(long, value_name = "PROVIDER/MODEL", value_parser = parse_model)]
         model: Option<String>,
         /// The transcript file (`-` reads stdin). Several files, or a folder (its files,
-        /// recursively, in name order), are one import run: one transaction for them all, a
+        /// recursively, in name order, hidden ones left out), are one import run: one transaction for them all, a
         /// session each, and a Codex sub-agent's rollout linked to its parent's whatever
         /// their order.
         #[arg(required = true)]
