@@ -74,8 +74,9 @@ impl Store {
 impl Store {
     /// Records `child` as a sub-agent of `parent`, as an import records a sidechain it
     /// reads: `sessions.parent_id`, the call in `parent` that spawned it (the first whose
-    /// `prompt` is the child's first user text: `parent_tool_use_id`) and its state, in one
-    /// write transaction. Calling it again brings the link up to date (the parent's call
+    /// `prompt` is the child's first user text and that no other sub-agent is linked to:
+    /// `parent_tool_use_id`, and `session_store.child_session` on the call) and its state,
+    /// in one write transaction. Calling it again brings the link up to date (the parent's call
     /// answered since, the child's conversation grown). For writers that mirror a parent and
     /// its sub-agents as separate records (the Claude adapter's `subagents/*` subpaths).
     pub fn link_subagent(&self, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
@@ -93,20 +94,34 @@ fn link_subagent_in(db: &mut impl Sql, parent: &SessionId, child: &SessionId) ->
         first_text = text_at(r, 0)?;
         Ok(())
     })?;
-    let mut spawned_by: Option<String> = None;
+    let mut candidates: Vec<String> = Vec::new();
     if let Some(first_text) = first_text {
         db.each_row(CALLS, &values![parent.as_str()], &mut |r| {
-            if spawned_by.is_none() {
-                let input: Option<serde_json::Value> =
-                    text_at(r, 1)?.and_then(|text| serde_json::from_str(&text).ok());
-                if input.as_ref().and_then(spawn_prompt) == Some(first_text.as_str()) {
-                    spawned_by = text_at(r, 0)?;
-                }
+            let input: Option<serde_json::Value> =
+                text_at(r, 1)?.and_then(|text| serde_json::from_str(&text).ok());
+            if input.as_ref().and_then(spawn_prompt) == Some(first_text.as_str()) {
+                candidates.extend(text_at(r, 0)?);
             }
             Ok(())
         })?;
     }
+    // A call spawns one sub-agent: of the calls with the child's prompt, the first that no
+    // other linked session names.
+    let mut spawned_by: Option<String> = None;
+    for call in candidates {
+        let taken = db.optional_int(
+            CALL_TAKEN,
+            &values![parent.as_str(), call.as_str(), child.as_str()],
+        )?;
+        if taken.is_none() {
+            spawned_by = Some(call);
+            break;
+        }
+    }
     record_in(db, Some(parent), child, spawned_by.as_deref())?;
+    if let Some(call) = &spawned_by {
+        db.link_call(parent, call, child)?;
+    }
     let mut linked = subagents_in(db, Some(parent))?;
     linked.retain(|s| &s.id == child);
     linked
