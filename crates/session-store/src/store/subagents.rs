@@ -75,8 +75,9 @@ impl Store {
     /// Records `child` as a sub-agent of `parent`, as an import records a sidechain it
     /// reads: `sessions.parent_id`, the call in `parent` that spawned it (the first whose
     /// `prompt` is the child's first user text and that no other sub-agent is linked to:
-    /// `parent_tool_use_id`, and `session_store.child_session` on the call) and its state,
-    /// in one write transaction. Calling it again brings the link up to date (the parent's call
+    /// `parent_tool_use_id`) and its state, in one write transaction. The call's parts are
+    /// left as the writer stored them (no `session_store.child_session`): a mirror compares
+    /// what it stored with what it reads again from its source. Calling it again brings the link up to date (the parent's call
     /// answered since, the child's conversation grown). For writers that mirror a parent and
     /// its sub-agents as separate records (the Claude adapter's `subagents/*` subpaths).
     pub fn link_subagent(&self, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
@@ -119,9 +120,6 @@ fn link_subagent_in(db: &mut impl Sql, parent: &SessionId, child: &SessionId) ->
         }
     }
     record_in(db, Some(parent), child, spawned_by.as_deref())?;
-    if let Some(call) = &spawned_by {
-        db.link_call(parent, call, child)?;
-    }
     let mut linked = subagents_in(db, Some(parent))?;
     linked.retain(|s| &s.id == child);
     linked
