@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use proptest::prelude::*;
 use serde_json::Value;
 use session_store::import::{import as import_transcript, Format};
 use session_store::{Part, SessionId, Store, Subagent};
@@ -410,5 +411,40 @@ fn an_import_run_with_a_refused_input_stores_nothing() {
             );
             assert_eq!(store.sessions().expect("sessions"), [], "{}", backend.name);
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// The links do not depend on the order of the rollouts nor on how they are grouped into
+    /// import runs (each run one transaction): any order, any grouping, the same tree.
+    #[test]
+    fn codex_links_are_the_same_for_any_order_and_grouping(
+        order in Just(
+            std::iter::once(PARENT)
+                .chain(CODEX_CHILDREN.iter().map(|(path, _)| *path))
+                .collect::<Vec<&str>>()
+        ).prop_shuffle(),
+        cuts in prop::collection::vec(any::<bool>(), 4),
+        streamed in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path().join("p.db")).expect("open");
+        let mut by_path: BTreeMap<&str, SessionId> = BTreeMap::new();
+        let mut run: Vec<&str> = Vec::new();
+        for (at, path) in order.iter().enumerate() {
+            if cuts[at] && !run.is_empty() {
+                let how = if streamed { Storing::Streamed } else { Storing::OneRun };
+                by_path.extend(run.iter().copied().zip(store_all(&store, &run, how)));
+                run.clear();
+            }
+            run.push(path);
+        }
+        by_path.extend(run.iter().copied().zip(store_all(&store, &run, Storing::OneRun)));
+        let parent = &by_path[PARENT];
+        for (path, _) in CODEX_CHILDREN {
+            assert_linked(&store, parent, &by_path[path], path, &format!("{order:?} {cuts:?}"));
+        }
+        prop_assert_eq!(child_sessions(&store, parent).len(), 2);
     }
 }
