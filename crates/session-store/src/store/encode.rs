@@ -116,23 +116,24 @@ pub(crate) fn insert_message(
     message: &NewMessage,
     created_at: &str,
 ) -> Result<InsertedMessage> {
-    let message_id = db.insert(
-        INSERT_MESSAGE,
-        &values![
-            session.as_str(),
-            seq,
-            turn_index,
-            message.role.as_str(),
-            created_at,
-            message.model.as_deref(),
-        ],
-    )?;
+    let message_values = values![
+        session.as_str(),
+        seq,
+        turn_index,
+        message.role.as_str(),
+        created_at,
+        message.model.as_deref(),
+    ];
     let rows = message
         .parts
         .iter()
         .map(part_row)
         .collect::<Result<Vec<_>>>()?;
     let keyed = db.rows_carry_session();
+    if keyed && (1..=PARTS_PER_INSERT).contains(&rows.len()) {
+        return insert_message_with_parts(db, &message_values, &rows);
+    }
+    let message_id = db.insert(INSERT_MESSAGE, &message_values)?;
     let session_value = keyed.then_some(session.as_str());
     let mut last_part = None;
     for (chunk, rows) in rows.chunks(PARTS_PER_INSERT).enumerate() {
@@ -153,6 +154,82 @@ pub(crate) fn insert_message(
         id: message_id,
         last_part,
     })
+}
+
+/// The message and its parts in one statement (one round trip), where rows carry their
+/// session ([`Sql::rows_carry_session`]: PostgreSQL, whose data-modifying `WITH` gives the
+/// parts the message's new id): `rows` (1 to [`PARTS_PER_INSERT`]) after the message's
+/// [`INSERT_MESSAGE`] values; the message's id and its parts' largest.
+fn insert_message_with_parts(
+    db: &mut impl Sql,
+    message_values: &[Bound<'_>],
+    rows: &[PartRow<'_>],
+) -> Result<InsertedMessage> {
+    let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8);
+    params.extend_from_slice(message_values);
+    for (ordinal, row) in rows.iter().enumerate() {
+        params.extend(values![
+            ordinal as i64,
+            row.kind,
+            row.text,
+            row.tool_use_id,
+            row.tool_name,
+            row.input.as_deref(),
+            row.is_error,
+            row.metadata.as_deref(),
+        ]);
+    }
+    let ids = db.int_table(message_with_parts_sql(rows.len()), &params, 2)?;
+    match ids.as_slice() {
+        [id, last_part] => Ok(InsertedMessage {
+            id: *id,
+            last_part: Some(*last_part),
+        }),
+        _ => Err(crate::Error::CorruptRow {
+            table: "messages",
+            row_id: 0,
+            detail: "the insert of a message with its parts returned no ids".to_owned(),
+        }),
+    }
+}
+
+/// [`insert_message_with_parts`]'s statement for `rows` parts, built once per process.
+fn message_with_parts_sql(rows: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let texts = SQL.get_or_init(|| {
+        (0..=PARTS_PER_INSERT)
+            .map(|rows| {
+                let values: Vec<String> = (0..rows)
+                    .map(|row| {
+                        let at = 7 + row * 8;
+                        format!(
+                            "(CAST(?{} AS BIGINT), ?{}, ?{}, ?{}, ?{}, ?{}, CAST(?{} AS BIGINT), ?{})",
+                            at,
+                            at + 1,
+                            at + 2,
+                            at + 3,
+                            at + 4,
+                            at + 5,
+                            at + 6,
+                            at + 7
+                        )
+                    })
+                    .collect();
+                format!(
+                    "WITH m AS ({INSERT_MESSAGE} RETURNING id),
+                     p AS (INSERT INTO parts ({PART_COLUMNS}, session_id)
+                           SELECT m.id, v.ordinal, v.kind, v.text, v.tool_use_id, v.tool_name,
+                                  v.input, v.is_error, v.metadata, ?1
+                           FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
+                                tool_name, input, is_error, metadata)
+                           RETURNING id)
+                     SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p)",
+                    values.join(", ")
+                )
+            })
+            .collect()
+    });
+    &texts[rows.min(PARTS_PER_INSERT)]
 }
 
 /// Inserts one part at `ordinal` of `session`'s message `message_id`; returns its id.
