@@ -93,14 +93,14 @@ fn search_sql() -> String {
     format!(
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q),
          hits AS (
-             SELECT p.id AS part_id, p.message_id, p.kind, p.text, p.tool_name, p.input,
+             SELECT p.id AS part_id, p.session_id, p.message_id, p.kind, p.text, p.tool_name, p.input,
                     -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
              FROM parts p CROSS JOIN q
              WHERE {DOCUMENT} @@ q.q AND p.id >= $3
              ORDER BY score, p.id LIMIT $2)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, h.kind,
                 h.text, h.tool_name, h.input, h.score
-         FROM hits h JOIN messages m ON m.id = h.message_id
+         FROM hits h JOIN messages m ON m.session_id = h.session_id AND m.id = h.message_id
          ORDER BY h.score, h.part_id"
     )
 }
@@ -113,7 +113,8 @@ fn search_session_sql() -> String {
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, p.id, p.kind,
                 p.text, p.tool_name, p.input, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
-         FROM messages m JOIN parts p ON p.message_id = m.id CROSS JOIN q
+         FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
+         CROSS JOIN q
          WHERE m.session_id = $3 AND {DOCUMENT} @@ q.q
          ORDER BY score, p.id LIMIT $2"
     )

@@ -40,7 +40,7 @@ FROM (
     SELECT mt.session_id, mt.turn, mt.message_id, mt.seq, mt.role, mt.compacted, mt.created_at,
            p.id AS part_id, p.ordinal, p.kind, p.text, p.tool_use_id, p.tool_name, p.input,
            p.is_error, mt.prev_speaker_seq, mt.next_speaker_seq
-    FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id
+    FROM message_turns mt JOIN parts p ON p.session_id = mt.session_id AND p.message_id = mt.message_id
 ) AS mp;
 
 CREATE VIEW tool_pairing AS
@@ -215,7 +215,7 @@ FROM (
                             THEN 1 ELSE 0 END AS is_call,
                        CASE WHEN p.kind = 'tool_result' AND mt.role = 'tool' AND COALESCE(p.tool_use_id, '') <> ''
                             THEN 1 ELSE 0 END AS is_answer
-                FROM message_turns mt JOIN parts p ON p.message_id = mt.message_id
+                FROM message_turns mt JOIN parts p ON p.session_id = mt.session_id AND p.message_id = mt.message_id
                 WHERE mt.next_speaker_seq IS NULL AND p.kind IN ('tool_use', 'tool_result')
             ) c
             WINDOW anchor_upto AS (PARTITION BY c.session_id, c.id, c.anchor ORDER BY c.seq, c.ordinal, c.part_id
