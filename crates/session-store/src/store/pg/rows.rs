@@ -6,6 +6,7 @@ use postgres::types::Type;
 use postgres::Row;
 use rusqlite::types::ValueRef;
 
+use super::sql::pg_statement;
 use super::Tx;
 use crate::error::Result;
 use crate::model::{Message, SessionId};
@@ -48,28 +49,13 @@ impl Cells for Row {
     }
 }
 
-/// How every load of `store/rows.rs` joins a message's parts (SQLite's rows of `parts` name
-/// their message only).
-const PARTS_JOIN: &str = "LEFT JOIN parts p ON p.message_id = m.id";
-
-/// [`PARTS_JOIN`] along the session too, as PostgreSQL's keys run (V18): both sides of the
-/// join in one session, which a distributed engine routes to that session's shard.
-const PARTS_JOIN_IN_SESSION: &str =
-    "LEFT JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id";
-
-/// A load of `store/rows.rs` in PostgreSQL's spelling: `$n` placeholders, and its parts
-/// joined along the session.
-fn along_session(sql: &str) -> String {
-    dollar_placeholders(sql).replace(PARTS_JOIN, PARTS_JOIN_IN_SESSION)
-}
-
 /// Runs a load statement of `store/rows.rs` and decodes its rows.
 fn decode(
     tx: &mut Tx<'_>,
     sql: &str,
     params: &[&(dyn postgres::types::ToSql + Sync)],
 ) -> Result<std::result::Result<Loaded, Unreadable>> {
-    let rows = tx.query(&along_session(sql), params)?;
+    let rows = tx.query(&pg_statement(sql), params)?;
     let Some(first) = rows.first() else {
         return Ok(Ok(Loaded::default()));
     };
@@ -127,9 +113,13 @@ mod tests {
             SELECT_VISIBLE_MESSAGES,
             SELECT_FOR_CHECK,
         ] {
-            let pg = along_session(sql);
-            assert!(pg.contains(PARTS_JOIN_IN_SESSION), "{sql}");
-            assert!(!pg.contains(PARTS_JOIN), "{sql}");
+            let pg = pg_statement(sql);
+            assert!(
+                pg.contains(
+                    "LEFT JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id"
+                ),
+                "{sql}"
+            );
         }
     }
 }

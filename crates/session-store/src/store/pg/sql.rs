@@ -5,20 +5,51 @@ use crate::error::Result;
 use crate::model::{Message, SessionId};
 use crate::store::rows::{Cells, Loaded, Range, Unreadable};
 use crate::store::sql::{dollar_placeholders, int_at, Sql, Value};
+
+/// The joins of a message's parts or usage rows that the shared statements write in SQLite's
+/// schema (where those rows name their message only), each with its twin along the session
+/// as PostgreSQL's keys run (`migrations-postgres/V18`): both sides of the join in one
+/// session, which a distributed engine routes to that session's shard.
+const JOINS_ALONG_SESSION: [(&str, &str); 3] = [
+    (
+        "JOIN parts p ON p.message_id = m.id",
+        "JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id",
+    ),
+    (
+        "JOIN messages m ON m.id = p.message_id",
+        "JOIN messages m ON m.session_id = p.session_id AND m.id = p.message_id",
+    ),
+    (
+        "JOIN messages m ON m.id = u.message_id",
+        "JOIN messages m ON m.session_id = u.session_id AND m.id = u.message_id",
+    ),
+];
+
+/// A shared statement in PostgreSQL's spelling: `$n` placeholders, and its joins of parts
+/// and usage to their message along the session ([`JOINS_ALONG_SESSION`]).
+pub(crate) fn pg_statement(sql: &str) -> String {
+    let mut out = dollar_placeholders(sql);
+    for (plain, keyed) in JOINS_ALONG_SESSION {
+        if out.contains(plain) {
+            out = out.replace(plain, keyed);
+        }
+    }
+    out
+}
 use crate::store::write::TailRow;
 
 impl Sql for Tx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
-        self.execute(&dollar_placeholders(sql), &pg_params(params))
+        self.execute(&pg_statement(sql), &pg_params(params))
     }
 
     fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
-        let sql = format!("{} RETURNING id", dollar_placeholders(sql).trim_end());
+        let sql = format!("{} RETURNING id", pg_statement(sql).trim_end());
         Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
     }
 
     fn insert_rows(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
-        let sql = format!("{} RETURNING id", dollar_placeholders(sql).trim_end());
+        let sql = format!("{} RETURNING id", pg_statement(sql).trim_end());
         let mut last = 0;
         for row in self.query(&sql, &pg_params(params))? {
             last = last.max(row.try_get::<_, i64>(0)?);
@@ -42,7 +73,7 @@ impl Sql for Tx<'_> {
 
     fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
         let mut cells = Vec::new();
-        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
+        for row in self.query(&pg_statement(sql), &pg_params(params))? {
             for at in 0..width {
                 cells.push(int_at(&row, at)?.unwrap_or_default());
             }
@@ -51,7 +82,7 @@ impl Sql for Tx<'_> {
     }
 
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
-        match self.query_opt(&dollar_placeholders(sql), &pg_params(params))? {
+        match self.query_opt(&pg_statement(sql), &pg_params(params))? {
             Some(row) => int_at(&row, 0),
             None => Ok(None),
         }
@@ -63,7 +94,7 @@ impl Sql for Tx<'_> {
         params: &[Value<'_>],
         each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
     ) -> Result<()> {
-        for row in self.query(&dollar_placeholders(sql), &pg_params(params))? {
+        for row in self.query(&pg_statement(sql), &pg_params(params))? {
             each(&row)?;
         }
         Ok(())
@@ -116,5 +147,33 @@ impl Value<'_> {
             Value::Int(value) => value,
             Value::Text(value) => value,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_of_parts_and_usage_run_along_the_session() {
+        assert_eq!(
+            pg_statement(
+                "SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id WHERE m.session_id = ?1"
+            ),
+            "SELECT 1 FROM parts p JOIN messages m ON m.session_id = p.session_id \
+             AND m.id = p.message_id WHERE m.session_id = $1"
+        );
+        assert_eq!(
+            pg_statement("SELECT 1 FROM messages m LEFT JOIN parts p ON p.message_id = m.id"),
+            "SELECT 1 FROM messages m LEFT JOIN parts p ON p.session_id = m.session_id \
+             AND p.message_id = m.id"
+        );
+        assert_eq!(
+            pg_statement("SELECT 1 FROM usage u JOIN messages m ON m.id = u.message_id"),
+            "SELECT 1 FROM usage u JOIN messages m ON m.session_id = u.session_id \
+             AND m.id = u.message_id"
+        );
+        let keyed = "SELECT 1 FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id";
+        assert_eq!(pg_statement(keyed), keyed);
     }
 }
