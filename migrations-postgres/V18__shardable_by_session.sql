@@ -138,13 +138,19 @@ CREATE INDEX summaries_by_revert ON summaries (session_id, reverted_by) WHERE re
 -- now that no trigger clears it on an insert: the session's largest part id (an index-only
 -- probe of `parts_pkey`) and the number of parts in its open block (the messages from its
 -- last user or assistant message on: a few index probes), each in the session.
+-- In PL/pgSQL now: its statements' plans are kept for the connection's life (a SQL function
+-- planned both of them again on every call); each statement still takes a fresh snapshot,
+-- so the second reads what the lock holder committed.
 DROP FUNCTION IF EXISTS session_store_tail_for_write(TEXT);
 CREATE FUNCTION session_store_tail_for_write(session TEXT)
 RETURNS TABLE (tail_state TEXT, last_seq BIGINT, open_messages BOOLEAN, last_part BIGINT,
                block_parts BIGINT)
-LANGUAGE SQL VOLATILE
+LANGUAGE plpgsql VOLATILE
 AS $$
-    SELECT 1 FROM sessions WHERE id = session FOR UPDATE;
+#variable_conflict use_column
+BEGIN
+    PERFORM 1 FROM sessions WHERE id = session FOR UPDATE;
+    RETURN QUERY
     SELECT s.tail_state,
            (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.session_id = session),
            EXISTS (SELECT 1 FROM messages m WHERE m.session_id = session AND m.state = 'open'),
@@ -156,6 +162,7 @@ AS $$
                  WHERE b.session_id = session AND b.role IN ('user', 'assistant')
                  ORDER BY b.seq DESC LIMIT 1), 0))
     FROM sessions s WHERE s.id = session;
+END;
 $$;
 
 UPDATE sessions SET tail_state = NULL WHERE tail_state IS NOT NULL;
