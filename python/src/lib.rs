@@ -304,16 +304,25 @@ impl Store {
     }
 
     /// OpenAI Agents SDK: the session's items (JSON list), the latest `limit` of them
-    /// without splitting calls from their outputs.
-    #[pyo3(signature = (session, limit=None))]
+    /// without splitting calls from their outputs. Each item is found by the shape the
+    /// adapter writes, its text not read ([`agents::Find::Shaped`]): the caller parses the
+    /// list and, when it is not JSON (a row another writer broke), asks again with `decode`,
+    /// which decodes each part's metadata and leaves out what is not JSON.
+    #[pyo3(signature = (session, limit=None, decode=false))]
     fn agents_get_items(
         &self,
         py: Python<'_>,
         session: String,
         limit: Option<usize>,
+        decode: bool,
     ) -> PyResult<String> {
+        let find = if decode {
+            agents::Find::Decoded
+        } else {
+            agents::Find::Shaped
+        };
         self.run(py, move |store| {
-            agents::get_items(store, &SessionId::new(session), limit)
+            agents::get_items(store, &SessionId::new(session), limit, find)
         })
     }
 
