@@ -123,6 +123,8 @@ pub(crate) fn dump(value: &Value) -> Result<String, Failure> {
 #[pyclass(module = "session_store._native", frozen)]
 struct Store {
     inner: RwLock<Option<Arc<lib::Store>>>,
+    /// Where the Claude adapter's mirror of each session stands ([`claude::append`]).
+    claude_cursors: claude::Cursors,
 }
 
 impl Store {
@@ -155,6 +157,7 @@ impl Store {
             .map_err(|e| failure(py, e.into()))?;
         Ok(Self {
             inner: RwLock::new(Some(Arc::new(store))),
+            claude_cursors: claude::Cursors::default(),
         })
     }
 
@@ -342,9 +345,17 @@ impl Store {
         session: String,
         entries: String,
     ) -> PyResult<&'static str> {
+        let cursors = &self.claude_cursors;
         self.run(py, move |store| {
-            claude::append(store, &SessionId::new(session), &entries)
+            claude::append(store, cursors, &SessionId::new(session), &entries)
         })
+    }
+
+    /// Claude Agent SDK: how many `claude_append` calls on this handle read the whole
+    /// transcript again (the others read only the session's last turn).
+    #[getter]
+    fn claude_whole_reads(&self) -> usize {
+        self.claude_cursors.whole_reads()
     }
 
     /// Claude Agent SDK: records `child` (a `subagents/*` subpath's session) as a sub-agent
