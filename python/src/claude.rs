@@ -46,7 +46,7 @@ pub(crate) fn append(
     let cursor = cursors.take(session);
     if let Some(mut cursor) = cursor.filter(|c| c.continues_with(&new_entries)) {
         let last_turn = store.last_turns(session, 1)?;
-        if cursor.is_at(&last_turn) {
+        if cursor.at.is_some() && cursor.at == mark_of(store, session, &last_turn)? {
             if let Some(outcome) = append_at_end(store, session, &last_turn, &new_entries)? {
                 cursor.note(&new_entries, store, session)?;
                 cursors.put(session, cursor);
@@ -85,7 +85,7 @@ fn append_whole(
         store.set_title(session, Some(title))?;
     }
     cursor.titled = title.is_some();
-    cursor.last = last_message(store, session)?;
+    cursor.at = mark(store, session)?;
     Ok((outcome, cursor))
 }
 
@@ -170,13 +170,33 @@ fn append_at_end(
     write_from(store, session, last_turn, &target, new_entries.to_vec()).map(Some)
 }
 
-/// The session's last message, as a cursor knows it.
-fn last_message(store: &lib::Store, session: &SessionId) -> Result<Option<(i64, i64)>, Failure> {
-    Ok(store.last_turns(session, 1)?.last().map(|m| (m.id, m.seq)))
+/// Where the session stands, as a cursor knows it: when it was created (microseconds), how
+/// many messages it holds, and its last message's `(id, seq)`.
+type Mark = (i64, i64, Option<(i64, i64)>);
+
+/// The session's [`Mark`], with `last_turn` its last turn's messages.
+fn mark_of(
+    store: &lib::Store,
+    session: &SessionId,
+    last_turn: &[Message],
+) -> Result<Option<Mark>, Failure> {
+    Ok(store.session(session)?.map(|info| {
+        (
+            info.created_at.timestamp_micros(),
+            info.message_count,
+            last_turn.last().map(|m| (m.id, m.seq)),
+        )
+    }))
+}
+
+/// The session's [`Mark`] now.
+fn mark(store: &lib::Store, session: &SessionId) -> Result<Option<Mark>, Failure> {
+    mark_of(store, session, &store.last_turns(session, 1)?)
 }
 
 /// What this process knows of each session it mirrored, so that the next append reads only the
-/// last turn: valid while the session's last message is the one it wrote last.
+/// last turn: valid while the session stands where this process's last append left it
+/// ([`Mark`]).
 #[derive(Default)]
 pub(crate) struct Cursors {
     known: std::sync::Mutex<std::collections::HashMap<SessionId, Cursor>>,
@@ -215,8 +235,9 @@ impl Cursors {
 /// One session's [`Cursors`] entry.
 #[derive(Default)]
 pub(crate) struct Cursor {
-    /// `(id, seq)` of the session's last message after this process's last append.
-    last: Option<(i64, i64)>,
+    /// The session's [`Mark`] after this process's last append: another writer's append,
+    /// rewrite, or delete and re-creation changes it.
+    at: Option<Mark>,
     /// Every entry's `uuid` so far: a new entry repeating one is skipped by the whole
     /// transcript's reading, wherever the first one is.
     uuids: std::collections::HashSet<String>,
@@ -246,11 +267,6 @@ impl Cursor {
             })
     }
 
-    /// Whether `last_turn` ends with the message this cursor's append left last.
-    fn is_at(&self, last_turn: &[Message]) -> bool {
-        self.last.is_some() && last_turn.last().map(|m| (m.id, m.seq)) == self.last
-    }
-
     /// Takes in entries that were read.
     fn see<'a>(&mut self, entries: impl IntoIterator<Item = &'a Value>) {
         for entry in entries {
@@ -269,7 +285,7 @@ impl Cursor {
         session: &SessionId,
     ) -> Result<(), Failure> {
         self.see(new_entries);
-        self.last = last_message(store, session)?;
+        self.at = mark(store, session)?;
         Ok(())
     }
 }

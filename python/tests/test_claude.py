@@ -362,3 +362,28 @@ def test_a_mirror_written_by_another_handle_is_read_whole_again(tmp_path):
     # nobody had).
     reads = first.store._native.claude_whole_reads + second.store._native.claude_whole_reads
     assert reads == -(-len(lines) // 5)
+
+
+def test_a_session_deleted_and_written_again_by_another_handle_is_read_whole(tmp_path):
+    """Another handle deletes the session and writes as many lines again (the same messages
+    count, the same last seq): this handle's next append still reads the whole transcript."""
+    lines = _shape("plain")
+    key = {"project_key": "p", "session_id": "again"}
+    db = str(tmp_path / "again.db")
+    first, second = SessionStore(db), SessionStore(db)
+    for line in lines[:14]:
+        first.append_sync(key, [line])
+    second.delete_sync(key)
+    replayed = [dict(line, uuid="x" + line["uuid"]) for line in lines[:14]]
+    for line in replayed:
+        second.append_sync(key, [line])
+    reads = first.store._native.claude_whole_reads
+    first.append_sync(key, [lines[14]])
+    assert first.store._native.claude_whole_reads == reads + 1
+    for line in lines[15:]:
+        first.append_sync(key, [line])
+    whole_db = str(tmp_path / "whole.db")
+    SessionStore(whole_db).append_sync(key, replayed + lines[14:])
+    session = store_session_id(key)
+    assert mirrored_messages(db, session) == mirrored_messages(whole_db, session)
+    assert first.load_sync(key) == replayed + lines[14:]
