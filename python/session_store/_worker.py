@@ -70,12 +70,16 @@ class _Pool:
                 result = fn(*args)
             except BaseException as raised:  # handed to the caller, as to_thread does
                 error = raised
+            answer = (_settle, future, result, error)
+            del future, fn, args, result, error
+            # Idle before the loop is woken: its next call finds this thread free, and the
+            # answer is the last thing this thread does before it waits again.
+            self._idle.release()
             try:
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                loop.call_soon_threadsafe(*answer)
             except RuntimeError:  # the loop is closed: nobody waits for the answer
                 pass
-            del loop, future, fn, args, result, error
-            self._idle.release()
+            del loop, answer
 
     def shutdown(self) -> None:
         """Lets the queued jobs finish, then stops and joins every thread."""
