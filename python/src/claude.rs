@@ -10,6 +10,12 @@
 //! rewritten in one transaction ([`lib::Store::replace_from_turn`]), the entries they held
 //! moved along. Otherwise the new messages are appended with the batch's entries, in one
 //! transaction.
+//!
+//! Only the last turn is read again on an append while this handle's [`Cursors`] entry shows
+//! the session where its last append left it and the new entries cannot change what comes
+//! before that turn (no repeated `uuid`, compaction, title entry or first main line); where
+//! the last turn's own entries do not read as its stored messages (an entry of it lands in
+//! the turn before), or any of that is not so, the whole transcript is read.
 
 use serde_json::Value;
 use session_store as lib;
@@ -48,8 +54,11 @@ pub(crate) fn append(
         let last_turn = store.last_turns(session, 1)?;
         if cursor.at.is_some() && cursor.at == mark_of(store, session, &last_turn)? {
             if let Some(outcome) = append_at_end(store, session, &last_turn, &new_entries)? {
-                cursor.note(&new_entries, store, session)?;
-                cursors.put(session, cursor);
+                // Written: a cursor that cannot be brought up to date is dropped (the next
+                // append reads the whole transcript), not reported as a failed append.
+                if cursor.note(&new_entries, store, session).is_ok() {
+                    cursors.put(session, cursor);
+                }
                 return Ok(outcome);
             }
         }
@@ -85,7 +94,8 @@ fn append_whole(
         store.set_title(session, Some(title))?;
     }
     cursor.titled = title.is_some();
-    cursor.at = mark(store, session)?;
+    // As in `append`: after the write, a mark that cannot be read leaves no cursor.
+    cursor.at = mark(store, session).ok().flatten();
     Ok((outcome, cursor))
 }
 
@@ -213,6 +223,7 @@ impl Cursors {
         self.whole_reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// The session's cursor, taken out (put back by [`Cursors::put`] after the append).
     fn take(&self, session: &SessionId) -> Option<Cursor> {
         match self.known.lock() {
             Ok(mut map) => map.remove(session),
@@ -220,6 +231,7 @@ impl Cursors {
         }
     }
 
+    /// Keeps the session's cursor (forgetting every other one when [`MAX_CURSORS`] are kept).
     fn put(&self, session: &SessionId, cursor: Cursor) {
         let mut map = match self.known.lock() {
             Ok(map) => map,
