@@ -3,7 +3,7 @@
 //! Everything crosses the FFI line as JSON text (the Python side runs `json.dumps` and
 //! `json.loads`, both in C) or as plain strings, so no Python object is walked here. Every
 //! store call runs with the GIL released ([`Python::detach`]); every library error becomes a
-//! Python exception of the `session_store.Error` family ([`failure`]), and nothing here
+//! Python exception of the `session_store.Error` family (`failure`), and nothing here
 //! unwraps input or I/O.
 
 use std::sync::{Arc, RwLock};
