@@ -138,13 +138,16 @@ CREATE INDEX summaries_by_revert ON summaries (session_id, reverted_by) WHERE re
 -- now that no trigger clears it on an insert: the session's largest part id (an index-only
 -- probe of `parts_pkey`) and the number of parts in its open block (the messages from its
 -- last user or assistant message on: a few index probes), each in the session.
+-- It also answers which of the append's calls (`calls`, their tool_use ids) the session
+-- already uses, so the append's probe of its ids is no round trip of its own.
 -- In PL/pgSQL now: its statements' plans are kept for the connection's life (a SQL function
 -- planned both of them again on every call); each statement still takes a fresh snapshot,
 -- so the second reads what the lock holder committed.
 DROP FUNCTION IF EXISTS session_store_tail_for_write(TEXT);
-CREATE FUNCTION session_store_tail_for_write(session TEXT)
+DROP FUNCTION IF EXISTS session_store_tail_for_write(TEXT, TEXT[]);
+CREATE FUNCTION session_store_tail_for_write(session TEXT, calls TEXT[])
 RETURNS TABLE (tail_state TEXT, last_seq BIGINT, open_messages BOOLEAN, last_part BIGINT,
-               block_parts BIGINT)
+               block_parts BIGINT, taken TEXT[])
 LANGUAGE plpgsql VOLATILE
 AS $$
 #variable_conflict use_column
@@ -160,7 +163,10 @@ BEGIN
             WHERE m.session_id = session AND m.seq >= COALESCE(
                 (SELECT b.seq FROM messages b
                  WHERE b.session_id = session AND b.role IN ('user', 'assistant')
-                 ORDER BY b.seq DESC LIMIT 1), 0))
+                 ORDER BY b.seq DESC LIMIT 1), 0)),
+           ARRAY(SELECT DISTINCT p.tool_use_id FROM parts p
+                 WHERE p.session_id = session AND p.kind = 'tool_use'
+                   AND p.tool_use_id = ANY (calls))
     FROM sessions s WHERE s.id = session;
 END;
 $$;

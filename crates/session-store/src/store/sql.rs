@@ -157,6 +157,19 @@ pub(crate) trait Sql {
     /// IMMEDIATE` holds the file's lock already).
     fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>>;
 
+    /// [`Sql::tail_row`] for a write (the session's lock first), also answering which of
+    /// `calls` (the tool_use ids an append brings) the session already uses
+    /// ([`TailRow::taken`]) where the engine reads that in the same round trip
+    /// (PostgreSQL); elsewhere `taken` is `None` and the append probes them itself.
+    fn tail_row_for_append(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<TailRow>> {
+        let _ = calls;
+        self.tail_row(session, true)
+    }
+
     /// How many tool_use ids of an append are probed one statement each before they are
     /// asked in groups (SQLite plans the one-id probe best; PostgreSQL asks one group).
     fn ids_probed_one_by_one(&self) -> usize {
@@ -246,6 +259,14 @@ impl<S: Sql + ?Sized> Sql for &mut S {
 
     fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>> {
         (**self).tail_row(session, for_write)
+    }
+
+    fn tail_row_for_append(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<TailRow>> {
+        (**self).tail_row_for_append(session, calls)
     }
 
     fn ids_probed_one_by_one(&self) -> usize {

@@ -137,7 +137,13 @@ pub(crate) fn append_in(
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
-    let mut position = locked_position(db, session)?;
+    // An id no engine can keep (a NUL) is refused below by `check_texts`, before it binds.
+    let calls: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
+        .filter(|id| !id.contains('\0'))
+        .collect();
+    let (mut position, taken) = locked_position(db, session, &calls)?;
     check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
@@ -152,7 +158,16 @@ pub(crate) fn append_in(
         reason,
     };
     let mut resume = std::mem::take(&mut position.resume);
-    resume.taken = used_tool_use_ids(db, session, messages)?;
+    resume.taken = match taken {
+        // Read with the lock: the ids of the messages still to append that are taken.
+        Some(taken) => messages
+            .iter()
+            .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
+            .filter(|id| taken.iter().any(|t| t == id))
+            .map(str::to_owned)
+            .collect(),
+        None => used_tool_use_ids(db, session, messages)?,
+    };
     let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
         pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
@@ -192,17 +207,23 @@ pub(crate) fn append_in(
     Ok(appended)
 }
 
-/// The session's lock with the tail its row keeps (or `UnknownSession`), in one statement;
+/// The session's lock with the tail its row keeps (or `UnknownSession`), in one statement,
+/// with which of `calls` the session uses where that statement says ([`TailRow::taken`]);
 /// a message another writer left streaming is settled first (`store/stream.rs`).
-fn locked_position(db: &mut impl Sql, session: &SessionId) -> Result<Position> {
-    let row = db
-        .tail_row(session, true)?
+fn locked_position(
+    db: &mut impl Sql,
+    session: &SessionId,
+    calls: &[&str],
+) -> Result<(Position, Option<Vec<String>>)> {
+    let mut row = db
+        .tail_row_for_append(session, calls)?
         .ok_or_else(|| Error::UnknownSession(session.clone()))?;
     if row.open_messages {
         super::stream::settle_in(db, session)?;
-        stored_tail(db, session)
+        Ok((stored_tail(db, session)?, None))
     } else {
-        position_of(db, session, row)
+        let taken = row.taken.take();
+        Ok((position_of(db, session, row)?, taken))
     }
 }
 
@@ -349,6 +370,9 @@ pub(crate) struct TailRow {
     pub(crate) block_parts: Option<i64>,
     /// Whether a message of the session is still streaming (`state = 'open'`).
     pub(crate) open_messages: bool,
+    /// Which of an append's call ids the session already uses, read in the same statement
+    /// ([`Sql::tail_row_for_append`] on PostgreSQL); `None`: not read.
+    pub(crate) taken: Option<Vec<String>>,
 }
 
 /// The row's tail state with what it must match: the session's last seq, and the largest
@@ -370,6 +394,7 @@ pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<
                 parts_max: Some(r.get(2)?),
                 block_parts: None,
                 open_messages: r.get(3)?,
+                taken: None,
             })
         })
         .optional()?)

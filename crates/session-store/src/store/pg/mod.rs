@@ -332,8 +332,9 @@ pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()
         .ok_or_else(|| Error::UnknownSession(session.clone()))
 }
 
-/// [`crate::store::sql::Sql::tail_row`] on PostgreSQL, one statement: for a write, the
-/// session's row lock and then its tail read from what is committed
+/// [`crate::store::sql::Sql::tail_row`] on PostgreSQL, one statement: for a write (`Some`
+/// of the append's call ids, [`TailRow::taken`] for them), the session's row lock and then
+/// its tail read from what is committed
 /// (`session_store_tail_for_write`, `migrations-postgres/V18`); for a read, the same columns
 /// in the read's snapshot. Only the session's own rows are read, each by the session's key:
 /// the state is checked against the session's last seq, its largest part id and its open
@@ -342,12 +343,27 @@ pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()
 pub(crate) fn tail_row(
     tx: &mut Tx<'_>,
     session: &SessionId,
-    for_write: bool,
+    for_write: Option<&[&str]>,
 ) -> Result<Option<TailRow>> {
-    let sql = if for_write {
-        "SELECT tail_state, last_seq, open_messages, last_part, block_parts
-         FROM session_store_tail_for_write($1)"
-    } else {
+    if let Some(calls) = for_write {
+        let row = tx.query_opt(
+            "SELECT tail_state, last_seq, open_messages, last_part, block_parts, taken
+             FROM session_store_tail_for_write($1, $2)",
+            &[&session.as_str(), &calls],
+        )?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        return Ok(Some(TailRow {
+            state: row.try_get(0)?,
+            last_seq: row.try_get(1)?,
+            parts_max: Some(row.try_get(3)?),
+            block_parts: Some(row.try_get(4)?),
+            open_messages: row.try_get(2)?,
+            taken: Some(row.try_get(5)?),
+        }));
+    }
+    let sql = {
         "SELECT s.tail_state,
                 (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.session_id = $1),
                 EXISTS (SELECT 1 FROM messages m WHERE m.session_id = $1 AND m.state = 'open'),
@@ -369,5 +385,6 @@ pub(crate) fn tail_row(
         parts_max: Some(row.try_get(3)?),
         block_parts: Some(row.try_get(4)?),
         open_messages: row.try_get(2)?,
+        taken: None,
     }))
 }

@@ -117,7 +117,15 @@ impl Sql for Tx<'_> {
     }
 
     fn tail_row(&mut self, session: &SessionId, for_write: bool) -> Result<Option<TailRow>> {
-        super::tail_row(self, session, for_write)
+        super::tail_row(self, session, for_write.then_some(&[]))
+    }
+
+    fn tail_row_for_append(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<TailRow>> {
+        super::tail_row(self, session, Some(calls))
     }
 
     fn load_for_check(
