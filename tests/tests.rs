@@ -6,6 +6,7 @@ mod backends;
 mod broken_db;
 mod budget;
 mod bundle;
+mod bundle_refusals;
 mod check_constraints;
 mod cli;
 mod codex_links;

@@ -333,6 +333,22 @@ impl Error {
                 .is_some_and(|code| code.starts_with("23"))
     }
 
+    /// The error and every cause under it, joined with `: ` (an engine's own message, such
+    /// as which constraint failed, sits in the source chain, not in `Display`).
+    pub(crate) fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(error) = cause {
+            let next = error.to_string();
+            if !text.ends_with(&next) {
+                text.push_str(": ");
+                text.push_str(&next);
+            }
+            cause = error.source();
+        }
+        text
+    }
+
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {
         self.storage().and_then(StorageError::sqlite_code)
     }

@@ -31,6 +31,7 @@ use serde_json::{json, Map, Value as Json};
 use super::copy::{local_ids, Kind, Table, TABLES};
 use super::handle::Store;
 use super::reports::Cell;
+use super::rows::Unreadable;
 use super::sql::{int_at, text_at, values, Sql, Value};
 use super::write::recount_messages;
 use crate::error::{Error, Result};
@@ -370,7 +371,10 @@ fn restore_in(sql: &mut impl Sql, parsed: &Parsed) -> Result<SessionId> {
         );
         let at_line = |error: Error| {
             if error.is_constraint() {
-                refuse(row.line, format!("the database refuses the row: {error:#}"))
+                refuse(
+                    row.line,
+                    format!("the database refuses the row: {}", error.with_causes()),
+                )
             } else {
                 error
             }
@@ -385,7 +389,52 @@ fn restore_in(sql: &mut impl Sql, parsed: &Parsed) -> Result<SessionId> {
         }
     }
     recount_messages(sql, &session)?;
+    if let Err(unreadable) = sql.load_for_check(&session)? {
+        return Err(unreadable_line(parsed, &ids, &unreadable));
+    }
     Ok(session)
+}
+
+/// The refusal for a restored row the row decoder cannot read (a role or kind outside the
+/// contract, a timestamp that is not one), at the bundle line that held it: a bundle never
+/// writes a session no command could read.
+fn unreadable_line(
+    parsed: &Parsed,
+    ids: &HashMap<&'static str, HashMap<i64, i64>>,
+    unreadable: &Unreadable,
+) -> Error {
+    let local = ids.get(unreadable.table).and_then(|m| {
+        m.iter()
+            .find(|(_, new)| **new == unreadable.row_id)
+            .map(|(local, _)| *local)
+    });
+    let line = parsed
+        .rows
+        .iter()
+        .find(|row| {
+            row.table.name == unreadable.table
+                && (unreadable.table == "sessions"
+                    || row
+                        .cells
+                        .iter()
+                        .any(|(n, _, c)| *n == "id" && local == Some(cell_int(c))))
+        })
+        .map_or(1, |row| row.line);
+    refuse(
+        line,
+        format!(
+            "{} row outside the contract: {}",
+            unreadable.table, unreadable.detail
+        ),
+    )
+}
+
+/// An integer cell's value (0 for any other cell, which names no row).
+fn cell_int(cell: &Cell) -> i64 {
+    match cell {
+        Cell::Int(n) => *n,
+        _ => 0,
+    }
 }
 
 /// A parent session id, kept when the destination holds that session.
