@@ -31,6 +31,7 @@ mod fuzz_targets;
 mod hostile;
 mod idempotency;
 mod import_fixtures;
+mod import_runs;
 mod import_stream;
 mod last_turns;
 mod lossless;
