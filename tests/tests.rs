@@ -18,6 +18,7 @@ mod conventions;
 mod copy_resume;
 mod corrupt_file;
 mod crash;
+mod deep_json;
 mod disk_full;
 mod durability;
 mod export_bytes;

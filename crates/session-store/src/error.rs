@@ -154,6 +154,20 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A part's JSON (a call's input, a media source, result blocks, provider metadata) nests
+    /// deeper than the store's JSON reader follows: written, it would read back as a string,
+    /// not as what was sent. Refused, nothing written.
+    #[error("the {field} of a {kind} part nests JSON {depth} levels deep; the store reads back at most {limit}")]
+    JsonTooDeep {
+        /// The part's kind (`tool_use`, `image`, ...).
+        kind: &'static str,
+        /// Which of its values: `input`, `provider_metadata`.
+        field: &'static str,
+        /// How deep it nests (at least `limit + 1`).
+        depth: usize,
+        /// The deepest nesting the store reads back (127, `serde_json`'s reader's limit).
+        limit: usize,
+    },
     /// A text of a session (its title, a compaction summary) holds a NUL character
     /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
     #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
