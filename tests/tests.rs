@@ -67,6 +67,7 @@ mod streaming;
 mod subagents;
 mod tail_state;
 mod tail_walk;
+mod transcript_invisible;
 mod transcripts;
 mod turn_fixtures;
 mod turn_properties;
