@@ -5,6 +5,7 @@ mod async_store;
 mod backends;
 mod broken_db;
 mod budget;
+mod budget_overflow;
 mod bundle;
 mod bundle_refusals;
 mod check_constraints;
