@@ -69,6 +69,7 @@ mod subagents;
 mod tail_state;
 mod tail_walk;
 mod transcript_invisible;
+mod transcript_usage_totals;
 mod transcripts;
 mod turn_fixtures;
 mod turn_properties;
