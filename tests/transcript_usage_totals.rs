@@ -11,7 +11,7 @@ fn grouped(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (at, d) in digits.chars().enumerate() {
-        if at > 0 && (digits.len() - at) % 3 == 0 {
+        if at > 0 && (digits.len() - at).is_multiple_of(3) {
             out.push(',');
         }
         out.push(d);
