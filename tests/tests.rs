@@ -17,6 +17,7 @@ mod conformance;
 mod contention;
 mod conventions;
 mod copy_resume;
+mod corrupt_cell_names;
 mod corrupt_file;
 mod crash;
 mod deep_json;
