@@ -16,6 +16,7 @@ mod compaction_kill;
 mod conformance;
 mod contention;
 mod conventions;
+mod copy_refused_row;
 mod copy_resume;
 mod corrupt_cell_names;
 mod corrupt_file;

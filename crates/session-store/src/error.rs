@@ -193,6 +193,16 @@ pub enum Error {
         /// What differs.
         detail: String,
     },
+    /// A row of a session being copied broke a constraint of the destination's schema (a
+    /// value outside the contract, written into the source by hand). That session was not
+    /// written; the sessions copied before it stay copied, as after any failed write.
+    #[error("copy of session {session} refused by the destination: {detail}")]
+    CopyRowRefused {
+        /// The session.
+        session: SessionId,
+        /// The destination's reason.
+        detail: String,
+    },
     /// `copy` refused before writing anything: the destination holds sessions of these ids
     /// with other rows than the source's (a session it holds with the same rows is skipped).
     #[error("{}", copy_conflict(first, detail, sessions.len()))]
