@@ -72,7 +72,7 @@ fn a_row_the_destination_refuses_names_its_session() {
         let dest_path = dir.path().join("dest.db");
         let dest = Store::open(&dest_path).expect("dest");
         let source = Store::open(&from).expect("source");
-        match source.copy_to(&dest, &[broken.clone()]) {
+        match source.copy_to(&dest, std::slice::from_ref(broken)) {
             Err(Error::CopyRowRefused { session, detail }) => {
                 assert_eq!(&session, broken, "{edit}");
                 assert!(detail.contains(words), "{edit}: {detail}");
