@@ -173,3 +173,40 @@ fn a_row_the_database_refuses_is_refused_with_the_databases_reason() {
     );
     assert_eq!(id.trim().len(), original.as_str().len());
 }
+
+/// Blank lines hold no row, as in the JSON Lines logs the importers read: a bundle with a
+/// trailing blank line (`echo >>`, an editor), blank or whitespace-only lines between rows,
+/// or CRLF line ends restores the same session; a bundle missing rows is still refused at
+/// the line after its last.
+#[test]
+fn blank_lines_in_a_bundle_hold_no_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("s.db");
+    let store = Store::open(&db).expect("open");
+    let original = session(&store);
+    let bundle = store.export_bundle(&original).expect("bundle");
+    let second = |text: &str| {
+        let id = store.import_bundle(text.as_bytes()).expect("restored");
+        let again = store.export_bundle(&id).expect("bundle");
+        again.replace(id.as_str(), original.as_str())
+    };
+    let lines: Vec<&str> = bundle.lines().collect();
+    let cases = [
+        format!("{bundle}\n"),
+        format!("{bundle}\n\n  \n"),
+        lines.join("\n\n"),
+        lines.join("\n \t \n"),
+        lines.join("\r\n"),
+    ];
+    for text in cases {
+        assert_eq!(second(&text), bundle, "{text:?}");
+    }
+    let cut = format!("{}\n\n", lines[..lines.len() - 1].join("\n"));
+    match store.import_bundle(cut.as_bytes()) {
+        Err(Error::Bundle { line, detail }) => {
+            assert_eq!(line, lines.len() + 1, "{detail}");
+            assert!(detail.contains("promises"), "{detail}");
+        }
+        other => panic!("a cut bundle restored: {other:?}"),
+    }
+}

@@ -141,12 +141,18 @@ pub(crate) fn parse(input: impl BufRead) -> Result<Parsed> {
     let expected = parse_header(&header)?;
     let mut state = Checker::default();
     let mut rows = Vec::new();
+    let mut end = 2;
     for (at, line) in lines.enumerate() {
         let number = at + 2;
+        end = number + 1;
         let line = line.map_err(|e| refuse(number, format!("cannot be read: {e}")))?;
+        // A blank line holds no row (an editor's or `echo`'s last newline), as in the
+        // JSON Lines logs the importers read.
+        if line.trim().is_empty() {
+            continue;
+        }
         rows.push(state.row(number, &line)?);
     }
-    let end = rows.len() + 2;
     for table in TABLES {
         let want = expected.get(table.name).copied().unwrap_or(0);
         let have = state.counts.get(table.name).copied().unwrap_or(0);
