@@ -5,6 +5,7 @@
 //! The first line is a header: `{"format": "session-store-bundle", "version": 1, "session":
 //! id, "rows": {table: count, ...}}`. Then one line per row, `{"table": name, "row": {column:
 //! value, ...}}`, tables in [`TABLES`] order (parents first), a table's rows in a fixed order.
+//! A blank line holds no row (read past, as in the JSON Lines logs the importers read).
 //! The table and column list is `copy`'s ([`TABLES`]): one list says what a session's rows
 //! are, for copies and bundles alike, so a column a migration adds there is in both.
 //!
@@ -21,7 +22,9 @@
 //!   written and are the new session's id on import. `parent_id` is kept when that session
 //!   exists in the destination, else left null (`forked_at_turn` stays).
 //! - Import reads and checks the whole bundle before it writes anything (a typed
-//!   [`Error::Bundle`] naming the line), then writes every row in one transaction.
+//!   [`Error::Bundle`] naming the line), then writes every row in one transaction. A row the
+//!   row decoder could not read back (a timestamp that is not one) is refused at its line
+//!   too: a bundle never writes a session that no command could read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
