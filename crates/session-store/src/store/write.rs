@@ -155,7 +155,9 @@ pub(crate) fn append_in(
     resume.taken = used_tool_use_ids(db, session, messages)?;
     let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
-        pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
+        // Every text passed `check_texts` above.
+        pairing::check_append_scanned(&mut walk, message)
+            .map_err(|reason| refused(index, reason))?;
     }
     // An append ends the chance to undo earlier reverts of the session (a state the row
     // kept proves there are none: a revert clears it, and only an append writes it).
