@@ -162,7 +162,15 @@ fn recorded_migrations(db: &std::path::Path) -> i64 {
 #[test]
 fn a_migration_on_a_full_disk_applies_every_step_or_none() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let latest = session_store::latest_schema_version();
+    // Every migration the build carries (numbers may have gaps while a branch waits for one).
+    let latest = std::fs::read_dir("migrations")
+        .expect("migrations")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".sql"))
+        })
+        .count();
+    let latest = i64::try_from(latest).expect("small");
     let mut outcomes = std::collections::BTreeSet::new();
     for version in [1usize, 4, 6, 9] {
         let original = old_database(dir.path(), version);

@@ -143,3 +143,84 @@ fn durability_reaches_every_pooled_connection() {
     }
     assert!("fsync".parse::<Durability>().is_err());
 }
+
+/// The sync calls of `session-store --durability MODE import FILE` run `runs` times (each a
+/// process and one commit) on a fresh database.
+fn cli_syncs(strace: &Path, dir: &Path, mode: &str, runs: usize) -> usize {
+    let db = dir.join(format!("cli-{mode}-{runs}.db"));
+    drop(Store::open(&db).expect("parent creates"));
+    let mut count = 0;
+    for run in 0..runs {
+        let log = dir.join(format!("cli-{mode}-{runs}-{run}.strace"));
+        let status = std::process::Command::new(strace)
+            .args(["-f", "-qq", "-e", "trace=fsync,fdatasync", "-o"])
+            .arg(&log)
+            .arg(env!("CARGO_BIN_EXE_session-store"))
+            .arg("--db")
+            .arg(&db)
+            .args(["--durability", mode, "import", "--format", "codex"])
+            .arg("tests/fixtures/codex_subagents/parent.jsonl")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("strace runs");
+        assert!(
+            status.success(),
+            "session-store under strace failed: {status}"
+        );
+        let text = std::fs::read_to_string(&log).expect("strace log");
+        count += text
+            .lines()
+            .filter(|l| l.contains("fsync(") || l.contains("fdatasync("))
+            .count();
+    }
+    count
+}
+
+/// Both CLIs take `--durability full|normal` and refuse anything else before touching the
+/// database; `session-store --durability full` syncs each import's commit, `normal` does not
+/// (counted as above, the cost of a process's open and close cancelling out).
+#[test]
+fn the_clis_pass_durability_to_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("flags.db");
+    drop(Store::open(&db).expect("create"));
+    for bin in [
+        env!("CARGO_BIN_EXE_session-store"),
+        env!("CARGO_BIN_EXE_store-repair"),
+    ] {
+        let command = |mode: &str| {
+            let mut command = std::process::Command::new(bin);
+            command.arg("--db").arg(&db).args(["--durability", mode]);
+            if bin.ends_with("session-store") {
+                command.arg("sessions");
+            } else {
+                command.arg("--dry-run");
+            }
+            command.output().expect("runs")
+        };
+        for mode in ["full", "normal"] {
+            let out = command(mode);
+            assert!(
+                out.status.success(),
+                "{bin} --durability {mode}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let refused = command("fsync");
+        assert_eq!(refused.status.code(), Some(2), "{bin}");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("--durability"));
+    }
+    let Some(strace) = strace() else {
+        eprintln!("durability: strace is not installed here; the CLI's fsync count is skipped");
+        return;
+    };
+    const RUNS: usize = 3;
+    let full = cli_syncs(&strace, dir.path(), "full", RUNS);
+    let normal = cli_syncs(&strace, dir.path(), "normal", RUNS);
+    eprintln!("durability: syncs for {RUNS} CLI imports: full {full}, normal {normal}");
+    assert!(
+        full >= normal + RUNS,
+        "full made {full} syncs, normal {normal}, for {RUNS} imports"
+    );
+}

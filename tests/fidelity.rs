@@ -235,105 +235,184 @@ fn a_whitespace_placeholder_never_ends_up_in_the_final_assistant_message() {
     }
 }
 
-/// A Gemini 3 turn that combines a built-in tool (run by the server: `toolCall` and
-/// `toolResponse` in the model content, each signed) with a function call, as Google's
-/// documentation of tool combination shows it.
-fn gemini3_server_tools() -> Value {
-    json!({"contents": [
-        {"role": "user", "parts": [{"text": "What is the northernmost city in the United States? What's the weather like there today?"}]},
-        {"role": "model", "parts": [
-            {"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "args": {"queries": ["northernmost city in the United States"]}, "id": "5f3vbd3n"},
-             "thoughtSignature": "EsIBCr8BAdHtim9v"},
-            {"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "response": {"search_suggestions": "Utqiagvik, Alaska"}, "id": "5f3vbd3n"},
-             "thoughtSignature": "EpABCo0BAdHtim8x"},
-            {"functionCall": {"name": "getWeather", "args": {"city": "Utqiagvik, Alaska"}, "id": "fc_1"},
-             "thoughtSignature": "Eq0BCqoBAdHtim9w"}
-        ]},
-        {"role": "user", "parts": [{"functionResponse": {"name": "getWeather", "response": {"response": "Very cold. 22 degrees Fahrenheit."}, "id": "fc_1"}}]},
-        {"role": "model", "parts": [{"text": "Utqiagvik, Alaska is the northernmost city; it is 22°F there today."}]}
-    ]})
+/// Gemini 3 turns with built-in tools (run by the server: `toolCall` and `toolResponse` in
+/// the model content, each signed), as Google's documentation of tool combination shows
+/// them: (case, body). Beside a function call; alone before the answer; two in a row.
+fn gemini3_server_tools() -> Vec<(&'static str, Value)> {
+    let question = json!({"role": "user", "parts": [{"text": "What is the northernmost city in the United States? What's the weather like there today?"}]});
+    let call = |id: &str, queries: &str, signature: &str| {
+        json!({"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "args": {"queries": [queries]}, "id": id},
+               "thoughtSignature": signature})
+    };
+    let response = |id: &str, found: &str, signature: &str| {
+        json!({"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "response": {"search_suggestions": found}, "id": id},
+               "thoughtSignature": signature})
+    };
+    vec![
+        (
+            "beside a function call",
+            json!({"contents": [
+                question,
+                {"role": "model", "parts": [
+                    call("5f3vbd3n", "northernmost city in the United States", "EsIBCr8BAdHtim9v"),
+                    response("5f3vbd3n", "Utqiagvik, Alaska", "EpABCo0BAdHtim8x"),
+                    {"functionCall": {"name": "getWeather", "args": {"city": "Utqiagvik, Alaska"}, "id": "fc_1"},
+                     "thoughtSignature": "Eq0BCqoBAdHtim9w"}
+                ]},
+                {"role": "user", "parts": [{"functionResponse": {"name": "getWeather", "response": {"response": "Very cold. 22 degrees Fahrenheit."}, "id": "fc_1"}}]},
+                {"role": "model", "parts": [{"text": "Utqiagvik, Alaska is the northernmost city; it is 22°F there today."}]}
+            ]}),
+        ),
+        (
+            "alone before the answer",
+            json!({"contents": [
+                question,
+                {"role": "model", "parts": [
+                    call("a1b2c3d4", "northernmost city in the United States", "EsIBCr8BAdHtim9a"),
+                    response("a1b2c3d4", "Utqiagvik, Alaska", "EpABCo0BAdHtim8b"),
+                    {"text": "It is Utqiagvik, Alaska."}
+                ]},
+                {"role": "user", "parts": [{"text": "Thanks."}]}
+            ]}),
+        ),
+        (
+            "two in a row",
+            json!({"contents": [
+                question,
+                {"role": "model", "parts": [
+                    call("q1", "northernmost city in the United States", "EsIBCr8BAdHtim9c"),
+                    response("q1", "Utqiagvik, Alaska", "EpABCo0BAdHtim8d"),
+                    call("q2", "Utqiagvik weather today", "EsIBCr8BAdHtim9e"),
+                    response("q2", "22 degrees Fahrenheit", "EpABCo0BAdHtim8f"),
+                    {"text": "Utqiagvik, Alaska; 22°F today."}
+                ]}
+            ]}),
+        ),
+    ]
 }
 
 #[test]
 fn gemini3_server_side_tool_parts_are_imported_and_go_back_unchanged() {
-    let body = gemini3_server_tools();
-    let (_dir, db) = tempdb();
-    let session = import(
-        &db,
-        "gemini",
-        &body,
-        &["--model", "gemini/gemini-3-pro-preview"],
-    );
-    let sent = export(&db, &session, "gemini", None);
-    let model_parts = &sent["contents"][1]["parts"];
-    for at in 0..2 {
-        assert_eq!(
-            model_parts[at], body["contents"][1]["parts"][at],
-            "{sent:#}"
+    for (case, body) in gemini3_server_tools() {
+        let (_dir, db) = tempdb();
+        let session = import(
+            &db,
+            "gemini",
+            &body,
+            &["--model", "gemini/gemini-3-pro-preview"],
         );
-    }
-    assert_eq!(
-        model_parts[2]["functionCall"]["id"],
-        json!("fc_1"),
-        "the function call follows the server tool's parts: {sent:#}"
-    );
-    // Another provider is not sent Gemini's server parts verbatim; its request still passes.
-    for other in ["anthropic", "openai", "responses"] {
-        let body = export(&db, &session, other, None);
+        // `export` checks the body with the provider's rules.
+        let sent = export(&db, &session, "gemini", None);
+        let model_parts = &sent["contents"][1]["parts"];
+        let original = body["contents"][1]["parts"].as_array().expect("parts");
+        for (at, part) in original.iter().enumerate() {
+            if part.get("toolCall").is_some() || part.get("toolResponse").is_some() {
+                assert_eq!(model_parts[at], *part, "{case}: {sent:#}");
+            }
+            if let Some(id) = part.pointer("/functionCall/id") {
+                assert_eq!(
+                    model_parts[at]["functionCall"]["id"], *id,
+                    "{case}: the function call follows the server tool's parts: {sent:#}"
+                );
+            }
+        }
+        // Another provider is not sent Gemini's server parts verbatim; its request still passes.
+        for other in ["anthropic", "openai", "responses"] {
+            let body = export(&db, &session, other, None);
+            assert!(
+                !body.to_string().contains("\"toolCall\""),
+                "{case}: {other}: {body}"
+            );
+        }
+        // A server part with a second data field is still refused, as Gemini refuses it.
+        let mut two = body.clone();
+        two["contents"][1]["parts"][0]["text"] = json!("and text");
         assert!(
-            !body.to_string().contains("\"toolCall\""),
-            "{other}: {body}"
+            cli(&db, &["import", "--format", "gemini", "-"], Some(&two)).is_err(),
+            "{case}"
         );
     }
-    // A server part with a second data field is still refused, as Gemini refuses it.
-    let mut two = body.clone();
-    two["contents"][1]["parts"][0]["text"] = json!("and text");
-    assert!(cli(&db, &["import", "--format", "gemini", "-"], Some(&two)).is_err());
 }
 
-/// A Responses conversation as OpenAI documents its output items: a commentary message
-/// (`phase`), a function call with its item id, its output, and a final answer whose text
-/// cites a URL (`url_citation` annotations), every output item with its `id` and `status`.
-fn responses_round_trip() -> Value {
-    json!({"input": [
-        {"role": "user", "content": "Find the latest Rust release and summarise it."},
-        {"type": "message", "id": "msg_01", "role": "assistant", "status": "completed", "phase": "commentary",
-         "content": [{"type": "output_text", "text": "Let me look that up.", "annotations": []}]},
-        {"type": "function_call", "id": "fc_01", "call_id": "call_01", "name": "web_fetch",
-         "arguments": "{\"url\":\"https://blog.rust-lang.org/\"}", "status": "completed"},
-        {"type": "function_call_output", "call_id": "call_01", "output": "Rust 1.90.0 released"},
-        {"type": "message", "id": "msg_02", "role": "assistant", "status": "completed", "phase": "final_answer",
-         "content": [{"type": "output_text", "text": "Rust 1.90.0 is out.",
-                      "annotations": [{"type": "url_citation", "start_index": 0, "end_index": 18,
-                                       "url": "https://blog.rust-lang.org/", "title": "Rust Blog"}]}]},
-        {"role": "user", "content": "Thanks!"}
-    ]})
+/// Responses conversations as OpenAI documents their output items: (case, body). A
+/// commentary message (`phase`), a function call with its item id, its output, and a final
+/// answer whose text cites a URL (`url_citation` annotations), every output item with its
+/// `id` and `status`; then two parallel calls and an answer citing two URLs, cut short
+/// (`status: incomplete`).
+fn responses_round_trips() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "commentary, a call, a cited answer",
+            json!({"input": [
+                {"role": "user", "content": "Find the latest Rust release and summarise it."},
+                {"type": "message", "id": "msg_01", "role": "assistant", "status": "completed", "phase": "commentary",
+                 "content": [{"type": "output_text", "text": "Let me look that up.", "annotations": []}]},
+                {"type": "function_call", "id": "fc_01", "call_id": "call_01", "name": "web_fetch",
+                 "arguments": "{\"url\":\"https://blog.rust-lang.org/\"}", "status": "completed"},
+                {"type": "function_call_output", "call_id": "call_01", "output": "Rust 1.90.0 released"},
+                {"type": "message", "id": "msg_02", "role": "assistant", "status": "completed", "phase": "final_answer",
+                 "content": [{"type": "output_text", "text": "Rust 1.90.0 is out.",
+                              "annotations": [{"type": "url_citation", "start_index": 0, "end_index": 18,
+                                               "url": "https://blog.rust-lang.org/", "title": "Rust Blog"}]}]},
+                {"role": "user", "content": "Thanks!"}
+            ]}),
+        ),
+        (
+            "parallel calls, two citations, cut short",
+            json!({"input": [
+                {"role": "user", "content": "Compare the weather in Paris and Rome."},
+                {"type": "function_call", "id": "fc_a", "call_id": "call_a", "name": "get_weather",
+                 "arguments": "{\"city\":\"Paris\"}", "status": "completed"},
+                {"type": "function_call", "id": "fc_b", "call_id": "call_b", "name": "get_weather",
+                 "arguments": "{\"city\":\"Rome\"}", "status": "completed"},
+                {"type": "function_call_output", "call_id": "call_a", "output": "18C, cloudy"},
+                {"type": "function_call_output", "call_id": "call_b", "output": "24C, sunny"},
+                {"type": "message", "id": "msg_03", "role": "assistant", "status": "incomplete", "phase": "final_answer",
+                 "content": [{"type": "output_text", "text": "Paris is cloudy, Rome sunny.",
+                              "annotations": [
+                                  {"type": "url_citation", "start_index": 0, "end_index": 15,
+                                   "url": "https://weather.example/paris", "title": "Paris"},
+                                  {"type": "url_citation", "start_index": 17, "end_index": 27,
+                                   "url": "https://weather.example/rome", "title": "Rome"}]}]},
+                {"role": "user", "content": "And tomorrow?"}
+            ]}),
+        ),
+    ]
 }
 
 #[test]
 fn a_responses_round_trip_keeps_items_ids_phase_and_annotations() {
-    let body = responses_round_trip();
+    for (case, body) in responses_round_trips() {
+        responses_round_trip_keeps(case, &body);
+    }
+}
+
+/// [`a_responses_round_trip_keeps_items_ids_phase_and_annotations`] for one body.
+fn responses_round_trip_keeps(case: &str, body: &Value) {
     let (_dir, db) = tempdb();
-    let session = import(&db, "responses", &body, &["--model", "openai/gpt-5"]);
+    let session = import(&db, "responses", body, &["--model", "openai/gpt-5"]);
     let sent = export(&db, &session, "responses", None);
     let items = sent["input"].as_array().expect("items");
     let original = body["input"].as_array().expect("items");
-    assert_eq!(items.len(), original.len(), "{sent:#}");
+    assert_eq!(items.len(), original.len(), "{case}: {sent:#}");
     for (at, (got, want)) in items.iter().zip(original).enumerate() {
         let kind = want["type"].as_str().unwrap_or("message");
         if kind == "message" && want["role"] == "assistant" {
             for key in ["id", "status", "phase"] {
-                assert_eq!(got[key], want[key], "item {at} {key}: {got}");
+                assert_eq!(got[key], want[key], "{case}: item {at} {key}: {got}");
             }
             assert_eq!(
                 got["content"][0]["annotations"], want["content"][0]["annotations"],
-                "item {at}: {got}"
+                "{case}: item {at}: {got}"
             );
-            assert_eq!(got["content"][0]["text"], want["content"][0]["text"]);
+            assert_eq!(
+                got["content"][0]["text"], want["content"][0]["text"],
+                "{case}"
+            );
         }
         if kind == "function_call" {
             for key in ["id", "call_id", "name", "arguments"] {
-                assert_eq!(got[key], want[key], "item {at} {key}: {got}");
+                assert_eq!(got[key], want[key], "{case}: item {at} {key}: {got}");
             }
         }
     }
@@ -342,7 +421,7 @@ fn a_responses_round_trip_keeps_items_ids_phase_and_annotations() {
         let body = export(&db, &session, other, None);
         assert!(
             !body.to_string().contains("url_citation"),
-            "{other}: {body}"
+            "{case}: {other}: {body}"
         );
     }
 }

@@ -423,3 +423,48 @@ fn the_model_of_a_message_no_longer_open_is_not_set() {
     }
     assert_eq!(last(&store, &session).model, None, "nothing written");
 }
+
+/// `session-store show` marks a message that is still streaming, and one whose writer went
+/// away (its handle dropped unfinished), for messages of text alone, of a call, and of
+/// reasoning then text.
+#[test]
+fn show_marks_open_and_interrupted_messages() {
+    const OPEN: &str = "[open: still streaming]";
+    const INTERRUPTED: &str = "[interrupted: its writer went away]";
+    let cases: Vec<(&str, Vec<Part>)> = vec![
+        ("text", vec![Part::text("Looking")]),
+        (
+            "a call",
+            vec![
+                Part::text("Listing it."),
+                Part::tool_use("call_ls", "ls", json!({"path": "/tmp"})),
+            ],
+        ),
+        (
+            "reasoning then text",
+            vec![
+                Part::reasoning("The user wants a list.", None),
+                Part::text("Here"),
+            ],
+        ),
+    ];
+    for (case, parts) in cases {
+        let (dir, store) = store();
+        let db = dir.path().join("s.db");
+        let session = started(&store);
+        let mut open = store
+            .begin_message(&session, Role::Assistant)
+            .expect("begin");
+        for part in parts {
+            open.push(part).expect("push");
+        }
+        let shown = crate::subagents::cli(&db, &["show", session.as_str()]);
+        assert!(shown.contains(OPEN), "{case}: {shown}");
+        assert!(!shown.contains(INTERRUPTED), "{case}: {shown}");
+        drop(open);
+        let shown = crate::subagents::cli(&db, &["show", session.as_str()]);
+        assert!(shown.contains(INTERRUPTED), "{case}: {shown}");
+        assert!(!shown.contains(OPEN), "{case}: {shown}");
+        assert_exports_pass(&store, &session);
+    }
+}

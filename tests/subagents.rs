@@ -15,12 +15,16 @@ const PAIRS: &[(&str, &str)] = &[
         "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-a881341.jsonl",
     ),
     (
+        "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+        "tests/fixtures/transcripts/spotter/258c7280-ae70-4798-800f-63464d01a85d/subagents/agent-acompact-fffbd0.jsonl",
+    ),
+    (
         "tests/fixtures/transcripts/fasthooks/sample_main_transcript.jsonl",
         "tests/fixtures/transcripts/fasthooks/sample_agent_sidechain.jsonl",
     ),
 ];
 
-fn lines(path: &str) -> Vec<Value> {
+pub(crate) fn lines(path: &str) -> Vec<Value> {
     std::fs::read_to_string(path)
         .expect("fixture")
         .lines()
@@ -136,7 +140,7 @@ fn sidechains_become_children_linked_to_their_task_call() {
     assert_eq!(store.subagents(None).expect("all").len(), PAIRS.len());
 }
 
-fn cli(db: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn cli(db: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
         .arg("--db")
         .arg(db)
@@ -189,7 +193,24 @@ fn a_sub_agent_stored_apart_is_linked_as_the_whole_log_import_links_it() {
                 store.subagents(Some(&main)).expect("subagents"),
                 std::slice::from_ref(&linked)
             );
-            // Linking again changes nothing; an unknown parent or child is refused.
+            // The calls' parts stay as the writer stored them (a mirror compares them with
+            // its source); linking again changes nothing; a second copy of the sub-agent's
+            // log finds its call taken and is linked to the parent alone; an unknown parent
+            // or child is refused.
+            let parts = store.messages(&main).expect("messages");
+            assert_eq!(store.link_subagent(&main, &side).expect("again"), linked);
+            assert_eq!(store.messages(&main).expect("messages"), parts);
+            let copy = import_one(side_path);
+            let second = store.link_subagent(&main, &copy).expect("copy");
+            assert_eq!(second.parent.as_ref(), Some(&main));
+            if linked.parent_tool_use_id.is_some() {
+                assert_eq!(
+                    second.parent_tool_use_id, None,
+                    "{} {main_path}",
+                    backend.name
+                );
+            }
+            assert_eq!(store.messages(&main).expect("messages"), parts);
             assert_eq!(store.link_subagent(&main, &side).expect("again"), linked);
             let nobody = SessionId::new("nobody");
             for (parent, child) in [(&nobody, &side), (&main, &nobody)] {
@@ -204,7 +225,7 @@ fn a_sub_agent_stored_apart_is_linked_as_the_whole_log_import_links_it() {
 
 /// Hand-made Codex rollouts of sub-agents, shaped as the Codex sources write them (see the
 /// comment of `import/codex.rs`): (file, whether its first lines are copied from the parent).
-const CODEX_CHILDREN: &[(&str, bool)] = &[
+pub(crate) const CODEX_CHILDREN: &[(&str, bool)] = &[
     ("tests/fixtures/codex_subagents/child-finished.jsonl", false),
     (
         "tests/fixtures/codex_subagents/child-interrupted.jsonl",
@@ -214,7 +235,7 @@ const CODEX_CHILDREN: &[(&str, bool)] = &[
 ];
 
 /// The rollout's own lines: from its `thread_spawn` `session_meta` on.
-fn own_lines(rollout: &[Value]) -> &[Value] {
+pub(crate) fn own_lines(rollout: &[Value]) -> &[Value] {
     let own = rollout
         .iter()
         .position(|l| !l["payload"]["source"]["subagent"]["thread_spawn"].is_null())
@@ -224,7 +245,7 @@ fn own_lines(rollout: &[Value]) -> &[Value] {
 
 /// The state a child rollout ends in, read from its JSON: `completed` when its last item is
 /// an assistant message, else `incomplete` (no parent is stored to say more).
-fn codex_state(rollout: &[Value]) -> SubagentState {
+pub(crate) fn codex_state(rollout: &[Value]) -> SubagentState {
     let last = own_lines(rollout)
         .iter()
         .rev()
@@ -381,7 +402,7 @@ fn a_forked_codex_child_keeps_only_its_own_records() {
 }
 
 /// The call of a parent rollout whose `spawn_agent` output names `thread` as its agent.
-fn codex_spawning_call(parent: &[Value], thread: &str) -> Option<String> {
+pub(crate) fn codex_spawning_call(parent: &[Value], thread: &str) -> Option<String> {
     parent.iter().find_map(|l| {
         let payload = &l["payload"];
         let output: Value = serde_json::from_str(payload["output"].as_str()?).ok()?;
@@ -439,29 +460,4 @@ fn a_codex_sub_agent_finds_its_stored_parent_by_thread_id() {
         }
     }
     assert!(with_call >= 2, "the fixtures link calls");
-}
-
-#[test]
-fn a_codex_sub_agent_imported_before_its_parent_keeps_its_state_alone() {
-    for backend in crate::backends::backends() {
-        let store = &backend.store;
-        let path = CODEX_CHILDREN[0].0;
-        let text = std::fs::read_to_string(path).expect("child");
-        let child = store
-            .import(&import_transcript(Format::Codex, &text).expect("import"))
-            .expect("store")
-            .session;
-        let parent_text =
-            std::fs::read_to_string("tests/fixtures/codex_subagents/parent.jsonl").expect("parent");
-        let parent = store
-            .import(&import_transcript(Format::Codex, &parent_text).expect("import"))
-            .expect("store")
-            .session;
-        assert_eq!(store.subagents(Some(&parent)).expect("children"), []);
-        let all = store.subagents(None).expect("subagents");
-        assert_eq!(all.len(), 1, "{}", backend.name);
-        assert_eq!(all[0].id, child);
-        assert_eq!(all[0].parent, None);
-        assert_eq!(all[0].state, Some(codex_state(&lines(path))));
-    }
 }

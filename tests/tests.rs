@@ -8,6 +8,7 @@ mod budget;
 mod bundle;
 mod check_constraints;
 mod cli;
+mod codex_links;
 mod compaction;
 mod compaction_kill;
 mod conformance;

@@ -643,6 +643,17 @@ impl AsyncStore {
             .await
     }
 
+    /// [`Store::import_readers_as`]: the inputs are read on the blocking pool.
+    pub async fn import_readers_as<R: Read + Seek + Send + 'static>(
+        &self,
+        inputs: Vec<(Format, R)>,
+        model: Option<&str>,
+    ) -> Result<Vec<ImportSummary>> {
+        let model = model.map(str::to_owned);
+        self.run(move |store| store.import_readers_as(inputs, model.as_deref()))
+            .await
+    }
+
     /// [`Store::budget`].
     pub async fn budget(&self, session: &SessionId, limit: u64) -> Result<Budget> {
         let session = session.clone();

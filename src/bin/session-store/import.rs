@@ -15,10 +15,118 @@ use session_store::{validate_bundle, BUNDLE_FORMAT};
 
 use crate::{open, progress, ImportFormat};
 
+/// Imports `files` (a file, several, or folders of them) into the database `db`: one file
+/// as [`one`] does, more in one import run ([`several`]).
+pub fn run(
+    db: &Option<PathBuf>,
+    format: ImportFormat,
+    model: Option<&str>,
+    files: &[PathBuf],
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    match files {
+        [file] if !file.is_dir() => one(db, format, model, file, json, out),
+        _ => several(db, format, model, &expand(files)?, json, out),
+    }
+}
+
+/// The files `paths` name: a file as itself, a folder as the regular files under it,
+/// recursively, in name order, hidden ones (`.name`) left out.
+fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let mut found = Vec::new();
+        let mut folders = vec![path.clone()];
+        while let Some(folder) = folders.pop() {
+            let entries = std::fs::read_dir(&folder)
+                .with_context(|| format!("cannot read {}", folder.display()))?;
+            for entry in entries {
+                let entry = entry.with_context(|| format!("cannot read {}", folder.display()))?;
+                if entry.file_name().to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let kind = entry.file_type()?;
+                if kind.is_dir() {
+                    folders.push(entry.path());
+                } else if entry.path().is_file() {
+                    found.push(entry.path());
+                }
+            }
+        }
+        if found.is_empty() {
+            anyhow::bail!("{} holds no files to import", path.display());
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+/// Imports `files` in one transaction (one import run), a session each, after checking each
+/// with a dry run so that a refusal names its file; reports each new session as [`one`] does,
+/// in the files' order (with `json`, one array of its objects). A bundle is not part of a
+/// run (it is imported alone).
+fn several(
+    db: &Option<PathBuf>,
+    format: ImportFormat,
+    model: Option<&str>,
+    files: &[PathBuf],
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let db = open::path(db)?;
+    let mut inputs = Vec::with_capacity(files.len());
+    for file in files {
+        let mut input = open_input(file)?;
+        if format == ImportFormat::Bundle || is_bundle(&mut input)? {
+            anyhow::bail!(
+                "{} is a bundle: a bundle is imported alone, not in a run of several files",
+                file.display()
+            );
+        }
+        let sample =
+            Sample::read(&mut input).with_context(|| format!("{} refused", file.display()))?;
+        let format = transcript_format(format, &sample, file)?;
+        drop(sample);
+        rewind(&mut input, file)?;
+        validate_transcript(format, &mut input)
+            .with_context(|| format!("{} refused as {format}", file.display()))?;
+        rewind(&mut input, file)?;
+        inputs.push((format, input));
+    }
+    let formats: Vec<Format> = inputs.iter().map(|(format, _)| *format).collect();
+    let store = open::or_create(db)?;
+    let bar = progress::spinner(&format!("importing {} files", files.len()));
+    let stored = store
+        .import_readers_as(inputs, model)
+        .with_context(|| format!("cannot import the {} files", files.len()))?;
+    bar.finish_and_clear();
+    // One line per file (its new session), or with `json` one array of `import --json`'s
+    // objects, in the files' order.
+    let mut objects = Vec::with_capacity(stored.len());
+    for (stored, format) in stored.iter().zip(formats) {
+        notes(stored);
+        if json {
+            objects.push(summary_json(stored, format));
+        } else {
+            writeln!(out, "{}", stored.session)?;
+        }
+    }
+    if json {
+        crate::shapes::print(out, &serde_json::Value::Array(objects))?;
+    }
+    Ok(())
+}
+
 /// Imports `file` (its `format` detected, or confirmed when named) as a new session of the
 /// database `db`, and reports the new session on `out` (as JSON with `json`) and its notes
 /// on stderr.
-pub fn run(
+fn one(
     db: &Option<PathBuf>,
     format: ImportFormat,
     model: Option<&str>,
@@ -97,18 +205,30 @@ fn report(
 ) -> anyhow::Result<()> {
     if json {
         // The notes below go to stderr as well: a script reading stdout sees them here.
-        let body = serde_json::json!({
-            "session": stored.session.as_str(),
-            "format": format.to_string(),
-            "children": stored.children,
-            "messages": stored.messages,
-            "tombstoned": stored.tombstoned,
-            "orphans_as_text": stored.orphans_as_text,
-            "warnings": stored.warnings,
-        });
-        crate::shapes::print(out, &body)?;
+        crate::shapes::print(out, &summary_json(&stored, format))?;
     }
-    let session = stored.session;
+    notes(&stored);
+    if !json {
+        writeln!(out, "{}", stored.session)?;
+    }
+    Ok(())
+}
+
+/// What `import --json` prints of one imported file.
+fn summary_json(stored: &session_store::ImportSummary, format: Format) -> serde_json::Value {
+    serde_json::json!({
+        "session": stored.session.as_str(),
+        "format": format.to_string(),
+        "children": stored.children,
+        "messages": stored.messages,
+        "tombstoned": stored.tombstoned,
+        "orphans_as_text": stored.orphans_as_text,
+        "warnings": stored.warnings,
+    })
+}
+
+/// The notes of one import on stderr: child sessions, tombstones, orphans, warnings.
+fn notes(stored: &session_store::ImportSummary) {
     for child in &stored.children {
         eprintln!(
             "session-store: a sub-agent's conversation was imported as child session {child}"
@@ -124,13 +244,9 @@ fn report(
     if orphans > 0 {
         eprintln!("session-store: {orphans} tool result(s) answered no call and were kept as text");
     }
-    for warning in stored.warnings {
-        eprintln!("session-store: {}", crate::terminal::escape_line(&warning));
+    for warning in &stored.warnings {
+        eprintln!("session-store: {}", crate::terminal::escape_line(warning));
     }
-    if !json {
-        writeln!(out, "{session}")?;
-    }
-    Ok(())
 }
 
 /// A bundle restored as a new session (checked whole before a database file is created).

@@ -149,8 +149,12 @@ enum Command {
         /// say (a body's own top-level `model` is used when present).
         #[arg(long, value_name = "PROVIDER/MODEL", value_parser = parse_model)]
         model: Option<String>,
-        /// The transcript file (`-` reads stdin).
-        file: PathBuf,
+        /// The transcript file (`-` reads stdin). Several files, or a folder (its files,
+        /// recursively, in name order, hidden ones left out), are one import run: one transaction for them all, a
+        /// session each, and a Codex sub-agent's rollout linked to its parent's whatever
+        /// their order.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
         /// One JSON object on stdout (`session`, `children`, `messages`, `tombstoned`,
         /// `orphans_as_text`, `warnings`) instead of the id alone.
         #[arg(long)]
@@ -442,9 +446,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import {
             format,
             model,
-            file,
+            files,
             json,
-        } => import::run(&cli.db, format, model.as_deref(), &file, json, &mut out)?,
+        } => import::run(&cli.db, format, model.as_deref(), &files, json, &mut out)?,
         Command::Cancel {
             session,
             reason,

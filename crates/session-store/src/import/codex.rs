@@ -36,10 +36,11 @@
 //! `thread_spawn` names), and every rollout's own `id` is kept
 //! ([`Imported::source_thread_id`], `sessions.source_thread_id`). The store then links a
 //! sub-agent to the stored session of its parent thread (`parent_id`, and
-//! `parent_tool_use_id`: the parent's call whose output's `agent_id` is the child's thread)
-//! and records its state from the child's own end (`spawn_agent` answers when the thread
-//! starts, so its answer says nothing of how it ended); a parent imported after its child
-//! does not link it. A child rollout may start with records copied from its parent (a
+//! `parent_tool_use_id`: the parent's call whose output's `agent_id` is the child's thread,
+//! which gets `session_store.child_session`) and records its state from the child's own end
+//! (`spawn_agent` answers when the thread starts, so its answer says nothing of how it
+//! ended); the child keeps its parent's thread id (`sessions.source_parent_thread_id`), so a
+//! parent imported after its child links it too. A child rollout may start with records copied from its parent (a
 //! `session_meta` of the parent's thread, then the parent's history) before its own
 //! `session_meta`: when a `thread_spawn` `session_meta` names as parent the `id` of an
 //! earlier `session_meta` of the same file, every line before it is another thread's and

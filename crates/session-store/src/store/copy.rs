@@ -77,6 +77,7 @@ pub(crate) const TABLES: &[Table] = &[
             ("parent_tool_use_id", Text),
             ("state", Text),
             ("source_thread_id", Text),
+            ("source_parent_thread_id", Text),
         ],
         filter: "id = {p}",
         references: &[],

@@ -155,6 +155,31 @@ impl Store {
     }
 }
 
+impl Store {
+    /// One import run of several transcripts (a folder of logs; a Codex parent's rollout and
+    /// its sub-agents'), in one transaction: each `(format, input)` imported as
+    /// [`Store::import_reader_as`] imports one, in the order given, with `model` named as
+    /// there. A sub-agent's log and its parent's are linked whichever comes first. One
+    /// refused input leaves nothing of any of them behind. The summaries follow the inputs'
+    /// order.
+    pub fn import_readers_as<R: Read + Seek>(
+        &self,
+        inputs: Vec<(Format, R)>,
+        model: Option<&str>,
+    ) -> Result<Vec<ImportSummary>> {
+        let mut inputs: Vec<(Format, BufReader<R>)> = inputs
+            .into_iter()
+            .map(|(format, input)| (format, BufReader::with_capacity(READ_BUFFER, input)))
+            .collect();
+        self.write(|tx| {
+            inputs
+                .iter_mut()
+                .map(|(format, input)| import_streamed(tx, *format, input, model))
+                .collect()
+        })
+    }
+}
+
 /// How much of the input a streamed import reads at once.
 const READ_BUFFER: usize = 64 * 1024;
 

@@ -37,11 +37,22 @@ const CHILDREN_OF: &str = "
     ORDER BY created_at, id";
 const SET_CALL: &str = "UPDATE sessions SET parent_tool_use_id = ?2 WHERE id = ?1";
 const SET_SOURCE_THREAD: &str = "UPDATE sessions SET source_thread_id = ?2 WHERE id = ?1";
-/// The latest other session stored for the source's thread id (by the source's dates, then
-/// by id when one thread was imported twice).
+const SET_SOURCE_PARENT_THREAD: &str =
+    "UPDATE sessions SET source_parent_thread_id = ?2 WHERE id = ?1";
+/// The other sessions stored for the source's thread id, latest first (by the source's
+/// dates, then by id when one thread was imported twice).
 const BY_SOURCE_THREAD: &str = "
     SELECT id FROM sessions WHERE source_thread_id = ?1 AND id <> ?2
-    ORDER BY created_at DESC, id LIMIT 1";
+    ORDER BY created_at DESC, id";
+/// The sub-agents' logs that name the thread ?1 as their parent and are linked to none yet,
+/// oldest first, with their own thread ids.
+const WAITING_CHILDREN: &str = "
+    SELECT id, source_thread_id FROM sessions
+    WHERE source_parent_thread_id = ?1 AND parent_id IS NULL AND id <> ?2
+    ORDER BY created_at, id";
+/// Whether the call ?2 of ?1 already spawned a linked session other than ?3.
+const CALL_TAKEN: &str = "
+    SELECT 1 FROM sessions WHERE parent_id = ?1 AND parent_tool_use_id = ?2 AND id <> ?3 LIMIT 1";
 /// The session's results, in order, with their texts.
 const RESULTS: &str = "
     SELECT p.tool_use_id, p.text FROM parts p JOIN messages m ON m.id = p.message_id
@@ -63,8 +74,10 @@ impl Store {
 impl Store {
     /// Records `child` as a sub-agent of `parent`, as an import records a sidechain it
     /// reads: `sessions.parent_id`, the call in `parent` that spawned it (the first whose
-    /// `prompt` is the child's first user text: `parent_tool_use_id`) and its state, in one
-    /// write transaction. Calling it again brings the link up to date (the parent's call
+    /// `prompt` is the child's first user text and that no other sub-agent is linked to:
+    /// `parent_tool_use_id`) and its state, in one write transaction. The call's parts are
+    /// left as the writer stored them (no `session_store.child_session`): a mirror compares
+    /// what it stored with what it reads again from its source. Calling it again brings the link up to date (the parent's call
     /// answered since, the child's conversation grown). For writers that mirror a parent and
     /// its sub-agents as separate records (the Claude adapter's `subagents/*` subpaths).
     pub fn link_subagent(&self, parent: &SessionId, child: &SessionId) -> Result<Subagent> {
@@ -82,18 +95,29 @@ fn link_subagent_in(db: &mut impl Sql, parent: &SessionId, child: &SessionId) ->
         first_text = text_at(r, 0)?;
         Ok(())
     })?;
-    let mut spawned_by: Option<String> = None;
+    let mut candidates: Vec<String> = Vec::new();
     if let Some(first_text) = first_text {
         db.each_row(CALLS, &values![parent.as_str()], &mut |r| {
-            if spawned_by.is_none() {
-                let input: Option<serde_json::Value> =
-                    text_at(r, 1)?.and_then(|text| serde_json::from_str(&text).ok());
-                if input.as_ref().and_then(spawn_prompt) == Some(first_text.as_str()) {
-                    spawned_by = text_at(r, 0)?;
-                }
+            let input: Option<serde_json::Value> =
+                text_at(r, 1)?.and_then(|text| serde_json::from_str(&text).ok());
+            if input.as_ref().and_then(spawn_prompt) == Some(first_text.as_str()) {
+                candidates.extend(text_at(r, 0)?);
             }
             Ok(())
         })?;
+    }
+    // A call spawns one sub-agent: of the calls with the child's prompt, the first that no
+    // other linked session names.
+    let mut spawned_by: Option<String> = None;
+    for call in candidates {
+        let taken = db.optional_int(
+            CALL_TAKEN,
+            &values![parent.as_str(), call.as_str(), child.as_str()],
+        )?;
+        if taken.is_none() {
+            spawned_by = Some(call);
+            break;
+        }
     }
     record_in(db, Some(parent), child, spawned_by.as_deref())?;
     let mut linked = subagents_in(db, Some(parent))?;
@@ -173,11 +197,12 @@ pub(crate) fn record_in(
 }
 
 /// Records what an imported conversation's source says of its own thread: its id
-/// (`sessions.source_thread_id`), and, for a sub-agent's own log
-/// ([`Imported::subagent`]), its link to the stored session of the thread that spawned it
-/// (`parent_id`, and `parent_tool_use_id`: the call whose result names this thread, see
-/// [`spawned_thread`]) and its state, from its own end; with no such session stored, its
-/// state alone.
+/// (`sessions.source_thread_id`), and, for a sub-agent's own log ([`Imported::subagent`]),
+/// the thread that spawned it (`sessions.source_parent_thread_id`) and its link to a stored
+/// session of that thread (see [`link_source_child_in`]); with no such session stored, its
+/// state alone. Then the sub-agents' logs stored before this one that name its thread as
+/// their parent and wait for one are linked to it: the link does not depend on which of
+/// the two was stored first, nor on whether both came in one transaction.
 pub(crate) fn record_source_in(
     db: &mut impl Sql,
     session: &SessionId,
@@ -186,26 +211,70 @@ pub(crate) fn record_source_in(
     if let Some(thread) = imported_as.thread {
         db.run(SET_SOURCE_THREAD, &values![session.as_str(), thread])?;
     }
-    let Some(origin) = imported_as.subagent else {
-        return Ok(());
-    };
-    let mut parent: Option<SessionId> = None;
-    if let Some(parent_thread) = &origin.parent_thread_id {
+    if let Some(origin) = imported_as.subagent {
+        let parent_thread = origin.parent_thread_id.as_deref();
+        db.run(
+            SET_SOURCE_PARENT_THREAD,
+            &values![session.as_str(), parent_thread],
+        )?;
+        let mut parents: Vec<SessionId> = Vec::new();
+        if let Some(parent_thread) = parent_thread {
+            db.each_row(
+                BY_SOURCE_THREAD,
+                &values![parent_thread, session.as_str()],
+                &mut |r| {
+                    parents.extend(text_at(r, 0)?.map(SessionId::new));
+                    Ok(())
+                },
+            )?;
+        }
+        let mut linked = false;
+        for parent in &parents {
+            if link_source_child_in(db, parent, session, imported_as.thread)? {
+                linked = true;
+                break;
+            }
+        }
+        if !linked {
+            record_in(db, None, session, None)?;
+        }
+    }
+    if let Some(thread) = imported_as.thread {
+        let mut waiting: Vec<(SessionId, Option<String>)> = Vec::new();
         db.each_row(
-            BY_SOURCE_THREAD,
-            &values![parent_thread.as_str(), session.as_str()],
+            WAITING_CHILDREN,
+            &values![thread, session.as_str()],
             &mut |r| {
-                parent = text_at(r, 0)?.map(SessionId::new);
+                if let Some(id) = text_at(r, 0)? {
+                    waiting.push((SessionId::new(id), text_at(r, 1)?));
+                }
                 Ok(())
             },
         )?;
+        for (child, child_thread) in &waiting {
+            db.lock_session(child)?;
+            link_source_child_in(db, session, child, child_thread.as_deref())?;
+        }
     }
-    let Some(parent) = parent else {
-        return record_in(db, None, session, None);
-    };
-    db.run(SET_PARENT, &values![session.as_str(), parent.as_str()])?;
+    Ok(())
+}
+
+/// Links `child`, a sub-agent's own log whose source names `parent`'s thread as the one
+/// that spawned it, to `parent`: `parent_id`, `parent_tool_use_id` (the call whose result
+/// names `child_thread`, see [`spawned_thread`]), `session_store.child_session` on that call
+/// and the child's state (from its own end: `spawn_agent` answers as soon as the thread
+/// starts, so its result says nothing of how the sub-agent ended). A call spawns one
+/// sub-agent: when that call already names another session linked to it (the same log
+/// imported twice), nothing is written and `false` is returned, so a second copy of the
+/// parent can take the second copy of the child.
+fn link_source_child_in(
+    db: &mut impl Sql,
+    parent: &SessionId,
+    child: &SessionId,
+    child_thread: Option<&str>,
+) -> Result<bool> {
     let mut spawned_by: Option<String> = None;
-    if let Some(thread) = imported_as.thread {
+    if let Some(thread) = child_thread {
         db.each_row(RESULTS, &values![parent.as_str()], &mut |r| {
             if spawned_by.is_none()
                 && text_at(r, 1)?
@@ -218,11 +287,22 @@ pub(crate) fn record_source_in(
             Ok(())
         })?;
     }
-    // `spawn_agent` answers as soon as the thread starts: its result says nothing of how the
-    // sub-agent ended, so the state is the child's own end's (no call given to the rule).
-    record_in(db, Some(&parent), session, None)?;
-    db.run(SET_CALL, &values![session.as_str(), spawned_by.as_deref()])?;
-    Ok(())
+    if let Some(call) = &spawned_by {
+        let taken = db.optional_int(
+            CALL_TAKEN,
+            &values![parent.as_str(), call.as_str(), child.as_str()],
+        )?;
+        if taken.is_some() {
+            return Ok(false);
+        }
+    }
+    db.run(SET_PARENT, &values![child.as_str(), parent.as_str()])?;
+    record_in(db, Some(parent), child, None)?;
+    db.run(SET_CALL, &values![child.as_str(), spawned_by.as_deref()])?;
+    if let Some(call) = &spawned_by {
+        db.link_call(parent, call, child)?;
+    }
+    Ok(true)
 }
 
 /// What an import's source says of the conversation's own thread.
