@@ -8,7 +8,7 @@ see them; each item is also kept verbatim, so ``get_items`` gives back what went
 item arrives is answered first with a tombstone ``function_call_output`` (the history stays
 valid, and the run goes on). ``get_items(limit)`` returns the latest items that fit in
 ``limit`` without cutting a call from its output. The async methods run the store's work on
-a worker thread (``asyncio.to_thread``), never on the event loop.
+a worker thread (the package's own, :mod:`session_store._worker`), never on the event loop.
 
 Example::
 
@@ -21,12 +21,11 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from . import Store, _dumps
+from . import Store, _dumps, _worker
 
 if TYPE_CHECKING:  # pragma: no cover
     from agents.memory.session_settings import SessionSettings
@@ -92,7 +91,14 @@ class Session:
         if limit is not None and limit == 0:
             return []
         native_limit = limit if limit is not None and limit > 0 else None
-        return json.loads(self._store._native.agents_get_items(self.session_id, native_limit))
+        native = self._store._native
+        # Each item's place is found by the shape this adapter writes, without reading the
+        # item: parsing the list is the check. A row another writer broke makes it not JSON;
+        # then every part's metadata is decoded, and what is not JSON is left out.
+        try:
+            return json.loads(native.agents_get_items(self.session_id, native_limit))
+        except (ValueError, RecursionError):
+            return json.loads(native.agents_get_items(self.session_id, native_limit, True))
 
     def add_items_sync(self, items: List[Any]) -> None:
         """:meth:`add_items` without the event loop."""
@@ -118,17 +124,17 @@ class Session:
     async def get_items(self, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         """The session's items, oldest first; with ``limit`` (or ``session_settings.limit``)
         the latest ones that fit without cutting a call from its output."""
-        return await asyncio.to_thread(self.get_items_sync, limit)
+        return await _worker.run(self.get_items_sync, limit)
 
     async def add_items(self, items: List[Any]) -> None:
         """Appends ``items`` (Responses input items) in one transaction; a refused batch
         raises :class:`session_store.Refused` and writes nothing."""
-        await asyncio.to_thread(self.add_items_sync, items)
+        await _worker.run(self.add_items_sync, items)
 
     async def pop_item(self) -> Optional[Dict[str, Any]]:
         """Removes the latest item and returns it; None when the session is empty."""
-        return await asyncio.to_thread(self.pop_item_sync)
+        return await _worker.run(self.pop_item_sync)
 
     async def clear_session(self) -> None:
         """Removes every item (the store's session is deleted)."""
-        await asyncio.to_thread(self.clear_session_sync)
+        await _worker.run(self.clear_session_sync)

@@ -11,7 +11,7 @@ transcript lines among them also become the session's messages and parts, read t
 ``subagents/*`` subpath's session is recorded as a sub-agent of the main session
 (``Store.subagents``: parent, the ``Task`` call whose prompt started it, its state), as
 ``import --format claude-code`` records a sidechain. The async methods run the store's work
-on a worker thread.
+on a worker thread (the package's own, :mod:`session_store._worker`).
 
 Example::
 
@@ -23,12 +23,11 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from . import Store, _dumps
+from . import Store, _dumps, _worker
 
 __all__ = ["SessionStore", "store_session_id"]
 
@@ -160,24 +159,24 @@ class SessionStore:
 
     async def append(self, key: Mapping[str, Any], entries: List[Dict[str, Any]]) -> None:
         """Keeps ``entries`` after the key's earlier ones, in one transaction."""
-        await asyncio.to_thread(self.append_sync, key, entries)
+        await _worker.run(self.append_sync, key, entries)
 
     async def load(self, key: Mapping[str, Any]) -> Optional[List[Dict[str, Any]]]:
         """Every entry of ``key`` in order; None for a key never written."""
-        return await asyncio.to_thread(self.load_sync, key)
+        return await _worker.run(self.load_sync, key)
 
     async def list_sessions(self, project_key: str) -> List[Dict[str, Any]]:
         """The project's sessions (no subpaths), with their mtime in epoch milliseconds."""
-        return await asyncio.to_thread(self.list_sessions_sync, project_key)
+        return await _worker.run(self.list_sessions_sync, project_key)
 
     async def list_session_summaries(self, project_key: str) -> List[Dict[str, Any]]:
         """The project's session summaries (no subpaths)."""
-        return await asyncio.to_thread(self.list_session_summaries_sync, project_key)
+        return await _worker.run(self.list_session_summaries_sync, project_key)
 
     async def delete(self, key: Mapping[str, Any]) -> None:
         """Deletes the key's session; a main key takes its subpaths along."""
-        await asyncio.to_thread(self.delete_sync, key)
+        await _worker.run(self.delete_sync, key)
 
     async def list_subkeys(self, key: Mapping[str, Any]) -> List[str]:
         """The subpaths under the key's session."""
-        return await asyncio.to_thread(self.list_subkeys_sync, key)
+        return await _worker.run(self.list_subkeys_sync, key)

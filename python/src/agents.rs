@@ -155,9 +155,98 @@ struct KeptItem<'a> {
     item: Option<&'a serde_json::value::RawValue>,
 }
 
+/// How an item's place in its part's `provider_metadata` is found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Find {
+    /// By its shape ([`kept_item_by_shape`]), decoding only where the shape is not there: the
+    /// caller checks the list it makes (Python's `json.loads`) and asks again [`Find::Decoded`]
+    /// when it is not JSON.
+    Shaped,
+    /// By decoding the whole metadata ([`kept_item_decoded`]): a part whose metadata is not
+    /// JSON keeps no item.
+    Decoded,
+}
+
 /// Where in its `provider_metadata` the item a part keeps is (its JSON text, not decoded).
-fn kept_item(part: &lib::StoredPart) -> Option<Range<usize>> {
+fn kept_item(part: &lib::StoredPart, find: Find) -> Option<Range<usize>> {
     let metadata = part.provider_metadata.as_deref()?;
+    match find {
+        Find::Shaped => kept_item_by_shape(metadata).or_else(|| kept_item_decoded(metadata)),
+        Find::Decoded => kept_item_decoded(metadata),
+    }
+}
+
+/// Where the item is in metadata of the shape [`keep_item`] writes: compact JSON whose last
+/// key is `"openai_agents":{"item":ITEM}`, after the importer's keys, ITEM one value (its
+/// strings stepped over and its brackets counted, nothing decoded). Where the metadata is JSON
+/// the answer is exact; where it is not, ITEM is one balanced run of brackets that the
+/// caller's parse of the whole list checks.
+fn kept_item_by_shape(metadata: &str) -> Option<Range<usize>> {
+    const ITEM_KEY: &[u8] = br#""openai_agents":{"item":"#;
+    let bytes = metadata.as_bytes();
+    let end = bytes.len().checked_sub(2)?;
+    if bytes.first() != Some(&b'{') || bytes.get(end..) != Some(b"}}") {
+        return None;
+    }
+    let mut at = 1;
+    loop {
+        if bytes.get(at..)?.starts_with(ITEM_KEY) {
+            let start = at + ITEM_KEY.len();
+            return (skip_value(bytes, start)? == end).then_some(start..end);
+        }
+        at = skip_string(bytes, at)?;
+        (bytes.get(at) == Some(&b':')).then_some(())?;
+        at = skip_value(bytes, at + 1)?;
+        (bytes.get(at) == Some(&b',')).then_some(())?;
+        at += 1;
+    }
+}
+
+/// Past the JSON string that starts at `at` (its closing quote's next byte).
+fn skip_string(bytes: &[u8], at: usize) -> Option<usize> {
+    (bytes.get(at) == Some(&b'"')).then_some(())?;
+    let mut i = at + 1;
+    loop {
+        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        match bytes.get(i)? {
+            b'"' => return Some(i + 1),
+            _ => i += 2,
+        }
+    }
+}
+
+/// Past the compact JSON value that starts at `at`: strings stepped over whole, brackets
+/// counted (not checked for kind); a scalar ends at the next `,`, `}` or `]`.
+fn skip_value(bytes: &[u8], at: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = at;
+    loop {
+        match bytes.get(i)? {
+            b'"' => i = skip_string(bytes, i)?,
+            b'{' | b'[' => {
+                depth += 1;
+                i += 1;
+            }
+            b'}' | b']' if depth > 0 => {
+                depth -= 1;
+                i += 1;
+            }
+            b',' | b'}' | b']' if depth == 0 => return (i > at).then_some(i),
+            _ => i += 1,
+        }
+        if depth == 0
+            && i > at
+            && bytes
+                .get(at)
+                .is_some_and(|b| matches!(b, b'"' | b'{' | b'['))
+        {
+            return Some(i);
+        }
+    }
+}
+
+/// Where the item is, found by decoding the whole metadata (any JSON layout).
+fn kept_item_decoded(metadata: &str) -> Option<Range<usize>> {
     let kept: Kept<'_> = serde_json::from_str(metadata).ok()?;
     let item = kept.openai_agents?.item?.get();
     // A borrowed RawValue is a slice of `metadata`: its place is its address's distance.
@@ -168,7 +257,7 @@ fn kept_item(part: &lib::StoredPart) -> Option<Range<usize>> {
 
 /// The items of `parts`, in order: each kept item, and a `function_call_output` for each
 /// tombstone the store wrote.
-fn read_items(parts: &[lib::StoredPart]) -> Vec<Read> {
+fn read_items(parts: &[lib::StoredPart], find: Find) -> Vec<Read> {
     let mut items: Vec<Read> = Vec::new();
     let mut call_groups: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let mut message: Option<i64> = None;
@@ -179,7 +268,7 @@ fn read_items(parts: &[lib::StoredPart]) -> Vec<Read> {
             first = items.len();
         }
         let text = part.error_text.as_deref().unwrap_or_default();
-        let item = match kept_item(part) {
+        let item = match kept_item(part, find) {
             Some(range) => Text::Kept { part: index, range },
             None if part.kind == "tool_result"
                 && lib::request::is_tombstone(text, part.is_error) =>
@@ -229,6 +318,7 @@ pub(crate) fn get_items(
     store: &lib::Store,
     session: &SessionId,
     limit: Option<usize>,
+    find: Find,
 ) -> Result<String, Failure> {
     // Every item of the adapter's is (or starts) a message of its own or shares one with
     // others: the latest `limit` messages hold at least `limit` items.
@@ -239,10 +329,10 @@ pub(crate) fn get_items(
     };
     let (parts, items) = match limit {
         None => {
-            let items = read_items(&parts);
+            let items = read_items(&parts, find);
             (parts, items)
         }
-        Some(limit) => enough_items(store, session, parts, limit)?,
+        Some(limit) => enough_items(store, session, parts, limit, find)?,
     };
     let start = limit.map_or(0, |limit| window_start(&items, limit));
     let kept = items.get(start..).unwrap_or_default();
@@ -268,11 +358,12 @@ fn enough_items(
     session: &SessionId,
     mut parts: Vec<lib::StoredPart>,
     limit: usize,
+    find: Find,
 ) -> Result<(Vec<lib::StoredPart>, Vec<Read>), Failure> {
     let mut messages = limit;
     loop {
         let whole = parts.first().is_none_or(|p| p.turn_index == 0);
-        let items = read_items(&parts);
+        let items = read_items(&parts, find);
         if whole || items.len() >= limit {
             return Ok((parts, items));
         }
@@ -360,7 +451,7 @@ mod tests {
         ];
         for metadata in &cases {
             let part = stored(metadata);
-            let range = kept_item(&part).expect("keeps an item");
+            let range = kept_item(&part, Find::Decoded).expect("keeps an item");
             assert_eq!(
                 Text::Kept { part: 0, range }.of(&[part]),
                 item,
@@ -373,7 +464,41 @@ mod tests {
             r#"{"openai_agents":{"item":{"role":"user"}"#,
             "[1]",
         ] {
-            assert_eq!(kept_item(&stored(metadata)), None, "{metadata}");
+            assert_eq!(
+                kept_item(&stored(metadata), Find::Decoded),
+                None,
+                "{metadata}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_item_found_by_its_shape_is_the_decoded_one_or_none() {
+        let item = r#"{"type":"function_call_output","call_id":"c","output":"a\"}{[\\\n"}"#;
+        let written = [
+            format!(r#"{{"openai_agents":{{"item":{item}}}}}"#),
+            format!(r#"{{"openai":{{"id":"x","k":[1,"]}}"]}},"openai_agents":{{"item":{item}}}}}"#),
+            format!(r#"{{"n":-1.5e3,"t":true,"openai_agents":{{"item":{item}}}}}"#),
+            r#"{"openai_agents":{"item":"text"}}"#.to_owned(),
+            r#"{"openai_agents":{"item":17}}"#.to_owned(),
+        ];
+        for metadata in &written {
+            let found = kept_item_by_shape(metadata);
+            assert!(found.is_some(), "{metadata}");
+            assert_eq!(found, kept_item_decoded(metadata), "{metadata}");
+        }
+        // Other layouts (still JSON) and broken metadata: not by shape.
+        for metadata in [
+            format!(r#"{{"openai_agents": {{"item": {item}}}}}"#),
+            format!(r#"{{"openai_agents":{{"item":{item}}},"z":{{}}}}"#),
+            format!(r#"{{"openai_agents":{{"item":{item},"note":{{}}}}}}"#),
+            format!(r#"{{"openai_agents":{{"item":{item},{{"role":"user"}}}}}}"#),
+            format!(r#"{{"openai_agents":{{"item":{item}}}"#),
+            r#"{"openai_agents":{"item":}}"#.to_owned(),
+            r#"{"a":"unterminated}}"#.to_owned(),
+            "}}".to_owned(),
+        ] {
+            assert_eq!(kept_item_by_shape(&metadata), None, "{metadata}");
         }
     }
 

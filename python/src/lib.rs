@@ -3,7 +3,7 @@
 //! Everything crosses the FFI line as JSON text (the Python side runs `json.dumps` and
 //! `json.loads`, both in C) or as plain strings, so no Python object is walked here. Every
 //! store call runs with the GIL released ([`Python::detach`]); every library error becomes a
-//! Python exception of the `session_store.Error` family ([`failure`]), and nothing here
+//! Python exception of the `session_store.Error` family (`failure`), and nothing here
 //! unwraps input or I/O.
 
 use std::sync::{Arc, RwLock};
@@ -123,6 +123,8 @@ pub(crate) fn dump(value: &Value) -> Result<String, Failure> {
 #[pyclass(module = "session_store._native", frozen)]
 struct Store {
     inner: RwLock<Option<Arc<lib::Store>>>,
+    /// Where the Claude adapter's mirror of each session stands ([`claude::append`]).
+    claude_cursors: claude::Cursors,
 }
 
 impl Store {
@@ -155,6 +157,7 @@ impl Store {
             .map_err(|e| failure(py, e.into()))?;
         Ok(Self {
             inner: RwLock::new(Some(Arc::new(store))),
+            claude_cursors: claude::Cursors::default(),
         })
     }
 
@@ -304,16 +307,25 @@ impl Store {
     }
 
     /// OpenAI Agents SDK: the session's items (JSON list), the latest `limit` of them
-    /// without splitting calls from their outputs.
-    #[pyo3(signature = (session, limit=None))]
+    /// without splitting calls from their outputs. Each item is found by the shape the
+    /// adapter writes, its text not read ([`agents::Find::Shaped`]): the caller parses the
+    /// list and, when it is not JSON (a row another writer broke), asks again with `decode`,
+    /// which decodes each part's metadata and leaves out what is not JSON.
+    #[pyo3(signature = (session, limit=None, decode=false))]
     fn agents_get_items(
         &self,
         py: Python<'_>,
         session: String,
         limit: Option<usize>,
+        decode: bool,
     ) -> PyResult<String> {
+        let find = if decode {
+            agents::Find::Decoded
+        } else {
+            agents::Find::Shaped
+        };
         self.run(py, move |store| {
-            agents::get_items(store, &SessionId::new(session), limit)
+            agents::get_items(store, &SessionId::new(session), limit, find)
         })
     }
 
@@ -333,9 +345,17 @@ impl Store {
         session: String,
         entries: String,
     ) -> PyResult<&'static str> {
+        let cursors = &self.claude_cursors;
         self.run(py, move |store| {
-            claude::append(store, &SessionId::new(session), &entries)
+            claude::append(store, cursors, &SessionId::new(session), &entries)
         })
+    }
+
+    /// Claude Agent SDK: how many `claude_append` calls on this handle read the whole
+    /// transcript again (the others read only the session's last turn).
+    #[getter]
+    fn claude_whole_reads(&self) -> usize {
+        self.claude_cursors.whole_reads()
     }
 
     /// Claude Agent SDK: records `child` (a `subagents/*` subpath's session) as a sub-agent

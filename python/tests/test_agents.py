@@ -8,6 +8,7 @@ import asyncio
 import copy
 import json
 import multiprocessing
+import sqlite3
 
 import pytest
 from agents import Agent, Runner, function_tool
@@ -196,6 +197,75 @@ def test_every_limit_returns_the_longest_window_that_cuts_no_call_from_its_outpu
         session.session_settings = SessionSettings(limit=k)
         assert asyncio.run(session.get_items()) == expected, k
         session.session_settings = SessionSettings()
+
+
+def rewrite_metadata(db, session_id, change):
+    """Rewrites every stored part's provider_metadata of the session as another writer
+    might: ``change(text, ordinal_in_session)`` gives the new text (or the same)."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT p.id, p.provider_metadata FROM parts p JOIN messages m"
+            " ON m.id = p.message_id WHERE m.session_id = ? ORDER BY m.seq, p.ordinal",
+            (session_id,)).fetchall()
+        for index, (part_id, text) in enumerate(rows):
+            if text is not None:
+                conn.execute("UPDATE parts SET provider_metadata = ? WHERE id = ?",
+                             (change(text, index), part_id))
+
+
+@pytest.mark.parametrize("shape", ["spaced", "item_first", "key_after_item", "nested_decoy"])
+def test_items_in_metadata_another_writer_laid_out_come_back_the_same(db, shape):
+    """The items are found by the shape the adapter writes; metadata that is still JSON in
+    another layout (spaces, key order, a key after the item, a decoy of the adapter's keys
+    nested before it) gives every window the same items."""
+    session = conversation(db, "layout")
+    items = asyncio.run(session.get_items())
+    windows = {k: asyncio.run(session.get_items(limit=k)) for k in range(len(items) + 2)}
+
+    def change(text, _index):
+        value = json.loads(text)
+        kept = value.pop("openai_agents")
+        if shape == "spaced":
+            return json.dumps({**value, "openai_agents": kept}, indent=1)
+        if shape == "item_first":
+            return json.dumps({"openai_agents": kept, **value}, separators=(",", ":"))
+        if shape == "key_after_item":
+            return json.dumps({**value, "openai_agents": {**kept, "note": {"x": []}}},
+                              separators=(",", ":"))
+        decoy = {"openai_agents": {"item": {"role": "user", "content": "decoy"}}}
+        return json.dumps({"z": decoy, **value, "openai_agents": kept}, separators=(",", ":"))
+
+    rewrite_metadata(db, "layout", change)
+    assert asyncio.run(session.get_items()) == items
+    for k, window in windows.items():
+        assert asyncio.run(session.get_items(limit=k)) == window, k
+
+
+@pytest.mark.parametrize("broken", ["cut", "not_json", "extra_value"])
+def test_a_part_whose_metadata_another_writer_broke_is_left_out(db, broken):
+    """A part whose metadata is no longer JSON keeps no item: the others come back, and the
+    windows still cut no call from its output."""
+    session = conversation(db, "broken")
+    items = asyncio.run(session.get_items())
+    victim = 0  # the first user item
+
+    def change(text, index):
+        if index != victim:
+            return text
+        if broken == "cut":
+            return text[:-1]
+        if broken == "not_json":
+            return "{openai_agents: item}"
+        return text[:-2] + ',{"role":"user","content":"smuggled"}}}'
+
+    rewrite_metadata(db, "broken", change)
+    rest = items[1:]
+    assert asyncio.run(session.get_items()) == rest
+    for k in range(len(rest) + 2):
+        window = asyncio.run(session.get_items(limit=k))
+        assert window == rest[len(rest) - len(window):], k
+        assert len(window) <= k
+        assert_valid_input(window)
 
 
 @pytest.mark.parametrize("k", range(1, 12))

@@ -227,3 +227,163 @@ def test_subagent_subpaths_are_linked_to_the_task_call_that_spawned_them(tmp_pat
         (store_session_id(early_sub), "call_z", "active")]
     for key in (main, early):
         assert store.store.check(store_session_id(key)) == []
+
+
+# Transcripts made up line by line, in the shapes where reading only the mirror's last turn
+# again could differ from reading the whole transcript.
+
+def _user(uuid, text, **fields):
+    return {"type": "user", "uuid": uuid, "isSidechain": False,
+            "message": {"role": "user", "content": text}, **fields}
+
+
+def _assistant(uuid, message_id, block, **fields):
+    return {"type": "assistant", "uuid": uuid, "isSidechain": False,
+            "message": {"role": "assistant", "id": message_id, "model": "claude-sonnet-4-5",
+                        "content": [block]}, **fields}
+
+
+def _call(call_id):
+    return {"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "ls"}}
+
+
+def _result(uuid, call_id):
+    return _user(uuid, [{"type": "tool_result", "tool_use_id": call_id, "content": "a.txt"}])
+
+
+def _turn(n):
+    """A prompt, then one API message whose two calls' lines interleave with their results
+    (Claude Code writes one line per block), then the answer."""
+    m = f"msg_{n}"
+    return [
+        _user(f"u{n}", f"question {n}"),
+        _assistant(f"a{n}t", m, {"type": "text", "text": "Looking."}),
+        _assistant(f"a{n}c1", m, _call(f"c{n}a")),
+        _result(f"r{n}a", f"c{n}a"),
+        _assistant(f"a{n}c2", m, _call(f"c{n}b")),
+        _result(f"r{n}b", f"c{n}b"),
+        _assistant(f"a{n}x", f"answer_{n}", {"type": "text", "text": f"Answer {n}."}),
+    ]
+
+
+def _shape(name):
+    turns = [line for n in range(6) for line in _turn(n)]
+    if name == "plain":
+        return turns
+    if name == "duplicate_uuids":  # a resumed session writes earlier lines again
+        return turns[:21] + turns[7:14] + turns[21:]
+    if name == "compaction":
+        return turns[:21] + [
+            {"type": "system", "subtype": "compact_boundary", "uuid": "cb"},
+            _user("cs", "This session is being continued. Summary: six questions.",
+                  isCompactSummary=True),
+        ] + turns[21:]
+    if name == "title":
+        return (turns[:10] + [{"type": "custom-title", "customTitle": "Renamed", "sessionId": "s"}]
+                + turns[10:30] + [{"type": "summary", "summary": "Legacy", "leafUuid": "x"}]
+                + turns[30:])
+    if name == "late_lines":  # lines of a turn written after the next prompt
+        late = turns[:14] + [turns[20]] + turns[14:20] + turns[21:]
+        return late
+    if name == "sidechain":  # a sub-agent's lines inside the main log
+        side = [dict(line, isSidechain=True, agentId="ag1", uuid="s" + line["uuid"])
+                for line in _turn(9)]
+        return turns[:7] + side + turns[7:]
+    raise ValueError(name)
+
+
+SHAPES = ["plain", "duplicate_uuids", "compaction", "title", "late_lines", "sidechain"]
+
+
+def mirrored_messages(db, session):
+    """The session's messages as stored, without the entries' own (system) messages."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT m.seq, m.turn_index, m.role, m.model, m.compacted, p.kind, p.text,"
+            " p.tool_use_id, p.tool_name, p.input, p.is_error, p.provider_metadata"
+            " FROM messages m JOIN parts p ON p.message_id = m.id WHERE m.session_id = ?"
+            " ORDER BY m.seq, p.ordinal", (session,)).fetchall()
+    messages = {}
+    for seq, *row in rows:
+        messages.setdefault(seq, []).append(row)
+    return [parts for parts in messages.values()
+            if not all(p[1] == "system" and p[4] == "opaque" for p in parts)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_mirror_appended_in_batches_equals_the_one_shot_import(tmp_path, shape):
+    lines = _shape(shape)
+    key = {"project_key": "p", "session_id": shape}
+    session = store_session_id(key)
+    whole_db = str(tmp_path / "whole.db")
+    whole = SessionStore(whole_db)
+    whole.append_sync(key, lines)
+    expected = mirrored_messages(whole_db, session)
+    title = next(r["title"] for r in whole.store.sessions() if r["id"] == session)
+    assert expected and title
+    for batch in (1, 2, 3, 5, 8):
+        db = str(tmp_path / f"b{batch}.db")
+        store = SessionStore(db)
+        for start in range(0, len(lines), batch):
+            store.append_sync(key, lines[start:start + batch])
+        assert mirrored_messages(db, session) == expected, batch
+        assert store.load_sync(key) == lines
+        assert store.store.check(session) == whole.store.check(session)
+        row = next(r for r in store.store.sessions() if r["id"] == session)
+        assert row["title"] == title, batch
+        for fmt in FORMATS:
+            assert store.store.export(session, fmt) == whole.store.export(session, fmt)
+        appends = -(-len(lines) // batch)
+        whole_reads = store.store._native.claude_whole_reads
+        assert 1 <= whole_reads <= appends
+        if shape == "plain" and batch == 1:
+            # Every line after the first: only the last turn is read again.
+            assert whole_reads == 1
+
+
+def test_a_mirror_written_by_another_handle_is_read_whole_again(tmp_path):
+    """The cursor holds while the session's last message is this handle's last: another
+    writer's append makes the next one read the whole transcript, and the mirror stays
+    the one-shot import's."""
+    lines = _shape("plain")
+    key = {"project_key": "p", "session_id": "two"}
+    db = str(tmp_path / "two.db")
+    first, second = SessionStore(db), SessionStore(db)
+    for n, line in enumerate(lines):
+        (first if (n // 5) % 2 == 0 else second).append_sync(key, [line])
+    whole_db = str(tmp_path / "whole.db")
+    SessionStore(whole_db).append_sync(key, lines)
+    session = store_session_id(key)
+    assert mirrored_messages(db, session) == mirrored_messages(whole_db, session)
+    assert first.load_sync(key) == lines
+    # Each run of 5 lines starts with a whole read: the other handle wrote last (or, first,
+    # nobody had).
+    reads = first.store._native.claude_whole_reads + second.store._native.claude_whole_reads
+    assert reads == -(-len(lines) // 5)
+
+
+def test_a_session_deleted_and_written_again_by_another_handle_is_read_whole(tmp_path):
+    """Another handle deletes the session and writes as many lines again (the same messages
+    count, the same last seq): this handle's next append still reads the whole transcript."""
+    lines = _shape("plain")
+    key = {"project_key": "p", "session_id": "again"}
+    db = str(tmp_path / "again.db")
+    first, second = SessionStore(db), SessionStore(db)
+    for line in lines[:14]:
+        first.append_sync(key, [line])
+    second.delete_sync(key)
+    replayed = [dict(line, uuid="x" + line["uuid"]) for line in lines[:14]]
+    for line in replayed:
+        second.append_sync(key, [line])
+    reads = first.store._native.claude_whole_reads
+    first.append_sync(key, [lines[14]])
+    assert first.store._native.claude_whole_reads == reads + 1
+    for line in lines[15:]:
+        first.append_sync(key, [line])
+    whole_db = str(tmp_path / "whole.db")
+    SessionStore(whole_db).append_sync(key, replayed + lines[14:])
+    session = store_session_id(key)
+    assert mirrored_messages(db, session) == mirrored_messages(whole_db, session)
+    assert first.load_sync(key) == replayed + lines[14:]

@@ -107,3 +107,36 @@ def test_many_calls_at_once_and_a_cancelled_one_all_settle(db):
         return await asyncio.gather(*(s.get_items(limit=4) for s in sessions))
 
     assert asyncio.run(work()) == [items(1, n) for n in range(40)]
+
+
+EXIT_WHILE_WRITING = """
+import asyncio, sys
+from session_store.agents import Session
+from test_event_loop import items
+
+async def main():
+    session = Session("exiting", sys.argv[1])
+    task = asyncio.ensure_future(session.add_items(items(2000, 0)))
+    await asyncio.sleep(0)
+    task.cancel()
+
+asyncio.run(main())
+"""
+
+
+def test_an_interpreter_exiting_while_a_write_runs_waits_for_it(db, tmp_path):
+    """A caller that gave up leaves its write running on a worker thread; the interpreter's
+    exit waits for it (no crash at finalisation, nothing half-written)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit_while_writing.py"
+    script.write_text(EXIT_WHILE_WRITING)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    done = subprocess.run([sys.executable, str(script), db], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    # The job was queued before the cancel: it ran to its end before Python went away.
+    assert asyncio.run(Session("exiting", db).get_items()) == items(2000, 0)
