@@ -639,7 +639,7 @@ impl SqliteEngine {
     pub(super) fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
         self.write(|tx| {
             write_sqlite(tx, rows)?;
-            super::write::recount_messages(&mut &**tx, session)
+            super::write::recount_messages(&mut &*tx, session)
         })
     }
 }
