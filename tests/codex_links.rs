@@ -448,3 +448,122 @@ proptest! {
         prop_assert_eq!(child_sessions(&store, parent).len(), 2);
     }
 }
+
+/// `path`'s rollout with its own thread id set to `thread` and its parent's to `parent`.
+fn renamed(path: &str, thread: &str, parent: &str) -> String {
+    let mut out = String::new();
+    for mut line in lines(path) {
+        let spawn = &mut line["payload"]["source"]["subagent"]["thread_spawn"];
+        if !spawn.is_null() {
+            spawn["parent_thread_id"] = Value::from(parent);
+            line["payload"]["id"] = Value::from(thread);
+        }
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// The sessions' parents, each chain walked up: a chain that comes back to a session is a
+/// circle.
+fn assert_no_circle(store: &Store, sessions: &[SessionId], what: &str) {
+    for start in sessions {
+        let mut seen = vec![start.clone()];
+        let mut at = subagent(store, start).parent;
+        while let Some(parent) = at {
+            assert!(
+                !seen.contains(&parent),
+                "{what}: {start} is its own ancestor"
+            );
+            seen.push(parent.clone());
+            at = store
+                .subagents(None)
+                .expect("subagents")
+                .into_iter()
+                .find(|s| s.id == parent)
+                .and_then(|s| s.parent);
+        }
+    }
+}
+
+/// Stores the rollouts `texts` in order, as `run` says.
+fn store_texts(store: &Store, texts: &[String], run: Storing) -> Vec<SessionId> {
+    let reader = |text: &String| std::io::Cursor::new(text.clone().into_bytes());
+    match run {
+        Storing::Whole => texts
+            .iter()
+            .map(|text| {
+                let imported = import_transcript(Format::Codex, text).expect("import");
+                store.import(&imported).expect("store").session
+            })
+            .collect(),
+        Storing::Streamed => texts
+            .iter()
+            .map(|text| {
+                store
+                    .import_reader(Format::Codex, reader(text))
+                    .expect("streamed")
+                    .session
+            })
+            .collect(),
+        Storing::OneRun => store
+            .import_readers_as(
+                texts.iter().map(|t| (Format::Codex, reader(t))).collect(),
+                None,
+            )
+            .expect("one run")
+            .into_iter()
+            .map(|s| s.session)
+            .collect(),
+    }
+}
+
+#[test]
+fn codex_links_never_make_a_session_its_own_ancestor() {
+    const A: &str = "0199b2a1-aaaa-7e11-8b3c-2d4e6f708192";
+    const B: &str = "0199b2a1-bbbb-7e11-8b3c-2d4e6f708192";
+    let finished = "tests/fixtures/codex_subagents/child-finished.jsonl";
+    let interrupted = "tests/fixtures/codex_subagents/child-interrupted.jsonl";
+    // Each pair names the other's thread as its parent; a lone log names its own thread,
+    // stored twice; three logs name each other round.
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        (
+            "two logs each the other's parent",
+            vec![renamed(finished, A, B), renamed(interrupted, B, A)],
+        ),
+        (
+            "the same two the other way round",
+            vec![renamed(interrupted, B, A), renamed(finished, A, B)],
+        ),
+        (
+            "a log naming its own thread, twice",
+            vec![renamed(finished, A, A), renamed(finished, A, A)],
+        ),
+        (
+            "three logs round",
+            vec![
+                renamed(finished, A, B),
+                renamed(interrupted, B, "0199b2a1-cccc-7e11-8b3c-2d4e6f708192"),
+                renamed(finished, "0199b2a1-cccc-7e11-8b3c-2d4e6f708192", A),
+            ],
+        ),
+    ];
+    for run in RUNS {
+        for (case, texts) in &cases {
+            for backend in crate::backends::backends() {
+                let store = &backend.store;
+                let what = format!("{} {run:?} {case}", backend.name);
+                let sessions = store_texts(store, texts, run);
+                assert_no_circle(store, &sessions, &what);
+                if case.contains("own thread") {
+                    for session in &sessions {
+                        assert_eq!(subagent(store, session).parent, None, "{what}");
+                    }
+                }
+                for session in &sessions {
+                    assert_exports_pass(store, session);
+                }
+            }
+        }
+    }
+}

@@ -90,6 +90,91 @@ fn a_key_that_names_another_message_is_refused_and_nothing_is_written() {
     assert_eq!(dump(&path), before);
 }
 
+/// A retry whose texts no engine can keep is refused for those texts, before its keys are
+/// looked up: the NUL refusal wins over a replay and over an idempotency conflict, for a
+/// part's text, a message's own field and the key itself, alone and inside a batch.
+#[test]
+fn a_retried_key_with_a_nul_text_is_refused_for_the_nul_before_any_replay() {
+    use session_store::Refusal;
+    let (_dir, store, path) = temp_store();
+    let session = store.create_session().expect("session");
+    store
+        .append(
+            &session,
+            NewMessage::user("hello").with_idempotency_key("k"),
+        )
+        .expect("append");
+    let call = NewMessage::assistant(vec![Part::tool_use("c1", "ls", json!({}))])
+        .with_idempotency_key("c");
+    store.append(&session, call.clone()).expect("call");
+    let before = dump(&path);
+    let refused = |messages: Vec<NewMessage>| match store
+        .append_batch(&session, messages)
+        .expect_err("refused")
+    {
+        Error::Refused { index, reason, .. } => (index, reason),
+        other => panic!("not a refusal: {other:?}"),
+    };
+    let cases: Vec<(Vec<NewMessage>, usize, Refusal)> = vec![
+        // The stored key, its text now holding a NUL (other content too).
+        (
+            vec![NewMessage::user("hel\0lo").with_idempotency_key("k")],
+            0,
+            Refusal::NulInText {
+                ordinal: 0,
+                kind: session_store::PartKind::Text,
+                field: "text",
+            },
+        ),
+        // The stored key, same parts, a NUL in the message's own model.
+        (
+            vec![NewMessage::user("hello")
+                .by_model("m\0")
+                .with_idempotency_key("k")],
+            0,
+            Refusal::NulInMessageField { field: "model" },
+        ),
+        // A key holding a NUL is never looked up.
+        (
+            vec![NewMessage::user("hello").with_idempotency_key("k\0")],
+            0,
+            Refusal::NulInMessageField {
+                field: "idempotency_key",
+            },
+        ),
+        // A batch replaying its stored prefix, then a result holding a NUL.
+        (
+            vec![
+                call.clone(),
+                NewMessage::tool(vec![Part::tool_result("c1", "a\0b")]).with_idempotency_key("r"),
+            ],
+            1,
+            Refusal::NulInText {
+                ordinal: 0,
+                kind: session_store::PartKind::ToolResult,
+                field: "content",
+            },
+        ),
+        // A stored key that would conflict, after a message whose text holds a NUL.
+        (
+            vec![
+                NewMessage::tool(vec![Part::tool_result("c1", "\0")]),
+                NewMessage::user("other").with_idempotency_key("k"),
+            ],
+            0,
+            Refusal::NulInText {
+                ordinal: 0,
+                kind: session_store::PartKind::ToolResult,
+                field: "content",
+            },
+        ),
+    ];
+    for (messages, index, reason) in cases {
+        assert_eq!(refused(messages.clone()), (index, reason), "{messages:?}");
+    }
+    assert_eq!(dump(&path), before, "no refusal wrote anything");
+}
+
 #[test]
 fn keys_are_per_session_and_a_reverted_message_frees_its_key() {
     let (_dir, store, _path) = temp_store();

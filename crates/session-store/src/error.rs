@@ -154,6 +154,20 @@ pub enum Error {
         /// The session.
         session: SessionId,
     },
+    /// A part's JSON (a call's input, a media source, result blocks, provider metadata) nests
+    /// deeper than the store's JSON reader follows: written, it would read back as a string,
+    /// not as what was sent. Refused, nothing written.
+    #[error("the {field} of a {kind} part nests JSON {depth} levels deep; the store reads back at most {limit}")]
+    JsonTooDeep {
+        /// The part's kind (`tool_use`, `image`, ...).
+        kind: &'static str,
+        /// Which of its values: `input`, `provider_metadata`.
+        field: &'static str,
+        /// How deep it nests (at least `limit + 1`).
+        depth: usize,
+        /// The deepest nesting the store reads back (127, `serde_json`'s reader's limit).
+        limit: usize,
+    },
     /// A text of a session (its title, a compaction summary) holds a NUL character
     /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
     #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]
@@ -177,6 +191,16 @@ pub enum Error {
         /// The session.
         session: SessionId,
         /// What differs.
+        detail: String,
+    },
+    /// A row of a session being copied broke a constraint of the destination's schema (a
+    /// value outside the contract, written into the source by hand). That session was not
+    /// written; the sessions copied before it stay copied, as after any failed write.
+    #[error("copy of session {session} refused by the destination: {detail}")]
+    CopyRowRefused {
+        /// The session.
+        session: SessionId,
+        /// The destination's reason.
         detail: String,
     },
     /// `copy` refused before writing anything: the destination holds sessions of these ids
@@ -331,6 +355,22 @@ impl Error {
             || self
                 .postgres_state()
                 .is_some_and(|code| code.starts_with("23"))
+    }
+
+    /// The error and every cause under it, joined with `: ` (an engine's own message, such
+    /// as which constraint failed, sits in the source chain, not in `Display`).
+    pub(crate) fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(error) = cause {
+            let next = error.to_string();
+            if !text.ends_with(&next) {
+                text.push_str(": ");
+                text.push_str(&next);
+            }
+            cause = error.source();
+        }
+        text
     }
 
     fn sqlite_code(&self) -> Option<rusqlite::ErrorCode> {

@@ -45,6 +45,7 @@ mod history;
 pub mod import;
 mod model;
 mod store;
+mod visible;
 
 // The store for async Rust (cargo feature `tokio`).
 #[cfg(feature = "tokio")]
@@ -58,6 +59,7 @@ pub use model::{
     Appended, Message, MessageState, NewMessage, Part, PartKind, Role, SessionId, SessionInfo,
     Subagent, SubagentState, UnknownPartKind, UnknownRole, Usage,
 };
+pub use visible::{escape_invisible, is_invisible};
 
 // The store and what its operations take and return.
 pub use history::budget::{Budget, SUMMARY_TOKENS};

@@ -346,7 +346,7 @@ impl Part {
         };
         texts
             .into_iter()
-            .find(|(_, text)| text.is_some_and(|t| t.contains('\0')))
+            .find(|(_, text)| text.is_some_and(|t| memchr::memchr(0, t.as_bytes()).is_some()))
             .map(|(field, _)| field)
     }
 

@@ -27,7 +27,10 @@ pub fn run(
 ) -> anyhow::Result<()> {
     match files {
         [file] if !file.is_dir() => one(db, format, model, file, json, out),
-        _ => several(db, format, model, &expand(files)?, json, out),
+        _ => match expand(files)?.as_slice() {
+            [file] if format == ImportFormat::Bundle => one(db, format, model, file, json, out),
+            expanded => several(db, format, model, expanded, json, out),
+        },
     }
 }
 
@@ -80,10 +83,16 @@ fn several(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let db = open::path(db)?;
+    if format == ImportFormat::Bundle {
+        anyhow::bail!(
+            "--format bundle imports one bundle file, not {} (a bundle is imported alone, not in a run of several files)",
+            files.len()
+        );
+    }
     let mut inputs = Vec::with_capacity(files.len());
     for file in files {
         let mut input = open_input(file)?;
-        if format == ImportFormat::Bundle || is_bundle(&mut input)? {
+        if is_bundle(&mut input)? {
             anyhow::bail!(
                 "{} is a bundle: a bundle is imported alone, not in a run of several files",
                 file.display()

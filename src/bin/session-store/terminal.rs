@@ -2,12 +2,12 @@
 //! control sequences. `ESC [2J` clears the screen, OSC 52 writes the clipboard, a carriage
 //! return overwrites what was printed, bidi overrides reorder what a person reads. Every
 //! person-facing line (`show`, `sessions`, errors) passes through [`escape`] or
-//! [`escape_line`], which print such characters as visible escapes (`\x1b`, `\u{202e}`).
+//! [`escape_line`], which print such characters as visible escapes (`\x1b`, `\u{202e}`):
+//! the library's rule (`session_store::escape_invisible`), which its transcripts follow too.
 //! JSON output needs none of this: serde_json escapes control characters itself. Tracing
 //! output (`-v`) goes through the same escape ([`init_tracing`]).
 
 use std::borrow::Cow;
-use std::fmt::Write;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -23,41 +23,7 @@ pub fn escape_line(text: &str) -> Cow<'_, str> {
 }
 
 fn escape_with(text: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
-    if !text.chars().any(|c| unsafe_char(c) && !keep(c)) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if !unsafe_char(c) || keep(c) {
-            out.push(c);
-        } else if let Some(short) = short_escape(c) {
-            out.push_str(short);
-        } else if (c as u32) <= 0xff {
-            let _ = write!(out, "\\x{:02x}", c as u32);
-        } else {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        }
-    }
-    Cow::Owned(out)
-}
-
-fn short_escape(c: char) -> Option<&'static str> {
-    match c {
-        '\n' => Some("\\n"),
-        '\t' => Some("\\t"),
-        '\r' => Some("\\r"),
-        _ => None,
-    }
-}
-
-/// C0 and C1 controls, DEL, and the invisible characters that reorder text (bidi marks,
-/// embeddings, overrides and isolates).
-fn unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        )
+    session_store::escape_invisible(text, keep)
 }
 
 /// Set when SIGXFSZ arrived: a write went past the file size limit (`ulimit -f`).

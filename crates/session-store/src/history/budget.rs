@@ -149,7 +149,11 @@ pub fn plan_budget(
         }
         None => (None, whole),
     };
-    let estimate = reported_input_tokens.unwrap_or(0) + estimated_since;
+    // The report is at most `i64::MAX` (the store refuses a larger one) and so is a
+    // message's output count: the sum stays in range but for an estimate no limit can be.
+    let estimate = reported_input_tokens
+        .unwrap_or(0)
+        .saturating_add(estimated_since);
     let over = estimate > limit;
     let cut = if over {
         smallest_cut(messages, limit)

@@ -14,7 +14,11 @@
 //! hash maps, and the open tool block is updated in place. A message of 20,000 parallel calls,
 //! or 20,000 calls sharing one id or having none, costs what 20,000 parts cost.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+/// The walk's maps, keyed by tool_use ids: foldhash (seeded per process) rather than std's
+/// SipHash, which was 2% of an append's instructions (BENCHMARKS.md).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use crate::model::{Message, NewMessage, Part, Role};
 

@@ -184,13 +184,32 @@ impl Refusal {
 /// On a refusal the walk may hold part of the message: drop it, as the write path drops its
 /// transaction.
 pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal> {
+    check_append_with(walk, message, Texts::Scan)
+}
+
+/// [`check_append`] for a message whose texts passed [`check_texts`] already: the write path
+/// scans every text of an append once, before its idempotency keys are looked up, and the
+/// same refusals come in the same order without a second scan.
+pub(crate) fn check_append_scanned(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal> {
+    check_append_with(walk, message, Texts::Scanned)
+}
+
+/// Whether [`check_shape`] scans the message's texts for NUL ([`check_texts`]) or its caller
+/// did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Texts {
+    Scan,
+    Scanned,
+}
+
+fn check_append_with(walk: &mut Walk, message: &NewMessage, texts: Texts) -> Result<(), Refusal> {
     if message.parts.is_empty() {
         return Err(Refusal::EmptyMessage);
     }
     if let Some((field, value)) = message.usage.as_ref().and_then(Usage::unkeepable_count) {
         return Err(Refusal::TokenCountOutOfRange { field, value });
     }
-    check_shape(message)?;
+    check_shape(message, texts)?;
     // Listing the pending calls costs their number: only a refusal does it, so a block of n
     // tool messages is checked in time linear in n.
     if matches!(message.role, Role::User | Role::Assistant) && walk.has_pending() {
@@ -248,7 +267,7 @@ pub fn check_append(walk: &mut Walk, message: &NewMessage) -> Result<(), Refusal
 /// content block), and feeds them to the walk.
 pub fn check_extension(walk: &mut Walk, parts: &[Part]) -> Result<(), Refusal> {
     let probe = NewMessage::assistant(parts.to_vec());
-    check_shape(&probe)?;
+    check_shape(&probe, Texts::Scan)?;
     let Some(index) = walk.open_assistant() else {
         return Err(Refusal::NoOpenAssistant);
     };
@@ -318,8 +337,10 @@ pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn check_shape(message: &NewMessage) -> Result<(), Refusal> {
-    check_texts(message)?;
+fn check_shape(message: &NewMessage, texts: Texts) -> Result<(), Refusal> {
+    if texts == Texts::Scan {
+        check_texts(message)?;
+    }
     let role = message.role;
     let mut results = 0;
     for (ordinal, part) in message.parts.iter().enumerate() {

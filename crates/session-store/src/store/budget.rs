@@ -5,7 +5,7 @@ use super::handle::Store;
 use super::rows::Range;
 use super::sql::{int_at, text_at, values, Sql};
 use super::time::parse_time;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::history::budget::{plan_budget, Budget, Reported, SummaryNote};
 use crate::model::SessionId;
 
@@ -39,9 +39,21 @@ fn budget_in(db: &mut impl Sql, session: &SessionId, limit: u64) -> Result<Budge
     db.each_row(LATEST_REPORT, &values![session.as_str()], &mut |r| {
         let count =
             |at| -> Result<u64> { Ok(int_at(r, at)?.map_or(0, |n| u64::try_from(n).unwrap_or(0))) };
+        // Each count fits in 64 bits; their sum may not (a row edited by hand): refused
+        // above `i64::MAX`, as `usage` refuses a sum it cannot hold, never wrapped.
+        let (input, read, write) = (count(1)?, count(2)?, count(3)?);
+        let input_tokens = input
+            .checked_add(read)
+            .and_then(|sum| sum.checked_add(write))
+            .filter(|sum| i64::try_from(*sum).is_ok())
+            .ok_or_else(|| Error::UsageOverflow {
+                session: session.clone(),
+                field: "input_tokens + cache_read_tokens + cache_write_tokens",
+                over: "the latest report".to_owned(),
+            })?;
         reported = Some(Reported {
             seq: int_at(r, 0)?.unwrap_or(0),
-            input_tokens: count(1)? + count(2)? + count(3)?,
+            input_tokens,
             output_tokens: int_at(r, 4)?.and_then(|n| u64::try_from(n).ok()),
         });
         Ok(())

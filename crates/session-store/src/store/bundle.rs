@@ -5,6 +5,7 @@
 //! The first line is a header: `{"format": "session-store-bundle", "version": 1, "session":
 //! id, "rows": {table: count, ...}}`. Then one line per row, `{"table": name, "row": {column:
 //! value, ...}}`, tables in [`TABLES`] order (parents first), a table's rows in a fixed order.
+//! A blank line holds no row (read past, as in the JSON Lines logs the importers read).
 //! The table and column list is `copy`'s ([`TABLES`]): one list says what a session's rows
 //! are, for copies and bundles alike, so a column a migration adds there is in both.
 //!
@@ -21,7 +22,9 @@
 //!   written and are the new session's id on import. `parent_id` is kept when that session
 //!   exists in the destination, else left null (`forked_at_turn` stays).
 //! - Import reads and checks the whole bundle before it writes anything (a typed
-//!   [`Error::Bundle`] naming the line), then writes every row in one transaction.
+//!   [`Error::Bundle`] naming the line), then writes every row in one transaction. A row the
+//!   row decoder could not read back (a timestamp that is not one) is refused at its line
+//!   too: a bundle never writes a session that no command could read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
@@ -31,6 +34,7 @@ use serde_json::{json, Map, Value as Json};
 use super::copy::{local_ids, Kind, Table, TABLES};
 use super::handle::Store;
 use super::reports::Cell;
+use super::rows::Unreadable;
 use super::sql::{int_at, text_at, values, Sql, Value};
 use super::write::recount_messages;
 use crate::error::{Error, Result};
@@ -140,12 +144,18 @@ pub(crate) fn parse(input: impl BufRead) -> Result<Parsed> {
     let expected = parse_header(&header)?;
     let mut state = Checker::default();
     let mut rows = Vec::new();
+    let mut end = 2;
     for (at, line) in lines.enumerate() {
         let number = at + 2;
+        end = number + 1;
         let line = line.map_err(|e| refuse(number, format!("cannot be read: {e}")))?;
+        // A blank line holds no row (an editor's or `echo`'s last newline), as in the
+        // JSON Lines logs the importers read.
+        if line.trim().is_empty() {
+            continue;
+        }
         rows.push(state.row(number, &line)?);
     }
-    let end = rows.len() + 2;
     for table in TABLES {
         let want = expected.get(table.name).copied().unwrap_or(0);
         let have = state.counts.get(table.name).copied().unwrap_or(0);
@@ -376,7 +386,10 @@ fn restore_in(sql: &mut impl Sql, parsed: &Parsed) -> Result<SessionId> {
         );
         let at_line = |error: Error| {
             if error.is_constraint() {
-                refuse(row.line, format!("the database refuses the row: {error:#}"))
+                refuse(
+                    row.line,
+                    format!("the database refuses the row: {}", error.with_causes()),
+                )
             } else {
                 error
             }
@@ -391,7 +404,52 @@ fn restore_in(sql: &mut impl Sql, parsed: &Parsed) -> Result<SessionId> {
         }
     }
     recount_messages(sql, &session)?;
+    if let Err(unreadable) = sql.load_for_check(&session)? {
+        return Err(unreadable_line(parsed, &ids, &unreadable));
+    }
     Ok(session)
+}
+
+/// The refusal for a restored row the row decoder cannot read (a role or kind outside the
+/// contract, a timestamp that is not one), at the bundle line that held it: a bundle never
+/// writes a session no command could read.
+fn unreadable_line(
+    parsed: &Parsed,
+    ids: &HashMap<&'static str, HashMap<i64, i64>>,
+    unreadable: &Unreadable,
+) -> Error {
+    let local = ids.get(unreadable.table).and_then(|m| {
+        m.iter()
+            .find(|(_, new)| **new == unreadable.row_id)
+            .map(|(local, _)| *local)
+    });
+    let line = parsed
+        .rows
+        .iter()
+        .find(|row| {
+            row.table.name == unreadable.table
+                && (unreadable.table == "sessions"
+                    || row
+                        .cells
+                        .iter()
+                        .any(|(n, _, c)| *n == "id" && local == Some(cell_int(c))))
+        })
+        .map_or(1, |row| row.line);
+    refuse(
+        line,
+        format!(
+            "{} row outside the contract: {}",
+            unreadable.table, unreadable.detail
+        ),
+    )
+}
+
+/// An integer cell's value (0 for any other cell, which names no row).
+fn cell_int(cell: &Cell) -> i64 {
+    match cell {
+        Cell::Int(n) => *n,
+        _ => 0,
+    }
 }
 
 /// A parent session id, kept when the destination holds that session.

@@ -639,7 +639,7 @@ impl SqliteEngine {
     pub(super) fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
         self.write(|tx| {
             write_sqlite(tx, rows)?;
-            super::write::recount_messages(&mut &**tx, session)
+            super::write::recount_messages(&mut &*tx, session)
         })
     }
 }
@@ -759,7 +759,16 @@ impl Store {
         }
         for session in to_copy {
             let rows = self.session_rows(session)?;
-            dest.put_session_rows(session, &rows)?;
+            dest.put_session_rows(session, &rows).map_err(|error| {
+                if error.is_constraint() {
+                    Error::CopyRowRefused {
+                        session: session.clone(),
+                        detail: error.with_causes(),
+                    }
+                } else {
+                    error
+                }
+            })?;
             // Verified: the destination reads back every row the source has (ids aside).
             let detail = match self.held_by(dest, session)? {
                 Held::Identically => None,

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::sql::{values, Sql, Value as Bound};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{NewMessage, Part, SessionId};
 
 const INSERT_MESSAGE: &str = "
@@ -253,8 +253,59 @@ pub(crate) fn insert_part(
     db.insert(insert_parts_sql(1, keyed), &params)
 }
 
+/// How deep stored JSON may nest: what `serde_json`'s reader (every read of a row) follows.
+pub(crate) const MAX_JSON_DEPTH: usize = 127;
+
+/// How deep `value` nests (a scalar is 0, `[]` is 1), counted without recursion.
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((value, depth)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(map) => Box::new(map.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(depth + 1);
+        stack.extend(children.map(|child| (child, depth + 1)));
+    }
+    deepest
+}
+
+/// Refuses a part whose JSON would not read back as written ([`Error::JsonTooDeep`]).
+fn check_depth(part: &Part) -> Result<()> {
+    let values: [(&'static str, Option<&Value>); 2] = [
+        ("input", part_json(part)),
+        ("provider_metadata", part.provider_metadata()),
+    ];
+    for (field, value) in values {
+        let depth = value.map_or(0, json_depth);
+        if depth > MAX_JSON_DEPTH {
+            return Err(Error::JsonTooDeep {
+                kind: part.kind().as_str(),
+                field,
+                depth,
+                limit: MAX_JSON_DEPTH,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The JSON a part keeps in its `input` column, when it has one.
+fn part_json(part: &Part) -> Option<&Value> {
+    match part {
+        Part::ToolUse { input, .. } | Part::ServerToolUse { input, .. } => Some(input),
+        Part::ToolResult { blocks, .. } => blocks.as_ref(),
+        Part::Image { source, .. } | Part::Document { source, .. } => Some(source),
+        Part::ServerToolResult { block, .. } | Part::Opaque { block, .. } => Some(block),
+        _ => None,
+    }
+}
+
 /// A part's columns.
 fn part_row(part: &Part) -> Result<PartRow<'_>> {
+    check_depth(part)?;
     let metadata = part
         .provider_metadata()
         .map(serde_json::to_string)

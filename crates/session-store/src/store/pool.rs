@@ -6,17 +6,23 @@ use std::time::Duration;
 
 use r2d2::{ManageConnection, Pool};
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 
 use super::file::{self, not_a_database};
 use super::options::{ConnectionSettings, Durability, StoreOptions};
 use super::{schema, views};
 use crate::error::Result;
 
-/// The SQLite engine: an r2d2 pool of connections to one file.
+/// The SQLite engine: two r2d2 pools of connections to one file, one for reads and one for
+/// write transactions.
 #[derive(Clone, Debug)]
 pub(crate) struct SqliteEngine {
     pool: Pool<SqliteConnectionManager>,
+    /// The write transactions' connections: the same settings without the memory map. In a
+    /// write transaction SQLite reads a mapped page by first searching the WAL's index for
+    /// it (`walFindFrame`) and then mapping it, where an unmapped connection finds the page
+    /// in its own cache: 4% of an append's instructions (BENCHMARKS.md).
+    writers: Pool<SqliteConnectionManager>,
     path: PathBuf,
 }
 
@@ -46,7 +52,7 @@ impl SqliteEngine {
             let conn = Connection::open_with_flags(&target, flags)?;
             schema::pending_migrations(&conn).map_err(|e| not_a_database(e, &path))?;
         }
-        let manager = connection_manager(&path, &access, options);
+        let manager = connection_manager(&path, &access, options, Mapped::Yes);
         // The first connection is opened here, not through the pool: the pool retries a
         // failing open until its connection timeout and then reports only that it timed out.
         let mut first = manager.connect()?;
@@ -57,17 +63,16 @@ impl SqliteEngine {
             views::refresh(&mut first)?;
         }
         drop(first);
-        let pool = Pool::builder()
-            .max_size(options.max_connections.max(1))
-            // No idle connection kept warm: a background top-up still opening when the process
-            // exits would keep SQLite from checkpointing and removing the WAL on the last close.
-            .min_idle(Some(0))
-            // A pooled SQLite connection does not go stale like a network one; checking it
-            // on every checkout ran an empty batch per call (~3% of an append, issue 16).
-            .test_on_check_out(false)
-            .connection_timeout(options.busy_timeout + Duration::from_secs(5))
-            .build(manager)?;
-        Ok(Self { pool, path })
+        let pool = pool_of(manager, options)?;
+        let writers = pool_of(
+            connection_manager(&path, &access, options, Mapped::No),
+            options,
+        )?;
+        Ok(Self {
+            pool,
+            writers,
+            path,
+        })
     }
 
     /// The database file.
@@ -80,15 +85,18 @@ impl SqliteEngine {
         &self.pool
     }
 
-    /// Runs `f` in one `BEGIN IMMEDIATE` transaction and commits if it returns `Ok`.
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction, on a connection of the write pool, and
+    /// commits if it returns `Ok`.
     ///
-    /// Dropping the transaction on `Err` rolls everything back, so a refused or failed write
-    /// leaves no trace.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut conn = self.pool.get()?;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = f(&tx)?;
-        tx.commit()?;
+    /// An `Err` (or a panic) rolls everything back, so a refused or failed write leaves no
+    /// trace. `BEGIN IMMEDIATE` and `COMMIT` are cached statements, not parsed again for every
+    /// write as rusqlite's `Transaction` does (2% of an append's instructions).
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.writers.get()?;
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        let open = RollbackUnlessCommitted(&conn);
+        let value = f(open.0)?;
+        open.0.prepare_cached("COMMIT")?.execute([])?;
         Ok(value)
     }
 
@@ -124,10 +132,50 @@ impl SqliteEngine {
     }
 }
 
+/// The write transaction of [`SqliteEngine::write`] until it commits: dropped earlier (an
+/// error, a refusal, a panic), it rolls back, so nothing of the write is kept and the
+/// connection goes back to the pool outside any transaction.
+struct RollbackUnlessCommitted<'a>(&'a Connection);
+
+impl Drop for RollbackUnlessCommitted<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            if let Err(error) = self.0.execute_batch("ROLLBACK") {
+                tracing::warn!(%error, "rolling back a failed write failed");
+            }
+        }
+    }
+}
+
+/// A pool of `manager`'s connections, at most `options.max_connections`, opened as needed.
+fn pool_of(
+    manager: SqliteConnectionManager,
+    options: &StoreOptions,
+) -> Result<Pool<SqliteConnectionManager>> {
+    Ok(Pool::builder()
+        .max_size(options.max_connections.max(1))
+        // No idle connection kept warm: a background top-up still opening when the process
+        // exits would keep SQLite from checkpointing and removing the WAL on the last close.
+        .min_idle(Some(0))
+        // A pooled SQLite connection does not go stale like a network one; checking it
+        // on every checkout ran an empty batch per call (~3% of an append, issue 16).
+        .test_on_check_out(false)
+        .connection_timeout(options.busy_timeout + Duration::from_secs(5))
+        .build(manager)?)
+}
+
+/// Whether a connection reads the file through a memory map ([`MMAP_SIZE`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mapped {
+    Yes,
+    No,
+}
+
 fn connection_manager(
     path: &Path,
     access: &file::Access,
     options: &StoreOptions,
+    mapped: Mapped,
 ) -> SqliteConnectionManager {
     // Never SQLITE_OPEN_URI (a path is a path; the one exception is the immutable URI
     // `file::read_only_access` builds) and never CREATE: a database is only created by
@@ -144,6 +192,11 @@ fn connection_manager(
         .with_flags(flags)
         .with_init(move |conn| {
             configure(conn, busy_timeout, read_only, durability)?;
+            if mapped == Mapped::Yes {
+                // Reads map the file instead of copying each page into SQLite's cache
+                // (issue 16).
+                conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
+            }
             if let Some(pages) = max_page_count {
                 let pages = i64::try_from(pages).unwrap_or(i64::MAX);
                 conn.pragma_update(None, "max_page_count", pages)?;
@@ -172,8 +225,6 @@ fn configure(
     // alone runs a dozen, and rusqlite's default cache of 16 evicted them when reads ran
     // on the same connection (issue 16, BENCHMARKS.md).
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    // Reads map the file instead of copying each page into SQLite's cache (issue 16).
-    conn.pragma_update(None, "mmap_size", MMAP_SIZE)?;
     Ok(())
 }
 

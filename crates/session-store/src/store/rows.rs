@@ -216,11 +216,20 @@ impl Columns {
 pub(crate) trait Cells {
     /// The value at column `at`; `Err` says why it cannot be read.
     fn cell(&self, at: usize) -> std::result::Result<ValueRef<'_>, String>;
+
+    /// The name of column `at` (its alias in the statement), when the engine's row says.
+    fn column_name(&self, _at: usize) -> Option<String> {
+        None
+    }
 }
 
 impl Cells for Row<'_> {
     fn cell(&self, at: usize) -> std::result::Result<ValueRef<'_>, String> {
         self.get_ref(at).map_err(|e| e.to_string())
+    }
+
+    fn column_name(&self, at: usize) -> Option<String> {
+        self.as_ref().column_name(at).ok().map(str::to_owned)
     }
 }
 

@@ -108,7 +108,7 @@ impl SqliteEngine {
         if !self.read(index_behind)? {
             return Ok(());
         }
-        match self.write(|tx| catch_up(tx)) {
+        match self.write(catch_up) {
             Err(error) if error.is_read_only() => Ok(()),
             other => other,
         }

@@ -307,21 +307,25 @@ pub(crate) fn int_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<i6
         Ok(ValueRef::Null) => Ok(None),
         _ => rows::integer(row, at)
             .map(Some)
-            .map_err(|detail| unreadable(at, detail)),
+            .map_err(|detail| unreadable(row, at, detail)),
     }
 }
 
 /// A text cell, read with the row decoder's leniency (a BLOB as UTF-8, a number as its text).
 pub(crate) fn text_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<String>> {
-    rows::text(row, at).map_err(|detail| unreadable(at, detail))
+    rows::text(row, at).map_err(|detail| unreadable(row, at, detail))
 }
 
-/// A cell of one of the store's own queries that is not what the query selects.
-fn unreadable(at: usize, detail: String) -> crate::Error {
+/// A cell of one of the store's own queries that is not what the query selects, named by
+/// its column (a row edited by hand: `usage.input_tokens` holding text).
+fn unreadable(row: &(impl Cells + ?Sized), at: usize, detail: String) -> crate::Error {
+    let column = row
+        .column_name(at)
+        .map_or_else(|| format!("column {at}"), |name| format!("column {name}"));
     crate::Error::CorruptRow {
         table: "(a query of the store)",
         row_id: 0,
-        detail: format!("column {at}: {detail}"),
+        detail: format!("{column}: {detail}"),
     }
 }
 

@@ -20,6 +20,7 @@ const CALLED: &str = "
     WHERE m.session_id = ?1 AND p.kind = 'tool_use' AND p.tool_use_id = ?2 LIMIT 1";
 const RECORD: &str = "UPDATE sessions SET parent_tool_use_id = ?2, state = ?3 WHERE id = ?1";
 const SET_PARENT: &str = "UPDATE sessions SET parent_id = ?2 WHERE id = ?1";
+const PARENT_OF: &str = "SELECT parent_id FROM sessions WHERE id = ?1";
 /// The first text of the session's first user message (none when that message has none).
 const FIRST_USER_TEXT: &str = "
     SELECT p.text FROM parts p JOIN messages m ON m.id = p.message_id
@@ -213,6 +214,9 @@ pub(crate) fn record_source_in(
     }
     if let Some(origin) = imported_as.subagent {
         let parent_thread = origin.parent_thread_id.as_deref();
+        // A thread does not spawn itself: a log naming its own thread as its parent would
+        // link under an earlier copy of itself.
+        let parent_thread = parent_thread.filter(|parent| Some(*parent) != imported_as.thread);
         db.run(
             SET_SOURCE_PARENT_THREAD,
             &values![session.as_str(), parent_thread],
@@ -273,6 +277,10 @@ fn link_source_child_in(
     child: &SessionId,
     child_thread: Option<&str>,
 ) -> Result<bool> {
+    // Two logs that each name the other's thread as their parent would make a circle.
+    if descends_from(db, parent, child)? {
+        return Ok(false);
+    }
     let mut spawned_by: Option<String> = None;
     if let Some(thread) = child_thread {
         db.each_row(RESULTS, &values![parent.as_str()], &mut |r| {
@@ -303,6 +311,26 @@ fn link_source_child_in(
         db.link_call(parent, call, child)?;
     }
     Ok(true)
+}
+
+/// Whether `session` is `ancestor` or one of its descendants, by the stored `parent_id`s
+/// (a circle another writer left is walked once).
+fn descends_from(db: &mut impl Sql, session: &SessionId, ancestor: &SessionId) -> Result<bool> {
+    let mut seen = std::collections::HashSet::new();
+    let mut at = Some(session.as_str().to_owned());
+    while let Some(id) = at.take() {
+        if id == ancestor.as_str() {
+            return Ok(true);
+        }
+        if !seen.insert(id.clone()) {
+            break;
+        }
+        db.each_row(PARENT_OF, &values![id.as_str()], &mut |r| {
+            at = text_at(r, 0)?;
+            Ok(())
+        })?;
+    }
+    Ok(false)
 }
 
 /// What an import's source says of the conversation's own thread.

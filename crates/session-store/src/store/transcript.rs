@@ -114,10 +114,10 @@ fn transcript_in(
         summaries: &rows.summaries,
         usage: &rows.usage,
     };
-    Ok(match format {
+    Ok(crate::visible::shown(match format {
         TranscriptFormat::Markdown => markdown(&transcript),
         TranscriptFormat::Html => html(&transcript),
-    })
+    }))
 }
 
 impl Store {

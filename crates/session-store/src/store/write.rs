@@ -1,7 +1,6 @@
 //! The write path: sessions are created, and messages appended, only through checks that keep
 //! every tool_use paired with its result.
 
-use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::encode::insert_message;
@@ -170,14 +169,17 @@ pub(crate) fn append_in(
     };
     let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
-        pairing::check_append(&mut walk, message).map_err(|reason| refused(index, reason))?;
+        // Every text passed `check_texts` above.
+        pairing::check_append_scanned(&mut walk, message)
+            .map_err(|reason| refused(index, reason))?;
     }
     // An append ends the chance to undo earlier reverts of the session (a state the row
     // kept proves there are none: a revert clears it, and only an append writes it).
     if !position.from_stored_state {
         forget_reverts(db, session)?;
     }
-    let now = now();
+    // Formatted once: the messages without their own time and the session's `updated_at`.
+    let now = format_time(now());
     let mut appended = replayed;
     appended.reserve(messages.len());
     for (index, message) in messages.iter().enumerate() {
@@ -187,14 +189,13 @@ pub(crate) fn append_in(
             session,
             &mut position,
             message,
-            now,
+            &now,
             refused_usage,
         )?);
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
     let tail = position.after(&walk, messages).encode();
-    let now = format_time(now);
     db.run(
         TOUCH_WITH_TAIL,
         &values![
@@ -254,7 +255,7 @@ fn insert_next(
     session: &SessionId,
     position: &mut Position,
     message: &NewMessage,
-    now: DateTime<Utc>,
+    now: &str,
     refused: impl Fn(pairing::Refusal) -> Error,
 ) -> Result<Appended> {
     position.last_seq += 1;
@@ -262,14 +263,15 @@ fn insert_next(
     if message.role == Role::User {
         position.last_user_turn = Some(turn_index);
     }
-    let created_at = format_time(message.created_at.unwrap_or(now));
+    let created_at = message.created_at.map(format_time);
+    let created_at = created_at.as_deref().unwrap_or(now);
     let inserted = insert_message(
         db,
         session,
         position.last_seq,
         turn_index,
         message,
-        &created_at,
+        created_at,
     )?;
     let id = inserted.id;
     position.parts_max = position.parts_max.max(inserted.last_part.unwrap_or(0));

@@ -6,8 +6,8 @@
 use std::fmt::Write;
 
 use super::{
-    is_long, layout, lineage, pretty, role_name, total_usage, turn_count, usage_line, when, Answer,
-    Block, Call, Entry, Outcome, Shown, Transcript,
+    is_long, layout, lineage, pretty, role_name, total_usage_line, turn_count, usage_line, when,
+    Answer, Block, Call, Entry, Outcome, Shown, Transcript,
 };
 use crate::history::compaction::Summary;
 
@@ -89,7 +89,7 @@ fn header(page: &mut String, transcript: &Transcript<'_>, title: &str) {
             escape(&when(&last.created_at))
         ));
     }
-    if let Some(line) = usage_line(&total_usage(transcript.usage)) {
+    if let Some(line) = total_usage_line(transcript.usage) {
         facts.push(format!("tokens: {}", escape(&line)));
     }
     if !transcript.summaries.is_empty() {

@@ -5,8 +5,8 @@
 use std::fmt::Write;
 
 use super::{
-    layout, lineage, pretty, role_name, total_usage, turn_count, usage_line, when, Answer, Block,
-    Call, Entry, Outcome, Shown, Transcript,
+    layout, lineage, pretty, role_name, total_usage_line, turn_count, usage_line, when, Answer,
+    Block, Call, Entry, Outcome, Shown, Transcript,
 };
 use crate::history::compaction::Summary;
 
@@ -27,7 +27,7 @@ pub fn markdown(transcript: &Transcript<'_>) -> String {
         format!("{} messages", messages.len()),
         format!("{} turns", turn_count(messages)),
     ];
-    if let Some(line) = usage_line(&total_usage(transcript.usage)) {
+    if let Some(line) = total_usage_line(transcript.usage) {
         facts.push(format!("tokens: {line}"));
     }
     if let Some(line) = lineage(transcript) {

@@ -313,40 +313,46 @@ pub(crate) fn role_name(role: Role) -> &'static str {
 
 /// Token usage as one line: `1,234 in · 56 out · 7 cache read · 8 cache write`.
 pub(crate) fn usage_line(usage: &Usage) -> Option<String> {
-    let fields = [
-        (usage.input_tokens, "in"),
-        (usage.output_tokens, "out"),
-        (usage.cache_read_tokens, "cache read"),
-        (usage.cache_write_tokens, "cache write"),
-    ];
-    let shown: Vec<String> = fields
+    counts_line([
+        usage.input_tokens.map(u128::from),
+        usage.output_tokens.map(u128::from),
+        usage.cache_read_tokens.map(u128::from),
+        usage.cache_write_tokens.map(u128::from),
+    ])
+}
+
+/// The session's total usage as one line (each field summed over the messages that report
+/// it), exact: summed in 128 bits, which no count of 64-bit rows can overflow, so a total
+/// past 64 bits is shown as it is, never clamped.
+pub(crate) fn total_usage_line(usage: &[(i64, Usage)]) -> Option<String> {
+    let sum = |field: fn(&Usage) -> Option<u64>| {
+        usage
+            .iter()
+            .filter_map(|(_, u)| field(u))
+            .fold(None, |total: Option<u128>, n| {
+                Some(total.unwrap_or(0).saturating_add(u128::from(n)))
+            })
+    };
+    counts_line([
+        sum(|u| u.input_tokens),
+        sum(|u| u.output_tokens),
+        sum(|u| u.cache_read_tokens),
+        sum(|u| u.cache_write_tokens),
+    ])
+}
+
+/// Input, output, cache-read and cache-write counts as one line; `None` when none is known.
+fn counts_line(counts: [Option<u128>; 4]) -> Option<String> {
+    let shown: Vec<String> = counts
         .iter()
+        .zip(["in", "out", "cache read", "cache write"])
         .filter_map(|(n, what)| n.map(|n| format!("{} {what}", grouped(n))))
         .collect();
     (!shown.is_empty()).then(|| shown.join(" · "))
 }
 
-/// The session's total usage (each field summed over the messages that report it).
-pub(crate) fn total_usage(usage: &[(i64, Usage)]) -> Usage {
-    let sum = |field: fn(&Usage) -> Option<u64>| {
-        usage
-            .iter()
-            .filter_map(|(_, u)| field(u))
-            .fold(None, |total: Option<u64>, n| {
-                Some(total.unwrap_or(0).saturating_add(n))
-            })
-    };
-    Usage {
-        model: None,
-        input_tokens: sum(|u| u.input_tokens),
-        output_tokens: sum(|u| u.output_tokens),
-        cache_read_tokens: sum(|u| u.cache_read_tokens),
-        cache_write_tokens: sum(|u| u.cache_write_tokens),
-    }
-}
-
 /// `1234567` as `1,234,567`.
-fn grouped(n: u64) -> String {
+fn grouped(n: u128) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (at, digit) in digits.chars().enumerate() {
