@@ -13,7 +13,7 @@ use super::sql::{values, Sql};
 use super::time::{format_time, now};
 use super::write::append_in;
 use crate::error::Result;
-use crate::import::stream::{Halt, Sink};
+use crate::import::stream::{Halt, Sink, Streamed};
 use crate::import::{Format, Imported, ImportedCompaction};
 use crate::model::{Appended, NewMessage, Role, SessionId};
 
@@ -509,6 +509,28 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
             subagent: streamed.subagent.as_ref(),
         },
     )?;
+    let children = finish_children(target, &session, &sessions, &rows, &streamed, &created)?;
+    Ok(ImportSummary {
+        session,
+        children,
+        messages: streamed.messages,
+        tombstoned: streamed.tombstoned,
+        orphans_as_text: streamed.orphans_as_text,
+        warnings: streamed.warnings,
+    })
+}
+
+/// The streamed import's child sessions (sidechains) after their rows: their compactions,
+/// their links to the calls that spawned them and their states; their ids, in order.
+fn finish_children<T: ImportTarget>(
+    target: &mut T,
+    session: &SessionId,
+    sessions: &[Option<SessionId>],
+    rows: &[Vec<(Role, Appended)>],
+    streamed: &Streamed,
+    created: &str,
+) -> Result<Vec<SessionId>> {
+    let no_rows = Vec::new();
     let mut children = Vec::new();
     for (k, child) in streamed.children.iter().enumerate() {
         let Some(Some(child_id)) = sessions.get(k + 1) else {
@@ -520,25 +542,18 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
             rows.get(k + 1).unwrap_or(&no_rows),
             0,
             &child.compactions,
-            &created,
+            created,
         )?;
         if let Some(call) = &child.spawned_by {
-            target.link_call(&session, call, child_id)?;
+            target.link_call(session, call, child_id)?;
         }
         super::subagents::record_in(
             target.db(),
-            Some(&session),
+            Some(session),
             child_id,
             child.spawned_by.as_deref(),
         )?;
         children.push(child_id.clone());
     }
-    Ok(ImportSummary {
-        session,
-        children,
-        messages: streamed.messages,
-        tombstoned: streamed.tombstoned,
-        orphans_as_text: streamed.orphans_as_text,
-        warnings: streamed.warnings,
-    })
+    Ok(children)
 }
