@@ -3,9 +3,9 @@
 //! integers is refused with `Error::UsageOverflow`, never a panic or a wrapped number; a sum
 //! that fits is reported exactly.
 
-use session_store::{Error, NewMessage, Part, Store};
+use session_store::{Error, Store};
 
-use crate::util::session_store;
+use crate::util::{one_exchange, session_store};
 
 /// A session whose last assistant message has a usage row with the three input counts.
 fn ledger(
@@ -17,17 +17,7 @@ fn ledger(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("s.db");
-    let store = Store::open(&db).expect("open");
-    let session = store.create_session().expect("session");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("hello"),
-                NewMessage::assistant(vec![Part::text("hi")]),
-            ],
-        )
-        .expect("append");
+    let (store, session) = one_exchange(&db);
     drop(store);
     rusqlite::Connection::open(&db)
         .expect("sqlite3")

@@ -35,37 +35,8 @@ fn read(path: &str) -> String {
 
 /// Stores `paths` in order, as `run` says; the sessions in the same order.
 fn store_all(store: &Store, paths: &[&str], run: Storing) -> Vec<SessionId> {
-    match run {
-        Storing::Whole => paths
-            .iter()
-            .map(|path| {
-                let imported = import_transcript(Format::Codex, &read(path)).expect("import");
-                store.import(&imported).expect("store").session
-            })
-            .collect(),
-        Storing::Streamed => paths
-            .iter()
-            .map(|path| {
-                let text = read(path);
-                store
-                    .import_reader(Format::Codex, std::io::Cursor::new(text.into_bytes()))
-                    .expect("streamed")
-                    .session
-            })
-            .collect(),
-        Storing::OneRun => {
-            let inputs = paths
-                .iter()
-                .map(|path| (Format::Codex, std::io::Cursor::new(read(path).into_bytes())))
-                .collect();
-            store
-                .import_readers_as(inputs, None)
-                .expect("one run")
-                .into_iter()
-                .map(|s| s.session)
-                .collect()
-        }
-    }
+    let texts: Vec<String> = paths.iter().map(|path| read(path)).collect();
+    store_texts(store, &texts, run)
 }
 
 /// A child rollout's own thread id.

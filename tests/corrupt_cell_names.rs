@@ -2,9 +2,7 @@
 //! text, a real, a BLOB) fails the commands that read it with exit 2 and an error that names
 //! the column, not a position in one of the store's own statements.
 
-use session_store::{NewMessage, Part, Store};
-
-use crate::util::session_store;
+use crate::util::{one_exchange, session_store};
 
 #[test]
 fn a_hand_edited_cell_the_store_cannot_read_is_named_by_its_column() {
@@ -17,17 +15,7 @@ fn a_hand_edited_cell_the_store_cannot_read_is_named_by_its_column() {
     for (column, value) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path().join("s.db");
-        let store = Store::open(&db).expect("open");
-        let session = store.create_session().expect("session");
-        store
-            .append_batch(
-                &session,
-                vec![
-                    NewMessage::user("hello"),
-                    NewMessage::assistant(vec![Part::text("hi")]),
-                ],
-            )
-            .expect("append");
+        let (store, session) = one_exchange(&db);
         drop(store);
         rusqlite::Connection::open(&db)
             .and_then(|c| {

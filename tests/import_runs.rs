@@ -5,24 +5,12 @@
 
 use std::path::Path;
 
-use session_store::{NewMessage, Store};
-
-use crate::util::{dump, session_store, session_store_ok, transcripts};
+use crate::util::{dump, one_exchange, session_store, session_store_ok, transcripts};
 
 /// A database holding one session, and a bundle of it at `dir/bundle.jsonl`.
 fn database_and_bundle(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let db = dir.join("s.db");
-    let store = Store::open(&db).expect("open");
-    let session = store.create_session().expect("session");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("hello"),
-                NewMessage::assistant(vec![session_store::Part::text("hi")]),
-            ],
-        )
-        .expect("append");
+    let (store, session) = one_exchange(&db);
     let bundle = dir.join("bundle.jsonl");
     std::fs::write(&bundle, store.export_bundle(&session).expect("bundle")).expect("write");
     (db, bundle)

@@ -21,6 +21,23 @@ pub fn temp_store() -> (TempDir, Store, PathBuf) {
     (dir, store, path)
 }
 
+/// A store at `db` (created) holding one session of one exchange, a user's "hello" and the
+/// assistant's "hi": the smallest healthy session, for tests that then edit or export it.
+pub fn one_exchange(db: &Path) -> (Store, session_store::SessionId) {
+    let store = Store::open(db).expect("open");
+    let session = store.create_session().expect("session");
+    store
+        .append_batch(
+            &session,
+            vec![
+                session_store::NewMessage::user("hello"),
+                session_store::NewMessage::assistant(vec![session_store::Part::text("hi")]),
+            ],
+        )
+        .expect("append");
+    (store, session)
+}
+
 /// Call after dropping a store whose file a test then compares byte for byte. r2d2 closes
 /// pooled connections on its worker thread, which may still hold the pool a moment after the
 /// store is dropped, and the last close checkpoints the write-ahead log into the file: a
