@@ -304,30 +304,48 @@ impl CopySpec for CopyMessages {
     }
 }
 
+/// The statement copying `table`'s rows of the source's messages before the bound to the
+/// fork's messages of the same seqs, in `order`. With `keyed` rows the fork's messages are
+/// read by its own key first (one session's rows each side of the copy: a distributed engine
+/// reads each on its own shard).
+fn copy_by_message(
+    table: &str,
+    columns: &str,
+    source_columns: &str,
+    keyed: bool,
+    order: &str,
+) -> String {
+    if keyed {
+        return format!(
+            "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
+             INSERT INTO {table} (session_id, message_id, {columns})
+             SELECT ?1, n.id, {source_columns}
+             FROM messages o
+             JOIN {table} src ON src.session_id = o.session_id AND src.message_id = o.id
+             JOIN n ON n.seq = o.seq
+             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY {order}"
+        );
+    }
+    format!(
+        "INSERT INTO {table} (message_id, {columns})
+         SELECT n.id, {source_columns}
+         FROM messages o JOIN {table} src ON src.message_id = o.id
+         JOIN messages n ON n.session_id = ?1 AND n.seq = o.seq
+         WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY {order}"
+    )
+}
+
 struct CopyParts;
 impl CopySpec for CopyParts {
     const TABLE: &'static str = "parts";
     const SKIP: &'static [&'static str] = &["id", "message_id", "session_id"];
     fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
-        if keyed {
-            // The fork's messages are read by its own key first (one session's rows each
-            // side of the copy: a distributed engine reads each on its own shard).
-            return format!(
-                "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
-                 INSERT INTO parts (session_id, message_id, {columns})
-                 SELECT ?1, n.id, {source_columns}
-                 FROM messages o
-                 JOIN parts src ON src.session_id = o.session_id AND src.message_id = o.id
-                 JOIN n ON n.seq = o.seq
-                 WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq, src.ordinal"
-            );
-        }
-        format!(
-            "INSERT INTO parts (message_id, {columns})
-             SELECT n.id, {source_columns}
-             FROM messages o JOIN parts src ON src.message_id = o.id
-             JOIN messages n ON n.session_id = ?1 AND n.seq = o.seq
-             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq, src.ordinal"
+        copy_by_message(
+            Self::TABLE,
+            columns,
+            source_columns,
+            keyed,
+            "o.seq, src.ordinal",
         )
     }
 }
@@ -337,24 +355,7 @@ impl CopySpec for CopyUsage {
     const TABLE: &'static str = "usage";
     const SKIP: &'static [&'static str] = &["message_id", "session_id"];
     fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
-        if keyed {
-            return format!(
-                "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
-                 INSERT INTO usage (session_id, message_id, {columns})
-                 SELECT ?1, n.id, {source_columns}
-                 FROM messages o
-                 JOIN usage src ON src.session_id = o.session_id AND src.message_id = o.id
-                 JOIN n ON n.seq = o.seq
-                 WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq"
-            );
-        }
-        format!(
-            "INSERT INTO usage (message_id, {columns})
-             SELECT n.id, {source_columns}
-             FROM messages o JOIN usage src ON src.message_id = o.id
-             JOIN messages n ON n.session_id = ?1 AND n.seq = o.seq
-             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY o.seq"
-        )
+        copy_by_message(Self::TABLE, columns, source_columns, keyed, "o.seq")
     }
 }
 
