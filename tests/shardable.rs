@@ -226,16 +226,7 @@ fn copy_rows_to_v17(sqlite: &std::path::Path, client: &mut postgres::Client) {
             .expect("select");
         let names: Vec<String> = stmt.column_names().iter().map(|c| c.to_string()).collect();
         // Columns of later migrations (SQLite's file is this build's) are not V17's.
-        let v17: Vec<String> = client
-            .query(
-                "SELECT attname::TEXT FROM pg_attribute
-                 WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
-                &[table],
-            )
-            .expect("columns")
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
+        let v17 = pg_columns(client, table);
         let kept: Vec<usize> = (0..names.len())
             .filter(|at| v17.contains(&names[*at]))
             .collect();
@@ -272,23 +263,25 @@ fn copy_rows_to_v17(sqlite: &std::path::Path, client: &mut postgres::Client) {
         .expect("counts and sequences");
 }
 
+/// The columns `table` has on the server.
+fn pg_columns(client: &mut postgres::Client, table: &str) -> Vec<String> {
+    client
+        .query(
+            "SELECT attname::TEXT FROM pg_attribute
+             WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
+            &[&table],
+        )
+        .expect("columns")
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
 /// The columns of every table of session data.
 fn columns_of(client: &mut postgres::Client) -> Vec<(String, Vec<String>)> {
     TABLES
         .iter()
-        .map(|table| {
-            let columns = client
-                .query(
-                    "SELECT attname::TEXT FROM pg_attribute
-                     WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped",
-                    &[table],
-                )
-                .expect("columns")
-                .iter()
-                .map(|row| row.get(0))
-                .collect();
-            ((*table).to_owned(), columns)
-        })
+        .map(|table| ((*table).to_owned(), pg_columns(client, table)))
         .collect()
 }
 
