@@ -127,7 +127,7 @@ impl Counted {
     /// The shared buffers (hit or read) that the tail-read statement took over `work`,
     /// and how many times it ran: what the server touched for it, nested statements included.
     fn tail_read_blocks(&mut self, work: impl FnOnce()) -> (i64, i64) {
-        let mut read = |client: &mut postgres::Client| -> (i64, i64) {
+        let read = |client: &mut postgres::Client| -> (i64, i64) {
             let row = client
                 .query_one(
                     "SELECT COALESCE(SUM(shared_blks_hit + shared_blks_read), 0)::BIGINT,
@@ -404,7 +404,7 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
             store.append(&session, message).expect("early append");
         }
     }
-    let mut per_append = |counted: &mut Counted, first: usize| {
+    let per_append = |counted: &mut Counted, first: usize| {
         let (blocks, calls) = counted.tail_read_blocks(|| {
             for number in first..first + 3 {
                 for (_, message, _) in turn(number, 2) {
