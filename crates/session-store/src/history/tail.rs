@@ -118,6 +118,16 @@ impl TailState {
         serde_json::to_string(&stored).unwrap_or_default()
     }
 
+    /// [`TailState::encode`] without its last element (`parts_through`) and the closing
+    /// bracket: the statement that inserts the append's last parts completes it with the
+    /// largest id they took (`text || id || ']'`), which is not known before.
+    pub fn encode_open_ended(&self) -> String {
+        let mut text = self.encode();
+        let cut = text.rfind(',').map_or(text.len(), |at| at + 1);
+        text.truncate(cut);
+        text
+    }
+
     /// Reads a stored text; `None` for anything that is not this version's encoding (the
     /// store then reads the rows).
     pub fn decode(text: &str) -> Option<Self> {
@@ -186,6 +196,26 @@ mod tests {
     use super::*;
     use crate::model::Part;
     use serde_json::json;
+
+    #[test]
+    fn an_open_ended_state_completed_with_the_last_part_id_reads_back() {
+        for (open, parts_through) in [(vec![], 0), (vec!["a".to_owned()], 7), (vec![], 123_456)] {
+            let state = TailState {
+                last_seq: 12,
+                last_user_turn: Some(3),
+                speaker: Some(Role::Assistant),
+                open: open.clone(),
+                answered: vec![],
+                block_parts: 4,
+                parts_through: 1,
+            };
+            let text = format!("{}{parts_through}]", state.encode_open_ended());
+            let read = TailState::decode(&text).expect("the completed state reads");
+            assert_eq!(read.parts_through, parts_through);
+            assert_eq!(read.open, open);
+            assert_eq!((read.last_seq, read.block_parts), (12, 4));
+        }
+    }
 
     fn state() -> TailState {
         TailState {

@@ -105,6 +105,23 @@ pub(crate) struct InsertedMessage {
     pub(crate) id: i64,
     /// The largest id its parts took (`None`: it has none).
     pub(crate) last_part: Option<i64>,
+    /// Whether the session row was written in the same statement ([`Touch`]).
+    pub(crate) touched: bool,
+}
+
+/// The session row's update at the end of an append (`updated_at`, the new tail state, the
+/// message count), written by the statement of the append's last message where the engine
+/// writes a message with its parts in one statement (PostgreSQL): one round trip less.
+pub(crate) struct Touch<'a> {
+    /// The new `updated_at`.
+    pub(crate) now: &'a str,
+    /// The new tail state without its largest part id ([`crate::history::TailState::encode_open_ended`]),
+    /// which the statement appends.
+    pub(crate) tail_head: &'a str,
+    /// How many messages the append inserted.
+    pub(crate) messages: i64,
+    /// The largest part id before this message's parts (the state keeps the larger).
+    pub(crate) parts_before: i64,
 }
 
 /// Inserts one message and its parts. Either engine.
@@ -115,6 +132,7 @@ pub(crate) fn insert_message(
     turn_index: i64,
     message: &NewMessage,
     created_at: &str,
+    touch: Option<&Touch<'_>>,
 ) -> Result<InsertedMessage> {
     let message_values = values![
         session.as_str(),
@@ -131,7 +149,7 @@ pub(crate) fn insert_message(
         .collect::<Result<Vec<_>>>()?;
     let keyed = db.rows_carry_session();
     if keyed && (1..=PARTS_PER_INSERT).contains(&rows.len()) {
-        return insert_message_with_parts(db, &message_values, &rows);
+        return insert_message_with_parts(db, &message_values, &rows, touch);
     }
     let message_id = db.insert(INSERT_MESSAGE, &message_values)?;
     let session_value = keyed.then_some(session.as_str());
@@ -153,19 +171,22 @@ pub(crate) fn insert_message(
     Ok(InsertedMessage {
         id: message_id,
         last_part,
+        touched: false,
     })
 }
 
 /// The message and its parts in one statement (one round trip), where rows carry their
 /// session ([`Sql::rows_carry_session`]: PostgreSQL, whose data-modifying `WITH` gives the
 /// parts the message's new id): `rows` (1 to [`PARTS_PER_INSERT`]) after the message's
-/// [`INSERT_MESSAGE`] values; the message's id and its parts' largest.
+/// [`INSERT_MESSAGE`] values, and the session row's update when `touch`; the message's id and
+/// its parts' largest.
 fn insert_message_with_parts(
     db: &mut impl Sql,
     message_values: &[Bound<'_>],
     rows: &[PartRow<'_>],
+    touch: Option<&Touch<'_>>,
 ) -> Result<InsertedMessage> {
-    let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8);
+    let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8 + 4);
     params.extend_from_slice(message_values);
     for (ordinal, row) in rows.iter().enumerate() {
         params.extend(values![
@@ -179,11 +200,21 @@ fn insert_message_with_parts(
             row.metadata.as_deref(),
         ]);
     }
-    let ids = db.int_table(message_with_parts_sql(rows.len()), &params, 2)?;
+    if let Some(touch) = touch {
+        params.extend(values![
+            touch.now,
+            touch.tail_head,
+            touch.messages,
+            touch.parts_before
+        ]);
+    }
+    let sql = message_with_parts_sql(rows.len(), touch.is_some());
+    let ids = db.int_table(sql, &params, 2)?;
     match ids.as_slice() {
         [id, last_part] => Ok(InsertedMessage {
             id: *id,
             last_part: Some(*last_part),
+            touched: touch.is_some(),
         }),
         _ => Err(crate::Error::CorruptRow {
             table: "messages",
@@ -193,43 +224,65 @@ fn insert_message_with_parts(
     }
 }
 
-/// [`insert_message_with_parts`]'s statement for `rows` parts, built once per process.
-fn message_with_parts_sql(rows: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+/// [`insert_message_with_parts`]'s statement for `rows` parts, with the session row's
+/// update when `touch` (its four values after the parts'), built once per process.
+fn message_with_parts_sql(rows: usize, touch: bool) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<[String; 2]>> = std::sync::OnceLock::new();
     let texts = SQL.get_or_init(|| {
         (0..=PARTS_PER_INSERT)
-            .map(|rows| {
-                let values: Vec<String> = (0..rows)
-                    .map(|row| {
-                        let at = 7 + row * 8;
-                        format!(
-                            "(CAST(?{} AS BIGINT), ?{}, ?{}, ?{}, ?{}, ?{}, CAST(?{} AS BIGINT), ?{})",
-                            at,
-                            at + 1,
-                            at + 2,
-                            at + 3,
-                            at + 4,
-                            at + 5,
-                            at + 6,
-                            at + 7
-                        )
-                    })
-                    .collect();
-                format!(
-                    "WITH m AS ({INSERT_MESSAGE} RETURNING id),
-                     p AS (INSERT INTO parts ({PART_COLUMNS}, session_id)
-                           SELECT m.id, v.ordinal, v.kind, v.text, v.tool_use_id, v.tool_name,
-                                  v.input, v.is_error, v.metadata, ?1
-                           FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
-                                tool_name, input, is_error, metadata)
-                           RETURNING id)
-                     SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p)",
-                    values.join(", ")
-                )
-            })
+            .map(|rows| [false, true].map(|touch| message_with_parts_text(rows, touch)))
             .collect()
     });
-    &texts[rows.min(PARTS_PER_INSERT)]
+    &texts[rows.min(PARTS_PER_INSERT)][usize::from(touch)]
+}
+
+/// The text of [`message_with_parts_sql`].
+fn message_with_parts_text(rows: usize, touch: bool) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|row| {
+            let at = 7 + row * 8;
+            format!(
+                "(CAST(?{} AS BIGINT), ?{}, ?{}, ?{}, ?{}, ?{}, CAST(?{} AS BIGINT), ?{})",
+                at,
+                at + 1,
+                at + 2,
+                at + 3,
+                at + 4,
+                at + 5,
+                at + 6,
+                at + 7
+            )
+        })
+        .collect();
+    // The session row: its tail state ends with the session's largest part id, the
+    // larger of the one before and the largest these parts took.
+    let at = 7 + rows * 8;
+    let session = if touch {
+        format!(
+            ", s AS (UPDATE sessions SET updated_at = ?{at},
+                     tail_state = CAST(?{} AS TEXT)
+                         || CAST(GREATEST(CAST(?{} AS BIGINT), (SELECT MAX(id) FROM p)) AS TEXT)
+                         || ']',
+                     message_count = message_count + CAST(?{} AS BIGINT)
+                     WHERE id = ?1 RETURNING 1)",
+            at + 1,
+            at + 3,
+            at + 2
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "WITH m AS ({INSERT_MESSAGE} RETURNING id),
+         p AS (INSERT INTO parts ({PART_COLUMNS}, session_id)
+               SELECT m.id, v.ordinal, v.kind, v.text, v.tool_use_id, v.tool_name,
+                      v.input, v.is_error, v.metadata, ?1
+               FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
+                    tool_name, input, is_error, metadata)
+               RETURNING id){session}
+         SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p)",
+        values.join(", ")
+    )
 }
 
 /// Inserts one part at `ordinal` of `session`'s message `message_id`; returns its id.

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::encode::insert_message;
+use super::encode::{insert_message, Touch};
 use super::handle::Store;
 use super::rows::Range;
 use super::sql::{keyed, text_at, values, Sql, Value};
@@ -180,31 +180,46 @@ pub(crate) fn append_in(
     }
     // Formatted once: the messages without their own time and the session's `updated_at`.
     let now = format_time(now());
+    let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
     let mut appended = replayed;
     appended.reserve(messages.len());
+    let mut touched = false;
     for (index, message) in messages.iter().enumerate() {
         let refused_usage = |reason| refused(index, reason);
-        appended.push(insert_next(
+        let (seq, turn_index) = position.advance(message.role);
+        // The last message's statement writes the session row too where the engine can
+        // ([`super::encode::Touch`]): the new tail is known but for its largest part id.
+        let last = index + 1 == messages.len();
+        let tail_head = (last && db.rows_carry_session())
+            .then(|| position.after(&walk, messages).encode_open_ended());
+        let touch = tail_head.as_deref().map(|tail_head| Touch {
+            now: &now,
+            tail_head,
+            messages: count,
+            parts_before: position.parts_max,
+        });
+        let (one, wrote_session) = insert_next(
             db,
             session,
             &mut position,
+            (seq, turn_index),
             message,
             &now,
+            touch.as_ref(),
             refused_usage,
-        )?);
+        )?;
+        appended.push(one);
+        touched |= wrote_session;
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
-    let tail = position.after(&walk, messages).encode();
-    db.run(
-        TOUCH_WITH_TAIL,
-        &values![
-            session.as_str(),
-            now.as_str(),
-            tail.as_str(),
-            i64::try_from(messages.len()).unwrap_or(i64::MAX)
-        ],
-    )?;
+    if !touched {
+        let tail = position.after(&walk, messages).encode();
+        db.run(
+            TOUCH_WITH_TAIL,
+            &values![session.as_str(), now.as_str(), tail.as_str(), count],
+        )?;
+    }
     Ok(appended)
 }
 
@@ -248,42 +263,37 @@ fn check_texts(session: &SessionId, messages: &[NewMessage]) -> Result<()> {
     Ok(())
 }
 
-/// Inserts `message` (checked) as the session's next one: its seq and turn after
-/// `position`, which it advances, its usage and its idempotency key.
+/// Inserts `message` (checked) as the session's next one, at `(seq, turn_index)` from
+/// [`Position::advance`], with its usage and its idempotency key; raises the position's
+/// largest part id. Also whether the session row was written with it (`touch`).
+#[allow(clippy::too_many_arguments)] // one append's parts, each needed once
 fn insert_next(
     db: &mut impl Sql,
     session: &SessionId,
     position: &mut Position,
+    (seq, turn_index): (i64, i64),
     message: &NewMessage,
     now: &str,
+    touch: Option<&Touch<'_>>,
     refused: impl Fn(pairing::Refusal) -> Error,
-) -> Result<Appended> {
-    position.last_seq += 1;
-    let turn_index = next_turn_index(position.last_user_turn, message.role);
-    if message.role == Role::User {
-        position.last_user_turn = Some(turn_index);
-    }
+) -> Result<(Appended, bool)> {
     let created_at = message.created_at.map(format_time);
     let created_at = created_at.as_deref().unwrap_or(now);
-    let inserted = insert_message(
-        db,
-        session,
-        position.last_seq,
-        turn_index,
-        message,
-        created_at,
-    )?;
+    let inserted = insert_message(db, session, seq, turn_index, message, created_at, touch)?;
     let id = inserted.id;
     position.parts_max = position.parts_max.max(inserted.last_part.unwrap_or(0));
     if let Some(usage) = &message.usage {
         super::usage::insert_usage(db, session, id, usage, refused)?;
     }
     super::idempotency::record(db, session, message, id)?;
-    Ok(Appended {
-        id,
-        seq: position.last_seq,
-        turn_index,
-    })
+    Ok((
+        Appended {
+            id,
+            seq,
+            turn_index,
+        },
+        inserted.touched,
+    ))
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
@@ -316,6 +326,16 @@ pub(crate) struct Position {
 }
 
 impl Position {
+    /// The seq and turn of the next message, of `role`, which the position then ends at.
+    fn advance(&mut self, role: Role) -> (i64, i64) {
+        self.last_seq += 1;
+        let turn_index = next_turn_index(self.last_user_turn, role);
+        if role == Role::User {
+            self.last_user_turn = Some(turn_index);
+        }
+        (self.last_seq, turn_index)
+    }
+
     /// The tail state after `appended` went in: `self` advanced past them (its seq and user
     /// turn), and `walk`, which checked them.
     pub(crate) fn after(&self, walk: &Walk, appended: &[NewMessage]) -> TailState {
