@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::handle::Store;
 use super::pool::SqliteEngine;
 use super::reports::Lineage;
-use super::sql::{values, Sql};
+use super::sql::{int_at, text_at, values, Sql};
 use super::stream::{interrupt_in, Cause};
 use super::time::{format_time, now};
 use super::write::{append_in, stored_tail};
@@ -67,9 +67,13 @@ const TURN_START_SEQ: &str =
     "SELECT seq FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?2";
 
 /// (`CAST(?4 AS BIGINT)`: PostgreSQL types a placeholder of a `SELECT` list as text.)
+/// The source's thinking-retention latch, read by its key (the fork's row is written by its
+/// own, so each statement names one session).
+const SOURCE_LATCH: &str =
+    "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
 const INSERT_FORK: &str = "
     INSERT INTO sessions (id, created_at, updated_at, parent_id, forked_at_turn, thinking_latched, last_completion_at)
-    SELECT ?1, ?3, ?3, id, CAST(?4 AS BIGINT), thinking_latched, last_completion_at FROM sessions WHERE id = ?2";
+    VALUES (?1, ?3, ?3, ?2, ?4, ?5, ?6)";
 
 const LATEST_COPIED_COVER: &str =
     "SELECT last_turn FROM summaries WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
@@ -212,21 +216,28 @@ pub(crate) fn fork_rows<D: Sql>(
     let cut = cut_seq(db, source, at_turn)?;
     let id = SessionId::random();
     let now = format_time(now());
+    let mut latch = (None, None);
+    db.each_row(SOURCE_LATCH, &values![source.as_str()], &mut |row| {
+        latch = (int_at(row, 0)?, text_at(row, 1)?);
+        Ok(())
+    })?;
     db.run(
         INSERT_FORK,
-        &values![id.as_str(), source.as_str(), now.as_str(), at_turn],
+        &values![
+            id.as_str(),
+            source.as_str(),
+            now.as_str(),
+            at_turn,
+            latch.0,
+            latch.1.as_deref()
+        ],
     )?;
     db.lock_session(&id)?;
-    let copy = |db: &mut D, table: &str, sql: fn(Vec<String>) -> String, bound: i64| {
-        let statement = sql(columns(db, table)?);
-        let copied = db.run(&statement, &values![id.as_str(), source.as_str(), bound])?;
-        Ok::<_, crate::Error>(usize::try_from(copied).unwrap_or(usize::MAX))
+    let [messages, summaries] = match db.copy_fork(&id, source, cut, at_turn)? {
+        Some(copied) => copied,
+        None => copy_shared(db, &id, source, [cut, at_turn], columns)?,
     };
-    let messages = copy(db, CopyMessages::TABLE, copy_sql::<CopyMessages>, cut)?;
     super::write::recount_messages(db, &id)?;
-    copy(db, CopyParts::TABLE, copy_sql::<CopyParts>, cut)?;
-    copy(db, CopyUsage::TABLE, copy_sql::<CopyUsage>, cut)?;
-    let summaries = copy(db, CopySummaries::TABLE, copy_sql::<CopySummaries>, at_turn)?;
     let cover = db.optional_int(LATEST_COPIED_COVER, &values![id.as_str()])?;
     let uncompacted = db.run(
         UNCOMPACT_UNCOVERED,
@@ -238,6 +249,29 @@ pub(crate) fn fork_rows<D: Sql>(
         summaries,
         uncompacted: usize::try_from(uncompacted).unwrap_or(usize::MAX),
     })
+}
+
+/// The copy of [`fork_rows`] in the statements both engines run (one `INSERT ... SELECT` per
+/// table, source and fork in one statement), where the engine has none of its own
+/// ([`Sql::copy_fork`]); how many messages and summaries it copied. `bounds`: the cut's seq,
+/// then the turn.
+fn copy_shared<D: Sql>(
+    db: &mut D,
+    fork: &SessionId,
+    source: &SessionId,
+    [cut, at_turn]: [i64; 2],
+    columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
+) -> Result<[usize; 2]> {
+    let copy = |db: &mut D, table: &str, sql: fn(Vec<String>) -> String, bound: i64| {
+        let statement = sql(columns(db, table)?);
+        let copied = db.run(&statement, &values![fork.as_str(), source.as_str(), bound])?;
+        Ok::<_, crate::Error>(usize::try_from(copied).unwrap_or(usize::MAX))
+    };
+    let messages = copy(db, CopyMessages::TABLE, copy_sql::<CopyMessages>, cut)?;
+    copy(db, CopyParts::TABLE, copy_sql::<CopyParts>, cut)?;
+    copy(db, CopyUsage::TABLE, copy_sql::<CopyUsage>, cut)?;
+    let summaries = copy(db, CopySummaries::TABLE, copy_sql::<CopySummaries>, at_turn)?;
+    Ok([messages, summaries])
 }
 
 /// The seq before which a fork at `at_turn` copies: the user message opening that turn,
