@@ -19,7 +19,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::json;
 use session_store::import::Format;
 use session_store::repair::RepairOptions;
-use session_store::{NewMessage, Part, Role, SessionId, Store, Usage};
+use session_store::{NewMessage, Part, Role, SearchOptions, SessionId, Store, Usage};
 
 use crate::counted::{Counted, COUNTED};
 
@@ -550,8 +550,9 @@ fn fixture(path: &str) -> String {
         .expect("fixture")
 }
 
-/// A session whose last message is a tool result no call asks for, written by hand (as other
-/// code could) before any statement is counted.
+/// A session broken by hand (as other code could write it) before any statement is
+/// counted, so a mend rewrites parts and moves messages: a call answered twice under one id,
+/// a result no call asks for, a call left unanswered before the next user message.
 fn broken(store: &Store, counted: &mut Counted) -> SessionId {
     let session = store.create_session().expect("session");
     store
@@ -564,19 +565,42 @@ fn broken(store: &Store, counted: &mut Counted) -> SessionId {
         )
         .expect("a turn");
     let schema = counted.schema.clone();
+    let id = session.as_str();
+    // (seq, turn, role, kind, tool_use_id)
+    let rows = [
+        (10, 0, "assistant", "tool_use", "call_dup"),
+        (11, 0, "tool", "tool_result", "call_dup"),
+        (12, 0, "assistant", "tool_use", "call_dup"),
+        (13, 0, "tool", "tool_result", "call_dup"),
+        (14, 0, "tool", "tool_result", "call_ghost"),
+        (15, 0, "assistant", "tool_use", "call_mid"),
+        (16, 1, "user", "text", ""),
+    ];
+    for (seq, turn, role, kind, call) in rows {
+        let (call, name, input) = match kind {
+            "tool_use" => (format!("'{call}'"), "'bash'", "'{}'"),
+            "tool_result" => (format!("'{call}'"), "NULL", "NULL"),
+            _ => ("NULL".to_owned(), "NULL", "NULL"),
+        };
+        counted
+            .client
+            .batch_execute(&format!(
+                "WITH m AS (INSERT INTO {schema}.messages
+                     (session_id, seq, turn_index, role, compacted, created_at)
+                     VALUES ('{id}', {seq}, {turn}, '{role}', 0, '2026-01-01T00:00:00Z')
+                     RETURNING id)
+                 INSERT INTO {schema}.parts (session_id, message_id, ordinal, kind, text,
+                     tool_use_id, tool_name, input, is_error)
+                 SELECT '{id}', m.id, 0, '{kind}', 'x', {call}, {name}, {input}, 0 FROM m"
+            ))
+            .expect("a hand-written row");
+    }
     counted
         .client
         .batch_execute(&format!(
-            "WITH m AS (INSERT INTO {schema}.messages
-                 (session_id, seq, turn_index, role, compacted, created_at)
-                 VALUES ('{id}', 10, 0, 'tool', 0, '2026-01-01T00:00:00Z') RETURNING id)
-             INSERT INTO {schema}.parts
-                 (session_id, message_id, ordinal, kind, text, tool_use_id, is_error)
-             SELECT '{id}', m.id, 0, 'tool_result', 'out', 'call_ghost', 0 FROM m;
-             UPDATE {schema}.sessions SET tail_state = NULL WHERE id = '{id}'",
-            id = session.as_str()
+            "UPDATE {schema}.sessions SET tail_state = NULL WHERE id = '{id}'"
         ))
-        .expect("a hand-written orphan result");
+        .expect("the tail read again");
     session
 }
 
@@ -632,7 +656,17 @@ fn writes(store: &Store, counted: &mut Counted) -> Vec<String> {
             .expect("open");
         open.push(Part::text("streamed")).expect("push");
         open.keep_alive().expect("keep alive");
+        open.set_model("provider/model").expect("model");
         open.finish().expect("finish");
+    });
+    run("settle_open_messages", &mut || {
+        let mut open = store
+            .begin_message(&session, Role::Assistant)
+            .expect("open");
+        open.push(Part::text("left behind")).expect("push");
+        // Its handle gone, the message is settled: interrupted, with a log row.
+        drop(open);
+        store.settle_open_messages(&session).expect("settle");
     });
     run("set_title", &mut || {
         store.set_title(&session, Some("a title")).expect("title");
@@ -679,11 +713,16 @@ fn writes(store: &Store, counted: &mut Counted) -> Vec<String> {
             ],
         )
         .expect("a stale call");
-    run("repair_session (a result without its call)", &mut || {
+    run("repair_session (a broken session)", &mut || {
         let mended = store
             .repair_session(&orphan, &RepairOptions::default())
             .expect("mend");
-        assert!(!mended.changes.is_empty(), "the orphan result is mended");
+        let actions: BTreeSet<&str> = mended.changes.iter().map(|c| c.action).collect();
+        eprintln!("mend actions: {actions:?}");
+        assert!(
+            actions.len() > 1,
+            "the broken session is mended: {actions:?}"
+        );
     });
     run("repair_session (a stale call)", &mut || {
         let options = RepairOptions {
@@ -783,6 +822,13 @@ fn reads(store: &Store, counted: &mut Counted) -> Vec<String> {
     });
     run("session_overview", &mut || {
         store.session_overview(&session).expect("overview");
+    });
+    run("search in one session (with its catch-up)", &mut || {
+        let options = SearchOptions {
+            session: Some(session.clone()),
+            ..SearchOptions::default()
+        };
+        store.search("question", &options).expect("search");
     });
     run("export_bundle", &mut || {
         store.export_bundle(&session).expect("bundle");

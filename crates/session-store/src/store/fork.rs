@@ -318,18 +318,16 @@ trait CopySpec {
     const TABLE: &'static str;
     /// Columns not copied as they are (ids, keys the copy rewrites).
     const SKIP: &'static [&'static str];
-    /// The statement, given the copied column list once plain and once prefixed with `src.`,
-    /// and whether the table's rows carry their session ([`Sql::rows_carry_session`]: the
-    /// copy sets it to the fork's, and joins match it).
+    /// The statement, given the copied column list once plain and once prefixed with `src.`.
     /// Binds: ?1 the fork, ?2 the source, ?3 the bound (a seq, or a turn for summaries).
-    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String;
+    fn sql(columns: &str, source_columns: &str) -> String;
 }
 
 struct CopyMessages;
 impl CopySpec for CopyMessages {
     const TABLE: &'static str = "messages";
     const SKIP: &'static [&'static str] = &["id", "session_id"];
-    fn sql(columns: &str, source_columns: &str, _keyed: bool) -> String {
+    fn sql(columns: &str, source_columns: &str) -> String {
         format!(
             "INSERT INTO messages (session_id, {columns})
              SELECT ?1, {source_columns} FROM messages src
@@ -339,27 +337,9 @@ impl CopySpec for CopyMessages {
 }
 
 /// The statement copying `table`'s rows of the source's messages before the bound to the
-/// fork's messages of the same seqs, in `order`. With `keyed` rows the fork's messages are
-/// read by its own key first (one session's rows each side of the copy: a distributed engine
-/// reads each on its own shard).
-fn copy_by_message(
-    table: &str,
-    columns: &str,
-    source_columns: &str,
-    keyed: bool,
-    order: &str,
-) -> String {
-    if keyed {
-        return format!(
-            "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
-             INSERT INTO {table} (session_id, message_id, {columns})
-             SELECT ?1, n.id, {source_columns}
-             FROM messages o
-             JOIN {table} src ON src.session_id = o.session_id AND src.message_id = o.id
-             JOIN n ON n.seq = o.seq
-             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY {order}"
-        );
-    }
+/// fork's messages of the same seqs, in `order` (SQLite's rows name their message only;
+/// PostgreSQL copies its own way: [`Sql::copy_fork`]).
+fn copy_by_message(table: &str, columns: &str, source_columns: &str, order: &str) -> String {
     format!(
         "INSERT INTO {table} (message_id, {columns})
          SELECT n.id, {source_columns}
@@ -373,14 +353,8 @@ struct CopyParts;
 impl CopySpec for CopyParts {
     const TABLE: &'static str = "parts";
     const SKIP: &'static [&'static str] = &["id", "message_id", "session_id"];
-    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
-        copy_by_message(
-            Self::TABLE,
-            columns,
-            source_columns,
-            keyed,
-            "o.seq, src.ordinal",
-        )
+    fn sql(columns: &str, source_columns: &str) -> String {
+        copy_by_message(Self::TABLE, columns, source_columns, "o.seq, src.ordinal")
     }
 }
 
@@ -388,8 +362,8 @@ struct CopyUsage;
 impl CopySpec for CopyUsage {
     const TABLE: &'static str = "usage";
     const SKIP: &'static [&'static str] = &["message_id", "session_id"];
-    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
-        copy_by_message(Self::TABLE, columns, source_columns, keyed, "o.seq")
+    fn sql(columns: &str, source_columns: &str) -> String {
+        copy_by_message(Self::TABLE, columns, source_columns, "o.seq")
     }
 }
 
@@ -398,7 +372,7 @@ struct CopySummaries;
 impl CopySpec for CopySummaries {
     const TABLE: &'static str = "summaries";
     const SKIP: &'static [&'static str] = &["id", "session_id", "reverted_by"];
-    fn sql(columns: &str, source_columns: &str, _keyed: bool) -> String {
+    fn sql(columns: &str, source_columns: &str) -> String {
         format!(
             "INSERT INTO summaries (session_id, {columns})
              SELECT ?1, {source_columns} FROM summaries src
@@ -410,7 +384,6 @@ impl CopySpec for CopySummaries {
 
 /// The copy statement of one [`CopySpec`], given every column of its table in schema order.
 fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
-    let keyed = columns.iter().any(|c| c == "session_id");
     let columns = columns
         .into_iter()
         .filter(|c| !S::SKIP.contains(&c.as_str()))
@@ -423,7 +396,7 @@ fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     // Column names come from the schema, never from input; values are bound.
-    S::sql(&plain, &prefixed, keyed)
+    S::sql(&plain, &prefixed)
 }
 
 /// The columns of `table`, in schema order.
