@@ -111,12 +111,12 @@ fn search_sql() -> String {
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q),
          hits AS (
              SELECT p.id AS part_id, p.session_id, p.message_id, p.kind, p.text, p.tool_name, p.input,
-                    -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
+                    p.ordinal, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
              FROM parts p CROSS JOIN q
              WHERE {DOCUMENT} @@ q.q AND p.id >= $3
              ORDER BY score, p.id LIMIT $2)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, h.kind,
-                h.text, h.tool_name, h.input, h.score
+                h.text, h.tool_name, h.input, h.score, h.ordinal
          FROM hits h JOIN messages m ON m.session_id = h.session_id AND m.id = h.message_id
          ORDER BY h.score, h.part_id"
     )
@@ -129,7 +129,8 @@ fn search_session_sql() -> String {
     format!(
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, p.id, p.kind,
-                p.text, p.tool_name, p.input, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
+                p.text, p.tool_name, p.input, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score,
+                p.ordinal
          FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
          CROSS JOIN q
          WHERE m.session_id = $3 AND {DOCUMENT} @@ q.q
@@ -149,6 +150,7 @@ fn hit_from_row(row: &Row, phrases: &[Phrase], options: &SearchOptions) -> Resul
         turn: row.try_get(3)?,
         role: row.try_get(4)?,
         part_id: row.try_get(5)?,
+        ordinal: row.try_get(11)?,
         snippet: snippet(
             &columns,
             phrases,
