@@ -19,7 +19,10 @@ use chrono::{TimeZone, Utc};
 use serde_json::json;
 use session_store::import::Format;
 use session_store::repair::RepairOptions;
-use session_store::{NewMessage, Part, Role, SearchOptions, SessionId, Store, Usage};
+use session_store::{
+    ExportOptions, NewMessage, Part, Provider, Role, SearchOptions, SessionId, Store,
+    TranscriptFormat, Usage,
+};
 
 use crate::counted::{Counted, COUNTED};
 
@@ -768,6 +771,15 @@ fn writes(store: &Store, counted: &mut Counted) -> Vec<String> {
             )
             .expect("import");
     });
+    let bundle = store.export_bundle(&session).expect("a bundle");
+    store
+        .delete_session(&session)
+        .expect("make room for the bundle");
+    run("import_bundle", &mut || {
+        store
+            .import_bundle(Cursor::new(bundle.clone()))
+            .expect("import the bundle");
+    });
     run("import_session", &mut || {
         store
             .import_session(vec![NewMessage::user("imported")])
@@ -832,6 +844,22 @@ fn reads(store: &Store, counted: &mut Counted) -> Vec<String> {
     });
     run("export_bundle", &mut || {
         store.export_bundle(&session).expect("bundle");
+    });
+    run("export", &mut || {
+        store
+            .export_now(&session, Provider::Anthropic, &ExportOptions::default())
+            .expect("export");
+    });
+    run("transcript", &mut || {
+        store
+            .transcript(&session, TranscriptFormat::Markdown)
+            .expect("transcript");
+    });
+    run("budget", &mut || {
+        store.budget(&session, 100_000).expect("budget");
+    });
+    run("page", &mut || {
+        store.page(&session, None, 3).expect("page");
     });
     wrong
 }
