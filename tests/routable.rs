@@ -442,7 +442,7 @@ fn called_functions(counted: &mut Counted, statement: Option<&str>) -> Vec<(Stri
 }
 
 /// What fails the rule among the statements `work` ran: one line each.
-fn check(counted: &mut Counted, operation: &str, work: impl FnOnce()) -> Vec<String> {
+pub fn check(counted: &mut Counted, operation: &str, work: impl FnOnce()) -> Vec<String> {
     let ran = counted.count(work);
     assert!(!ran.is_empty(), "{operation} ran no statement");
     let mut wrong = Vec::new();

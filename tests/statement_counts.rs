@@ -156,10 +156,11 @@ fn a_turn_in_one_transaction_runs_one_lock_one_probe_and_one_update() {
     }
 }
 
-/// Every statement an append runs that reads rows names the session it reads: the session
-/// row by its id, messages and parts through `session_id`. (The server's plans for these
-/// use the session's indexes: a read of another session's rows would need a statement
-/// without one of them.)
+/// Every statement an append runs names the session it reads or writes, by the rule
+/// `routable.rs` holds (the session row by its id, every other table through `session_id`,
+/// the tail function's own statements included): the server's plans for these use the
+/// session's indexes, and a read of another session's rows would need a statement without
+/// one of them.
 #[test]
 fn every_reading_statement_of_an_append_names_its_session() {
     let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
@@ -167,65 +168,13 @@ fn every_reading_statement_of_an_append_names_its_session() {
         return;
     };
     let (store, session) = session_store(&counted.url);
+    let mut wrong = Vec::new();
     for (number, calls) in [(1, 1), (2, 4)] {
-        for (_, message, _) in turn(number, calls) {
-            let ran = counted.count(|| {
+        for (shape, message, _) in turn(number, calls) {
+            wrong.extend(crate::routable::check(&mut counted, shape, || {
                 store.append(&session, message).expect("counted append");
-            });
-            for (query, _) in ran {
-                let text = query.to_lowercase();
-                if text.contains("session_store_tail_for_write(") {
-                    // The function's own statements, as the server stores them.
-                    let body: String = counted
-                        .client
-                        .query_one(
-                            "SELECT prosrc FROM pg_proc WHERE proname = 'session_store_tail_for_write'
-                               AND pronamespace = (SELECT oid FROM pg_namespace
-                                                   WHERE nspname = $1)",
-                            &[&counted.schema],
-                        )
-                        .expect("the function's body")
-                        .get(0);
-                    // Each statement that reads (PL/pgSQL's BEGIN and END read nothing).
-                    for statement in body
-                        .split(';')
-                        .filter(|s| s.to_lowercase().contains("from "))
-                    {
-                        assert_names_the_session(
-                            statement,
-                            &["session_id = session", "id = session"],
-                        );
-                    }
-                    continue;
-                }
-                let control = ["begin", "start transaction", "commit"]
-                    .iter()
-                    .any(|c| text.trim_start().starts_with(c));
-                let plain_insert =
-                    text.trim_start().starts_with("insert") && !text.contains("select");
-                // The message with its parts: it reads only the rows it inserts (`m`, `p`).
-                let inserts_only = text.trim_start().starts_with("with m as (")
-                    && text.contains("insert into messages")
-                    && text.matches("from ").count()
-                        == text.matches("from m").count() + text.matches("from p)").count();
-                let plain_insert = plain_insert || inserts_only;
-                if !control && !plain_insert {
-                    assert_names_the_session(&query, &["session_id = $", "where id = $1"]);
-                }
-            }
+            }));
         }
     }
-}
-
-/// Fails unless every `FROM` of `statement` (each a query's scope; the tables it joins are
-/// tied to the first by their join conditions) is matched with one of `keys`.
-fn assert_names_the_session(statement: &str, keys: &[&str]) {
-    let text = statement.to_lowercase();
-    let reads = text.matches("from ").count();
-    let keyed: usize = keys.iter().map(|key| text.matches(key).count()).sum();
-    assert!(
-        keyed >= reads.max(1),
-        "a statement of the append reads without naming the session ({reads} tables read, \
-         {keyed} keyed): {statement}"
-    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
