@@ -66,11 +66,11 @@ const USER_COUNT_AND_ANY: &str =
 const TURN_START_SEQ: &str =
     "SELECT seq FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?2";
 
-/// (`CAST(?4 AS BIGINT)`: PostgreSQL types a placeholder of a `SELECT` list as text.)
 /// The source's thinking-retention latch, read by its key (the fork's row is written by its
 /// own, so each statement names one session).
 const SOURCE_LATCH: &str =
     "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
+/// The fork's session row: `?2` its parent, `?4` the turn, `?5` and `?6` the source's latch.
 const INSERT_FORK: &str = "
     INSERT INTO sessions (id, created_at, updated_at, parent_id, forked_at_turn, thinking_latched, last_completion_at)
     VALUES (?1, ?3, ?3, ?2, ?4, ?5, ?6)";
