@@ -120,6 +120,29 @@ impl Counted {
             })
             .collect()
     }
+
+    /// The shared buffers (hit or read) that the tail-read statement took over `work`,
+    /// and how many times it ran: what the server touched for it, nested statements included.
+    pub fn tail_read_blocks(&mut self, work: impl FnOnce()) -> (i64, i64) {
+        let read = |client: &mut postgres::Client| -> (i64, i64) {
+            let row = client
+                .query_one(
+                    "SELECT COALESCE(SUM(shared_blks_hit + shared_blks_read), 0)::BIGINT,
+                            COALESCE(SUM(calls), 0)::BIGINT
+                     FROM pg_stat_statements
+                     WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+                       AND query LIKE '%session_store_tail(%'
+                       AND query NOT LIKE '%pg_stat_statements%'",
+                    &[],
+                )
+                .expect("read pg_stat_statements");
+            (row.get(0), row.get(1))
+        };
+        let before = read(&mut self.client);
+        work();
+        let after = read(&mut self.client);
+        (after.0 - before.0, after.1 - before.1)
+    }
 }
 
 impl Drop for Counted {

@@ -178,3 +178,51 @@ fn every_reading_statement_of_an_append_names_its_session() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The tail read of every append touches about the same buffers at 40 messages as at 1,000:
+/// each of its statements is answered by a key of the session. PL/pgSQL keeps the plans it
+/// made in its first runs, when the tables were nearly empty and never analysed (a new
+/// database); plans that scan the session's rows and sort them were cheapest then, and were
+/// kept while the session grew (1.2 ms an append at 2,000 messages).
+#[test]
+fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
+    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut counted) = Counted::open() else {
+        return;
+    };
+    let (store, session) = session_store(&counted.url);
+    // The plans are made here, on tables of a few rows (PL/pgSQL keeps a generic plan after
+    // five runs), and the session reaches 40 messages.
+    for number in 0..10 {
+        for (_, message, _) in turn(number, 2) {
+            store.append(&session, message).expect("early append");
+        }
+    }
+    let per_append = |counted: &mut Counted, first: usize| {
+        let (blocks, calls) = counted.tail_read_blocks(|| {
+            for number in first..first + 3 {
+                for (_, message, _) in turn(number, 2) {
+                    store.append(&session, message).expect("measured append");
+                }
+            }
+        });
+        assert!(
+            calls >= 12,
+            "the tail read ran {calls} times for 12 appends"
+        );
+        blocks as f64 / calls as f64
+    };
+    let small = per_append(&mut counted, 100);
+    // The session grows to about 1,000 messages, with the same connection's kept plans.
+    for number in 200..440 {
+        let batch: Vec<NewMessage> = turn(number, 2).into_iter().map(|(_, m, _)| m).collect();
+        store.append_batch(&session, batch).expect("growing append");
+    }
+    let large = per_append(&mut counted, 1_000);
+    eprintln!("tail read: {small:.1} buffers an append at 40 messages, {large:.1} at ~1,000");
+    assert!(
+        large <= small * 1.5 + 4.0,
+        "the tail read touched {large:.1} buffers an append at ~1,000 messages, \
+         {small:.1} at 40: it reads rows of the session beyond its end"
+    );
+}
