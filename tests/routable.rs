@@ -720,6 +720,11 @@ fn writes(store: &Store, counted: &mut Counted) -> Vec<String> {
         let mended = store
             .repair_session(&orphan, &RepairOptions::default())
             .expect("mend");
+        let messages = store.messages(&orphan).expect("the mended session");
+        for change in &mended.changes {
+            let at = messages.iter().find(|m| Some(m.seq) == change.seq);
+            assert_eq!(at.map(|m| m.id), Some(change.message_id), "{change:?}");
+        }
         let actions: BTreeSet<&str> = mended.changes.iter().map(|c| c.action).collect();
         eprintln!("mend actions: {actions:?}");
         assert!(

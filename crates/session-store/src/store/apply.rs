@@ -31,6 +31,11 @@ pub struct LoggedChange {
     pub action: &'static str,
     /// `messages.id` of the message changed or added.
     pub message_id: i64,
+    /// That message's `seq` once the change is made, where the change names a message: with
+    /// the session, the message's address within it (which a store sharded by session
+    /// reaches on one shard; `message_id` and `part_id` name no session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
     /// `parts.id` of the part changed or added, if any.
     pub part_id: Option<i64>,
     /// The values before, as JSON.
@@ -331,6 +336,7 @@ fn apply_changes(
             rule: change.rule,
             action: change.action.as_str(),
             message_id,
+            seq: planned_seq(plan, change.message),
             part_id,
             before: change.before.clone(),
             after: change.after.clone(),
@@ -340,6 +346,14 @@ fn apply_changes(
     }
     db.parts_rewritten(session, &rewritten)?;
     Ok(logged)
+}
+
+/// The `seq` the plan gives `message`, when the plan holds it.
+fn planned_seq(plan: &MendPlan, message: MessageRef) -> Option<i64> {
+    plan.messages
+        .iter()
+        .find(|planned| planned.origin == message)
+        .map(|planned| planned.seq)
 }
 
 const LIVE_SUMMARIES: &str = "
@@ -374,6 +388,7 @@ fn follow_summaries(
             rule: moved.rule,
             action: "follow_summary",
             message_id: moved.message_id,
+            seq: planned_seq(plan, MessageRef::Existing(moved.message_id)),
             part_id: None,
             before: Some(before),
             after,

@@ -331,6 +331,7 @@ pub(crate) fn interrupt_in(
             rule: HealthRule::AbandonedMessage,
             action: "interrupt",
             message_id: row.id,
+            seq: Some(row.seq),
             part_id: None,
             before: Some(json!({"state": "open", "writer": row.writer})),
             after: json!({
