@@ -498,3 +498,30 @@ fn the_independent_sql_statement_of_the_rules_agrees_before_and_after_mending() 
     }
     assert_eq!(crate::util::violations(&path), Vec::<String>::new());
 }
+
+/// Every change a mend logs names its message by `(session, seq)` too, the address a store
+/// sharded by session reaches on one shard: in every broken session of the fixture, each
+/// change's `seq` is the seq of the message `message_id` names once the mend is done.
+#[test]
+fn each_logged_change_names_its_message_by_seq() {
+    let (_dir, store) = broken_store();
+    let mut checked = 0;
+    for session in store.session_ids().expect("ids") {
+        let repair = store
+            .repair_session(&session, &RepairOptions::default())
+            .expect("repair");
+        let messages = store.messages(&session).expect("messages");
+        for change in &repair.changes {
+            let seq = change
+                .seq
+                .unwrap_or_else(|| panic!("{session}: {change:?} has no seq"));
+            let message = messages
+                .iter()
+                .find(|m| m.seq == seq)
+                .unwrap_or_else(|| panic!("{session}: no message at seq {seq}"));
+            assert_eq!(message.id, change.message_id, "{session}: {change:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 5, "{checked} changes checked");
+}

@@ -330,3 +330,45 @@ fn appends_leave_indexing_to_the_next_search_and_freed_ids_come_back_above_the_m
     check(&conn)?;
     Ok(())
 }
+
+/// A hit names its part by `(session, seq, ordinal)`, the address a store sharded by session
+/// reaches on one shard: on every backend, each hit of words in the first, middle and last
+/// parts of a message (and one session's search) is the part at that address.
+#[test]
+fn a_hit_names_its_part_by_session_seq_and_ordinal() -> anyhow::Result<()> {
+    for backend in crate::backends::backends() {
+        let store = &backend.store;
+        let session = conversation(store)?;
+        for (query, scoped) in [
+            ("quokka", false),
+            ("narwhal", false),
+            ("axolotl", true),
+            ("zeppelin", true),
+        ] {
+            let options = SearchOptions {
+                session: scoped.then(|| session.clone()),
+                ..SearchOptions::default()
+            };
+            let hits = store.search(query, &options)?;
+            assert!(!hits.is_empty(), "{}: {query} found", backend.name);
+            for hit in hits {
+                let messages = store.messages(&hit.session)?;
+                let message = messages
+                    .iter()
+                    .find(|m| m.seq == hit.seq)
+                    .expect("the hit's message");
+                let part = &message.parts[usize::try_from(hit.ordinal)?];
+                assert_eq!(
+                    part.kind().as_str(),
+                    hit.kind,
+                    "{}: {query} at ordinal {}",
+                    backend.name,
+                    hit.ordinal
+                );
+                let text = serde_json::to_string(part)?;
+                assert!(text.contains(query), "{}: {query} in {text}", backend.name);
+            }
+        }
+    }
+    Ok(())
+}

@@ -10,159 +10,10 @@
 //! and loads `pg_stat_statements`), so the tests running beside it do not blur the counts.
 //! Skipped, with a note, when `SESSION_STORE_TEST_PG` is unset or the server lacks either.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-
 use serde_json::json;
 use session_store::{NewMessage, Part, Role, SessionId, Store};
 
-use crate::backends::pg_url;
-
-/// The role `.ci/postgres` creates for this module (password = name).
-const COUNTED_ROLE: &str = "session_store_counted";
-
-/// One test of this module at a time: they share the role's counters.
-static COUNTED: Mutex<()> = Mutex::new(());
-
-/// A schema owned by the counted role, dropped at the end.
-struct Counted {
-    url: String,
-    client: postgres::Client,
-    schema: String,
-}
-
-impl Counted {
-    /// Connects as the counted role, or `None` (with a note) when it cannot.
-    fn open() -> Option<Self> {
-        let base = pg_url()?;
-        let mut config: postgres::Config = base.parse().expect("SESSION_STORE_TEST_PG parses");
-        config.user(COUNTED_ROLE).password(COUNTED_ROLE);
-        let mut client = match config.connect(postgres::NoTls) {
-            Ok(client) => client,
-            Err(e) => {
-                eprintln!("note: no role {COUNTED_ROLE} ({e}): run .ci/postgres; skipped");
-                return None;
-            }
-        };
-        if client
-            .query_one("SELECT 1 FROM pg_stat_statements LIMIT 0", &[])
-            .is_err()
-            && client
-                .query("SELECT 1 FROM pg_stat_statements LIMIT 1", &[])
-                .is_err()
-        {
-            eprintln!("note: pg_stat_statements is not loaded: run .ci/postgres; skipped");
-            return None;
-        }
-        let schema = format!("counted_{}", std::process::id());
-        client
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-            ))
-            .expect("create the counted schema");
-        let url = format!(
-            "postgres://{COUNTED_ROLE}:{COUNTED_ROLE}@{}/{}?options=-c%20search_path%3D{schema}",
-            host_port(&base),
-            config.get_dbname().expect("the test URL names a database"),
-        );
-        Some(Self {
-            url,
-            client,
-            schema,
-        })
-    }
-
-    /// The URL of the same tables for the test database's own role (whose statements are
-    /// not counted), granted everything on them.
-    fn shared_with_test_role(&mut self) -> String {
-        let base = pg_url().expect("configured");
-        let config: postgres::Config = base.parse().expect("SESSION_STORE_TEST_PG parses");
-        let role = config.get_user().expect("the test URL names a role");
-        let schema = &self.schema;
-        self.client
-            .batch_execute(&format!(
-                "GRANT USAGE ON SCHEMA {schema} TO {role};
-                 GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role};
-                 GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO {role};"
-            ))
-            .expect("share the counted schema");
-        let sep = if base.contains('?') { '&' } else { '?' };
-        format!("{base}{sep}options=-c%20search_path%3D{schema}")
-    }
-
-    /// Every statement the counted role ran in this database so far, with its calls (this
-    /// module's own reads of the counters left out).
-    fn snapshot(&mut self) -> BTreeMap<String, i64> {
-        self.client
-            .query(
-                "SELECT query, calls FROM pg_stat_statements
-                 WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-                   AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                   AND query NOT LIKE '%pg_stat_statements%'",
-                &[],
-            )
-            .expect("read pg_stat_statements")
-            .into_iter()
-            .fold(BTreeMap::new(), |mut all, row| {
-                *all.entry(row.get::<_, String>(0)).or_default() += row.get::<_, i64>(1);
-                all
-            })
-    }
-
-    /// The statements `work` made the server run: text and number of executions.
-    fn count(&mut self, work: impl FnOnce()) -> Vec<(String, i64)> {
-        let before = self.snapshot();
-        work();
-        let after = self.snapshot();
-        after
-            .into_iter()
-            .filter_map(|(query, calls)| {
-                let ran = calls - before.get(&query).copied().unwrap_or(0);
-                (ran > 0).then_some((query, ran))
-            })
-            .collect()
-    }
-}
-
-impl Counted {
-    /// The shared buffers (hit or read) that the tail-read statement took over `work`,
-    /// and how many times it ran: what the server touched for it, nested statements included.
-    fn tail_read_blocks(&mut self, work: impl FnOnce()) -> (i64, i64) {
-        let read = |client: &mut postgres::Client| -> (i64, i64) {
-            let row = client
-                .query_one(
-                    "SELECT COALESCE(SUM(shared_blks_hit + shared_blks_read), 0)::BIGINT,
-                            COALESCE(SUM(calls), 0)::BIGINT
-                     FROM pg_stat_statements
-                     WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-                       AND query LIKE '%session_store_tail(%'
-                       AND query NOT LIKE '%pg_stat_statements%'",
-                    &[],
-                )
-                .expect("read pg_stat_statements");
-            (row.get(0), row.get(1))
-        };
-        let before = read(&mut self.client);
-        work();
-        let after = read(&mut self.client);
-        (after.0 - before.0, after.1 - before.1)
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let _ = self
-            .client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
-    }
-}
-
-/// `host:port` of a `postgres://user:password@host:port/db...` URL.
-fn host_port(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, rest)| rest);
-    rest.split(['/', '?']).next().unwrap_or(rest)
-}
+use crate::counted::{Counted, COUNTED};
 
 /// The total number of statements in a count.
 fn total(ran: &[(String, i64)]) -> i64 {
@@ -307,10 +158,11 @@ fn a_turn_in_one_transaction_runs_one_lock_one_probe_and_one_update() {
     }
 }
 
-/// Every statement an append runs that reads rows names the session it reads: the session
-/// row by its id, messages and parts through `session_id`. (The server's plans for these
-/// use the session's indexes: a read of another session's rows would need a statement
-/// without one of them.)
+/// Every statement an append runs names the session it reads or writes, by the rule
+/// `routable.rs` holds (the session row by its id, every other table through `session_id`,
+/// the tail function's own statements included): the server's plans for these use the
+/// session's indexes, and a read of another session's rows would need a statement without
+/// one of them.
 #[test]
 fn every_reading_statement_of_an_append_names_its_session() {
     let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
@@ -318,73 +170,15 @@ fn every_reading_statement_of_an_append_names_its_session() {
         return;
     };
     let (store, session) = session_store(&counted.url);
+    let mut wrong = Vec::new();
     for (number, calls) in [(1, 1), (2, 4)] {
-        for (_, message, _) in turn(number, calls) {
-            let ran = counted.count(|| {
+        for (shape, message, _) in turn(number, calls) {
+            wrong.extend(crate::routable::check(&mut counted, shape, || {
                 store.append(&session, message).expect("counted append");
-            });
-            for (query, _) in ran {
-                let text = query.to_lowercase();
-                if text.contains("session_store_tail(") {
-                    // The function's own statements, as the server stores them.
-                    let body: String = counted
-                        .client
-                        .query_one(
-                            "SELECT prosrc FROM pg_proc WHERE proname = 'session_store_tail'
-                               AND pronamespace = (SELECT oid FROM pg_namespace
-                                                   WHERE nspname = $1)",
-                            &[&counted.schema],
-                        )
-                        .expect("the function's body")
-                        .get(0);
-                    // Its comments left out (they are prose, not statements).
-                    let body: String = body
-                        .lines()
-                        .map(|line| line.split("--").next().unwrap_or_default())
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    // Each statement that reads (PL/pgSQL's BEGIN and END read nothing).
-                    for statement in body
-                        .split(';')
-                        .filter(|s| s.to_lowercase().contains("from "))
-                    {
-                        assert_names_the_session(
-                            statement,
-                            &["session_id = session", "id = session"],
-                        );
-                    }
-                    continue;
-                }
-                let control = ["begin", "start transaction", "commit"]
-                    .iter()
-                    .any(|c| text.trim_start().starts_with(c));
-                let plain_insert =
-                    text.trim_start().starts_with("insert") && !text.contains("select");
-                // The message with its parts: it reads only the rows it inserts (`m`, `p`).
-                let inserts_only = text.trim_start().starts_with("with m as (")
-                    && text.contains("insert into messages")
-                    && text.matches("from ").count()
-                        == text.matches("from m").count() + text.matches("from p)").count();
-                let plain_insert = plain_insert || inserts_only;
-                if !control && !plain_insert {
-                    assert_names_the_session(&query, &["session_id = $", "where id = $1"]);
-                }
-            }
+            }));
         }
     }
-}
-
-/// Fails unless every `FROM` of `statement` (each a query's scope; the tables it joins are
-/// tied to the first by their join conditions) is matched with one of `keys`.
-fn assert_names_the_session(statement: &str, keys: &[&str]) {
-    let text = statement.to_lowercase();
-    let reads = text.matches("from ").count();
-    let keyed: usize = keys.iter().map(|key| text.matches(key).count()).sum();
-    assert!(
-        keyed >= reads.max(1),
-        "a statement of the append reads without naming the session ({reads} tables read, \
-         {keyed} keyed): {statement}"
-    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// The tail read of every append touches about the same buffers at 40 messages as at 1,000:

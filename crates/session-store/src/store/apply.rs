@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::rows::Loaded;
-use super::sql::{values, Sql};
+use super::sql::{keyed, values, Sql};
 use super::time::format_time;
 use crate::error::Result;
 use crate::history::mend::{summary_moves, Action, MendPlan, MessageRef, PartRef};
@@ -31,6 +31,11 @@ pub struct LoggedChange {
     pub action: &'static str,
     /// `messages.id` of the message changed or added.
     pub message_id: i64,
+    /// That message's `seq` once the change is made, where the change names a message: with
+    /// the session, the message's address within it (which a store sharded by session
+    /// reaches on one shard; `message_id` and `part_id` name no session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
     /// `parts.id` of the part changed or added, if any.
     pub part_id: Option<i64>,
     /// The values before, as JSON.
@@ -43,18 +48,49 @@ pub struct LoggedChange {
 /// and `UNIQUE(message_id, ordinal)` hold after every statement, so rows move in two steps.
 const PARKED: i64 = -(1 << 40);
 
-const PARK_MESSAGE: &str = "UPDATE messages SET seq = ?2 WHERE id = ?1";
+/// The session is `?1` of every statement below: each names the row it writes by the
+/// session's key, `(session_id, id)`, which routes it to the session's shard where tables
+/// are distributed by session (`migrations-postgres/V18`).
+const PARK_MESSAGE: &str = "UPDATE messages SET seq = ?3 WHERE session_id = ?1 AND id = ?2";
 const INSERT_MESSAGE: &str = "
     INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-const UPDATE_MESSAGE: &str =
-    "UPDATE messages SET seq = ?2, turn_index = ?3, role = ?4, compacted = ?5 WHERE id = ?1";
-const PARK_PART: &str = "UPDATE parts SET message_id = ?2, ordinal = ?3 WHERE id = ?1";
-const PLACE_PART: &str = "UPDATE parts SET ordinal = ?2 WHERE id = ?1";
-const RESULT_TO_TEXT: &str =
-    "UPDATE parts SET kind = 'text', text = ?2, tool_use_id = NULL, is_error = 0 WHERE id = ?1";
-const USE_TO_TEXT: &str = "UPDATE parts SET kind = 'text', text = ?2, tool_use_id = NULL, tool_name = NULL, input = NULL WHERE id = ?1";
-const RENAME_TOOL_USE_ID: &str = "UPDATE parts SET tool_use_id = ?2 WHERE id = ?1";
+const UPDATE_MESSAGE: &str = "
+    UPDATE messages SET seq = ?3, turn_index = ?4, role = ?5, compacted = ?6
+    WHERE session_id = ?1 AND id = ?2";
+
+/// An update of one part by its row id, `?2` (`?1` the session), with `set`: SQLite's parts
+/// name their message only ([`Sql::rows_carry_session`]), the other engine's are keyed by
+/// their session too. Pick one with [`by_part`].
+macro_rules! part_update {
+    ($name:ident, $set:literal) => {
+        const $name: [&str; 2] = [
+            concat!("UPDATE parts SET ", $set, " WHERE id = ?2"),
+            concat!(
+                "UPDATE parts SET ",
+                $set,
+                " WHERE session_id = ?1 AND id = ?2"
+            ),
+        ];
+    };
+}
+part_update!(PARK_PART, "message_id = ?3, ordinal = ?4");
+part_update!(PLACE_PART, "ordinal = ?3");
+part_update!(
+    RESULT_TO_TEXT,
+    "kind = 'text', text = ?3, tool_use_id = NULL, is_error = 0"
+);
+part_update!(
+    USE_TO_TEXT,
+    "kind = 'text', text = ?3, tool_use_id = NULL, tool_name = NULL, input = NULL"
+);
+part_update!(RENAME_TOOL_USE_ID, "tool_use_id = ?3");
+
+/// The engine's statement of a [`part_update`].
+fn by_part<'s>(db: &impl Sql, statement: &[&'s str; 2]) -> &'s str {
+    keyed(db, statement[0], statement[1])
+}
+
 const INSERT_LOG: &str = "
     INSERT INTO repair_log (session_id, rule, action, message_id, part_id, before_json, after_json, repaired_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
@@ -111,7 +147,7 @@ fn apply_messages(
     for planned in &plan.messages {
         if let MessageRef::Existing(id) = planned.origin {
             if original.get(&id).is_some_and(|m| m.seq != planned.seq) {
-                db.run(PARK_MESSAGE, &values![id, PARKED - id])?;
+                db.run(PARK_MESSAGE, &values![session.as_str(), id, PARKED - id])?;
             }
         }
     }
@@ -146,6 +182,7 @@ fn apply_messages(
                     db.run(
                         UPDATE_MESSAGE,
                         &values![
+                            session.as_str(),
                             id,
                             planned.seq,
                             planned.turn_index,
@@ -197,7 +234,10 @@ fn apply_parts<'p>(
         let row = message_rows[&planned.origin];
         for part in &planned.parts {
             if let Some(&id) = part_rows.get(&part.origin) {
-                db.run(PARK_PART, &values![id, row, PARKED - id])?;
+                db.run(
+                    by_part(db, &PARK_PART),
+                    &values![session.as_str(), id, row, PARKED - id],
+                )?;
             }
         }
         renumbered.push((row, planned));
@@ -206,7 +246,10 @@ fn apply_parts<'p>(
         for (ordinal, part) in planned.parts.iter().enumerate() {
             match part_rows.get(&part.origin) {
                 Some(&id) => {
-                    db.run(PLACE_PART, &values![id, ordinal as i64])?;
+                    db.run(
+                        by_part(db, &PLACE_PART),
+                        &values![session.as_str(), id, ordinal as i64],
+                    )?;
                 }
                 None => {
                     let id = insert_part(db, session, row, ordinal as i64, &part.part)?;
@@ -266,16 +309,25 @@ fn apply_changes(
         let content = change.part.and_then(|p| final_parts.get(&p).copied());
         match (change.action, part_id, content) {
             (Action::ResultToText, Some(id), Some(Part::Text { text, .. })) => {
-                db.run(RESULT_TO_TEXT, &values![id, text])?;
+                db.run(
+                    by_part(db, &RESULT_TO_TEXT),
+                    &values![session.as_str(), id, text],
+                )?;
                 rewritten.push(id);
             }
             (Action::UseToText, Some(id), Some(Part::Text { text, .. })) => {
-                db.run(USE_TO_TEXT, &values![id, text])?;
+                db.run(
+                    by_part(db, &USE_TO_TEXT),
+                    &values![session.as_str(), id, text],
+                )?;
                 rewritten.push(id);
             }
             (Action::RenameToolUseId, Some(id), Some(part)) => {
                 let new_id = part.tool_use_id();
-                db.run(RENAME_TOOL_USE_ID, &values![id, new_id])?;
+                db.run(
+                    by_part(db, &RENAME_TOOL_USE_ID),
+                    &values![session.as_str(), id, new_id],
+                )?;
             }
             _ => {}
         }
@@ -284,6 +336,7 @@ fn apply_changes(
             rule: change.rule,
             action: change.action.as_str(),
             message_id,
+            seq: planned_seq(plan, change.message),
             part_id,
             before: change.before.clone(),
             after: change.after.clone(),
@@ -295,10 +348,19 @@ fn apply_changes(
     Ok(logged)
 }
 
+/// The `seq` the plan gives `message`, when the plan holds it.
+fn planned_seq(plan: &MendPlan, message: MessageRef) -> Option<i64> {
+    plan.messages
+        .iter()
+        .find(|planned| planned.origin == message)
+        .map(|planned| planned.seq)
+}
+
 const LIVE_SUMMARIES: &str = "
     SELECT id, last_turn, through_seq FROM summaries
     WHERE session_id = ?1 AND reverted_by IS NULL ORDER BY id";
-const MOVE_SUMMARY: &str = "UPDATE summaries SET last_turn = ?2, through_seq = ?3 WHERE id = ?1";
+const MOVE_SUMMARY: &str =
+    "UPDATE summaries SET last_turn = ?3, through_seq = ?4 WHERE session_id = ?1 AND id = ?2";
 
 /// Moves the compaction summaries (migration V2) with the messages they cover, as
 /// [`summary_moves`] decides; one log row per summary moved.
@@ -317,12 +379,16 @@ fn follow_summaries(
     let mut logged = Vec::new();
     for moved in summary_moves(&loaded.messages, plan, &summaries) {
         let (turn, through) = moved.after;
-        db.run(MOVE_SUMMARY, &values![moved.id, turn, through])?;
+        db.run(
+            MOVE_SUMMARY,
+            &values![session.as_str(), moved.id, turn, through],
+        )?;
         let (before, after) = moved.log_values();
         let change = LoggedChange {
             rule: moved.rule,
             action: "follow_summary",
             message_id: moved.message_id,
+            seq: planned_seq(plan, MessageRef::Existing(moved.message_id)),
             part_id: None,
             before: Some(before),
             after,

@@ -57,7 +57,7 @@ fn read_rows_in(sql: &mut impl Sql, session: &SessionId) -> Result<Vec<Vec<Vec<C
     for table in TABLES {
         let mut rows = Vec::new();
         sql.each_row(
-            &table.select("?1"),
+            &table.session_select("?1", sql.rows_carry_session()),
             &values![session.as_str()],
             &mut |row| {
                 let mut cells = Vec::with_capacity(table.columns.len());

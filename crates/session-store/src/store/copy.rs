@@ -298,6 +298,28 @@ impl Table {
         )
     }
 
+    /// Whether the column list names its session already (`sessions` is the session: its
+    /// `id`).
+    pub(crate) fn carries_session(&self) -> bool {
+        self.keeps_id || self.columns.iter().any(|(name, _)| *name == "session_id")
+    }
+
+    /// [`Table::select`], and where rows carry their session's id whether or not the
+    /// column list names it (PostgreSQL, [`super::sql::Sql::rows_carry_session`]) keyed by
+    /// it too: one session's rows, read by its key (routed to its shard).
+    pub(crate) fn session_select(&self, placeholder: &str, rows_carry_session: bool) -> String {
+        if !rows_carry_session || self.carries_session() {
+            return self.select(placeholder);
+        }
+        let columns: Vec<&str> = self.columns.iter().map(|(name, _)| *name).collect();
+        format!(
+            "SELECT {} FROM {} WHERE session_id = {placeholder} AND {}",
+            columns.join(", "),
+            self.name,
+            self.filter.replace("{p}", placeholder)
+        )
+    }
+
     /// True when the destination draws a new id for each row (then references follow it).
     pub(crate) fn generates_id(&self) -> bool {
         !self.keeps_id && !self.no_id

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::handle::Store;
 use super::pool::SqliteEngine;
 use super::reports::Lineage;
-use super::sql::{values, Sql};
+use super::sql::{int_at, text_at, values, Sql};
 use super::stream::{interrupt_in, Cause};
 use super::time::{format_time, now};
 use super::write::{append_in, stored_tail};
@@ -66,10 +66,14 @@ const USER_COUNT_AND_ANY: &str =
 const TURN_START_SEQ: &str =
     "SELECT seq FROM messages WHERE session_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET ?2";
 
-/// (`CAST(?4 AS BIGINT)`: PostgreSQL types a placeholder of a `SELECT` list as text.)
+/// The source's thinking-retention latch, read by its key (the fork's row is written by its
+/// own, so each statement names one session).
+const SOURCE_LATCH: &str =
+    "SELECT thinking_latched, last_completion_at FROM sessions WHERE id = ?1";
+/// The fork's session row: `?2` its parent, `?4` the turn, `?5` and `?6` the source's latch.
 const INSERT_FORK: &str = "
     INSERT INTO sessions (id, created_at, updated_at, parent_id, forked_at_turn, thinking_latched, last_completion_at)
-    SELECT ?1, ?3, ?3, id, CAST(?4 AS BIGINT), thinking_latched, last_completion_at FROM sessions WHERE id = ?2";
+    VALUES (?1, ?3, ?3, ?2, ?4, ?5, ?6)";
 
 const LATEST_COPIED_COVER: &str =
     "SELECT last_turn FROM summaries WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
@@ -212,21 +216,28 @@ pub(crate) fn fork_rows<D: Sql>(
     let cut = cut_seq(db, source, at_turn)?;
     let id = SessionId::random();
     let now = format_time(now());
+    let mut latch = (None, None);
+    db.each_row(SOURCE_LATCH, &values![source.as_str()], &mut |row| {
+        latch = (int_at(row, 0)?, text_at(row, 1)?);
+        Ok(())
+    })?;
     db.run(
         INSERT_FORK,
-        &values![id.as_str(), source.as_str(), now.as_str(), at_turn],
+        &values![
+            id.as_str(),
+            source.as_str(),
+            now.as_str(),
+            at_turn,
+            latch.0,
+            latch.1.as_deref()
+        ],
     )?;
     db.lock_session(&id)?;
-    let copy = |db: &mut D, table: &str, sql: fn(Vec<String>) -> String, bound: i64| {
-        let statement = sql(columns(db, table)?);
-        let copied = db.run(&statement, &values![id.as_str(), source.as_str(), bound])?;
-        Ok::<_, crate::Error>(usize::try_from(copied).unwrap_or(usize::MAX))
+    let [messages, summaries] = match db.copy_fork(&id, source, cut, at_turn)? {
+        Some(copied) => copied,
+        None => copy_shared(db, &id, source, [cut, at_turn], columns)?,
     };
-    let messages = copy(db, CopyMessages::TABLE, copy_sql::<CopyMessages>, cut)?;
     super::write::recount_messages(db, &id)?;
-    copy(db, CopyParts::TABLE, copy_sql::<CopyParts>, cut)?;
-    copy(db, CopyUsage::TABLE, copy_sql::<CopyUsage>, cut)?;
-    let summaries = copy(db, CopySummaries::TABLE, copy_sql::<CopySummaries>, at_turn)?;
     let cover = db.optional_int(LATEST_COPIED_COVER, &values![id.as_str()])?;
     let uncompacted = db.run(
         UNCOMPACT_UNCOVERED,
@@ -238,6 +249,29 @@ pub(crate) fn fork_rows<D: Sql>(
         summaries,
         uncompacted: usize::try_from(uncompacted).unwrap_or(usize::MAX),
     })
+}
+
+/// The copy of [`fork_rows`] in the statements both engines run (one `INSERT ... SELECT` per
+/// table, source and fork in one statement), where the engine has none of its own
+/// ([`Sql::copy_fork`]); how many messages and summaries it copied. `bounds`: the cut's seq,
+/// then the turn.
+fn copy_shared<D: Sql>(
+    db: &mut D,
+    fork: &SessionId,
+    source: &SessionId,
+    [cut, at_turn]: [i64; 2],
+    columns: impl Fn(&mut D, &str) -> Result<Vec<String>>,
+) -> Result<[usize; 2]> {
+    let copy = |db: &mut D, table: &str, sql: fn(Vec<String>) -> String, bound: i64| {
+        let statement = sql(columns(db, table)?);
+        let copied = db.run(&statement, &values![fork.as_str(), source.as_str(), bound])?;
+        Ok::<_, crate::Error>(usize::try_from(copied).unwrap_or(usize::MAX))
+    };
+    let messages = copy(db, CopyMessages::TABLE, copy_sql::<CopyMessages>, cut)?;
+    copy(db, CopyParts::TABLE, copy_sql::<CopyParts>, cut)?;
+    copy(db, CopyUsage::TABLE, copy_sql::<CopyUsage>, cut)?;
+    let summaries = copy(db, CopySummaries::TABLE, copy_sql::<CopySummaries>, at_turn)?;
+    Ok([messages, summaries])
 }
 
 /// The seq before which a fork at `at_turn` copies: the user message opening that turn,
@@ -284,18 +318,16 @@ trait CopySpec {
     const TABLE: &'static str;
     /// Columns not copied as they are (ids, keys the copy rewrites).
     const SKIP: &'static [&'static str];
-    /// The statement, given the copied column list once plain and once prefixed with `src.`,
-    /// and whether the table's rows carry their session ([`Sql::rows_carry_session`]: the
-    /// copy sets it to the fork's, and joins match it).
+    /// The statement, given the copied column list once plain and once prefixed with `src.`.
     /// Binds: ?1 the fork, ?2 the source, ?3 the bound (a seq, or a turn for summaries).
-    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String;
+    fn sql(columns: &str, source_columns: &str) -> String;
 }
 
 struct CopyMessages;
 impl CopySpec for CopyMessages {
     const TABLE: &'static str = "messages";
     const SKIP: &'static [&'static str] = &["id", "session_id"];
-    fn sql(columns: &str, source_columns: &str, _keyed: bool) -> String {
+    fn sql(columns: &str, source_columns: &str) -> String {
         format!(
             "INSERT INTO messages (session_id, {columns})
              SELECT ?1, {source_columns} FROM messages src
@@ -305,27 +337,9 @@ impl CopySpec for CopyMessages {
 }
 
 /// The statement copying `table`'s rows of the source's messages before the bound to the
-/// fork's messages of the same seqs, in `order`. With `keyed` rows the fork's messages are
-/// read by its own key first (one session's rows each side of the copy: a distributed engine
-/// reads each on its own shard).
-fn copy_by_message(
-    table: &str,
-    columns: &str,
-    source_columns: &str,
-    keyed: bool,
-    order: &str,
-) -> String {
-    if keyed {
-        return format!(
-            "WITH n AS MATERIALIZED (SELECT id, seq FROM messages WHERE session_id = ?1)
-             INSERT INTO {table} (session_id, message_id, {columns})
-             SELECT ?1, n.id, {source_columns}
-             FROM messages o
-             JOIN {table} src ON src.session_id = o.session_id AND src.message_id = o.id
-             JOIN n ON n.seq = o.seq
-             WHERE o.session_id = ?2 AND o.seq < ?3 ORDER BY {order}"
-        );
-    }
+/// fork's messages of the same seqs, in `order` (SQLite's rows name their message only;
+/// PostgreSQL copies its own way: [`Sql::copy_fork`]).
+fn copy_by_message(table: &str, columns: &str, source_columns: &str, order: &str) -> String {
     format!(
         "INSERT INTO {table} (message_id, {columns})
          SELECT n.id, {source_columns}
@@ -339,14 +353,8 @@ struct CopyParts;
 impl CopySpec for CopyParts {
     const TABLE: &'static str = "parts";
     const SKIP: &'static [&'static str] = &["id", "message_id", "session_id"];
-    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
-        copy_by_message(
-            Self::TABLE,
-            columns,
-            source_columns,
-            keyed,
-            "o.seq, src.ordinal",
-        )
+    fn sql(columns: &str, source_columns: &str) -> String {
+        copy_by_message(Self::TABLE, columns, source_columns, "o.seq, src.ordinal")
     }
 }
 
@@ -354,8 +362,8 @@ struct CopyUsage;
 impl CopySpec for CopyUsage {
     const TABLE: &'static str = "usage";
     const SKIP: &'static [&'static str] = &["message_id", "session_id"];
-    fn sql(columns: &str, source_columns: &str, keyed: bool) -> String {
-        copy_by_message(Self::TABLE, columns, source_columns, keyed, "o.seq")
+    fn sql(columns: &str, source_columns: &str) -> String {
+        copy_by_message(Self::TABLE, columns, source_columns, "o.seq")
     }
 }
 
@@ -364,7 +372,7 @@ struct CopySummaries;
 impl CopySpec for CopySummaries {
     const TABLE: &'static str = "summaries";
     const SKIP: &'static [&'static str] = &["id", "session_id", "reverted_by"];
-    fn sql(columns: &str, source_columns: &str, _keyed: bool) -> String {
+    fn sql(columns: &str, source_columns: &str) -> String {
         format!(
             "INSERT INTO summaries (session_id, {columns})
              SELECT ?1, {source_columns} FROM summaries src
@@ -376,7 +384,6 @@ impl CopySpec for CopySummaries {
 
 /// The copy statement of one [`CopySpec`], given every column of its table in schema order.
 fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
-    let keyed = columns.iter().any(|c| c == "session_id");
     let columns = columns
         .into_iter()
         .filter(|c| !S::SKIP.contains(&c.as_str()))
@@ -389,7 +396,7 @@ fn copy_sql<S: CopySpec>(columns: Vec<String>) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     // Column names come from the schema, never from input; values are bound.
-    S::sql(&plain, &prefixed, keyed)
+    S::sql(&plain, &prefixed)
 }
 
 /// The columns of `table`, in schema order.

@@ -15,7 +15,8 @@ use crate::error::{Error, Result};
 use crate::model::{Appended, NewMessage, SessionId};
 
 const STORED_KEY: &str = "
-    SELECT m.id, m.seq, m.turn_index FROM idempotency_keys k JOIN messages m ON m.id = k.message_id
+    SELECT m.id, m.seq, m.turn_index FROM idempotency_keys k
+    JOIN messages m ON m.session_id = k.session_id AND m.id = k.message_id
     WHERE k.session_id = ?1 AND k.key = ?2";
 
 /// An upsert: a key row whose message another writer deleted without the cascade is stale,

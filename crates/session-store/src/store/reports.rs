@@ -144,6 +144,12 @@ pub struct SearchHit {
     pub role: String,
     /// `parts.id`.
     pub part_id: i64,
+    /// The part's position in its message (`parts.ordinal`, from 0): with `session` and
+    /// `seq`, the part's address within its session, which a store sharded by session
+    /// reaches on one shard (`message_id` and `part_id` are unique in the database, but
+    /// name no session).
+    #[serde(default)]
+    pub ordinal: i64,
     /// The part's kind, as stored (`text`, `reasoning`, `tool_use`, `tool_result`, ...).
     pub kind: String,
     /// The matched passage with the terms highlighted.

@@ -109,6 +109,20 @@ const MOVE_MESSAGES_BACK: &str = "
       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = r.original_id)
     ORDER BY r.seq";
 
+/// [`MOVE_MESSAGES_BACK`] where rows carry their session (PostgreSQL): the probe of the old
+/// id stays in the session's shard. Ids there come from a sequence, never handed out twice,
+/// so no other session's row holds it; the key is `(session_id, id)`.
+const MOVE_MESSAGES_BACK_KEYED: &str = "
+    INSERT INTO messages (id, session_id, seq, turn_index, role, compacted, created_at, model,
+        state, writer)
+    SELECT r.original_id, r.session_id, r.seq, r.turn_index, r.role, r.compacted, r.created_at, r.model,
+        r.state, r.writer
+    FROM reverted_messages r
+    WHERE r.session_id = ?1 AND r.revert_id = ?2
+      AND NOT EXISTS (SELECT 1 FROM messages m
+                      WHERE m.session_id = r.session_id AND m.id = r.original_id)
+    ORDER BY r.seq";
+
 /// Then the messages whose old id another row took meanwhile (those not back yet) come back
 /// under a new one.
 const MOVE_MESSAGES_BACK_RENUMBERED: &str = "
@@ -357,8 +371,10 @@ fn undo_in(db: &mut impl Sql, session: &SessionId) -> Result<Option<Reverted>> {
         return Ok(None);
     };
     let of_revert = values![session.as_str(), revert_id];
-    let messages = db.run(MOVE_MESSAGES_BACK, &of_revert)?
-        + db.run(MOVE_MESSAGES_BACK_RENUMBERED, &of_revert)?;
+    let messages = db.run(
+        keyed(db, MOVE_MESSAGES_BACK, MOVE_MESSAGES_BACK_KEYED),
+        &of_revert,
+    )? + db.run(MOVE_MESSAGES_BACK_RENUMBERED, &of_revert)?;
     db.run(
         keyed(db, MOVE_PARTS_BACK, MOVE_PARTS_BACK_KEYED),
         &of_revert,

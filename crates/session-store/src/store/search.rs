@@ -40,7 +40,8 @@ const SEARCH_ALL: &str = "
         SELECT rowid AS part_id, rank AS score,
                snippet(parts_fts, -1, ?2, ?3, '…', ?4) AS snippet
         FROM parts_fts WHERE parts_fts MATCH ?1 AND rowid >= ?6 ORDER BY rank LIMIT ?5)
-    SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, p.kind, h.snippet, h.score
+    SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, p.kind, h.snippet, h.score,
+           p.ordinal
     FROM hits h JOIN parts p ON p.id = h.part_id JOIN messages m ON m.id = p.message_id
     ORDER BY h.score, h.part_id";
 
@@ -52,7 +53,7 @@ const SESSION_PART_RANGE: &str = "
 
 const SEARCH_SESSION: &str = "
     SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, parts_fts.rowid, p.kind,
-           snippet(parts_fts, -1, ?2, ?3, '…', ?4), parts_fts.rank
+           snippet(parts_fts, -1, ?2, ?3, '…', ?4), parts_fts.rank, p.ordinal
     FROM parts_fts JOIN parts p ON p.id = parts_fts.rowid JOIN messages m ON m.id = p.message_id
     WHERE parts_fts MATCH ?1 AND parts_fts.rowid BETWEEN ?7 AND ?8 AND m.session_id = ?6
     ORDER BY parts_fts.rank, parts_fts.rowid LIMIT ?5";
@@ -133,6 +134,7 @@ fn hit_from_row(row: &Row<'_>) -> rusqlite::Result<SearchHit> {
         turn: row.get(3)?,
         role: row.get(4)?,
         part_id: row.get(5)?,
+        ordinal: row.get(9)?,
         kind: row.get(6)?,
         snippet: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
         score: row.get(8)?,

@@ -200,6 +200,24 @@ pub(crate) trait Sql {
     /// Records `child` on the call `call` of `session` that spawned it
     /// (`provider_metadata.session_store.child_session`).
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()>;
+
+    /// A fork's copy of its source's rows where the engine copies them its own way
+    /// ([`super::fork`]): the messages before `cut` (a seq), their parts and usage rows, and
+    /// the live summaries of turns before `at_turn`, into the (created, locked) `fork`; how
+    /// many messages and summaries it copied. `None` where the shared statements copy them
+    /// (SQLite: one `INSERT ... SELECT` per table). PostgreSQL reads the source's rows by its
+    /// key and writes the fork's by the fork's, so each statement stays on one session's
+    /// shard (`store/pg/fork.rs`).
+    fn copy_fork(
+        &mut self,
+        fork: &SessionId,
+        source: &SessionId,
+        cut: i64,
+        at_turn: i64,
+    ) -> Result<Option<[usize; 2]>> {
+        let _ = (fork, source, cut, at_turn);
+        Ok(None)
+    }
 }
 
 /// A transaction behind a reference (`&mut dyn Sql` above all) is one too.
@@ -286,6 +304,16 @@ impl<S: Sql + ?Sized> Sql for &mut S {
 
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
         (**self).link_call(session, call, child)
+    }
+
+    fn copy_fork(
+        &mut self,
+        fork: &SessionId,
+        source: &SessionId,
+        cut: i64,
+        at_turn: i64,
+    ) -> Result<Option<[usize; 2]>> {
+        (**self).copy_fork(fork, source, cut, at_turn)
     }
 }
 

@@ -194,9 +194,13 @@ const CALL_USED_ELSEWHERE_KEYED: &str = "
     SELECT 1 FROM parts p
     WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND p.session_id = ?2 AND p.message_id <> ?3
     LIMIT 1";
-const PARTS_OF: &str = "SELECT COUNT(*) FROM parts WHERE message_id = ?1";
-const SET_MODEL: &str = "UPDATE messages SET model = ?2 WHERE id = ?1";
-const COMPLETE: &str = "UPDATE messages SET state = 'complete', writer = NULL WHERE id = ?1";
+/// `?1` the session (SQLite's parts name their message only), `?2` the message.
+const PARTS_OF: &str = "SELECT COUNT(*) FROM parts WHERE message_id = ?2";
+/// [`PARTS_OF`] where rows carry their session: routed to the session's shard.
+const PARTS_OF_KEYED: &str = "SELECT COUNT(*) FROM parts WHERE session_id = ?1 AND message_id = ?2";
+const SET_MODEL: &str = "UPDATE messages SET model = ?2 WHERE session_id = ?3 AND id = ?1";
+const COMPLETE: &str =
+    "UPDATE messages SET state = 'complete', writer = NULL WHERE session_id = ?2 AND id = ?1";
 const TOUCH: &str = "UPDATE sessions SET updated_at = ?2, tail_state = NULL WHERE id = ?1";
 const TOUCH_COUNTED: &str = "
     UPDATE sessions SET updated_at = ?2, tail_state = NULL, message_count = message_count + 1
@@ -327,6 +331,7 @@ pub(crate) fn interrupt_in(
             rule: HealthRule::AbandonedMessage,
             action: "interrupt",
             message_id: row.id,
+            seq: Some(row.seq),
             part_id: None,
             before: Some(json!({"state": "open", "writer": row.writer})),
             after: json!({
@@ -489,7 +494,7 @@ fn set_model_in(
     model: &str,
 ) -> Result<()> {
     require_open(db, session, message, token)?;
-    db.run(SET_MODEL, &values![message.id, model])?;
+    db.run(SET_MODEL, &values![message.id, model, session.as_str()])?;
     Ok(())
 }
 
@@ -502,7 +507,10 @@ fn finish_in(
 ) -> Result<()> {
     require_open(db, session, message, token)?;
     if db
-        .optional_int(PARTS_OF, &values![message.id])?
+        .optional_int(
+            keyed(db, PARTS_OF, PARTS_OF_KEYED),
+            &values![session.as_str(), message.id],
+        )?
         .unwrap_or(0)
         == 0
     {
@@ -512,7 +520,7 @@ fn finish_in(
             reason: pairing::Refusal::EmptyMessage,
         });
     }
-    db.run(COMPLETE, &values![message.id])?;
+    db.run(COMPLETE, &values![message.id, session.as_str()])?;
     let now = format_time(now());
     db.run(TOUCH, &values![session.as_str(), now.as_str()])?;
     Ok(())

@@ -5,7 +5,7 @@
 use super::{PgStore, Tx};
 use crate::error::Result;
 use crate::model::SessionId;
-use crate::store::copy::{forget_parent, lineage_parent, IdMap, Kind, Table, TABLES};
+use crate::store::copy::{forget_parent, lineage_parent, IdMap, Kind, TABLES};
 use crate::store::reports::{Cell, SessionRows};
 
 impl PgStore {
@@ -14,7 +14,7 @@ impl PgStore {
             super::require_session(tx, session)?;
             let mut all = Vec::with_capacity(TABLES.len());
             for table in TABLES {
-                let rows = tx.query(&session_select(table), &[&session.as_str()])?;
+                let rows = tx.query(&table.session_select("$1", true), &[&session.as_str()])?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in &rows {
                     let mut cells = Vec::with_capacity(table.columns.len());
@@ -65,7 +65,7 @@ impl PgStore {
                 };
                 // The tables whose rows name their message only in the copy's list (SQLite's
                 // shape) carry their session here (V18).
-                let add_session = !carries_session(table);
+                let add_session = !table.carries_session();
                 let mut data = String::new();
                 for (at, row) in table_rows.iter().enumerate() {
                     let mut values = ids.values(table, row);
@@ -93,29 +93,8 @@ impl PgStore {
     }
 }
 
-/// Whether the copy's column list of `table` names its session already (`sessions` is the
-/// session: its `id`).
-fn carries_session(table: &Table) -> bool {
-    table.keeps_id || table.columns.iter().any(|(name, _)| *name == "session_id")
-}
-
-/// The copy's `SELECT` of `table` (`$1` the session), by the rows' own session column where
-/// the copy's list has none (V18 gave every table one): one session's rows, read by its key.
-fn session_select(table: &Table) -> String {
-    if carries_session(table) {
-        return table.select("$1");
-    }
-    let columns: Vec<&str> = table.columns.iter().map(|(name, _)| *name).collect();
-    format!(
-        "SELECT {} FROM {} WHERE session_id = $1 AND {}",
-        columns.join(", "),
-        table.name,
-        table.filter.replace("{p}", "$1")
-    )
-}
-
 /// `count` new ids of `table`'s `id` sequence, ascending (the rows keep their order).
-fn draw_ids(tx: &mut Tx<'_>, table: &str, count: usize) -> Result<Vec<i64>> {
+pub(crate) fn draw_ids(tx: &mut Tx<'_>, table: &str, count: usize) -> Result<Vec<i64>> {
     let count = i64::try_from(count).unwrap_or(i64::MAX);
     let mut ids = tx
         .query(
@@ -131,7 +110,7 @@ fn draw_ids(tx: &mut Tx<'_>, table: &str, count: usize) -> Result<Vec<i64>> {
 
 /// One row in `COPY`'s text format: tab-separated, `\N` for NULL, a backslash, tab,
 /// newline or carriage return in a text escaped.
-fn copy_line(values: &[Cell], out: &mut String) {
+pub(crate) fn copy_line(values: &[Cell], out: &mut String) {
     for (at, cell) in values.iter().enumerate() {
         if at > 0 {
             out.push('\t');

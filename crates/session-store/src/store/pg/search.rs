@@ -38,19 +38,36 @@ const CATCH_UP_LOCK: i64 = 0x5e55_1011_5e4c;
 
 /// Whether a part is waiting for its document (the partial index `parts_unindexed`).
 const BEHIND: &str = "SELECT EXISTS (SELECT 1 FROM parts WHERE search_document IS NULL)";
+/// [`BEHIND`] for one session's parts: routed to its shard.
+const SESSION_BEHIND: &str =
+    "SELECT EXISTS (SELECT 1 FROM parts WHERE session_id = $1 AND search_document IS NULL)";
 
 const CATCH_UP: &str = "
     UPDATE parts SET search_document = parts_search_document(kind, text, tool_name, input)
     WHERE search_document IS NULL";
+/// [`CATCH_UP`] for one session's parts: routed to its shard.
+const SESSION_CATCH_UP: &str = "
+    UPDATE parts SET search_document = parts_search_document(kind, text, tool_name, input)
+    WHERE session_id = $1 AND search_document IS NULL";
 
-/// Indexes every part whose document is missing, in the caller's write transaction; nothing
-/// when none is (one statement, through the partial index).
-pub(crate) fn catch_up(tx: &mut Tx<'_>) -> Result<()> {
-    if !behind(tx)? {
+/// Indexes every part whose document is missing (only `session`'s when a search reads one
+/// session: what it reads, in statements routed to its shard), in the caller's write
+/// transaction; nothing when none is (one statement, through the partial index).
+pub(crate) fn catch_up(tx: &mut Tx<'_>, session: Option<&SessionId>) -> Result<()> {
+    let behind = match session {
+        Some(session) => tx
+            .query_one(SESSION_BEHIND, &[&session.as_str()])?
+            .try_get(0)?,
+        None => behind(tx)?,
+    };
+    if !behind {
         return Ok(());
     }
     tx.query("SELECT pg_advisory_xact_lock($1)", &[&CATCH_UP_LOCK])?;
-    tx.execute(CATCH_UP, &[])?;
+    match session {
+        Some(session) => tx.execute(SESSION_CATCH_UP, &[&session.as_str()])?,
+        None => tx.execute(CATCH_UP, &[])?,
+    };
     Ok(())
 }
 
@@ -94,12 +111,12 @@ fn search_sql() -> String {
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q),
          hits AS (
              SELECT p.id AS part_id, p.session_id, p.message_id, p.kind, p.text, p.tool_name, p.input,
-                    -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
+                    p.ordinal, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
              FROM parts p CROSS JOIN q
              WHERE {DOCUMENT} @@ q.q AND p.id >= $3
              ORDER BY score, p.id LIMIT $2)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, h.part_id, h.kind,
-                h.text, h.tool_name, h.input, h.score
+                h.text, h.tool_name, h.input, h.score, h.ordinal
          FROM hits h JOIN messages m ON m.session_id = h.session_id AND m.id = h.message_id
          ORDER BY h.score, h.part_id"
     )
@@ -112,7 +129,8 @@ fn search_session_sql() -> String {
     format!(
         "WITH q AS (SELECT to_tsquery('simple', $1) AS q)
          SELECT m.session_id, m.id, m.seq, m.turn_index, m.role, p.id, p.kind,
-                p.text, p.tool_name, p.input, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score
+                p.text, p.tool_name, p.input, -ts_rank({DOCUMENT}, q.q, 1)::FLOAT8 AS score,
+                p.ordinal
          FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
          CROSS JOIN q
          WHERE m.session_id = $3 AND {DOCUMENT} @@ q.q
@@ -132,6 +150,7 @@ fn hit_from_row(row: &Row, phrases: &[Phrase], options: &SearchOptions) -> Resul
         turn: row.try_get(3)?,
         role: row.try_get(4)?,
         part_id: row.try_get(5)?,
+        ordinal: row.try_get(11)?,
         snippet: snippet(
             &columns,
             phrases,
@@ -150,7 +169,7 @@ impl PgStore {
         let ts = ts_query(&phrases);
         let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
         if !self.read_only && ts.is_some() {
-            self.write(catch_up)?;
+            self.write(|tx| catch_up(tx, options.session.as_ref()))?;
         }
         self.read(|tx| {
             if let Some(session) = &options.session {

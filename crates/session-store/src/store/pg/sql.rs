@@ -139,6 +139,16 @@ impl Sql for Tx<'_> {
         super::fork::columns(self, table)
     }
 
+    fn copy_fork(
+        &mut self,
+        fork: &SessionId,
+        source: &SessionId,
+        cut: i64,
+        at_turn: i64,
+    ) -> Result<Option<[usize; 2]>> {
+        super::fork::copy_fork(self, fork, source, cut, at_turn).map(Some)
+    }
+
     fn link_call(&mut self, session: &SessionId, call: &str, child: &SessionId) -> Result<()> {
         super::write::link_call(self, session, call, child)
     }
