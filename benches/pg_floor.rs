@@ -16,7 +16,8 @@
 //!
 //! `SESSION_STORE_TEST_PG=... cargo bench --bench pg_floor` (skipped with a note when unset);
 //! `PG_FLOOR_MESSAGES` (default 400) is the number of messages per configuration, split over
-//! its writers; `PG_FLOOR_ROUNDS` (default 3) the rounds. Schemas `bench_floor` and
+//! its writers; `PG_FLOOR_ROUNDS` (default 3) the rounds; `PG_FLOOR_ONLY=off,each,1` one
+//! configuration (`on`/`off`, `each`/`shared`, writers). Schemas `bench_floor` and
 //! `bench_ours` are dropped and made again for every run of every arm.
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
@@ -181,29 +182,37 @@ fn parts_sql(count: usize) -> String {
     )
 }
 
-/// One floor writer: `count` messages into `session`, one transaction each.
-fn floor_writer(
-    url: &str,
-    session: &str,
-    writer: usize,
-    count: usize,
-    shared: bool,
-    start: &Barrier,
-) {
-    let mut client = Client::connect(url, NoTls).unwrap();
-    let lock = client.prepare(FLOOR_LOCK).unwrap();
-    let insert = client.prepare(FLOOR_MESSAGE).unwrap();
-    let parts: Vec<_> = (0..=4)
-        .map(|n| client.prepare(&parts_sql(n.max(1))).unwrap())
-        .collect();
-    start.wait();
-    for index in 0..count {
-        let message = message(writer, index, shared);
-        let mut tx = client.transaction().unwrap();
+/// The floor's prepared statements on one connection.
+struct Floor {
+    client: Client,
+    lock: postgres::Statement,
+    insert: postgres::Statement,
+    parts: Vec<postgres::Statement>,
+}
+
+impl Floor {
+    fn connect(url: &str) -> Floor {
+        let mut client = Client::connect(url, NoTls).unwrap();
+        let lock = client.prepare(FLOOR_LOCK).unwrap();
+        let insert = client.prepare(FLOOR_MESSAGE).unwrap();
+        let parts = (0..=4)
+            .map(|n| client.prepare(&parts_sql(n.max(1))).unwrap())
+            .collect();
+        Floor {
+            client,
+            lock,
+            insert,
+            parts,
+        }
+    }
+
+    /// `message` appended to `session` in one transaction.
+    fn append(&mut self, session: &str, message: &NewMessage) {
+        let mut tx = self.client.transaction().unwrap();
         let now = "2026-01-01T00:00:00Z";
-        tx.execute(&lock, &[&session, &now]).unwrap();
+        tx.execute(&self.lock, &[&session, &now]).unwrap();
         let id: i64 = tx
-            .query_one(&insert, &[&session, &message.role.as_str(), &now])
+            .query_one(&self.insert, &[&session, &message.role.as_str(), &now])
             .unwrap()
             .get(0);
         let rows: Vec<(i64, [Option<String>; 6])> = message
@@ -220,8 +229,37 @@ fn floor_writer(
                 params.push(column);
             }
         }
-        tx.execute(&parts[rows.len()], &params).unwrap();
+        tx.execute(&self.parts[rows.len()], &params).unwrap();
         tx.commit().unwrap();
+    }
+}
+
+/// Messages each writer appends to a session of its own before the clock starts, on both
+/// arms: the connection's statements prepared and planned, as in a writer that has run a
+/// while (PostgreSQL plans a prepared statement five times before it may keep a plan).
+const WARM_MESSAGES: usize = 8;
+
+/// One floor writer: `count` messages into `session`, one transaction each.
+fn floor_writer(
+    url: &str,
+    session: &str,
+    writer: usize,
+    count: usize,
+    shared: bool,
+    start: &Barrier,
+) {
+    let mut floor = Floor::connect(url);
+    let warm = format!("warm-{writer}");
+    floor
+        .client
+        .execute("INSERT INTO sessions VALUES ($1, 'now', 'now')", &[&warm])
+        .unwrap();
+    for index in 0..WARM_MESSAGES {
+        floor.append(&warm, &message(writer, index, false));
+    }
+    start.wait();
+    for index in 0..count {
+        floor.append(session, &message(writer, index, shared));
     }
 }
 
@@ -236,8 +274,11 @@ fn store_writer(
 ) {
     let store = Store::open(url).unwrap();
     let session = SessionId::new(session);
-    // The pool's connection is made before the clock starts, as the floor's is.
-    store.pending_tool_uses(&session).unwrap();
+    let warm = SessionId::new(format!("warm-{writer}"));
+    store.create_session_with_id(&warm).unwrap();
+    for index in 0..WARM_MESSAGES {
+        store.append(&warm, message(writer, index, false)).unwrap();
+    }
     start.wait();
     for index in 0..count {
         store
@@ -342,9 +383,23 @@ fn main() {
         "| synchronous_commit | sessions | writers | floor msgs/s | ours msgs/s | ours / floor |"
     );
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    // `PG_FLOOR_ONLY=off,each,1` runs one configuration (synchronous_commit, sessions, writers).
+    let only = std::env::var("PG_FLOOR_ONLY").unwrap_or_default();
+    let wanted = |synchronous: bool, shared: bool, writers: usize| {
+        only.is_empty()
+            || only
+                == format!(
+                    "{},{},{writers}",
+                    if synchronous { "on" } else { "off" },
+                    if shared { "shared" } else { "each" }
+                )
+    };
     for synchronous in [true, false] {
         for shared in [false, true] {
             for writers in [1, 4, 16] {
+                if !wanted(synchronous, shared, writers) {
+                    continue;
+                }
                 let (mut floor, mut ours, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
                 for round in 0..rounds {
                     let mut pair = [0.0; 2];

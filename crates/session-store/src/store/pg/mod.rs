@@ -334,49 +334,20 @@ pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()
 
 /// [`crate::store::sql::Sql::tail_row`] on PostgreSQL, one statement: for a write (`Some`
 /// of the append's call ids, [`TailRow::taken`] for them), the session's row lock and then
-/// its tail read from what is committed
-/// (`session_store_tail_for_write`, `migrations-postgres/V18`); for a read, the same columns
-/// in the read's snapshot. Only the session's own rows are read, each by the session's key:
-/// the state is checked against the session's last seq, its largest part id and its open
-/// block's part count (no trigger clears it on an insert: a part inserted since raises the
-/// one or the other).
+/// its tail read from what is committed; for a read, the same columns in the read's
+/// snapshot (`session_store_tail`, `migrations-postgres/V20`). Only the session's own rows are read, each by a key of the
+/// session's: the state is checked against the session's last seq, its largest part id and
+/// its open block's part count (no trigger clears it on an insert: a part inserted since
+/// raises the one or the other).
 pub(crate) fn tail_row(
     tx: &mut Tx<'_>,
     session: &SessionId,
     for_write: Option<&[&str]>,
 ) -> Result<Option<TailRow>> {
-    if let Some(calls) = for_write {
-        let row = tx.query_opt(
-            "SELECT tail_state, last_seq, open_messages, last_part, block_parts, taken
-             FROM session_store_tail_for_write($1, $2)",
-            &[&session.as_str(), &calls],
-        )?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        return Ok(Some(TailRow {
-            state: row.try_get(0)?,
-            last_seq: row.try_get(1)?,
-            parts_max: Some(row.try_get(3)?),
-            block_parts: Some(row.try_get(4)?),
-            open_messages: row.try_get(2)?,
-            taken: Some(row.try_get(5)?),
-        }));
-    }
-    let sql = {
-        "SELECT s.tail_state,
-                (SELECT COALESCE(MAX(m.seq), 0) FROM messages m WHERE m.session_id = $1),
-                EXISTS (SELECT 1 FROM messages m WHERE m.session_id = $1 AND m.state = 'open'),
-                (SELECT COALESCE(MAX(p.id), 0) FROM parts p WHERE p.session_id = $1),
-                (SELECT COUNT(*) FROM messages m
-                 JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
-                 WHERE m.session_id = $1 AND m.seq >= COALESCE(
-                     (SELECT b.seq FROM messages b
-                      WHERE b.session_id = $1 AND b.role IN ('user', 'assistant')
-                      ORDER BY b.seq DESC LIMIT 1), 0))
-         FROM sessions s WHERE s.id = $1"
-    };
-    let Some(row) = tx.query_opt(sql, &[&session.as_str()])? else {
+    let sql = "SELECT tail_state, last_seq, open_messages, last_part, block_parts, taken
+               FROM session_store_tail($1, $2, $3)";
+    let (calls, lock) = (for_write.unwrap_or_default(), for_write.is_some());
+    let Some(row) = tx.query_opt(sql, &[&session.as_str(), &calls, &lock])? else {
         return Ok(None);
     };
     Ok(Some(TailRow {
@@ -385,6 +356,9 @@ pub(crate) fn tail_row(
         parts_max: Some(row.try_get(3)?),
         block_parts: Some(row.try_get(4)?),
         open_messages: row.try_get(2)?,
-        taken: None,
+        taken: match for_write {
+            Some(_) => Some(row.try_get(5)?),
+            None => None,
+        },
     }))
 }
