@@ -659,10 +659,11 @@ fn every_write_keeps_the_message_count_on_every_backend() -> Result<()> {
     Ok(())
 }
 
-/// The append asks which of a batch's call ids the session already uses one by one for a
-/// few calls and in groups of 32 for more: a stored id in any place of a long batch (the
-/// first group, past it, or the last one of a group) is refused the same on every backend,
-/// and fresh ids pass.
+/// The append asks which of a batch's call ids the session already uses in the statement
+/// that reads the session's tail for up to four calls (SQLite: one statement per width, 1 to
+/// 4), one by one or in groups of 32 for more: a stored id in any place of a batch of any
+/// width (the first group, past it, or the last one of a group) is refused the same on
+/// every backend, and fresh ids pass.
 #[test]
 fn a_reused_call_id_is_found_in_batches_of_any_length_on_every_backend() -> Result<()> {
     let results = on_each(|b| {
@@ -670,7 +671,10 @@ fn a_reused_call_id_is_found_in_batches_of_any_length_on_every_backend() -> Resu
         let mut refusals = Vec::new();
         for (calls, at) in [
             (1, 0),
+            (2, 1),
             (3, 2),
+            (4, 0),
+            (4, 3),
             (5, 4),
             (40, 0),
             (40, 31),

@@ -160,6 +160,14 @@ impl Sql for &Connection {
         super::write::sqlite_tail_row(self, session)
     }
 
+    fn tail_row_for_append(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<TailRow>> {
+        super::write::sqlite_tail_row_for_append(self, session, calls)
+    }
+
     /// Every id: one index probe costs SQLite less than its share of any `IN` list (measured
     /// with callgrind on the agent shape, BENCHMARKS.md).
     fn ids_probed_one_by_one(&self) -> usize {

@@ -398,17 +398,84 @@ pub(crate) struct TailRow {
 }
 
 /// The row's tail state with what it must match: the session's last seq, and the largest
-/// part id in the database; and whether a message is open.
-const STORED_TAIL: &str = "
+/// part id in the database; and whether a message is open. [`stored_tail_with_calls`] adds
+/// columns before [`TAIL_FROM`].
+const TAIL_COLUMNS: &str = "
     SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1),
            (SELECT COALESCE(MAX(id), 0) FROM parts),
-           EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND state = 'open')
+           EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND state = 'open')";
+
+/// The session whose tail [`TAIL_COLUMNS`] read.
+const TAIL_FROM: &str = "
     FROM sessions WHERE id = ?1";
 
-/// [`Sql::tail_row`] on SQLite ([`STORED_TAIL`]).
+/// How many of an append's call ids SQLite's tail statement asks about itself
+/// ([`stored_tail_with_calls`]); an append with more probes them one statement each.
+const CALLS_WITH_TAIL: usize = 4;
+
+/// The statement that reads a session's tail ([`TAIL_COLUMNS`]), with, for an append of
+/// `calls` (0 to [`CALLS_WITH_TAIL`]) call ids bound from `?2` on, whether the session
+/// already uses each: one column each, the index probe of [`TOOL_USE_ID_TAKEN`]. Built once
+/// per process.
+fn stored_tail_with_calls(calls: usize) -> &'static str {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let texts = SQL.get_or_init(|| {
+        (0..=CALLS_WITH_TAIL)
+            .map(|calls| {
+                let mut sql = TAIL_COLUMNS.to_owned();
+                for at in 0..calls {
+                    sql.push_str(&format!(
+                        ",\n           EXISTS (SELECT 1 FROM parts p CROSS JOIN messages m \
+                         WHERE m.id = p.message_id AND p.tool_use_id = ?{} AND p.kind = 'tool_use' \
+                         AND m.session_id = ?1)",
+                        at + 2
+                    ));
+                }
+                sql.push_str(TAIL_FROM);
+                sql
+            })
+            .collect()
+    });
+    &texts[calls.min(CALLS_WITH_TAIL)]
+}
+
+/// [`Sql::tail_row_for_append`] on SQLite: an append of 1 to [`CALLS_WITH_TAIL`] calls
+/// learns which the session uses in the tail's own statement ([`stored_tail_with_calls`]);
+/// otherwise [`sqlite_tail_row`], and the append probes its calls itself.
+pub(crate) fn sqlite_tail_row_for_append(
+    conn: &Connection,
+    session: &SessionId,
+    calls: &[&str],
+) -> Result<Option<TailRow>> {
+    if calls.is_empty() || calls.len() > CALLS_WITH_TAIL {
+        return sqlite_tail_row(conn, session);
+    }
+    let params = std::iter::once(session.as_str()).chain(calls.iter().copied());
+    Ok(conn
+        .prepare_cached(stored_tail_with_calls(calls.len()))?
+        .query_row(rusqlite::params_from_iter(params), |r| {
+            let mut taken = Vec::new();
+            for (at, call) in calls.iter().enumerate() {
+                if r.get::<_, bool>(4 + at)? {
+                    taken.push((*call).to_owned());
+                }
+            }
+            Ok(TailRow {
+                state: r.get(0)?,
+                last_seq: r.get(1)?,
+                parts_max: Some(r.get(2)?),
+                block_parts: None,
+                open_messages: r.get(3)?,
+                taken: Some(taken),
+            })
+        })
+        .optional()?)
+}
+
+/// [`Sql::tail_row`] on SQLite ([`TAIL_COLUMNS`]).
 pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<Option<TailRow>> {
     Ok(conn
-        .prepare_cached(STORED_TAIL)?
+        .prepare_cached(stored_tail_with_calls(0))?
         .query_row([session.as_str()], |r| {
             Ok(TailRow {
                 state: r.get(0)?,
@@ -639,4 +706,57 @@ const FORGET_REVERTS: &str = "DELETE FROM reverts WHERE session_id = ?1";
 pub(crate) fn forget_reverts(db: &mut impl Sql, session: &SessionId) -> Result<()> {
     db.run(FORGET_REVERTS, &values![session.as_str()])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan SQLite chooses for `sql` on the migrated schema, one line per step.
+    fn plan(conn: &Connection, sql: &str) -> Vec<String> {
+        let mut statement = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        let width = statement.parameter_count();
+        let params = (0..width).map(|at| format!("p{at}"));
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(params), |row| {
+                row.get::<_, String>(3)
+            })
+            .expect("plan");
+        rows.collect::<rusqlite::Result<_>>().expect("plan rows")
+    }
+
+    /// Every append reads the session's tail, with its call ids' probes for up to
+    /// [`CALLS_WITH_TAIL`] calls, in one statement whose every step is an index search: a
+    /// probe that walked the session's messages or the parts table would read the whole
+    /// session on every append (quadratic in its length).
+    #[test]
+    fn the_tail_statement_of_every_append_probes_each_call_id_by_its_index() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        for calls in 1..=CALLS_WITH_TAIL {
+            let sql = stored_tail_with_calls(calls);
+            let steps = plan(&conn, sql);
+            let probes = steps
+                .iter()
+                .filter(|step| step.contains("parts_tool_use_ids"))
+                .count();
+            assert_eq!(probes, calls, "{sql}: {steps:?}");
+            assert!(
+                steps.iter().any(|step| step.contains("messages_open")),
+                "{sql}: {steps:?}"
+            );
+            assert!(
+                !steps
+                    .iter()
+                    .any(|step| step.contains("SCAN") || step.contains("TEMP B-TREE")),
+                "{sql}: {steps:?}"
+            );
+        }
+        assert_eq!(
+            stored_tail_with_calls(0),
+            format!("{TAIL_COLUMNS}{TAIL_FROM}")
+        );
+    }
 }
