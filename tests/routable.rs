@@ -26,20 +26,8 @@ use session_store::{
 
 use crate::counted::{Counted, COUNTED};
 
-/// Every table of session data.
-const SESSION_TABLES: &[&str] = &[
-    "sessions",
-    "messages",
-    "parts",
-    "usage",
-    "idempotency_keys",
-    "reverts",
-    "summaries",
-    "reverted_messages",
-    "reverted_parts",
-    "reverted_usage",
-    "repair_log",
-];
+// Every table of session data.
+use crate::shardable::TABLES as SESSION_TABLES;
 
 /// Statements that read or write more than one session's shard on purpose, each with why
 /// (matched by a fragment of their text).

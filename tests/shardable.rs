@@ -20,7 +20,7 @@ use crate::backends::{backends, Backend, PgSchema};
 const REPAIR: &str = env!("CARGO_BIN_EXE_store-repair");
 
 /// Every table of session data, parents before the rows that reference them.
-const TABLES: &[&str] = &[
+pub(crate) const TABLES: &[&str] = &[
     "sessions",
     "messages",
     "parts",

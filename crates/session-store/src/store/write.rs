@@ -439,17 +439,33 @@ fn stored_tail_with_calls(calls: usize) -> &'static str {
     &texts[calls.min(CALLS_WITH_TAIL)]
 }
 
-/// [`Sql::tail_row_for_append`] on SQLite: an append of 1 to [`CALLS_WITH_TAIL`] calls
+/// [`Sql::tail_row_for_append`] on SQLite: an append of up to [`CALLS_WITH_TAIL`] calls
 /// learns which the session uses in the tail's own statement ([`stored_tail_with_calls`]);
-/// otherwise [`sqlite_tail_row`], and the append probes its calls itself.
+/// with more, [`sqlite_tail_row`], and the append probes its calls itself.
 pub(crate) fn sqlite_tail_row_for_append(
     conn: &Connection,
     session: &SessionId,
     calls: &[&str],
 ) -> Result<Option<TailRow>> {
-    if calls.is_empty() || calls.len() > CALLS_WITH_TAIL {
+    if calls.len() > CALLS_WITH_TAIL {
         return sqlite_tail_row(conn, session);
     }
+    tail_row_with_calls(conn, session, calls)
+}
+
+/// [`Sql::tail_row`] on SQLite ([`TAIL_COLUMNS`]).
+pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<Option<TailRow>> {
+    let row = tail_row_with_calls(conn, session, &[])?;
+    Ok(row.map(|row| TailRow { taken: None, ..row }))
+}
+
+/// The tail statement for `calls` (0 to [`CALLS_WITH_TAIL`]) and what it read, with which of
+/// `calls` the session uses in [`TailRow::taken`].
+fn tail_row_with_calls(
+    conn: &Connection,
+    session: &SessionId,
+    calls: &[&str],
+) -> Result<Option<TailRow>> {
     let params = std::iter::once(session.as_str()).chain(calls.iter().copied());
     Ok(conn
         .prepare_cached(stored_tail_with_calls(calls.len()))?
@@ -467,23 +483,6 @@ pub(crate) fn sqlite_tail_row_for_append(
                 block_parts: None,
                 open_messages: r.get(3)?,
                 taken: Some(taken),
-            })
-        })
-        .optional()?)
-}
-
-/// [`Sql::tail_row`] on SQLite ([`TAIL_COLUMNS`]).
-pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<Option<TailRow>> {
-    Ok(conn
-        .prepare_cached(stored_tail_with_calls(0))?
-        .query_row([session.as_str()], |r| {
-            Ok(TailRow {
-                state: r.get(0)?,
-                last_seq: r.get(1)?,
-                parts_max: Some(r.get(2)?),
-                block_parts: None,
-                open_messages: r.get(3)?,
-                taken: None,
             })
         })
         .optional()?)
