@@ -42,9 +42,16 @@ impl PartRow<'_> {
         session: Option<&'v str>,
         out: &mut Vec<Bound<'v>>,
     ) {
+        out.extend(values![message_id, ordinal]);
+        self.push_columns(out);
+        if let Some(session) = session {
+            out.push(Bound::from(session));
+        }
+    }
+
+    /// The row's own columns, `kind` to `provider_metadata`, in [`PART_COLUMNS`]' order.
+    fn push_columns<'v>(&'v self, out: &mut Vec<Bound<'v>>) {
         out.extend(values![
-            message_id,
-            ordinal,
             self.kind,
             self.text,
             self.tool_use_id,
@@ -53,9 +60,6 @@ impl PartRow<'_> {
             self.is_error,
             self.metadata.as_deref(),
         ]);
-        if let Some(session) = session {
-            out.push(Bound::from(session));
-        }
     }
 }
 
@@ -189,16 +193,8 @@ fn insert_message_with_parts(
     let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8 + 4);
     params.extend_from_slice(message_values);
     for (ordinal, row) in rows.iter().enumerate() {
-        params.extend(values![
-            ordinal as i64,
-            row.kind,
-            row.text,
-            row.tool_use_id,
-            row.tool_name,
-            row.input.as_deref(),
-            row.is_error,
-            row.metadata.as_deref(),
-        ]);
+        params.extend(values![ordinal as i64]);
+        row.push_columns(&mut params);
     }
     if let Some(touch) = touch {
         params.extend(values![

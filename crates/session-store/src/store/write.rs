@@ -489,16 +489,11 @@ fn tail_row_with_calls(
 }
 
 /// The number of parts in the session's open block: the messages from the last user or
-/// assistant message on (from seq 0, every message, when there is none).
+/// assistant message on (from seq 0, every message, when there is none). Read on SQLite
+/// only: PostgreSQL's tail row brings the count (`session_store_tail`); its spelling would
+/// join along the session anyway (`pg_statement`).
 const BLOCK_PARTS: &str = "
     SELECT COUNT(*) FROM messages m JOIN parts p ON p.message_id = m.id
-    WHERE m.session_id = ?1 AND m.seq >= COALESCE(
-        (SELECT seq FROM messages WHERE session_id = ?1 AND role IN ('user', 'assistant')
-         ORDER BY seq DESC LIMIT 1), 0)";
-
-/// [`BLOCK_PARTS`] where rows carry their session ([`Sql::rows_carry_session`]).
-const BLOCK_PARTS_KEYED: &str = "
-    SELECT COUNT(*) FROM messages m JOIN parts p ON p.session_id = m.session_id AND p.message_id = m.id
     WHERE m.session_id = ?1 AND m.seq >= COALESCE(
         (SELECT seq FROM messages WHERE session_id = ?1 AND role IN ('user', 'assistant')
          ORDER BY seq DESC LIMIT 1), 0)";
@@ -572,10 +567,7 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
 /// The number of parts in the session's open block (see [`BLOCK_PARTS`]).
 fn block_parts(db: &mut impl Sql, session: &SessionId) -> Result<i64> {
     Ok(db
-        .optional_int(
-            keyed(db, BLOCK_PARTS, BLOCK_PARTS_KEYED),
-            &values![session.as_str()],
-        )?
+        .optional_int(BLOCK_PARTS, &values![session.as_str()])?
         .unwrap_or(0))
 }
 

@@ -36,11 +36,21 @@ mod search;
 mod sql;
 pub(crate) mod write;
 
-/// A pooled connection with the statements it has prepared, by SQL text: each statement is
-/// parsed once per connection instead of once per call (a round trip saved on every query).
+/// A pooled connection with the statements it has prepared: each statement is parsed once
+/// per connection instead of once per call (a round trip saved on every query).
 pub(crate) struct Connection {
     client: Client,
-    statements: HashMap<String, Statement>,
+    statements: Statements,
+}
+
+/// A connection's prepared statements: by their PostgreSQL text, and the statements shared
+/// with SQLite by their shared text (plain, and with `RETURNING id`), so that a shared
+/// statement is put into PostgreSQL's spelling ([`sql::pg_statement`]) once per connection,
+/// not on every run.
+#[derive(Default)]
+struct Statements {
+    by_text: HashMap<String, Statement>,
+    shared: [HashMap<String, Statement>; 2],
 }
 
 /// r2d2_postgres's manager, with a statement cache beside each client and the store's busy
@@ -61,7 +71,7 @@ impl r2d2::ManageConnection for Manager {
         client.batch_execute(&format!("SET lock_timeout = {}", self.lock_timeout_ms))?;
         Ok(Connection {
             client,
-            statements: HashMap::new(),
+            statements: Statements::default(),
         })
     }
 
@@ -78,19 +88,48 @@ impl r2d2::ManageConnection for Manager {
 /// `postgres::Transaction`, taking SQL text.
 pub(crate) struct Tx<'a> {
     tx: Transaction<'a>,
-    statements: &'a mut HashMap<String, Statement>,
+    statements: &'a mut Statements,
 }
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
 
 impl Tx<'_> {
     fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
-        if let Some(statement) = self.statements.get(sql) {
+        if let Some(statement) = self.statements.by_text.get(sql) {
             return Ok(statement.clone());
         }
         let statement = self.tx.prepare(sql)?;
-        self.statements.insert(sql.to_owned(), statement.clone());
+        self.statements
+            .by_text
+            .insert(sql.to_owned(), statement.clone());
         Ok(statement)
+    }
+
+    /// The prepared statement of `shared`, a statement in SQLite's spelling, with
+    /// `RETURNING id` when `returning`: spelled for PostgreSQL and prepared on its first run
+    /// on this connection, then found by the shared text.
+    fn shared(
+        &mut self,
+        shared: &str,
+        returning: bool,
+    ) -> std::result::Result<Statement, postgres::Error> {
+        let cache = &self.statements.shared[usize::from(returning)];
+        if let Some(statement) = cache.get(shared) {
+            return Ok(statement.clone());
+        }
+        let mut text = sql::pg_statement(shared);
+        if returning {
+            text = format!("{} RETURNING id", text.trim_end());
+        }
+        let statement = self.tx.prepare(&text)?;
+        self.statements.shared[usize::from(returning)].insert(shared.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Every row the shared statement `shared` returns ([`Tx::shared`]).
+    pub(crate) fn query_shared(&mut self, shared: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let statement = self.shared(shared, false)?;
+        Ok(self.tx.query(&statement, params)?)
     }
 
     /// Every row `sql` returns.

@@ -6,7 +6,6 @@ use postgres::types::Type;
 use postgres::Row;
 use rusqlite::types::ValueRef;
 
-use super::sql::pg_statement;
 use super::Tx;
 use crate::error::Result;
 use crate::model::{Message, SessionId};
@@ -15,7 +14,6 @@ use crate::store::rows::{
     select_for, session_row_problem, Cells, Columns, Decoder, Loaded, Unreadable, SELECT_FOR_CHECK,
     SESSION_ROW,
 };
-use crate::store::sql::dollar_placeholders;
 
 impl Cells for Row {
     fn cell(&self, at: usize) -> std::result::Result<ValueRef<'_>, String> {
@@ -55,7 +53,7 @@ fn decode(
     sql: &str,
     params: &[&(dyn postgres::types::ToSql + Sync)],
 ) -> Result<std::result::Result<Loaded, Unreadable>> {
-    let rows = tx.query(&pg_statement(sql), params)?;
+    let rows = tx.query_shared(sql, params)?;
     let Some(first) = rows.first() else {
         return Ok(Ok(Loaded::default()));
     };
@@ -90,7 +88,11 @@ pub(crate) fn load_for_check(
     tx: &mut Tx<'_>,
     session: &SessionId,
 ) -> Result<std::result::Result<Loaded, Unreadable>> {
-    if let Some(row) = tx.query_opt(&dollar_placeholders(SESSION_ROW), &[&session.as_str()])? {
+    if let Some(row) = tx
+        .query_shared(SESSION_ROW, &[&session.as_str()])?
+        .into_iter()
+        .next()
+    {
         if let Some(unreadable) = session_row_problem(&row, 0, 1) {
             return Ok(Err(unreadable));
         }
@@ -101,6 +103,7 @@ pub(crate) fn load_for_check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::pg::sql::pg_statement;
     use crate::store::rows::{
         SELECT_FOR_CHECK, SELECT_MESSAGES, SELECT_MESSAGES_BY_TURN, SELECT_VISIBLE_MESSAGES,
     };

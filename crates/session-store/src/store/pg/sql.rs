@@ -40,18 +40,22 @@ use crate::store::write::TailRow;
 
 impl Sql for Tx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
-        self.execute(&pg_statement(sql), &pg_params(params))
+        let statement = self.shared(sql, false)?;
+        Ok(self.tx.execute(&statement, &pg_params(params))?)
     }
 
     fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
-        let sql = format!("{} RETURNING id", pg_statement(sql).trim_end());
-        Ok(self.query_one(&sql, &pg_params(params))?.try_get(0)?)
+        let statement = self.shared(sql, true)?;
+        Ok(self
+            .tx
+            .query_one(&statement, &pg_params(params))?
+            .try_get(0)?)
     }
 
     fn insert_rows(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
-        let sql = format!("{} RETURNING id", pg_statement(sql).trim_end());
+        let statement = self.shared(sql, true)?;
         let mut last = 0;
-        for row in self.query(&sql, &pg_params(params))? {
+        for row in self.tx.query(&statement, &pg_params(params))? {
             last = last.max(row.try_get::<_, i64>(0)?);
         }
         Ok(last)
@@ -73,7 +77,7 @@ impl Sql for Tx<'_> {
 
     fn int_table(&mut self, sql: &str, params: &[Value<'_>], width: usize) -> Result<Vec<i64>> {
         let mut cells = Vec::new();
-        for row in self.query(&pg_statement(sql), &pg_params(params))? {
+        for row in self.query_shared(sql, &pg_params(params))? {
             for at in 0..width {
                 cells.push(int_at(&row, at)?.unwrap_or_default());
             }
@@ -82,7 +86,8 @@ impl Sql for Tx<'_> {
     }
 
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
-        match self.query_opt(&pg_statement(sql), &pg_params(params))? {
+        let statement = self.shared(sql, false)?;
+        match self.tx.query_opt(&statement, &pg_params(params))? {
             Some(row) => int_at(&row, 0),
             None => Ok(None),
         }
@@ -94,7 +99,7 @@ impl Sql for Tx<'_> {
         params: &[Value<'_>],
         each: &mut dyn FnMut(&dyn Cells) -> Result<()>,
     ) -> Result<()> {
-        for row in self.query(&pg_statement(sql), &pg_params(params))? {
+        for row in self.query_shared(sql, &pg_params(params))? {
             each(&row)?;
         }
         Ok(())
