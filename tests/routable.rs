@@ -25,6 +25,7 @@ use session_store::{
 };
 
 use crate::counted::{Counted, COUNTED};
+use crate::util::session_with;
 
 // Every table of session data.
 use crate::shardable::TABLES as SESSION_TABLES;
@@ -545,16 +546,13 @@ fn fixture(path: &str) -> String {
 /// counted, so a mend rewrites parts and moves messages: a call answered twice under one id,
 /// a result no call asks for, a call left unanswered before the next user message.
 fn broken(store: &Store, counted: &mut Counted) -> SessionId {
-    let session = store.create_session().expect("session");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![Part::text("ok")]),
-            ],
-        )
-        .expect("a turn");
+    let session = session_with(
+        store,
+        vec![
+            NewMessage::user("go"),
+            NewMessage::assistant(vec![Part::text("ok")]),
+        ],
+    );
     let schema = counted.schema.clone();
     let id = session.as_str();
     // (seq, turn, role, kind, tool_use_id)
@@ -694,16 +692,13 @@ fn writes(store: &Store, counted: &mut Counted) -> Vec<String> {
     run("fork", &mut || {
         store.fork(&session, 2).expect("fork");
     });
-    let stale = store.create_session().expect("stale session");
-    store
-        .append_batch(
-            &stale,
-            vec![
-                NewMessage::user("go").at(long_ago),
-                assistant_calling("call_stale").at(long_ago),
-            ],
-        )
-        .expect("a stale call");
+    let stale = session_with(
+        store,
+        vec![
+            NewMessage::user("go").at(long_ago),
+            assistant_calling("call_stale").at(long_ago),
+        ],
+    );
     run("repair_session (a broken session)", &mut || {
         let mended = store
             .repair_session(&orphan, &RepairOptions::default())

@@ -16,6 +16,7 @@ use session_store::{
 };
 
 use crate::backends::{backends, Backend, PgSchema};
+use crate::util::session_with;
 
 const REPAIR: &str = env!("CARGO_BIN_EXE_store-repair");
 
@@ -557,25 +558,20 @@ fn deleting_a_session_clears_its_forks_parent_without_a_foreign_key() {
 /// A session whose last turn leaves `call` pending: user, an assistant call and its answer,
 /// then a user message and an assistant calling `call`.
 fn session_with_pending(b: &Backend, call: &str) -> SessionId {
-    let store = &b.store;
-    let session = store.create_session().expect("session");
-    store
-        .append_batch(
-            &session,
-            vec![
-                NewMessage::user("go"),
-                NewMessage::assistant(vec![Part::tool_use("first", "read", json!({}))]),
-                NewMessage::tool(vec![Part::tool_result("first", "ok")]),
-                NewMessage::assistant(vec![Part::text("and then")]),
-                NewMessage::user("more"),
-                NewMessage::assistant(vec![
-                    Part::text("calling"),
-                    Part::tool_use(call, "bash", json!({"n": 1})),
-                ]),
-            ],
-        )
-        .expect("turns");
-    session
+    session_with(
+        &b.store,
+        vec![
+            NewMessage::user("go"),
+            NewMessage::assistant(vec![Part::tool_use("first", "read", json!({}))]),
+            NewMessage::tool(vec![Part::tool_result("first", "ok")]),
+            NewMessage::assistant(vec![Part::text("and then")]),
+            NewMessage::user("more"),
+            NewMessage::assistant(vec![
+                Part::text("calling"),
+                Part::tool_use(call, "bash", json!({"n": 1})),
+            ]),
+        ],
+    )
 }
 
 fn is_pending_refusal(result: &session_store::Result<impl std::fmt::Debug>) -> bool {

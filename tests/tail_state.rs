@@ -126,33 +126,28 @@ fn refusal(result: session_store::Result<impl std::fmt::Debug>) -> Refusal {
 }
 
 /// The rows other code writes: a session whose last assistant message calls `c2`, unanswered.
-const FOREIGN_ROWS: &str = "
-    INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
-    INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
-        (1001, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
-        (1002, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
-        (1003, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
-        (1004, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
-    INSERT INTO parts (id, message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
-        (1001, 1001, 0, 'text', 'go', NULL, NULL, NULL),
-        (1002, 1002, 0, 'tool_use', NULL, 'c1', 'bash', '{}'),
-        (1003, 1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
-        (1004, 1004, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
-
-/// [`FOREIGN_ROWS`] as other code writes them on PostgreSQL, where a part names its session
+/// `parts_name_session`: as on PostgreSQL, where a part names its session too
 /// (`migrations-postgres/V18`).
-const FOREIGN_ROWS_PG: &str = "
-    INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
-    INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
-        (1001, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
-        (1002, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
-        (1003, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
-        (1004, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
-    INSERT INTO parts (id, session_id, message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
-        (1001, 's', 1001, 0, 'text', 'go', NULL, NULL, NULL),
-        (1002, 's', 1002, 0, 'tool_use', NULL, 'c1', 'bash', '{}'),
-        (1003, 's', 1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
-        (1004, 's', 1004, 0, 'tool_use', NULL, 'c2', 'bash', '{}');";
+fn foreign_rows(parts_name_session: bool) -> String {
+    let (column, value) = if parts_name_session {
+        ("session_id, ", "'s', ")
+    } else {
+        ("", "")
+    };
+    format!(
+        "INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+         INSERT INTO messages (id, session_id, seq, turn_index, role, created_at) VALUES
+             (1001, 's', 1, 0, 'user', '2026-01-01T00:00:00Z'),
+             (1002, 's', 2, 0, 'assistant', '2026-01-01T00:00:00Z'),
+             (1003, 's', 3, 0, 'tool', '2026-01-01T00:00:00Z'),
+             (1004, 's', 4, 0, 'assistant', '2026-01-01T00:00:00Z');
+         INSERT INTO parts (id, {column}message_id, ordinal, kind, text, tool_use_id, tool_name, input) VALUES
+             (1001, {value}1001, 0, 'text', 'go', NULL, NULL, NULL),
+             (1002, {value}1002, 0, 'tool_use', NULL, 'c1', 'bash', '{{}}'),
+             (1003, {value}1003, 0, 'tool_result', 'ok', 'c1', NULL, NULL),
+             (1004, {value}1004, 0, 'tool_use', NULL, 'c2', 'bash', '{{}}');"
+    )
+}
 
 /// The refusals and acceptances a session with `c2` pending must give, whatever its tail state.
 fn assert_checked_from_the_rows(store: &Store, session: &SessionId) {
@@ -174,7 +169,8 @@ fn assert_checked_from_the_rows(store: &Store, session: &SessionId) {
 fn rows_written_with_sql_are_checked_from_the_rows() {
     let (_dir, store, path) = temp_store();
     let conn = Connection::open(&path).expect("raw");
-    conn.execute_batch(FOREIGN_ROWS).expect("foreign rows");
+    conn.execute_batch(&foreign_rows(false))
+        .expect("foreign rows");
     let session = SessionId::from("s");
     assert_eq!(stored(&conn, "s"), None);
     let count = |store: &Store| {
@@ -356,7 +352,9 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
     };
     let store = Store::open(schema.url()).expect("open");
     let mut client = schema.client();
-    client.batch_execute(FOREIGN_ROWS_PG).expect("foreign rows");
+    client
+        .batch_execute(&foreign_rows(true))
+        .expect("foreign rows");
     let session = SessionId::from("s");
     assert_checked_from_the_rows(&store, &session);
     let state: Option<String> = client

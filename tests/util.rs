@@ -21,20 +21,27 @@ pub fn temp_store() -> (TempDir, Store, PathBuf) {
     (dir, store, path)
 }
 
+/// A new session of `store` holding `messages`, appended in one transaction.
+pub fn session_with(
+    store: &Store,
+    messages: Vec<session_store::NewMessage>,
+) -> session_store::SessionId {
+    let session = store.create_session().expect("session");
+    store.append_batch(&session, messages).expect("append");
+    session
+}
+
 /// A store at `db` (created) holding one session of one exchange, a user's "hello" and the
 /// assistant's "hi": the smallest healthy session, for tests that then edit or export it.
 pub fn one_exchange(db: &Path) -> (Store, session_store::SessionId) {
     let store = Store::open(db).expect("open");
-    let session = store.create_session().expect("session");
-    store
-        .append_batch(
-            &session,
-            vec![
-                session_store::NewMessage::user("hello"),
-                session_store::NewMessage::assistant(vec![session_store::Part::text("hi")]),
-            ],
-        )
-        .expect("append");
+    let session = session_with(
+        &store,
+        vec![
+            session_store::NewMessage::user("hello"),
+            session_store::NewMessage::assistant(vec![session_store::Part::text("hi")]),
+        ],
+    );
     (store, session)
 }
 
