@@ -102,7 +102,6 @@ pub(crate) fn load_for_check(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::store::pg::sql::pg_statement;
     use crate::store::rows::{
         SELECT_FOR_CHECK, SELECT_MESSAGES, SELECT_MESSAGES_BY_TURN, SELECT_VISIBLE_MESSAGES,
