@@ -9,7 +9,9 @@
 use proptest::prelude::*;
 use rusqlite::Connection;
 use serde_json::{json, Value};
-use session_store::{Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store};
+use session_store::{
+    Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store, StoreOptions,
+};
 
 use crate::backends::PgSchema;
 use crate::tail_walk::end_of;
@@ -501,6 +503,118 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
     assert_message_counts_true_on_postgres(&mut client);
 }
 
+/// A store whose every write runs on its one connection, so its appends remember the tails
+/// they wrote (`store/memory.rs`), and a second store on the same file.
+fn one_connection_and_another() -> (tempfile::TempDir, Store, Store) {
+    let (dir, store, path) = temp_store();
+    drop(store);
+    let one = StoreOptions {
+        max_connections: 1,
+        ..StoreOptions::default()
+    };
+    let first = Store::open_with(&path, &one).expect("open");
+    let second = Store::open(&path).expect("open again");
+    (dir, first, second)
+}
+
+#[test]
+fn an_append_after_another_connections_append_reads_the_tail_again() {
+    let (_dir, first, second) = one_connection_and_another();
+    let session = first.create_session().expect("create");
+    first
+        .append(&session, NewMessage::user("go"))
+        .expect("user");
+    first
+        .append(&session, NewMessage::assistant(vec![call("c1")]))
+        .expect("the call");
+    // The first store's connection remembers c1 pending; the second answers it.
+    second
+        .append_batch(
+            &session,
+            vec![
+                NewMessage::tool(vec![result("c1")]),
+                NewMessage::assistant(vec![Part::text("done")]),
+            ],
+        )
+        .expect("answered elsewhere");
+    let next = first
+        .append(&session, NewMessage::user("next"))
+        .expect("the first store sees the answer");
+    assert_eq!(next.seq, 5);
+    refusal(first.append(&session, NewMessage::tool(vec![result("c1")])));
+}
+
+#[test]
+fn an_append_after_a_revert_on_the_same_connection_reads_the_tail_again() {
+    let (_dir, first, _second) = one_connection_and_another();
+    let session = first.create_session().expect("create");
+    first
+        .append_batch(&session, turn(1, &mut 0))
+        .expect("turn 0");
+    first
+        .append(&session, NewMessage::user("again"))
+        .expect("turn 1");
+    first
+        .append(&session, NewMessage::assistant(vec![call("c9")]))
+        .expect("a call left pending");
+    first.revert_to_turn(&session, 1).expect("revert turn 1");
+    let next = first
+        .append(&session, NewMessage::user("instead"))
+        .expect("nothing is pending after the revert");
+    assert_eq!(next.seq, 5, "after the 4 messages of turn 0");
+}
+
+#[test]
+fn an_append_after_rows_deleted_with_sql_reads_the_tail_again() {
+    let (_dir, first, _second) = one_connection_and_another();
+    let session = first.create_session().expect("create");
+    first
+        .append(&session, NewMessage::user("go"))
+        .expect("user");
+    first
+        .append(&session, NewMessage::assistant(vec![call("c1")]))
+        .expect("the call");
+    Connection::open(first.path())
+        .and_then(|conn| {
+            conn.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM messages WHERE seq = 2")
+        })
+        .expect("the call deleted by hand");
+    let next = first
+        .append(&session, NewMessage::assistant(vec![Part::text("so")]))
+        .expect("no call is pending any more");
+    assert_eq!(next.seq, 2);
+}
+
+/// How many rows point at a row that is not there (`PRAGMA foreign_key_check`).
+fn foreign_key_violations(conn: &Connection) -> usize {
+    conn.prepare("PRAGMA foreign_key_check")
+        .and_then(|mut s| Ok(s.query_map([], |_| Ok(()))?.count()))
+        .expect("foreign_key_check")
+}
+
+#[test]
+fn an_append_to_a_session_another_connection_deleted_is_refused_and_leaves_no_row() {
+    let (_dir, first, second) = one_connection_and_another();
+    let session = first.create_session().expect("create");
+    first
+        .append(&session, NewMessage::user("go"))
+        .expect("user");
+    first
+        .append(&session, NewMessage::assistant(vec![Part::text("hi")]))
+        .expect("the tail is remembered now");
+    second.delete_session(&session).expect("deleted elsewhere");
+    match first.append(&session, NewMessage::user("again")) {
+        Err(Error::UnknownSession(id)) => assert_eq!(id, session),
+        other => panic!("expected UnknownSession, got {other:?}"),
+    }
+    let conn = raw(first.path());
+    let messages: i64 = conn
+        .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(messages, 0);
+    assert_eq!(foreign_key_violations(&conn), 0);
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     User,
@@ -554,6 +668,85 @@ fn turn(calls: u8, next: &mut u32) -> Vec<NewMessage> {
     messages
 }
 
+/// Runs `op` on `session` through `store` (forks and imports add to `sessions`); whether it
+/// appended to `session`.
+fn run_op(
+    store: &Store,
+    session: &SessionId,
+    sessions: &mut Vec<SessionId>,
+    op: &Op,
+    next: &mut u32,
+) -> bool {
+    // A write is accepted or refused by the contract; any other error is a bug here.
+    let accepted = |result: session_store::Result<()>| match result {
+        Ok(_) => true,
+        Err(Error::Refused { .. }) => false,
+        Err(other) => panic!("{op:?} failed: {other}"),
+    };
+    let mut fresh = || {
+        *next += 1;
+        format!("c{next}")
+    };
+    match op {
+        Op::User => accepted(store.append(session, NewMessage::user("more")).map(drop)),
+        Op::System => accepted(store.append(session, NewMessage::system("note")).map(drop)),
+        Op::Assistant { calls } => {
+            let parts = (0..*calls).map(|_| call(&fresh())).collect::<Vec<_>>();
+            let parts = if parts.is_empty() {
+                vec![Part::text("hm")]
+            } else {
+                parts
+            };
+            accepted(
+                store
+                    .append(session, NewMessage::assistant(parts))
+                    .map(drop),
+            )
+        }
+        Op::AnswerFirst => match store.pending_tool_uses(session).expect("pending").first() {
+            Some(id) => accepted(
+                store
+                    .append(session, NewMessage::tool(vec![result(id)]))
+                    .map(drop),
+            ),
+            None => false,
+        },
+        Op::Text => accepted(
+            store
+                .append(session, NewMessage::assistant(vec![Part::text("so")]))
+                .map(drop),
+        ),
+        Op::Turn { calls } => accepted(store.append_batch(session, turn(*calls, next)).map(drop)),
+        Op::Cancel => !store
+            .cancel_pending(session, "stopped")
+            .expect("cancel")
+            .is_empty(),
+        Op::Revert { turn } => {
+            let _ = store.revert_to_turn(session, i64::from(*turn));
+            false
+        }
+        Op::Undo => {
+            let _ = store.undo_revert(session);
+            false
+        }
+        Op::Compact { keep } => {
+            let _ = store.compact(session, usize::from(*keep), "summary");
+            false
+        }
+        Op::Fork { turn } => {
+            if let Ok(forked) = store.fork(session, i64::from(*turn)) {
+                sessions.push(forked.id);
+            }
+            false
+        }
+        Op::Import { calls } => {
+            let id = store.import_session(turn(*calls, next)).expect("import");
+            sessions.push(id);
+            false
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -568,51 +761,7 @@ proptest! {
             let session = if i % 3 == 2 { sessions.last() } else { sessions.first() }
                 .expect("a session")
                 .clone();
-            let mut fresh = || {
-                next += 1;
-                format!("c{next}")
-            };
-            let appended = match op {
-                Op::User => store.append(&session, NewMessage::user("more")).is_ok(),
-                Op::System => store.append(&session, NewMessage::system("note")).is_ok(),
-                Op::Assistant { calls } => {
-                    let parts = (0..*calls).map(|_| call(&fresh())).collect::<Vec<_>>();
-                    let parts = if parts.is_empty() { vec![Part::text("hm")] } else { parts };
-                    store.append(&session, NewMessage::assistant(parts)).is_ok()
-                }
-                Op::AnswerFirst => match store.pending_tool_uses(&session).expect("pending").first() {
-                    Some(id) => store.append(&session, NewMessage::tool(vec![result(id)])).is_ok(),
-                    None => false,
-                },
-                Op::Text => store
-                    .append(&session, NewMessage::assistant(vec![Part::text("so")]))
-                    .is_ok(),
-                Op::Turn { calls } => store.append_batch(&session, turn(*calls, &mut next)).is_ok(),
-                Op::Cancel => !store.cancel_pending(&session, "stopped").expect("cancel").is_empty(),
-                Op::Revert { turn } => {
-                    let _ = store.revert_to_turn(&session, i64::from(*turn));
-                    false
-                }
-                Op::Undo => {
-                    let _ = store.undo_revert(&session);
-                    false
-                }
-                Op::Compact { keep } => {
-                    let _ = store.compact(&session, usize::from(*keep), "summary");
-                    false
-                }
-                Op::Fork { turn } => {
-                    if let Ok(forked) = store.fork(&session, i64::from(*turn)) {
-                        sessions.push(forked.id);
-                    }
-                    false
-                }
-                Op::Import { calls } => {
-                    let id = store.import_session(turn(*calls, &mut next)).expect("import");
-                    sessions.push(id);
-                    false
-                }
-            };
+            let appended = run_op(&store, &session, &mut sessions, op, &mut next);
             assert_tail_states_true(&store, &conn);
             assert_message_counts_true(&conn);
             if let Some(state) = stored(&conn, session.as_str()) {
@@ -626,5 +775,43 @@ proptest! {
                 );
             }
         }
+    }
+
+    /// Two stores on one file, the first with a single connection (so its appends remember
+    /// the tails they wrote, `store/memory.rs`): whatever either does between the first's
+    /// appends, its next append sees the session as the rows have it.
+    #[test]
+    fn an_append_after_any_write_by_anyone_sees_the_rows(
+        ops in prop::collection::vec((op(), any::<bool>()), 1..30),
+    ) {
+        let (dir, store, path) = temp_store();
+        drop(store);
+        let one_connection = StoreOptions { max_connections: 1, ..StoreOptions::default() };
+        let first = Store::open_with(&path, &one_connection).expect("open");
+        let second = Store::open(&path).expect("open again");
+        let conn = raw(&path);
+        let mut sessions = vec![first.create_session().expect("create")];
+        let mut next = 0u32;
+        for (i, (op, by_first)) in ops.iter().enumerate() {
+            let session = if i % 3 == 2 { sessions.last() } else { sessions.first() }
+                .expect("a session")
+                .clone();
+            let store = if *by_first { &first } else { &second };
+            run_op(store, &session, &mut sessions, op, &mut next);
+            assert_tail_states_true(store, &conn);
+            assert_message_counts_true(&conn);
+            prop_assert_eq!(
+                first.pending_tool_uses(&session).expect("pending"),
+                crate::tail_walk::end_of(&first.messages(&session).expect("messages"))
+                    .pending
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        // The first store's appends ran without SQLite's foreign-key checks where they took a
+        // remembered tail: no row they wrote points nowhere.
+        prop_assert_eq!(foreign_key_violations(&conn), 0);
+        drop(dir);
     }
 }

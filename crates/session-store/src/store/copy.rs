@@ -661,7 +661,7 @@ impl SqliteEngine {
     pub(super) fn put_session_rows(&self, session: &SessionId, rows: &SessionRows) -> Result<()> {
         self.write(|tx| {
             write_sqlite(tx, rows)?;
-            super::write::recount_messages(&mut &*tx, session)
+            super::write::recount_messages(&mut super::sqlite::SqliteTx::of(tx), session)
         })
     }
 }

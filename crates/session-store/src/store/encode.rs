@@ -81,7 +81,14 @@ fn insert_parts_sql(rows: usize, keyed: bool) -> &'static str {
 /// The part INSERT's text for `rows` rows (`session_id` last when `keyed`).
 fn parts_sql(rows: usize, keyed: bool) -> String {
     let width = if keyed { 10 } else { 9 };
-    let mut sql = format!("INSERT INTO parts ({PART_COLUMNS}");
+    // SQLite (the unkeyed schema): a constraint this insert breaks rolls back the whole
+    // write, as any failed write is, so SQLite keeps no statement journal for it.
+    let verb = if keyed {
+        "INSERT"
+    } else {
+        "INSERT OR ROLLBACK"
+    };
+    let mut sql = format!("{verb} INTO parts ({PART_COLUMNS}");
     if keyed {
         sql.push_str(", session_id");
     }

@@ -36,6 +36,14 @@ pub(crate) trait Engine: Debug + Send + Sync {
     /// of it stays.
     fn run_write(&self, work: Work<'_>) -> Result<()>;
 
+    /// [`Engine::run_write`] for an append to `session` (`Store::append_batch`): where the engine keeps
+    /// what a connection's own appends wrote (SQLite, `store/memory.rs`), `work`'s
+    /// transaction offers it ([`Sql::remembered_tail`]).
+    fn run_append(&self, session: &SessionId, work: Work<'_>) -> Result<()> {
+        let _ = session;
+        self.run_write(work)
+    }
+
     /// Runs `work` in one write transaction and rolls it back at the end: a dry run.
     /// `operation` names it for the refusal of an engine that does not (SQLite: a mend is
     /// rehearsed on a copy of the file instead).

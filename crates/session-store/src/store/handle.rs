@@ -9,6 +9,7 @@ use super::engine::{self, Engine};
 use super::options::ConnectionSettings;
 use super::sql::Sql;
 use crate::error::Result;
+use crate::model::SessionId;
 
 /// A session database: one SQLite file, or a PostgreSQL database named by a `postgres://`
 /// URL (with the cargo feature `postgres`), migrated to the current schema, behind a pool.
@@ -44,6 +45,16 @@ impl Store {
     /// leaves no trace.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut &mut dyn Sql) -> Result<T>) -> Result<T> {
         engine::run(|work| self.engine.run_write(work), f)
+    }
+
+    /// [`Store::write`] for an append to `session`, on a transaction that may remember the tails earlier
+    /// appends wrote ([`Engine::run_append`](super::engine::Engine::run_append)).
+    pub(crate) fn append_write<T>(
+        &self,
+        session: &SessionId,
+        f: impl FnOnce(&mut &mut dyn Sql) -> Result<T>,
+    ) -> Result<T> {
+        engine::run(|work| self.engine.run_append(session, work), f)
     }
 
     /// Runs `f` inside one read transaction, so all its queries see the same snapshot.

@@ -1,9 +1,11 @@
 //! The storage layer: the only place that talks SQL.
 //!
-//! A [`Store`] owns an r2d2 pool of SQLite connections to one file. Every connection runs in
-//! WAL mode with `foreign_keys=ON`, `synchronous=NORMAL` (or `FULL`, [`Durability`]) and a busy timeout; every write is
-//! one `BEGIN IMMEDIATE` transaction, so two writers queue on the lock instead of failing on
-//! the read-to-write upgrade, and a reader never sees half of a write.
+//! A [`Store`] owns r2d2 pools of SQLite connections to one file (or, with the `postgres`
+//! feature, of PostgreSQL connections). Every SQLite connection runs in WAL mode with
+//! `foreign_keys=ON` (but for the appends that prove their keys themselves, `pool.rs`),
+//! `synchronous=NORMAL` (or `FULL`, [`Durability`]) and a busy timeout; every write is one
+//! `BEGIN IMMEDIATE` transaction, so two writers queue on the lock instead of failing on the
+//! read-to-write upgrade, and a reader never sees half of a write.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ mod fork;
 mod handle;
 mod idempotency;
 mod import;
+mod memory;
 mod options;
 mod overview;
 #[cfg(feature = "postgres")]

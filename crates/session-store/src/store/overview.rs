@@ -247,7 +247,7 @@ fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionO
     }
     drop(rows);
     for overview in &mut found {
-        overview.pending = pending_listed(&mut &*conn, &overview.id)?;
+        overview.pending = pending_listed(&mut super::sqlite::SqliteTx::of(conn), &overview.id)?;
     }
     Ok(found)
 }

@@ -9,9 +9,11 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::file::{self, not_a_database};
+use super::memory::TailMemory;
 use super::options::{ConnectionSettings, Durability, StoreOptions};
 use super::{schema, views};
 use crate::error::Result;
+use crate::model::SessionId;
 
 /// The SQLite engine: two r2d2 pools of connections to one file, one for reads and one for
 /// write transactions.
@@ -21,8 +23,9 @@ pub(crate) struct SqliteEngine {
     /// The write transactions' connections: the same settings without the memory map. In a
     /// write transaction SQLite reads a mapped page by first searching the WAL's index for
     /// it (`walFindFrame`) and then mapping it, where an unmapped connection finds the page
-    /// in its own cache: 4% of an append's instructions (BENCHMARKS.md).
-    writers: Pool<SqliteConnectionManager>,
+    /// in its own cache: 4% of an append's instructions (BENCHMARKS.md). Each also keeps
+    /// what its own appends wrote ([`Writer`]).
+    writers: Pool<Writers>,
     path: PathBuf,
 }
 
@@ -65,7 +68,7 @@ impl SqliteEngine {
         drop(first);
         let pool = pool_of(manager, options)?;
         let writers = pool_of(
-            connection_manager(&path, &access, options, Mapped::No),
+            Writers(connection_manager(&path, &access, options, Mapped::No)),
             options,
         )?;
         Ok(Self {
@@ -90,13 +93,52 @@ impl SqliteEngine {
     ///
     /// An `Err` (or a panic) rolls everything back, so a refused or failed write leaves no
     /// trace. `BEGIN IMMEDIATE` and `COMMIT` are cached statements, not parsed again for every
-    /// write as rusqlite's `Transaction` does (2% of an append's instructions).
+    /// write as rusqlite's `Transaction` does (2% of an append's instructions). The
+    /// connection forgets the tails its appends left (`store/memory.rs`): this write may
+    /// change any of them.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let conn = self.writers.get()?;
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-        let open = RollbackUnlessCommitted(&conn);
+        let mut writer = self.writers.get()?;
+        writer.memory = None;
+        writer.enforce_foreign_keys(true)?;
+        let open = begin(&writer.conn)?;
         let value = f(open.0)?;
-        open.0.prepare_cached("COMMIT")?.execute([])?;
+        open.commit()?;
+        Ok(value)
+    }
+
+    /// [`SqliteEngine::write`] for an append to `session`: `f` also gets the tails this
+    /// connection's earlier appends left, still true if no other connection wrote since
+    /// (`PRAGMA data_version`, read under the write lock), and what it keeps there stays only
+    /// if the transaction commits.
+    ///
+    /// An append that takes its session's remembered tail runs without SQLite's foreign-key
+    /// checks ([`Writer::enforce_foreign_keys`]): each row it inserts names its session, which
+    /// the append's closing `UPDATE` of the session row finds or the append fails, or a
+    /// message the append inserted before it; and it takes no path that deletes (a remembered
+    /// tail is the state an append wrote: no revert to forget, no open message to settle),
+    /// so no cascade is due. Every other write, and an append whose tail another connection
+    /// may have changed, runs with them.
+    pub(crate) fn append<T>(
+        &self,
+        session: &SessionId,
+        f: impl FnOnce(&Connection, &mut TailMemory) -> Result<T>,
+    ) -> Result<T> {
+        let mut writer = self.writers.get()?;
+        let memory = writer.memory.take().unwrap_or_default();
+        let remembered = memory.remembers(session);
+        writer.enforce_foreign_keys(!remembered)?;
+        let mut open = begin(&writer.conn)?;
+        let mut memory = memory.since(data_version(open.0)?);
+        if remembered && !memory.remembers(session) {
+            // Another connection wrote since: this append reads its tail, with the checks.
+            drop(open);
+            writer.enforce_foreign_keys(true)?;
+            open = begin(&writer.conn)?;
+            memory = memory.since(data_version(open.0)?);
+        }
+        let value = f(open.0, &mut memory)?;
+        open.commit()?;
+        writer.memory = Some(memory);
         Ok(value)
     }
 
@@ -132,6 +174,77 @@ impl SqliteEngine {
     }
 }
 
+/// A `BEGIN IMMEDIATE` transaction on `conn`, rolled back unless committed.
+fn begin(conn: &Connection) -> Result<RollbackUnlessCommitted<'_>> {
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    Ok(RollbackUnlessCommitted(conn))
+}
+
+/// The file's `PRAGMA data_version` as `conn` sees it: it moves when another connection
+/// commits.
+fn data_version(conn: &Connection) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |row| row.get(0))?)
+}
+
+/// A connection of the write pool: the SQLite connection, with what its own appends wrote
+/// (`None` after any other write: forgotten).
+pub(crate) struct Writer {
+    conn: Connection,
+    memory: Option<TailMemory>,
+    /// Whether SQLite enforces foreign keys on the connection now (`PRAGMA foreign_keys`,
+    /// on as configured; off only for the appends [`SqliteEngine::append`] describes).
+    foreign_keys: bool,
+}
+
+impl Writer {
+    /// Turns SQLite's foreign-key checks on or off for the next transaction (the pragma is a
+    /// no-op inside one); a statement only when that changes.
+    fn enforce_foreign_keys(&mut self, on: bool) -> Result<()> {
+        if self.foreign_keys != on {
+            self.conn
+                .pragma_update(None, "foreign_keys", on)
+                .map_err(crate::Error::from)?;
+            self.foreign_keys = on;
+        }
+        Ok(())
+    }
+}
+
+/// The write pool's connections: [`SqliteConnectionManager`]'s, each a [`Writer`].
+#[derive(Debug)]
+struct Writers(SqliteConnectionManager);
+
+impl ManageConnection for Writers {
+    type Connection = Writer;
+    type Error = rusqlite::Error;
+
+    fn connect(&self) -> rusqlite::Result<Writer> {
+        Ok(Writer {
+            conn: self.0.connect()?,
+            memory: None,
+            foreign_keys: true,
+        })
+    }
+
+    fn is_valid(&self, writer: &mut Writer) -> rusqlite::Result<()> {
+        self.0.is_valid(&mut writer.conn)
+    }
+
+    fn has_broken(&self, writer: &mut Writer) -> bool {
+        self.0.has_broken(&mut writer.conn)
+    }
+}
+
+impl RollbackUnlessCommitted<'_> {
+    /// Commits the transaction.
+    fn commit(self) -> Result<()> {
+        self.0.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }
+}
+
 /// The write transaction of [`SqliteEngine::write`] until it commits: dropped earlier (an
 /// error, a refusal, a panic), it rolls back, so nothing of the write is kept and the
 /// connection goes back to the pool outside any transaction.
@@ -148,10 +261,7 @@ impl Drop for RollbackUnlessCommitted<'_> {
 }
 
 /// A pool of `manager`'s connections, at most `options.max_connections`, opened as needed.
-fn pool_of(
-    manager: SqliteConnectionManager,
-    options: &StoreOptions,
-) -> Result<Pool<SqliteConnectionManager>> {
+fn pool_of<M: ManageConnection>(manager: M, options: &StoreOptions) -> Result<Pool<M>> {
     Ok(Pool::builder()
         .max_size(options.max_connections.max(1))
         // No idle connection kept warm: a background top-up still opening when the process
@@ -233,3 +343,59 @@ const STATEMENT_CACHE: usize = 64;
 
 /// Bytes of the database file each connection reads through a memory map.
 const MMAP_SIZE: i64 = 256 * 1024 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NewMessage, SessionId};
+    use crate::store::sqlite::SqliteTx;
+
+    /// An append leaves the tail it wrote with its connection, and any other write forgets
+    /// it: the memory is used, and only while it is true (`store/memory.rs`).
+    #[test]
+    fn an_append_leaves_its_tail_remembered_and_any_other_write_forgets_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let one = StoreOptions {
+            max_connections: 1,
+            ..StoreOptions::default()
+        };
+        let engine = SqliteEngine::open(&dir.path().join("s.db"), &one).expect("open");
+        let session = SessionId::new("s");
+        engine
+            .write(|conn| {
+                conn.execute(
+                    "INSERT INTO sessions (id, created_at, updated_at) VALUES ('s', 'x', 'x')",
+                    [],
+                )?;
+                Ok(())
+            })
+            .expect("create");
+        let append = |text: &str| {
+            engine
+                .append(&session, |conn, memory| {
+                    let messages = [NewMessage::user(text)];
+                    crate::store::write::append_in(
+                        &mut SqliteTx::remembering(conn, memory),
+                        &session,
+                        &messages,
+                    )
+                })
+                .expect("append")
+        };
+        let remembers = || {
+            let writer = engine.writers.get().expect("the one connection");
+            writer
+                .memory
+                .as_ref()
+                .is_some_and(|m| m.remembers(&session))
+        };
+        append("one");
+        assert!(remembers());
+        assert_eq!(append("two")[0].seq, 2);
+        assert!(remembers());
+        engine.write(|_| Ok(())).expect("another write");
+        assert!(!remembers());
+        assert_eq!(append("three")[0].seq, 3);
+        assert!(remembers());
+    }
+}

@@ -12,6 +12,7 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
 use super::write::TailRow;
 use crate::error::Result;
+use crate::history::tail::TailState;
 use crate::model::{Message, SessionId};
 
 /// A value bound to a placeholder.
@@ -170,6 +171,26 @@ pub(crate) trait Sql {
         self.tail_row(session, true)
     }
 
+    /// The tail that `session`'s last append on this connection wrote, with which of `calls`
+    /// (an append's tool_use ids) the session already uses (`None`: not asked, the append
+    /// probes them itself), where the engine remembers it and nothing but this connection's
+    /// appends wrote the database since (SQLite's appends, `store/memory.rs`). `None`: read
+    /// the tail ([`Sql::tail_row_for_append`]).
+    fn remembered_tail(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<(TailState, Option<Vec<String>>)>> {
+        let _ = (session, calls);
+        Ok(None)
+    }
+
+    /// Keeps `tail`, which this append wrote for `session`, for [`Sql::remembered_tail`]
+    /// once the transaction commits, where the engine remembers tails.
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+        let _ = (session, tail);
+    }
+
     /// How many tool_use ids of an append are probed one statement each before they are
     /// asked in groups (SQLite plans the one-id probe best; PostgreSQL asks one group).
     fn ids_probed_one_by_one(&self) -> usize {
@@ -287,6 +308,18 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         (**self).tail_row_for_append(session, calls)
     }
 
+    fn remembered_tail(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<(TailState, Option<Vec<String>>)>> {
+        (**self).remembered_tail(session, calls)
+    }
+
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+        (**self).remember_tail(session, tail)
+    }
+
     fn ids_probed_one_by_one(&self) -> usize {
         (**self).ids_probed_one_by_one()
     }
@@ -392,7 +425,7 @@ mod tests {
         let conn = Connection::open_in_memory().expect("open");
         conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, s TEXT)")
             .expect("table");
-        let mut db = &conn;
+        let mut db = crate::store::sqlite::SqliteTx::of(&conn);
         let id = db
             .insert(
                 "INSERT INTO t (n, s) VALUES (?1, ?2)",

@@ -7,6 +7,7 @@ use std::path::Path;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::engine::{Engine, Work};
+use super::memory::TailMemory;
 use super::options::ConnectionSettings;
 use super::pool::SqliteEngine;
 use super::reports::SessionRows;
@@ -15,6 +16,7 @@ use super::rows::{Cells, Loaded, Range, Unreadable};
 use super::sql::{Sql, Value};
 use super::write::TailRow;
 use crate::error::Result;
+use crate::history::tail::TailState;
 use crate::model::{Message, SessionId, SessionInfo};
 
 impl Engine for SqliteEngine {
@@ -31,11 +33,17 @@ impl Engine for SqliteEngine {
     }
 
     fn run_read(&self, work: Work<'_>) -> Result<()> {
-        self.read(|conn| work(&mut { conn } as &mut dyn Sql))
+        self.read(|conn| work(&mut SqliteTx::of(conn)))
     }
 
     fn run_write(&self, work: Work<'_>) -> Result<()> {
-        self.write(|tx| work(&mut { tx } as &mut dyn Sql))
+        self.write(|tx| work(&mut SqliteTx::of(tx)))
+    }
+
+    fn run_append(&self, session: &SessionId, work: Work<'_>) -> Result<()> {
+        self.append(session, |tx, memory| {
+            work(&mut SqliteTx::remembering(tx, memory))
+        })
     }
 
     fn connection_settings(&self) -> Result<ConnectionSettings> {
@@ -87,7 +95,38 @@ impl Engine for SqliteEngine {
     }
 }
 
-impl Sql for &Connection {
+/// An SQLite transaction as the operations of `store/` run their statements in ([`Sql`]);
+/// an append's ([`Engine::run_append`]) also holds what the connection remembers of the tails
+/// its own appends wrote (`store/memory.rs`).
+pub(crate) struct SqliteTx<'c> {
+    conn: &'c Connection,
+    memory: Option<&'c mut TailMemory>,
+}
+
+impl<'c> SqliteTx<'c> {
+    /// The transaction open on `conn`, with no memory of tails.
+    pub(crate) fn of(conn: &'c Connection) -> Self {
+        Self { conn, memory: None }
+    }
+
+    /// An append's transaction open on `conn`, with what the connection remembers.
+    pub(crate) fn remembering(conn: &'c Connection, memory: &'c mut TailMemory) -> Self {
+        Self {
+            conn,
+            memory: Some(memory),
+        }
+    }
+}
+
+impl std::ops::Deref for SqliteTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Sql for SqliteTx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
         let changed = self
             .prepare_cached(sql)?
@@ -166,6 +205,24 @@ impl Sql for &Connection {
         calls: &[&str],
     ) -> Result<Option<TailRow>> {
         super::write::sqlite_tail_row_for_append(self, session, calls)
+    }
+
+    fn remembered_tail(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<(TailState, Option<Vec<String>>)>> {
+        let Some(tail) = self.memory.as_deref_mut().and_then(|m| m.take(session)) else {
+            return Ok(None);
+        };
+        let taken = super::write::sqlite_calls_taken(self.conn, session, calls)?;
+        Ok(Some((tail, Some(taken))))
+    }
+
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+        if let Some(memory) = self.memory.as_deref_mut() {
+            memory.keep(session, tail);
+        }
     }
 
     /// Every id: one index probe costs SQLite less than its share of any `IN` list (measured

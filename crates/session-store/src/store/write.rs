@@ -48,7 +48,7 @@ impl Store {
         session: &SessionId,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
-        self.write(|tx| append_in(tx, session, &messages))
+        self.append_write(session, |tx| append_in(tx, session, &messages))
     }
 
     /// Answers every pending tool_use of the session with a tombstone result (`is_error = 1`,
@@ -142,7 +142,12 @@ pub(crate) fn append_in(
         .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
         .filter(|id| !id.contains('\0'))
         .collect();
-    let (mut position, taken) = locked_position(db, session, &calls)?;
+    // The tail this connection's last append left, where it remembers one (SQLite), else
+    // the tail read under the session's lock.
+    let (mut position, taken) = match db.remembered_tail(session, &calls)? {
+        Some((tail, taken)) => (Position::stored(tail), taken),
+        None => locked_position(db, session, &calls)?,
+    };
     check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
@@ -214,11 +219,17 @@ pub(crate) fn append_in(
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
     if !touched {
-        let tail = position.after(&walk, messages).encode();
-        db.run(
+        let tail = position.after(&walk, messages);
+        let encoded = tail.encode();
+        let touched = db.run(
             TOUCH_WITH_TAIL,
-            &values![session.as_str(), now.as_str(), tail.as_str(), count],
+            &values![session.as_str(), now.as_str(), encoded.as_str(), count],
         )?;
+        // A remembered tail read no session row: the row this UPDATE finds proves it is there.
+        if touched != 1 {
+            return Err(Error::UnknownSession(session.clone()));
+        }
+        db.remember_tail(session, tail);
     }
     Ok(appended)
 }
@@ -326,6 +337,18 @@ pub(crate) struct Position {
 }
 
 impl Position {
+    /// The position at the end of a session whose stored tail state is `tail`, current.
+    fn stored(tail: TailState) -> Self {
+        Position {
+            resume: tail.resume(),
+            last_seq: tail.last_seq,
+            last_user_turn: tail.last_user_turn,
+            block_parts: tail.block_parts,
+            parts_max: tail.parts_through,
+            from_stored_state: true,
+        }
+    }
+
     /// The seq and turn of the next message, of `role`, which the position then ends at.
     fn advance(&mut self, role: Role) -> (i64, i64) {
         self.last_seq += 1;
@@ -398,7 +421,7 @@ pub(crate) struct TailRow {
 }
 
 /// The row's tail state with what it must match: the session's last seq, and the largest
-/// part id in the database; and whether a message is open. [`stored_tail_with_calls`] adds
+/// part id in the database; and whether a message is open. [`call_probes`] adds
 /// columns before [`TAIL_FROM`].
 const TAIL_COLUMNS: &str = "
     SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1),
@@ -410,47 +433,103 @@ const TAIL_FROM: &str = "
     FROM sessions WHERE id = ?1";
 
 /// How many of an append's call ids SQLite's tail statement asks about itself
-/// ([`stored_tail_with_calls`]); an append with more probes them one statement each.
+/// ([`call_probes`]); an append with more probes them one statement each.
 const CALLS_WITH_TAIL: usize = 4;
 
-/// The statement that reads a session's tail ([`TAIL_COLUMNS`]), with, for an append of
-/// `calls` (0 to [`CALLS_WITH_TAIL`]) call ids bound from `?2` on, whether the session
-/// already uses each: one column each, the index probe of [`TOOL_USE_ID_TAKEN`]. Built once
-/// per process.
-fn stored_tail_with_calls(calls: usize) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+/// The statements an append of `calls` (0 to [`CALLS_WITH_TAIL`]) call ids, bound from `?2`
+/// on, asks whether the session already uses each in: one column each, the index probe of
+/// [`TOOL_USE_ID_TAKEN`]; with the session's tail ([`TAIL_COLUMNS`], the column after its
+/// four) or alone (a remembered tail, `store/memory.rs`). Built once per process.
+fn call_probes(calls: usize) -> &'static Probes {
+    static SQL: std::sync::OnceLock<Vec<Probes>> = std::sync::OnceLock::new();
     let texts = SQL.get_or_init(|| {
         (0..=CALLS_WITH_TAIL)
             .map(|calls| {
-                let mut sql = TAIL_COLUMNS.to_owned();
-                for at in 0..calls {
-                    sql.push_str(&format!(
-                        ",\n           EXISTS (SELECT 1 FROM parts p CROSS JOIN messages m \
-                         WHERE m.id = p.message_id AND p.tool_use_id = ?{} AND p.kind = 'tool_use' \
-                         AND m.session_id = ?1)",
-                        at + 2
-                    ));
+                let probes: Vec<String> = (0..calls)
+                    .map(|at| {
+                        format!(
+                            "EXISTS (SELECT 1 FROM parts p CROSS JOIN messages m \
+                             WHERE m.id = p.message_id AND p.tool_use_id = ?{} \
+                             AND p.kind = 'tool_use' AND m.session_id = ?1)",
+                            at + 2
+                        )
+                    })
+                    .collect();
+                let mut with_tail = TAIL_COLUMNS.to_owned();
+                for probe in &probes {
+                    with_tail.push_str(",\n           ");
+                    with_tail.push_str(probe);
                 }
-                sql.push_str(TAIL_FROM);
-                sql
+                with_tail.push_str(TAIL_FROM);
+                // `?1` is named in every probe, so the statement binds it.
+                let alone = format!("SELECT {}", probes.join(", "));
+                Probes { with_tail, alone }
             })
             .collect()
     });
     &texts[calls.min(CALLS_WITH_TAIL)]
 }
 
-/// [`Sql::tail_row_for_append`] on SQLite: an append of up to [`CALLS_WITH_TAIL`] calls
-/// learns which the session uses in the tail's own statement ([`stored_tail_with_calls`]);
-/// with more, [`sqlite_tail_row`], and the append probes its calls itself.
+/// The two statements of [`call_probes`] for one number of calls.
+struct Probes {
+    /// The session's tail, then one column per call.
+    with_tail: String,
+    /// One column per call.
+    alone: String,
+}
+
+/// Which of `calls` the session uses, from the probe columns of `row` from `first` on.
+fn taken_in(
+    row: &rusqlite::Row<'_>,
+    calls: &[&str],
+    first: usize,
+) -> rusqlite::Result<Vec<String>> {
+    let mut taken = Vec::new();
+    for (at, call) in calls.iter().enumerate() {
+        if row.get::<_, bool>(first + at)? {
+            taken.push((*call).to_owned());
+        }
+    }
+    Ok(taken)
+}
+
+/// Which of an append's `calls` the session uses, asked alone (after a remembered tail,
+/// [`Sql::remembered_tail`] on SQLite, or after the tail statement's first
+/// [`CALLS_WITH_TAIL`]): [`CALLS_WITH_TAIL`] probes per statement.
+pub(crate) fn sqlite_calls_taken(
+    conn: &Connection,
+    session: &SessionId,
+    calls: &[&str],
+) -> Result<Vec<String>> {
+    let mut taken = Vec::new();
+    for chunk in calls.chunks(CALLS_WITH_TAIL) {
+        let params = std::iter::once(session.as_str()).chain(chunk.iter().copied());
+        taken.extend(
+            conn.prepare_cached(&call_probes(chunk.len()).alone)?
+                .query_row(rusqlite::params_from_iter(params), |row| {
+                    taken_in(row, chunk, 0)
+                })?,
+        );
+    }
+    Ok(taken)
+}
+
+/// [`Sql::tail_row_for_append`] on SQLite: the tail's own statement asks about the first
+/// [`CALLS_WITH_TAIL`] calls ([`call_probes`]), [`sqlite_calls_taken`] about the rest.
 pub(crate) fn sqlite_tail_row_for_append(
     conn: &Connection,
     session: &SessionId,
     calls: &[&str],
 ) -> Result<Option<TailRow>> {
-    if calls.len() > CALLS_WITH_TAIL {
-        return sqlite_tail_row(conn, session);
+    let (first, rest) = calls.split_at(calls.len().min(CALLS_WITH_TAIL));
+    let mut row = tail_row_with_calls(conn, session, first)?;
+    if let Some(TailRow {
+        taken: Some(taken), ..
+    }) = row.as_mut()
+    {
+        taken.extend(sqlite_calls_taken(conn, session, rest)?);
     }
-    tail_row_with_calls(conn, session, calls)
+    Ok(row)
 }
 
 /// [`Sql::tail_row`] on SQLite ([`TAIL_COLUMNS`]).
@@ -468,14 +547,9 @@ fn tail_row_with_calls(
 ) -> Result<Option<TailRow>> {
     let params = std::iter::once(session.as_str()).chain(calls.iter().copied());
     Ok(conn
-        .prepare_cached(stored_tail_with_calls(calls.len()))?
+        .prepare_cached(&call_probes(calls.len()).with_tail)?
         .query_row(rusqlite::params_from_iter(params), |r| {
-            let mut taken = Vec::new();
-            for (at, call) in calls.iter().enumerate() {
-                if r.get::<_, bool>(4 + at)? {
-                    taken.push((*call).to_owned());
-                }
-            }
+            let taken = taken_in(r, calls, 4)?;
             Ok(TailRow {
                 state: r.get(0)?,
                 last_seq: r.get(1)?,
@@ -544,12 +618,8 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         };
         if current {
             return Ok(Position {
-                resume: tail.resume(),
-                last_seq: tail.last_seq,
-                last_user_turn: tail.last_user_turn,
-                block_parts: tail.block_parts,
                 parts_max: parts_max.unwrap_or(0),
-                from_stored_state: true,
+                ..Position::stored(tail)
             });
         }
     }
@@ -727,7 +797,7 @@ mod tests {
         let mut conn = Connection::open_in_memory().expect("open");
         crate::store::schema::migrate(&mut conn).expect("migrate");
         for calls in 1..=CALLS_WITH_TAIL {
-            let sql = stored_tail_with_calls(calls);
+            let sql = &call_probes(calls).with_tail;
             let steps = plan(&conn, sql);
             let probes = steps
                 .iter()
@@ -746,8 +816,30 @@ mod tests {
             );
         }
         assert_eq!(
-            stored_tail_with_calls(0),
+            call_probes(0).with_tail,
             format!("{TAIL_COLUMNS}{TAIL_FROM}")
         );
+    }
+
+    /// After a remembered tail the probes run alone, each still an index search.
+    #[test]
+    fn the_call_probes_after_a_remembered_tail_search_their_index() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        for calls in 1..=CALLS_WITH_TAIL {
+            let sql = &call_probes(calls).alone;
+            let steps = plan(&conn, sql);
+            let probes = steps
+                .iter()
+                .filter(|step| step.contains("parts_tool_use_ids"))
+                .count();
+            assert_eq!(probes, calls, "{sql}: {steps:?}");
+            assert!(
+                !steps
+                    .iter()
+                    .any(|step| step.contains("SCAN") && step != "SCAN CONSTANT ROW"),
+                "{sql}: {steps:?}"
+            );
+        }
     }
 }
