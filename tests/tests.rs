@@ -8,6 +8,7 @@ mod budget;
 mod budget_overflow;
 mod bundle;
 mod bundle_refusals;
+mod cascades;
 mod check_constraints;
 mod cli;
 mod codex_links;

@@ -548,6 +548,16 @@ impl AsyncStore {
         self.run(move |store| store.backup_to(&dest)).await
     }
 
+    /// [`Store::orphan_rows`].
+    pub async fn orphan_rows(&self) -> Result<Vec<crate::repair::OrphanRow>> {
+        self.run(|store| store.orphan_rows()).await
+    }
+
+    /// [`Store::mend_orphan_rows`].
+    pub async fn mend_orphan_rows(&self) -> Result<Vec<crate::repair::OrphanMend>> {
+        self.run(|store| store.mend_orphan_rows()).await
+    }
+
     /// [`Store::check`].
     pub async fn check(
         &self,

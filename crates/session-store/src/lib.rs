@@ -103,6 +103,7 @@ pub mod repair {
     pub use crate::history::rules::{CheckOptions, HealthRule, Problem, UnknownRule, WRITER_LEASE};
     pub use crate::store::repair::{
         backup_database, default_backup_path, inspect_database_file, inspect_database_url,
-        CheckReport, DatabaseFile, LoggedChange, RepairOptions, SessionRepair,
+        CheckReport, DatabaseFile, LoggedChange, OrphanMend, OrphanRow, RepairOptions,
+        SessionRepair, ORPHAN_ROW,
     };
 }

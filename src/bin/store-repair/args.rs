@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser};
 const EXIT_STATUS: &str = "\
 Exit status:
   0  every session checked is healthy, or was mended
-  1  --dry-run found problems (nothing was written)
+  1  --dry-run found problems or rows pointing at a missing row (nothing was written)
   3  a run without --dry-run left sessions unmended because a row is outside the
      contract (unreadable_row); they are listed (unmended in --json), every other
      session was checked and mended
@@ -17,9 +17,12 @@ Exit status:
      newer build, or any other error; when the file is refused nothing is created or
      changed, and a failed backup mends nothing
 
-The report names every broken session with its rules; --json prints one object with
-what was found (problems, broken_sessions), what a real run would do (would_*, dry run)
-and what was done (repaired, changes, sessions_repaired, migrations_applied, backup).";
+The report names every broken session with its rules, and the rows that point at a
+missing row (rule orphan_row: left by writes with foreign keys off; mended first, never
+by deleting a message or part); --json prints one object with what was found (problems,
+broken_sessions, orphan_rows), what a real run would do (would_*, dry run) and what was
+done (repaired, changes, sessions_repaired, orphan_rows_changed, migrations_applied,
+backup).";
 
 /// Check a session database against the store's contract and mend what is broken.
 #[derive(Debug, Parser)]

@@ -66,7 +66,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    if outcome.dry_run && !outcome.problems.is_empty() {
+    if outcome.dry_run && !(outcome.problems.is_empty() && outcome.orphan_rows.is_empty()) {
         ExitCode::from(1)
     } else if !outcome.unmended.is_empty() {
         ExitCode::from(3)

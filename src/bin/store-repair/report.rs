@@ -64,16 +64,21 @@ pub fn json(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
         "problems": outcome.problems,
         "problems_by_rule": counts(&by_rule(outcome)),
         "broken_sessions": broken,
+        // Rows that point at a row that is not there (rule `orphan_row`), found before the
+        // sessions were checked.
+        "orphan_rows": outcome.orphan_rows,
         "migrations_pending": outcome.migrations_pending,
         // What a real run would do (dry run only; null otherwise).
         "would_repair": would.map(|w| w.repair),
         "would_change": would.map(|w| w.changes),
         "sessions_would_repair": would.map(|w| w.sessions),
+        "would_change_orphan_rows": would.map(|w| w.orphan_changes),
         // Done (always 0 on a dry run).
         "migrations_applied": outcome.migrations_applied,
         "repaired": outcome.repaired,
         "changes": outcome.changes,
         "sessions_repaired": outcome.sessions_repaired,
+        "orphan_rows_changed": outcome.orphan_changes,
         "backup": outcome.backup.as_ref().map(|p| p.display().to_string()),
         "unmended": outcome.unmended,
     });
@@ -113,6 +118,7 @@ pub fn human(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
     if !sessions.is_empty() {
         write_broken(outcome, &sessions, out)?;
     }
+    write_orphans(outcome, out)?;
     if let Some(plan) = outcome.would {
         return write_would(outcome, plan, out);
     }
@@ -147,6 +153,31 @@ fn write_broken(
     Ok(())
 }
 
+/// The rows that point at a missing row, counted by table and the table they point at.
+fn write_orphans(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
+    if outcome.orphan_rows.is_empty() {
+        return Ok(());
+    }
+    let mut tables: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for row in &outcome.orphan_rows {
+        *tables.entry((&row.table, &row.parent)).or_default() += 1;
+    }
+    writeln!(
+        out,
+        "{} pointing at a missing row (rule orphan_row):",
+        count(outcome.orphan_rows.len(), "row", "rows")
+    )?;
+    for ((table, parent), n) in tables {
+        writeln!(
+            out,
+            "  {:<24} {n} (a missing {})",
+            escape_line(table),
+            escape_line(parent)
+        )?;
+    }
+    Ok(())
+}
+
 /// What a real run would do, after a dry run that wrote nothing.
 fn write_would(outcome: &Outcome, plan: Plan, out: &mut impl Write) -> io::Result<()> {
     let mut would = Vec::new();
@@ -158,6 +189,12 @@ fn write_would(outcome: &Outcome, plan: Plan, out: &mut impl Write) -> io::Resul
                 "schema migration",
                 "schema migrations"
             )
+        ));
+    }
+    if plan.orphan_changes > 0 {
+        would.push(format!(
+            "mend {} for rows pointing at missing rows (each logged)",
+            count(plan.orphan_changes, "change", "changes")
         ));
     }
     if plan.changes > 0 {
@@ -194,6 +231,14 @@ fn write_done(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
             )
         )?;
     }
+    if outcome.orphan_changes > 0 {
+        writeln!(
+            out,
+            "mended the rows pointing at missing rows with {} (a missing session or message \
+             made again, what else their keys declare); see the repair_log table (rule orphan_row)",
+            count(outcome.orphan_changes, "change", "changes")
+        )?;
+    }
     if outcome.changes > 0 {
         writeln!(
             out,
@@ -202,7 +247,7 @@ fn write_done(outcome: &Outcome, out: &mut impl Write) -> io::Result<()> {
             count(outcome.sessions_repaired, "session", "sessions"),
             count(outcome.changes, "change", "changes"),
         )?;
-    } else if outcome.problems.is_empty() {
+    } else if outcome.problems.is_empty() && outcome.orphan_rows.is_empty() {
         writeln!(out, "healthy: nothing to mend")?;
     }
     if !outcome.unmended.is_empty() {

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use session_store::repair::{
     backup_database, default_backup_path, inspect_database_file, CheckReport, RepairOptions,
 };
-use session_store::repair::{Problem, SessionRepair};
+use session_store::repair::{OrphanRow, Problem, SessionRepair};
 use session_store::{SessionId, Store};
 
 use crate::args::Args;
@@ -41,6 +41,11 @@ pub struct Outcome {
     pub backup: Option<PathBuf>,
     /// Sessions left as they are because a row is outside the contract (`unreadable_row`).
     pub unmended: Vec<SessionId>,
+    /// Rows that point at a row that is not there (`orphan_row`), found before the sessions
+    /// were checked.
+    pub orphan_rows: Vec<OrphanRow>,
+    /// Rows the mend of the orphan rows removed or changed, each logged (0 on a dry run).
+    pub orphan_changes: usize,
 }
 
 /// What a real run would do, measured by mending a private copy.
@@ -52,6 +57,8 @@ pub struct Plan {
     pub sessions: usize,
     /// Changes it would make (repair-log rows).
     pub changes: usize,
+    /// Rows the mend of the orphan rows would remove or change (repair-log rows).
+    pub orphan_changes: usize,
 }
 
 /// Runs over fewer sessions than this are too fast to need a progress bar.
@@ -80,11 +87,19 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
         let copy = dir.path().join("dry-run.db");
         backup_database(db, &copy).context("copying the database for the dry run")?;
         let store = Store::open(&copy).context("migrating the dry-run copy")?;
+        outcome.orphan_rows = store.orphan_rows()?;
+        let orphan_changes = store
+            .mend_orphan_rows()
+            .context("mending the orphan rows of the copy")?
+            .len();
         let sessions = named(&store, &args.sessions)?;
         let report = check(&store, &sessions, &options)?;
         dry_run(&mut outcome, report, "mending a copy", |session| {
             store.repair_session(session, &options)
         })?;
+        if let Some(plan) = outcome.would.as_mut() {
+            plan.orphan_changes = orphan_changes;
+        }
         return Ok(outcome);
     }
 
@@ -114,6 +129,16 @@ pub fn run(args: &Args) -> anyhow::Result<Outcome> {
     let store = Store::open_with(db, &crate::args::store_options(args))
         .with_context(|| format!("opening {}", db.display()))?;
     outcome.migrations_applied = file.pending_migrations;
+    // Rows no session reaches are mended first: a message that took a dead one's id would
+    // otherwise be checked with that message's parts.
+    outcome.orphan_rows = store.orphan_rows()?;
+    if !outcome.orphan_rows.is_empty() {
+        take_backup(&mut backup)?;
+        outcome.orphan_changes = store
+            .mend_orphan_rows()
+            .context("mending the rows that point at a missing row")?
+            .len();
+    }
     let sessions = named(&store, &args.sessions)?;
     let report = check(&store, &sessions, &options)?;
     // A finding the mend leaves as it is (`unreadable_row`) changes nothing: no backup.

@@ -91,7 +91,8 @@ fn by_part<'s>(db: &impl Sql, statement: &[&'s str; 2]) -> &'s str {
     keyed(db, statement[0], statement[1])
 }
 
-const INSERT_LOG: &str = "
+/// One `repair_log` row; also written by `orphans.rs`.
+pub(crate) const INSERT_LOG: &str = "
     INSERT INTO repair_log (session_id, rule, action, message_id, part_id, before_json, after_json, repaired_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 /// A mend rewrites the session's rows: the tail state the row kept is read again.

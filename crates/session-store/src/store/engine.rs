@@ -83,6 +83,17 @@ pub(crate) trait Engine: Debug + Send + Sync {
         true
     }
 
+    /// `Store::orphan_rows`: rows pointing at a missing row (none where the engine always
+    /// enforces its foreign keys).
+    fn orphan_rows(&self) -> Result<Vec<super::orphans::OrphanRow>> {
+        Ok(Vec::new())
+    }
+
+    /// `Store::mend_orphan_rows`.
+    fn mend_orphan_rows(&self) -> Result<Vec<super::orphans::OrphanMend>> {
+        Ok(Vec::new())
+    }
+
     /// `Store::search`: the engine's full-text index.
     fn search(&self, query: &str, options: &SearchOptions) -> Result<Vec<SearchHit>>;
 

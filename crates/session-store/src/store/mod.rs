@@ -29,6 +29,7 @@ mod idempotency;
 mod import;
 mod memory;
 mod options;
+mod orphans;
 mod overview;
 #[cfg(feature = "postgres")]
 mod pg;

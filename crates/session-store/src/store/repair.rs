@@ -20,6 +20,7 @@ pub use super::apply::LoggedChange;
 use super::engine;
 pub use super::file::{backup_database, default_backup_path, inspect_database_file, DatabaseFile};
 use super::handle::Store;
+pub use super::orphans::{OrphanMend, OrphanRow, ORPHAN_ROW};
 use super::rows::Unreadable;
 use super::sql::Sql;
 use super::time::now;

@@ -58,6 +58,14 @@ impl Engine for SqliteEngine {
         SqliteEngine::search(self, query, options)
     }
 
+    fn orphan_rows(&self) -> Result<Vec<super::orphans::OrphanRow>> {
+        SqliteEngine::orphan_rows(self)
+    }
+
+    fn mend_orphan_rows(&self) -> Result<Vec<super::orphans::OrphanMend>> {
+        SqliteEngine::mend_orphan_rows(self)
+    }
+
     fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         SqliteEngine::list_sessions(self, only)
     }
