@@ -210,3 +210,47 @@ fn blank_lines_in_a_bundle_hold_no_row() {
         other => panic!("a cut bundle restored: {other:?}"),
     }
 }
+
+/// A restore is a write like any other: it never stores a session that breaks the contract.
+/// A bundle whose result answers no call is refused at the line of the message at fault, and
+/// nothing is written.
+#[test]
+fn a_bundle_of_a_session_that_breaks_the_contract_is_refused_and_nothing_is_written() {
+    for backend in backends() {
+        let original = session(&backend.store);
+        let bundle = backend.store.export_bundle(&original).expect("bundle");
+        let result_line = line_of(&bundle, "parts", 2);
+        let text = edited(&bundle, result_line, |l| {
+            set_text(l, "tool_use_id", "nobody")
+        });
+        let before = backend.dump();
+        match backend.store.import_bundle(text.as_bytes()) {
+            Err(Error::Bundle { line, detail }) => {
+                assert!(
+                    detail.contains("breaks the contract"),
+                    "{}: {detail}",
+                    backend.name
+                );
+                assert!(
+                    detail.contains("orphan_tool_result") || detail.contains("dangling_tool_use"),
+                    "{}: {detail}",
+                    backend.name
+                );
+                let messages: Vec<usize> =
+                    (0..4).map(|n| line_of(&bundle, "messages", n)).collect();
+                assert!(
+                    messages.contains(&line),
+                    "{}: line {line} is a message's",
+                    backend.name
+                );
+            }
+            other => panic!("{}: a broken bundle restored: {other:?}", backend.name),
+        }
+        assert_eq!(
+            backend.dump(),
+            before,
+            "{}: something was written",
+            backend.name
+        );
+    }
+}

@@ -38,6 +38,7 @@ use super::rows::Unreadable;
 use super::sql::{int_at, text_at, values, Sql, Value};
 use super::write::recount_messages;
 use crate::error::{Error, Result};
+use crate::history::rules::{check_session, CheckOptions, Problem};
 use crate::model::SessionId;
 
 /// The header's `format`.
@@ -404,10 +405,43 @@ fn restore_in(sql: &mut impl Sql, parsed: &Parsed) -> Result<SessionId> {
         }
     }
     recount_messages(sql, &session)?;
-    if let Err(unreadable) = sql.load_for_check(&session)? {
-        return Err(unreadable_line(parsed, &ids, &unreadable));
+    let loaded = match sql.load_for_check(&session)? {
+        Ok(loaded) => loaded,
+        Err(unreadable) => return Err(unreadable_line(parsed, &ids, &unreadable)),
+    };
+    // The write path never stores a session that breaks the contract, a restore included:
+    // a bundle of a broken session is refused (mend it with `store-repair` first).
+    let options = CheckOptions::at(super::time::now());
+    if let Some(problem) = check_session(&session, &loaded.messages, &options).first() {
+        return Err(broken_line(parsed, problem));
     }
     Ok(session)
+}
+
+/// The refusal for a restored session that breaks a rule of the contract, at the bundle line
+/// of the message at fault (the first message's when the problem names none).
+fn broken_line(parsed: &Parsed, problem: &Problem) -> Error {
+    let line = parsed
+        .rows
+        .iter()
+        .filter(|row| row.table.name == "messages")
+        .find(|row| {
+            problem.seq.is_none()
+                || row
+                    .cells
+                    .iter()
+                    .any(|(name, _, cell)| *name == "seq" && Some(cell_int(cell)) == problem.seq)
+        })
+        .map_or(1, |row| row.line);
+    refuse(
+        line,
+        format!(
+            "the session breaks the contract ({}): {}; mend the source with store-repair \
+             before its bundle is restored",
+            problem.rule.as_str(),
+            problem.detail
+        ),
+    )
 }
 
 /// The refusal for a restored row the row decoder cannot read (a role or kind outside the
