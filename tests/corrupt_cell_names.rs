@@ -48,3 +48,58 @@ fn a_hand_edited_cell_the_store_cannot_read_is_named_by_its_column() {
         }
     }
 }
+
+/// What fails those commands is what `store-repair` reports: the session's usage row is
+/// outside the contract (`unreadable_row`, naming the column and the message's seq), and the
+/// session is left as it is (exit 3), where the check used to call it healthy. A count below
+/// zero is no count of tokens either.
+#[test]
+fn store_repair_reports_a_usage_cell_no_reader_can_take_and_leaves_the_session() {
+    let cases = [
+        ("input_tokens", "'lots'", "is not an integer"),
+        ("cache_read_tokens", "x'00ff'", "cache_read_tokens"),
+        ("output_tokens", "-5", "-5 is not a count of tokens"),
+    ];
+    for (column, value, says) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("s.db");
+        let (store, session) = one_exchange(&db);
+        drop(store);
+        rusqlite::Connection::open(&db)
+            .and_then(|c| {
+                c.execute(
+                    "INSERT INTO usage (message_id, input_tokens, output_tokens) \
+                     SELECT id, 1, 1 FROM messages WHERE role = 'assistant'",
+                    [],
+                )?;
+                c.execute(&format!("UPDATE usage SET {column} = {value}"), [])
+            })
+            .expect("sqlite3");
+        let usage = session_store(&db, &["usage", session.as_str()]);
+        assert_eq!(usage.status.code(), Some(2), "{column}={value}: {usage:?}");
+        assert!(
+            String::from_utf8_lossy(&usage.stderr).contains(&format!("column {column}")),
+            "{column}={value}: {usage:?}"
+        );
+        let before = std::fs::read(&db).expect("read");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_store-repair"))
+            .args(["--db", db.to_str().expect("utf-8"), "--no-backup", "--json"])
+            .output()
+            .expect("store-repair");
+        assert_eq!(out.status.code(), Some(3), "{column}={value}: {out:?}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let problem = &report["problems"][0];
+        assert_eq!(problem["rule"], "unreadable_row", "{report}");
+        assert_eq!(problem["session_id"], session.as_str());
+        assert_eq!(problem["seq"], 2, "the assistant message's usage: {report}");
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(says), "{column}={value}: {detail}");
+        assert_eq!(report["unmended"][0], session.as_str());
+        let after = std::fs::read(&db).expect("read");
+        assert_eq!(
+            after.len(),
+            before.len(),
+            "{column}={value}: the file was rewritten"
+        );
+    }
+}

@@ -89,3 +89,35 @@ fn json_up_to_the_limit_reads_back_exactly() {
         assert_eq!(stored, nested(depth), "depth {depth}");
     }
 }
+
+/// A transcript whose JSON nests past the reader's limit is refused on import saying so,
+/// with the limit, whether its format is named or told from the text (it is valid JSON: "not
+/// a transcript" or "not valid JSON" would send a person looking for the wrong fault).
+#[test]
+fn a_transcript_nested_past_the_readers_limit_is_refused_saying_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("s.db");
+    let file = dir.path().join("deep.json");
+    let deep = "[".repeat(200) + &"]".repeat(200);
+    std::fs::write(
+        &file,
+        format!(
+            r#"{{"messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":[{{"type":"tool_use","id":"t","name":"n","input":{{"a":{deep}}}}}]}}]}}"#
+        ),
+    )
+    .expect("write");
+    let path = file.to_str().expect("utf-8");
+    for args in [
+        vec!["import", path],
+        vec!["import", "--format", "anthropic", path],
+    ] {
+        let out = crate::util::session_store(&db, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("nests deeper than 127 levels"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("not valid JSON"), "{args:?}: {stderr}");
+    }
+}

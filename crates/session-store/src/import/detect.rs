@@ -93,11 +93,23 @@ impl Sample {
             Sample::Unreadable(if text.trim().is_empty() {
                 "the input is empty".to_owned()
             } else {
-                format!("it is neither one JSON document nor JSON Lines ({error})")
+                unreadable(&error)
             })
         } else {
             Sample::Lines(lines)
         }
+    }
+}
+
+/// Why a text is no transcript: JSON nested deeper than the store reads back, said so (the
+/// format cannot be told from such a text, but that is not why it is refused); else neither
+/// one JSON document nor JSON Lines.
+fn unreadable(error: &serde_json::Error) -> String {
+    let problem = super::json::problem(error);
+    if problem == "not valid JSON" {
+        format!("it is neither one JSON document nor JSON Lines ({error})")
+    } else {
+        format!("{problem} ({error})")
     }
 }
 
@@ -150,9 +162,7 @@ impl Sample {
         } else if blank {
             Sample::Unreadable("the input is empty".to_owned())
         } else {
-            Sample::Unreadable(format!(
-                "it is neither one JSON document nor JSON Lines ({error})"
-            ))
+            Sample::Unreadable(unreadable(&error))
         })
     }
 }

@@ -114,6 +114,20 @@ pub(crate) fn parse(
     serde_json::from_str(text).map_err(|source| syntax(text, source, at, origin))
 }
 
+/// What is wrong with a text `serde_json` refused, in words: JSON nested deeper than its
+/// reader follows (valid JSON, but the store could not read it back) is said so, with the
+/// limit; anything else is not valid JSON.
+pub(crate) fn problem(error: &serde_json::Error) -> String {
+    if error.to_string().starts_with("recursion limit exceeded") {
+        format!(
+            "the JSON nests deeper than {} levels, the most the store reads back",
+            crate::store::MAX_JSON_DEPTH
+        )
+    } else {
+        "not valid JSON".to_owned()
+    }
+}
+
 fn syntax(
     text: &str,
     source: serde_json::Error,

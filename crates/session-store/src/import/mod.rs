@@ -335,8 +335,8 @@ impl fmt::Display for Location {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ImportError {
-    /// The text (or one line of it) is not JSON.
-    #[error("{at}: not valid JSON")]
+    /// The text (or one line of it) is not JSON, or nests deeper than the store reads back.
+    #[error("{at}: {}", json::problem(source))]
     Json {
         /// The line at fault.
         at: Location,

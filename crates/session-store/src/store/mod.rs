@@ -61,6 +61,7 @@ mod writer;
 pub use bundle::{validate_bundle, BUNDLE_FORMAT, BUNDLE_VERSION};
 pub use compaction::CompactionOutcome;
 pub use copy::CopyReport;
+pub(crate) use encode::MAX_JSON_DEPTH;
 pub use export::ExportOptions;
 pub use fork::Forked;
 pub use handle::Store;

@@ -110,7 +110,7 @@ pub(crate) fn check_sessions(
     };
     let mut report = CheckReport::default();
     for session in &ids {
-        match db.load_for_check(session)? {
+        match load_checkable(db, session)? {
             Ok(loaded) => {
                 report.violations.extend(super::stream::abandoned_in(
                     db,
@@ -119,13 +119,30 @@ pub(crate) fn check_sessions(
                 )?);
                 report
                     .violations
-                    .extend(check_session(session, &loaded.messages, options))
+                    .extend(check_session(session, &loaded.messages, options));
             }
             Err(unreadable) => report.violations.push(unreadable.violation(session)),
         }
         report.sessions_checked += 1;
     }
     Ok(report)
+}
+
+/// The session as the check reads it, or the first of its rows no reader could take: its
+/// messages and parts (the row decoder), then its usage rows ([`super::usage::unreadable_usage`]),
+/// which no rule reads but the usage report, a bundle and a transcript do.
+fn load_checkable(
+    db: &mut impl Sql,
+    session: &SessionId,
+) -> Result<std::result::Result<super::rows::Loaded, Unreadable>> {
+    let loaded = match db.load_for_check(session)? {
+        Ok(loaded) => loaded,
+        Err(unreadable) => return Ok(Err(unreadable)),
+    };
+    Ok(match super::usage::unreadable_usage(db, session)? {
+        Some(unreadable) => Err(unreadable),
+        None => Ok(loaded),
+    })
 }
 
 /// Mends one session in the caller's write transaction (which already holds the session's
@@ -143,7 +160,7 @@ pub(crate) fn mend_session(
     if !abandoned.is_empty() {
         settled = super::stream::settle_with(db, session, &lease)?;
     }
-    let loaded = match db.load_for_check(session)? {
+    let loaded = match load_checkable(db, session)? {
         Ok(loaded) => loaded,
         // Left as it is: reported, never mended (`unreadable_row`).
         Err(unreadable) => {

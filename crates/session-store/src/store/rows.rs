@@ -97,9 +97,9 @@ pub(crate) const SESSION_ROW: &str =
 /// A row outside the contract: its session cannot be read (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Unreadable {
-    /// `sessions`, `messages` or `parts`.
+    /// `sessions`, `messages`, `parts` or `usage`.
     pub table: &'static str,
-    /// The row's id (0 for a `sessions` row, whose id is text).
+    /// The row's id (0 for a `sessions` row, whose id is text; a `usage` row's message's).
     pub row_id: i64,
     /// The message the row is or belongs to, when there is one.
     pub message_id: Option<i64>,
@@ -124,10 +124,10 @@ impl Unreadable {
     /// The check's finding: rule `unreadable_row`, the session left as it is.
     pub(crate) fn violation(&self, session: &SessionId) -> Problem {
         let (table, id) = (self.table, self.row_id);
-        let row = if table == "sessions" {
-            format!("the {table} row")
-        } else {
-            format!("{table} row {id}")
+        let row = match table {
+            "sessions" => format!("the {table} row"),
+            "usage" => format!("the usage row of message {id}"),
+            _ => format!("{table} row {id}"),
         };
         Problem {
             session_id: session.clone(),

@@ -156,8 +156,8 @@ pub(crate) fn usage_in(db: &mut impl Sql, session: &SessionId) -> Result<Session
     db.each_row(USAGE_ROWS, &values![session.as_str()], &mut |row| {
         let turn = int_at(row, 0)?.unwrap_or_default();
         let mut counts = [None; 4];
-        for (at, count) in counts.iter_mut().enumerate() {
-            *count = int_at(row, at + 1)?;
+        for ((at, count), field) in counts.iter_mut().enumerate().zip(COUNT_FIELDS) {
+            *count = token_count(row, at + 1, field)?;
         }
         if turns.last().is_none_or(|last| last.turn != turn) {
             turns.push(TurnUsage {
@@ -188,6 +188,78 @@ pub(crate) fn usage_in(db: &mut impl Sql, session: &SessionId) -> Result<Session
     })
 }
 
+/// The count of tokens in `row`'s column `at`, named `field`: a whole number from zero up,
+/// or NULL; anything else is a row outside the contract ([`Error::CorruptRow`], naming the
+/// column), for every reader of usage alike.
+fn token_count(
+    row: &(impl super::rows::Cells + ?Sized),
+    at: usize,
+    field: &str,
+) -> Result<Option<i64>> {
+    match int_at(row, at)? {
+        Some(count) if count < 0 => Err(Error::CorruptRow {
+            table: "usage",
+            row_id: 0,
+            detail: format!("column {field}: {count} is not a count of tokens"),
+        }),
+        count => Ok(count),
+    }
+}
+
+/// Each usage row of a session with its message's id and seq, its counts first.
+const USAGE_CELLS: &str = "
+    SELECT u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens,
+           u.model, m.id, m.seq
+    FROM usage u JOIN messages m ON m.id = u.message_id
+    WHERE m.session_id = ?1
+    ORDER BY m.seq";
+
+/// The first usage row of the session whose cells no reader of usage could take (a count
+/// that is not a whole number of tokens, a model that is not text), as the check's
+/// `unreadable_row`: the usage report, a bundle and a transcript of the session fail on it.
+pub(crate) fn unreadable_usage(
+    db: &mut impl Sql,
+    session: &SessionId,
+) -> Result<Option<super::rows::Unreadable>> {
+    let mut found = None;
+    db.each_row(USAGE_CELLS, &values![session.as_str()], &mut |row| {
+        if found.is_some() {
+            return Ok(());
+        }
+        let message_id = int_at(row, 5)?.unwrap_or_default();
+        let seq = int_at(row, 6)?;
+        let mut wrong = None;
+        for (at, field) in COUNT_FIELDS.iter().enumerate() {
+            match token_count(row, at, field) {
+                Ok(_) => {}
+                Err(Error::CorruptRow { detail, .. }) => wrong = Some(detail),
+                Err(other) => return Err(other),
+            }
+            if wrong.is_some() {
+                break;
+            }
+        }
+        if wrong.is_none() {
+            match text_at(row, 4) {
+                Ok(_) => {}
+                Err(Error::CorruptRow { detail, .. }) => wrong = Some(detail),
+                Err(other) => return Err(other),
+            }
+        }
+        // A usage row has no id of its own: it is named by its message's.
+        found = wrong.map(|detail| super::rows::Unreadable {
+            table: "usage",
+            row_id: message_id,
+            message_id: Some(message_id),
+            seq,
+            turn: None,
+            detail,
+        });
+        Ok(())
+    })?;
+    Ok(found)
+}
+
 impl Store {
     /// What the session cost: tokens per turn (turns whose messages reported usage) and in
     /// total, read in one snapshot. [`crate::Error::UnknownSession`] when it does not exist;
@@ -201,7 +273,8 @@ impl Store {
     pub fn message_usage(&self, session: &SessionId) -> Result<Vec<(i64, Usage)>> {
         self.read(|db| {
             db.require_session(session)?;
-            let count = |n: Option<i64>| n.map(|n| u64::try_from(n).unwrap_or(0));
+            // `token_count` refused a negative count: each fits a u64.
+            let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok());
             let mut found = Vec::new();
             db.each_row(
                 "SELECT m.seq, u.model, u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
@@ -213,10 +286,10 @@ impl Store {
                         int_at(row, 0)?.unwrap_or_default(),
                         Usage {
                             model: text_at(row, 1)?,
-                            input_tokens: count(int_at(row, 2)?),
-                            output_tokens: count(int_at(row, 3)?),
-                            cache_read_tokens: count(int_at(row, 4)?),
-                            cache_write_tokens: count(int_at(row, 5)?),
+                            input_tokens: count(token_count(row, 2, COUNT_FIELDS[0])?),
+                            output_tokens: count(token_count(row, 3, COUNT_FIELDS[1])?),
+                            cache_read_tokens: count(token_count(row, 4, COUNT_FIELDS[2])?),
+                            cache_write_tokens: count(token_count(row, 5, COUNT_FIELDS[3])?),
                         },
                     ));
                     Ok(())
