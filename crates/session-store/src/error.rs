@@ -311,7 +311,8 @@ pub enum Error {
 }
 
 impl Error {
-    /// True when SQLite gave up waiting for a lock held by another connection.
+    /// True when SQLite gave up waiting for a lock held by another connection (or, in the
+    /// process, by another write on the store's write connection).
     pub fn is_busy(&self) -> bool {
         self.storage().is_some_and(StorageError::is_busy)
     }
@@ -432,14 +433,18 @@ impl StorageError {
         None
     }
 
-    /// SQLite gave up waiting for a lock, or PostgreSQL for a row lock.
+    /// SQLite gave up waiting for a lock, or PostgreSQL for a row lock; or the wait for the
+    /// SQLite store's one write connection, which another write of the process held past the
+    /// busy timeout, ran out (the same lock, taken in the process).
     fn is_busy(&self) -> bool {
-        self.sqlite_code().is_some_and(|code| {
-            matches!(
-                code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            )
-        }) || self.postgres_state() == Some("55P03")
+        matches!(self.0, Engine::Pool(_))
+            || self.sqlite_code().is_some_and(|code| {
+                matches!(
+                    code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                )
+            })
+            || self.postgres_state() == Some("55P03")
     }
 
     /// The database cannot be written.

@@ -10,8 +10,9 @@ pub struct StoreOptions {
     /// PostgreSQL: for a session's row lock, as `lock_timeout`, and for a pooled connection,
     /// though never less than 5 s nor more than 10 s).
     pub busy_timeout: Duration,
-    /// The most connections the pool opens at once (on SQLite each of its two pools, reads
-    /// and writes: up to twice this in all).
+    /// The most connections the pool opens at once. On SQLite this bounds the reads; writes,
+    /// which SQLite runs one at a time, share one connection per store (threads queue for it;
+    /// a wait past `busy_timeout` is [`crate::Error::is_busy`]).
     pub max_connections: u32,
     /// Open without write access: no migration runs, and every write fails with a typed
     /// error (`Error::is_read_only`).

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::model::SessionId;
 
 /// The SQLite engine: two r2d2 pools of connections to one file, one for reads and one for
-/// write transactions.
+/// write transactions, which holds one connection.
 #[derive(Clone, Debug)]
 pub(crate) struct SqliteEngine {
     pool: Pool<SqliteConnectionManager>,
@@ -66,9 +66,14 @@ impl SqliteEngine {
             views::refresh(&mut first)?;
         }
         drop(first);
-        let pool = pool_of(manager, options)?;
+        let pool = pool_of(manager, options.max_connections, options)?;
+        // SQLite writes one transaction at a time: a second write connection would only wait
+        // in SQLite's busy handler (sleeps of up to 100 ms) where the pool hands the one
+        // connection over as it comes back, and one connection's memory of the tails it wrote
+        // (`memory.rs`) then serves every thread of the process.
         let writers = pool_of(
             Writers(connection_manager(&path, &access, options, Mapped::No)),
+            1,
             options,
         )?;
         Ok(Self {
@@ -260,10 +265,14 @@ impl Drop for RollbackUnlessCommitted<'_> {
     }
 }
 
-/// A pool of `manager`'s connections, at most `options.max_connections`, opened as needed.
-fn pool_of<M: ManageConnection>(manager: M, options: &StoreOptions) -> Result<Pool<M>> {
+/// A pool of `manager`'s connections, at most `connections`, opened as needed.
+fn pool_of<M: ManageConnection>(
+    manager: M,
+    connections: u32,
+    options: &StoreOptions,
+) -> Result<Pool<M>> {
     Ok(Pool::builder()
-        .max_size(options.max_connections.max(1))
+        .max_size(connections.max(1))
         // No idle connection kept warm: a background top-up still opening when the process
         // exits would keep SQLite from checkpointing and removing the WAL on the last close.
         .min_idle(Some(0))
