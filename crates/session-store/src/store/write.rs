@@ -432,8 +432,8 @@ const TAIL_COLUMNS: &str = "
 const TAIL_FROM: &str = "
     FROM sessions WHERE id = ?1";
 
-/// How many of an append's call ids SQLite's tail statement asks about itself
-/// ([`call_probes`]); an append with more probes them one statement each.
+/// How many of an append's call ids SQLite's tail statement asks about itself, and each
+/// statement of probes after it ([`call_probes`], [`sqlite_calls_taken`]).
 const CALLS_WITH_TAIL: usize = 4;
 
 /// The statements an append of `calls` (0 to [`CALLS_WITH_TAIL`]) call ids, bound from `?2`
