@@ -9,7 +9,7 @@ use rusqlite::Connection;
 use serde_json::json;
 use session_store::{NewMessage, Part, SessionId, Store, Usage};
 
-use crate::util::temp_store;
+use crate::util::{store_repair, temp_store};
 
 /// A connection as the `sqlite3` shell opens one: foreign keys not enforced.
 fn shell(store: &Store) -> Connection {
@@ -131,10 +131,10 @@ fn a_session_deleted_with_foreign_keys_off_leaves_no_row_behind() {
         .append(&other, NewMessage::user("untouched"))
         .expect("append");
     let conn = shell(&store);
-    let before: i64 = conn
-        .query_row("SELECT COUNT(*) FROM reverted_parts", [], |r| r.get(0))
-        .expect("count");
-    assert!(before > 0, "the revert set rows aside");
+    assert!(
+        rows(&conn, "reverted_parts") > 0,
+        "the revert set rows aside"
+    );
     conn.execute("DELETE FROM sessions WHERE id = ?1", [session.as_str()])
         .expect("deleted as a person would");
     assert_eq!(dangling(&conn), Vec::<String>::new());
@@ -144,10 +144,7 @@ fn a_session_deleted_with_foreign_keys_off_leaves_no_row_behind() {
         "summaries",
         "idempotency_keys",
     ] {
-        let left: i64 = conn
-            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-            .expect("count");
-        assert_eq!(left, 0, "{table}");
+        assert_eq!(rows(&conn, table), 0, "{table}");
     }
     let orphaned_forks: i64 = conn
         .query_row(
@@ -299,13 +296,8 @@ fn store_repair_reports_orphan_rows_in_a_dry_run_and_mends_them_in_a_real_one() 
     let (_dir, store, path) = temp_store();
     orphans(&store);
     drop(store);
-    let bin = env!("CARGO_BIN_EXE_store-repair");
-    let db = path.to_str().expect("utf-8 path");
     let bytes = std::fs::read(&path).expect("read");
-    let dry = std::process::Command::new(bin)
-        .args(["--db", db, "--dry-run", "--json"])
-        .output()
-        .expect("run");
+    let dry = store_repair(&path, &["--dry-run", "--json"]);
     assert_eq!(dry.status.code(), Some(1), "{dry:?}");
     let report: serde_json::Value = serde_json::from_slice(&dry.stdout).expect("json");
     assert_eq!(
@@ -319,19 +311,13 @@ fn store_repair_reports_orphan_rows_in_a_dry_run_and_mends_them_in_a_real_one() 
         bytes,
         "a dry run writes nothing"
     );
-    let real = std::process::Command::new(bin)
-        .args(["--db", db, "--no-backup", "--json"])
-        .output()
-        .expect("run");
+    let real = store_repair(&path, &["--no-backup", "--json"]);
     assert_eq!(real.status.code(), Some(0), "{real:?}");
     let report: serde_json::Value = serde_json::from_slice(&real.stdout).expect("json");
     assert_eq!(report["orphan_rows_changed"], 4, "{report}");
     // The sessions made again were checked like any other.
     assert!(report["sessions_checked"].as_u64() >= Some(3), "{report}");
-    let again = std::process::Command::new(bin)
-        .args(["--db", db, "--no-backup"])
-        .output()
-        .expect("run");
+    let again = store_repair(&path, &["--no-backup"]);
     assert_eq!(again.status.code(), Some(0));
     assert!(
         String::from_utf8_lossy(&again.stdout).contains("healthy: nothing to mend"),

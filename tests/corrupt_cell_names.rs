@@ -2,7 +2,31 @@
 //! text, a real, a BLOB) fails the commands that read it with exit 2 and an error that names
 //! the column, not a position in one of the store's own statements.
 
-use crate::util::{one_exchange, session_store};
+use std::path::{Path, PathBuf};
+
+use session_store::SessionId;
+
+use crate::util::{one_exchange, session_store, store_repair};
+
+/// A database in `dir` with one exchange whose assistant message has a usage row (every count
+/// 1), then `column` set to the SQL `value` by hand.
+fn exchange_with_usage_cell(dir: &Path, column: &str, value: &str) -> (PathBuf, SessionId) {
+    let db = dir.join("s.db");
+    let (store, session) = one_exchange(&db);
+    drop(store);
+    rusqlite::Connection::open(&db)
+        .and_then(|c| {
+            c.execute(
+                "INSERT INTO usage (message_id, input_tokens, output_tokens, \
+                 cache_read_tokens, cache_write_tokens) \
+                 SELECT id, 1, 1, 1, 1 FROM messages WHERE role = 'assistant'",
+                [],
+            )?;
+            c.execute(&format!("UPDATE usage SET {column} = {value}"), [])
+        })
+        .expect("sqlite3");
+    (db, session)
+}
 
 #[test]
 fn a_hand_edited_cell_the_store_cannot_read_is_named_by_its_column() {
@@ -14,20 +38,7 @@ fn a_hand_edited_cell_the_store_cannot_read_is_named_by_its_column() {
     ];
     for (column, value) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("s.db");
-        let (store, session) = one_exchange(&db);
-        drop(store);
-        rusqlite::Connection::open(&db)
-            .and_then(|c| {
-                c.execute(
-                    "INSERT INTO usage (message_id, input_tokens, output_tokens, \
-                     cache_read_tokens, cache_write_tokens) \
-                     SELECT id, 1, 1, 1, 1 FROM messages WHERE role = 'assistant'",
-                    [],
-                )?;
-                c.execute(&format!("UPDATE usage SET {column} = {value}"), [])
-            })
-            .expect("sqlite3");
+        let (db, session) = exchange_with_usage_cell(dir.path(), column, value);
         let id = session.as_str();
         for args in [
             vec!["budget", id, "--limit", "10"],
@@ -62,30 +73,26 @@ fn store_repair_reports_a_usage_cell_no_reader_can_take_and_leaves_the_session()
     ];
     for (column, value, says) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("s.db");
-        let (store, session) = one_exchange(&db);
-        drop(store);
-        rusqlite::Connection::open(&db)
-            .and_then(|c| {
-                c.execute(
-                    "INSERT INTO usage (message_id, input_tokens, output_tokens) \
-                     SELECT id, 1, 1 FROM messages WHERE role = 'assistant'",
-                    [],
-                )?;
-                c.execute(&format!("UPDATE usage SET {column} = {value}"), [])
-            })
-            .expect("sqlite3");
+        let (db, session) = exchange_with_usage_cell(dir.path(), column, value);
         let usage = session_store(&db, &["usage", session.as_str()]);
         assert_eq!(usage.status.code(), Some(2), "{column}={value}: {usage:?}");
         assert!(
             String::from_utf8_lossy(&usage.stderr).contains(&format!("column {column}")),
             "{column}={value}: {usage:?}"
         );
-        let before = std::fs::read(&db).expect("read");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_store-repair"))
-            .args(["--db", db.to_str().expect("utf-8"), "--no-backup", "--json"])
-            .output()
-            .expect("store-repair");
+        let cell = |db: &Path| -> String {
+            rusqlite::Connection::open(db)
+                .and_then(|c| {
+                    c.query_row(
+                        &format!("SELECT typeof({column}) || ':' || quote({column}) FROM usage"),
+                        [],
+                        |r| r.get(0),
+                    )
+                })
+                .expect("the cell")
+        };
+        let before = cell(&db);
+        let out = store_repair(&db, &["--no-backup", "--json"]);
         assert_eq!(out.status.code(), Some(3), "{column}={value}: {out:?}");
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         let problem = &report["problems"][0];
@@ -95,11 +102,6 @@ fn store_repair_reports_a_usage_cell_no_reader_can_take_and_leaves_the_session()
         let detail = problem["detail"].as_str().unwrap_or_default();
         assert!(detail.contains(says), "{column}={value}: {detail}");
         assert_eq!(report["unmended"][0], session.as_str());
-        let after = std::fs::read(&db).expect("read");
-        assert_eq!(
-            after.len(),
-            before.len(),
-            "{column}={value}: the file was rewritten"
-        );
+        assert_eq!(cell(&db), before, "{column}={value}: the cell was changed");
     }
 }

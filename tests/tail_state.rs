@@ -9,13 +9,11 @@
 use proptest::prelude::*;
 use rusqlite::Connection;
 use serde_json::{json, Value};
-use session_store::{
-    Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store, StoreOptions,
-};
+use session_store::{Error, Message, NewMessage, Part, Refusal, Role, SessionId, Store};
 
 use crate::backends::PgSchema;
 use crate::tail_walk::end_of;
-use crate::util::{raw, temp_store};
+use crate::util::{raw, session_with, temp_store};
 
 fn call(id: &str) -> Part {
     Part::tool_use(id, "bash", json!({"cmd": "ls"}))
@@ -503,30 +501,24 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
     assert_message_counts_true_on_postgres(&mut client);
 }
 
-/// A store whose every write runs on its one connection, so its appends remember the tails
-/// they wrote (`store/memory.rs`), and a second store on the same file.
-fn one_connection_and_another() -> (tempfile::TempDir, Store, Store) {
-    let (dir, store, path) = temp_store();
-    drop(store);
-    let one = StoreOptions {
-        max_connections: 1,
-        ..StoreOptions::default()
-    };
-    let first = Store::open_with(&path, &one).expect("open");
+/// Two stores on one file, and the path: each runs its writes on its one write connection,
+/// whose appends remember the tails they wrote (`store/memory.rs`).
+fn one_connection_and_another() -> (tempfile::TempDir, Store, Store, std::path::PathBuf) {
+    let (dir, first, path) = temp_store();
     let second = Store::open(&path).expect("open again");
-    (dir, first, second)
+    (dir, first, second, path)
 }
 
 #[test]
 fn an_append_after_another_connections_append_reads_the_tail_again() {
-    let (_dir, first, second) = one_connection_and_another();
-    let session = first.create_session().expect("create");
-    first
-        .append(&session, NewMessage::user("go"))
-        .expect("user");
-    first
-        .append(&session, NewMessage::assistant(vec![call("c1")]))
-        .expect("the call");
+    let (_dir, first, second, _) = one_connection_and_another();
+    let session = session_with(
+        &first,
+        vec![
+            NewMessage::user("go"),
+            NewMessage::assistant(vec![call("c1")]),
+        ],
+    );
     // The first store's connection remembers c1 pending; the second answers it.
     second
         .append_batch(
@@ -546,7 +538,7 @@ fn an_append_after_another_connections_append_reads_the_tail_again() {
 
 #[test]
 fn an_append_after_a_revert_on_the_same_connection_reads_the_tail_again() {
-    let (_dir, first, _second) = one_connection_and_another();
+    let (_dir, first, _second, _) = one_connection_and_another();
     let session = first.create_session().expect("create");
     first
         .append_batch(&session, turn(1, &mut 0))
@@ -566,14 +558,14 @@ fn an_append_after_a_revert_on_the_same_connection_reads_the_tail_again() {
 
 #[test]
 fn an_append_after_rows_deleted_with_sql_reads_the_tail_again() {
-    let (_dir, first, _second) = one_connection_and_another();
-    let session = first.create_session().expect("create");
-    first
-        .append(&session, NewMessage::user("go"))
-        .expect("user");
-    first
-        .append(&session, NewMessage::assistant(vec![call("c1")]))
-        .expect("the call");
+    let (_dir, first, _second, _) = one_connection_and_another();
+    let session = session_with(
+        &first,
+        vec![
+            NewMessage::user("go"),
+            NewMessage::assistant(vec![call("c1")]),
+        ],
+    );
     Connection::open(first.path())
         .and_then(|conn| {
             conn.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM messages WHERE seq = 2")
@@ -594,7 +586,7 @@ fn foreign_key_violations(conn: &Connection) -> usize {
 
 #[test]
 fn an_append_to_a_session_another_connection_deleted_is_refused_and_leaves_no_row() {
-    let (_dir, first, second) = one_connection_and_another();
+    let (_dir, first, second, _) = one_connection_and_another();
     let session = first.create_session().expect("create");
     first
         .append(&session, NewMessage::user("go"))
@@ -777,18 +769,14 @@ proptest! {
         }
     }
 
-    /// Two stores on one file, the first with a single connection (so its appends remember
-    /// the tails they wrote, `store/memory.rs`): whatever either does between the first's
-    /// appends, its next append sees the session as the rows have it.
+    /// Two stores on one file (each remembering the tails its appends wrote,
+    /// `store/memory.rs`): whatever either does between the first's appends, its next append
+    /// sees the session as the rows have it.
     #[test]
     fn an_append_after_any_write_by_anyone_sees_the_rows(
         ops in prop::collection::vec((op(), any::<bool>()), 1..30),
     ) {
-        let (dir, store, path) = temp_store();
-        drop(store);
-        let one_connection = StoreOptions { max_connections: 1, ..StoreOptions::default() };
-        let first = Store::open_with(&path, &one_connection).expect("open");
-        let second = Store::open(&path).expect("open again");
+        let (dir, first, second, path) = one_connection_and_another();
         let conn = raw(&path);
         let mut sessions = vec![first.create_session().expect("create")];
         let mut next = 0u32;

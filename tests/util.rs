@@ -304,14 +304,24 @@ fn invariant_queries_call_a_second_answer_an_orphan() {
 /// Runs `session-store --db DB ARGS...` as a process, with neither `SESSION_STORE_DB` nor
 /// `RUST_LOG` from the environment.
 pub fn session_store(db: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_session-store"))
+    tool(env!("CARGO_BIN_EXE_session-store"), db, args)
+}
+
+/// `store-repair --db DB ARGS...` as a process, `$SESSION_STORE_DB` and `$RUST_LOG` unset.
+pub fn store_repair(db: &Path, args: &[&str]) -> std::process::Output {
+    tool(env!("CARGO_BIN_EXE_store-repair"), db, args)
+}
+
+/// One of the binaries, `BIN --db DB ARGS...`, `$SESSION_STORE_DB` and `$RUST_LOG` unset.
+fn tool(bin: &str, db: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin)
         .arg("--db")
         .arg(db)
         .args(args)
         .env_remove("SESSION_STORE_DB")
         .env_remove("RUST_LOG")
         .output()
-        .expect("session-store runs")
+        .unwrap_or_else(|error| panic!("{bin} runs: {error}"))
 }
 
 /// The stdout of a [`session_store`] run that must succeed (its stderr in the failure).

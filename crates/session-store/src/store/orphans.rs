@@ -20,6 +20,9 @@
 //! Every row it adds, changes or removes is logged in `repair_log` (rule `orphan_row`), a
 //! removed one with its content. PostgreSQL always enforces its keys and has none.
 
+use std::collections::HashMap;
+
+use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
@@ -83,6 +86,8 @@ struct Key {
     to: String,
     /// `CASCADE` or `SET NULL` (the schema declares no other).
     on_delete: String,
+    /// The columns that address a row of `child` ([`address_columns`]).
+    address: Vec<String>,
 }
 
 const KEYS: &str = "
@@ -90,20 +95,27 @@ const KEYS: &str = "
     FROM sqlite_master m, pragma_foreign_key_list(m.name) f
     WHERE m.type = 'table' ORDER BY m.name, f.id";
 
+/// Every foreign key of the schema, each with its child table's row address.
 fn keys(conn: &Connection) -> Result<Vec<Key>> {
     let mut statement = conn.prepare(KEYS)?;
-    let keys = statement
+    let found = statement
         .query_map([], |r| {
-            Ok(Key {
-                child: r.get(0)?,
-                column: r.get(1)?,
-                parent: r.get(2)?,
-                to: r.get(3)?,
-                on_delete: r.get(4)?,
-            })
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(keys)
+        .collect::<rusqlite::Result<Vec<(String, String, String, String, String)>>>()?;
+    found
+        .into_iter()
+        .map(|(child, column, parent, to, on_delete)| {
+            Ok(Key {
+                address: address_columns(conn, &child)?,
+                child,
+                column,
+                parent,
+                to,
+                on_delete,
+            })
+        })
+        .collect()
 }
 
 /// An identifier quoted for SQL.
@@ -133,7 +145,7 @@ fn address_columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
 struct Address {
     table: String,
     columns: Vec<String>,
-    values: Vec<rusqlite::types::Value>,
+    values: Vec<Value>,
 }
 
 impl Address {
@@ -168,12 +180,8 @@ impl Address {
 
 /// The rows of `key.child` whose `key.column` is `value`, or, with `None`, whose column names
 /// a row of `key.parent` that is not there.
-fn rows_of(
-    conn: &Connection,
-    key: &Key,
-    value: Option<&rusqlite::types::Value>,
-) -> Result<Vec<Address>> {
-    let columns = address_columns(conn, &key.child)?;
+fn rows_of(conn: &Connection, key: &Key, value: Option<&Value>) -> Result<Vec<Address>> {
+    let columns = &key.address;
     let select: Vec<String> = columns
         .iter()
         .map(|c| {
@@ -201,11 +209,11 @@ fn rows_of(
         ),
     };
     let mut statement = conn.prepare(&sql)?;
-    let params: Vec<&rusqlite::types::Value> = value.into_iter().collect();
+    let params: Vec<&Value> = value.into_iter().collect();
     let rows = statement
         .query_map(rusqlite::params_from_iter(params), |r| {
             (0..columns.len())
-                .map(|at| r.get::<_, rusqlite::types::Value>(at))
+                .map(|at| r.get::<_, Value>(at))
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -255,6 +263,7 @@ impl SqliteEngine {
                 keys: &keys,
                 at: format_time(now()),
                 done: Vec::new(),
+                readers: HashMap::new(),
             };
             mend.recreate_sessions()?;
             mend.recreate_messages()?;
@@ -291,6 +300,8 @@ struct Mend<'a> {
     keys: &'a [Key],
     at: String,
     done: Vec<OrphanMend>,
+    /// Per table, the statement that reads a row as JSON ([`Mend::content`]), built once.
+    readers: HashMap<String, String>,
 }
 
 impl Mend<'_> {
@@ -319,7 +330,7 @@ impl Mend<'_> {
                 "INSERT INTO sessions (id, created_at, updated_at) VALUES (?1, ?2, ?2)",
                 rusqlite::params![id, self.at],
             )?;
-            self.recreated("sessions", &id, "session_recreated")?;
+            self.recreated("sessions", Value::Text(id), "session_recreated")?;
         }
         Ok(())
     }
@@ -344,7 +355,11 @@ impl Mend<'_> {
             "INSERT INTO sessions (id, created_at, updated_at, title) VALUES (?1, ?2, ?2, ?3)",
             rusqlite::params![session, self.at, RECOVERED_TITLE],
         )?;
-        self.recreated("sessions", &session, "session_recreated")?;
+        self.recreated(
+            "sessions",
+            Value::Text(session.clone()),
+            "session_recreated",
+        )?;
         for (seq, (id, has_result)) in (1i64..).zip(missing) {
             let role = if has_result { "tool" } else { "assistant" };
             self.conn.execute(
@@ -352,7 +367,7 @@ impl Mend<'_> {
                  VALUES (?1, ?2, ?3, 0, ?4, ?5)",
                 rusqlite::params![id, session, seq, role, self.at],
             )?;
-            self.recreated("messages", &id.to_string(), "message_recreated")?;
+            self.recreated("messages", Value::Integer(id), "message_recreated")?;
         }
         super::write::recount_messages(
             &mut super::sqlite::SqliteTx::of(self.conn),
@@ -361,14 +376,11 @@ impl Mend<'_> {
     }
 
     /// Logs the row of `table` whose `id` is `id`, just created by `action`.
-    fn recreated(&mut self, table: &str, id: &str, action: &'static str) -> Result<()> {
+    fn recreated(&mut self, table: &str, id: Value, action: &'static str) -> Result<()> {
         let row = Address {
             table: table.to_owned(),
             columns: vec!["id".to_owned()],
-            values: vec![match id.parse::<i64>() {
-                Ok(n) if table == "messages" => rusqlite::types::Value::Integer(n),
-                _ => rusqlite::types::Value::Text(id.to_owned()),
-            }],
+            values: vec![id],
         };
         let after = self.content(&row)?;
         let session = after
@@ -431,28 +443,18 @@ impl Mend<'_> {
 
     /// The row at `row` as a JSON object of its columns (a BLOB as hex text); `None` when it
     /// is gone.
-    fn content(&self, row: &Address) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
-        let columns: Vec<String> = self
-            .conn
-            .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?
-            .query_map([&row.table], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let fields: Vec<String> = columns
-            .iter()
-            .map(|c| {
-                let name = quoted(c);
-                format!(
-                    "'{}', CASE typeof({name}) WHEN 'blob' THEN hex({name}) ELSE {name} END",
-                    c.replace('\'', "''")
-                )
-            })
-            .collect();
-        let sql = format!(
-            "SELECT json_object({}) FROM {} WHERE {}",
-            fields.join(", "),
-            quoted(&row.table),
-            row.predicate(1)
-        );
+    fn content(
+        &mut self,
+        row: &Address,
+    ) -> Result<Option<serde_json::Map<String, serde_json::Value>>> {
+        let reader = match self.readers.get(&row.table) {
+            Some(reader) => reader,
+            None => {
+                let reader = row_reader(self.conn, &row.table)?;
+                self.readers.entry(row.table.clone()).or_insert(reader)
+            }
+        };
+        let sql = format!("{reader} WHERE {}", row.predicate(1));
         let text: Option<String> = self
             .conn
             .query_row(&sql, rusqlite::params_from_iter(&row.values), |r| r.get(0))
@@ -481,7 +483,7 @@ impl Mend<'_> {
             .iter()
             .position(|c| c == "rowid")
             .and_then(|at| match row.values.get(at) {
-                Some(rusqlite::types::Value::Integer(id)) => Some(*id),
+                Some(Value::Integer(id)) => Some(*id),
                 _ => None,
             });
         let own_id =
@@ -489,7 +491,7 @@ impl Mend<'_> {
                 .iter()
                 .position(|c| c == "id")
                 .and_then(|at| match row.values.get(at) {
-                    Some(rusqlite::types::Value::Integer(id)) => Some(*id),
+                    Some(Value::Integer(id)) => Some(*id),
                     _ => None,
                 });
         let message_id = match row.table.as_str() {
@@ -524,6 +526,32 @@ impl Mend<'_> {
     }
 }
 
+/// The statement that reads a row of `table` as a JSON object of all its columns, a BLOB as
+/// hex text (a `WHERE` to add): read from the table itself, not the store's typed lists
+/// (`copy::TABLES`), as an orphan may hold cells no typed reader takes and its log must keep
+/// them.
+fn row_reader(conn: &Connection, table: &str) -> Result<String> {
+    let columns: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info(?1) ORDER BY cid")?
+        .query_map([table], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let fields: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            let name = quoted(c);
+            format!(
+                "'{}', CASE typeof({name}) WHEN 'blob' THEN hex({name}) ELSE {name} END",
+                c.replace('\'', "''")
+            )
+        })
+        .collect();
+    Ok(format!(
+        "SELECT json_object({}) FROM {}",
+        fields.join(", "),
+        quoted(table)
+    ))
+}
+
 /// The session of a row of `table`, where the row names it (a session's own `id`).
 fn session_of(table: &str, content: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
     let column = if table == "sessions" {
@@ -538,13 +566,13 @@ fn session_of(table: &str, content: &serde_json::Map<String, serde_json::Value>)
 }
 
 /// A column's value as JSON.
-fn sql_to_json(value: &rusqlite::types::Value) -> serde_json::Value {
+fn sql_to_json(value: &Value) -> serde_json::Value {
     match value {
-        rusqlite::types::Value::Null => serde_json::Value::Null,
-        rusqlite::types::Value::Integer(i) => serde_json::Value::from(*i),
-        rusqlite::types::Value::Real(f) => serde_json::Value::from(*f),
-        rusqlite::types::Value::Text(t) => serde_json::Value::from(t.as_str()),
-        rusqlite::types::Value::Blob(b) => serde_json::Value::from(
+        Value::Null => serde_json::Value::Null,
+        Value::Integer(i) => serde_json::Value::from(*i),
+        Value::Real(f) => serde_json::Value::from(*f),
+        Value::Text(t) => serde_json::Value::from(t.as_str()),
+        Value::Blob(b) => serde_json::Value::from(
             b.iter()
                 .map(|byte| format!("{byte:02X}"))
                 .collect::<String>(),
@@ -553,15 +581,15 @@ fn sql_to_json(value: &rusqlite::types::Value) -> serde_json::Value {
 }
 
 /// A column's value, read back as JSON, bound again as SQL.
-fn json_to_sql(value: &serde_json::Value) -> rusqlite::types::Value {
+fn json_to_sql(value: &serde_json::Value) -> Value {
     match value {
-        serde_json::Value::Null => rusqlite::types::Value::Null,
-        serde_json::Value::Bool(b) => rusqlite::types::Value::Integer(i64::from(*b)),
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Integer(i64::from(*b)),
         serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) => rusqlite::types::Value::Integer(i),
-            None => rusqlite::types::Value::Real(n.as_f64().unwrap_or_default()),
+            Some(i) => Value::Integer(i),
+            None => Value::Real(n.as_f64().unwrap_or_default()),
         },
-        serde_json::Value::String(s) => rusqlite::types::Value::Text(s.clone()),
-        other => rusqlite::types::Value::Text(other.to_string()),
+        serde_json::Value::String(s) => Value::Text(s.clone()),
+        other => Value::Text(other.to_string()),
     }
 }

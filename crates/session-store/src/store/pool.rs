@@ -364,11 +364,8 @@ mod tests {
     #[test]
     fn an_append_leaves_its_tail_remembered_and_any_other_write_forgets_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let one = StoreOptions {
-            max_connections: 1,
-            ..StoreOptions::default()
-        };
-        let engine = SqliteEngine::open(&dir.path().join("s.db"), &one).expect("open");
+        let engine =
+            SqliteEngine::open(&dir.path().join("s.db"), &StoreOptions::default()).expect("open");
         let session = SessionId::new("s");
         engine
             .write(|conn| {

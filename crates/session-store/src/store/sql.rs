@@ -172,15 +172,14 @@ pub(crate) trait Sql {
     }
 
     /// The tail that `session`'s last append on this connection wrote, with which of `calls`
-    /// (an append's tool_use ids) the session already uses (`None`: not asked, the append
-    /// probes them itself), where the engine remembers it and nothing but this connection's
-    /// appends wrote the database since (SQLite's appends, `store/memory.rs`). `None`: read
-    /// the tail ([`Sql::tail_row_for_append`]).
+    /// (an append's tool_use ids) the session already uses, where the engine remembers it
+    /// and nothing but this connection's appends wrote the database since (SQLite's appends,
+    /// `store/memory.rs`). `None`: read the tail ([`Sql::tail_row_for_append`]).
     fn remembered_tail(
         &mut self,
         session: &SessionId,
         calls: &[&str],
-    ) -> Result<Option<(TailState, Option<Vec<String>>)>> {
+    ) -> Result<Option<(TailState, Vec<String>)>> {
         let _ = (session, calls);
         Ok(None)
     }
@@ -312,7 +311,7 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         &mut self,
         session: &SessionId,
         calls: &[&str],
-    ) -> Result<Option<(TailState, Option<Vec<String>>)>> {
+    ) -> Result<Option<(TailState, Vec<String>)>> {
         (**self).remembered_tail(session, calls)
     }
 

@@ -219,12 +219,12 @@ impl Sql for SqliteTx<'_> {
         &mut self,
         session: &SessionId,
         calls: &[&str],
-    ) -> Result<Option<(TailState, Option<Vec<String>>)>> {
+    ) -> Result<Option<(TailState, Vec<String>)>> {
         let Some(tail) = self.memory.as_deref_mut().and_then(|m| m.take(session)) else {
             return Ok(None);
         };
         let taken = super::write::sqlite_calls_taken(self.conn, session, calls)?;
-        Ok(Some((tail, Some(taken))))
+        Ok(Some((tail, taken)))
     }
 
     fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
