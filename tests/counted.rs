@@ -121,9 +121,11 @@ impl Counted {
             .collect()
     }
 
-    /// The shared buffers (hit or read) that the tail-read statement took over `work`,
-    /// and how many times it ran: what the server touched for it, nested statements included.
-    pub fn tail_read_blocks(&mut self, work: impl FnOnce()) -> (i64, i64) {
+    /// The shared buffers (hit or read) that the statements whose text holds `marker` took
+    /// over `work`, and how many times they ran: what the server touched for them, nested
+    /// statements included.
+    pub fn blocks_of(&mut self, marker: &str, work: impl FnOnce()) -> (i64, i64) {
+        let pattern = format!("%{marker}%");
         let read = |client: &mut postgres::Client| -> (i64, i64) {
             let row = client
                 .query_one(
@@ -131,9 +133,9 @@ impl Counted {
                             COALESCE(SUM(calls), 0)::BIGINT
                      FROM pg_stat_statements
                      WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-                       AND query LIKE '%session_store_tail(%'
+                       AND query LIKE $1
                        AND query NOT LIKE '%pg_stat_statements%'",
-                    &[],
+                    &[&pattern],
                 )
                 .expect("read pg_stat_statements");
             (row.get(0), row.get(1))

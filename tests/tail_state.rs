@@ -501,6 +501,114 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
     assert_message_counts_true_on_postgres(&mut client);
 }
 
+/// A PostgreSQL store remembers the tail its last append to a session wrote
+/// (`store/pg/tails.rs`) and checks it against the rows in its next append's first insert:
+/// rows changed with SQL that leave the session row as that append wrote it are seen there,
+/// each by the part of the check that covers it, and the append is decided on the rows.
+#[test]
+fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("open");
+    let mut client = schema.client();
+    let session = store.create_session().expect("create");
+    let sql = |client: &mut postgres::Client, statement: &str| {
+        client
+            .execute(statement, &[&session.as_str()])
+            .expect("the edit with SQL");
+    };
+    store
+        .append(&session, NewMessage::user("go"))
+        .expect("user");
+    store
+        .append(
+            &session,
+            NewMessage::assistant(vec![call("c1"), call("c2")]),
+        )
+        .expect("calls");
+    store
+        .append(&session, NewMessage::tool(vec![result("c1"), result("c2")]))
+        .expect("results");
+    // The first result deleted: the session's last seq and largest part id stay, only the
+    // open block's count of parts moved.
+    sql(
+        &mut client,
+        "DELETE FROM parts WHERE session_id = $1 AND kind = 'tool_result' AND tool_use_id = 'c1'",
+    );
+    match refusal(store.append(&session, NewMessage::user("next"))) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c1".to_owned()]),
+        other => panic!("expected c1 pending, got {other:?}"),
+    }
+    // Each edit below follows an append the store remembers: a tool message alone does not
+    // say where its block starts, the assistant message after it does.
+    let remembered_after = |answer: &str, text: &str| {
+        store
+            .append(&session, NewMessage::tool(vec![result(answer)]))
+            .expect("answered");
+        store
+            .append(&session, NewMessage::assistant(vec![Part::text(text)]))
+            .expect("remembered");
+    };
+    remembered_after("c1", "so");
+    // A message of other code after the store's last, its part under an id below the
+    // largest: only the last seq moved.
+    sql(
+        &mut client,
+        "WITH m AS (INSERT INTO messages (session_id, seq, turn_index, role, created_at)
+                    SELECT $1, MAX(seq) + 1, MAX(turn_index), 'assistant', '2026-01-01T00:00:00Z'
+                    FROM messages WHERE session_id = $1 RETURNING id)
+         INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+         SELECT -2, $1, id, 0, 'tool_use', 'c9', 'bash', '{}' FROM m",
+    );
+    match refusal(store.append(&session, NewMessage::user("next"))) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c9".to_owned()]),
+        other => panic!("expected c9 pending, got {other:?}"),
+    }
+    remembered_after("c9", "ok");
+    // A call of other code in an earlier block, under an id below the largest: nothing but
+    // the call's own probe sees it.
+    sql(
+        &mut client,
+        "INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+         SELECT -1, $1, m.id, 5, 'tool_use', 'dup', 'bash', '{}'
+         FROM messages m WHERE m.session_id = $1 AND m.seq = 2",
+    );
+    match refusal(store.append(&session, NewMessage::assistant(vec![call("dup")]))) {
+        Refusal::DuplicateToolUseId { id, .. } => assert_eq!(id, "dup"),
+        other => panic!("expected dup refused, got {other:?}"),
+    }
+    // Another store's append changes the state the row keeps: this store reads the tail.
+    let other = Store::open(schema.url()).expect("a second store");
+    other
+        .append(&session, NewMessage::assistant(vec![call("c10")]))
+        .expect("the other store's call");
+    match refusal(store.append(&session, NewMessage::user("next"))) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c10".to_owned()]),
+        other => panic!("expected c10 pending, got {other:?}"),
+    }
+    remembered_after("c10", "fine");
+    // The last message marked streaming by other code: the append settles it first.
+    sql(
+        &mut client,
+        "UPDATE messages SET state = 'open' WHERE session_id = $1
+         AND seq = (SELECT MAX(seq) FROM messages WHERE session_id = $1)",
+    );
+    store
+        .append(&session, NewMessage::user("more"))
+        .expect("after the open message");
+    let open: i64 = client
+        .query_one(
+            "SELECT COUNT(*) FROM messages WHERE session_id = $1 AND state = 'open'",
+            &[&session.as_str()],
+        )
+        .and_then(|row| row.try_get(0))
+        .expect("open messages");
+    assert_eq!(open, 0, "the open message was settled before the append");
+    let messages = store.messages(&session).expect("messages");
+    assert!(end_of(&messages).pending.is_empty(), "{messages:#?}");
+}
+
 /// Two stores on one file, and the path: each runs its writes on its one write connection,
 /// whose appends remember the tails they wrote (`store/memory.rs`).
 fn one_connection_and_another() -> (tempfile::TempDir, Store, Store, std::path::PathBuf) {

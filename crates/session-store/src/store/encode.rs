@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::sql::{values, Sql, Value as Bound};
 use crate::error::{Error, Result};
 use crate::model::{NewMessage, Part, SessionId};
+use crate::store::write::TailCheck;
 
 const INSERT_MESSAGE: &str = "
     INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
@@ -135,22 +136,110 @@ pub(crate) struct Touch<'a> {
     pub(crate) parts_before: i64,
 }
 
-/// Inserts one message and its parts. Either engine.
+/// The columns of an appended message's row that the append assigns.
+pub(crate) struct MessageRow<'a> {
+    /// The message's `seq`.
+    pub(crate) seq: i64,
+    /// Its `turn_index`.
+    pub(crate) turn_index: i64,
+    /// Its `created_at`, formatted.
+    pub(crate) created_at: &'a str,
+}
+
+/// How many call ids a [`Guard`] asks about: an append of more reads its tail instead.
+pub(crate) const GUARD_CALLS: usize = 8;
+
+/// A remembered tail's [`TailCheck`] with the append's call ids (at most [`GUARD_CALLS`]):
+/// the append's first insert writes only where it holds (PostgreSQL).
+pub(crate) struct Guard<'a> {
+    /// What the tail says of the session's rows.
+    pub(crate) check: &'a TailCheck,
+    /// The append's call ids, none of which the session may use.
+    pub(crate) calls: &'a [&'a str],
+}
+
+impl Guard<'_> {
+    /// The guard's values, bound after the statement's others in [`guard_condition`]'s
+    /// order.
+    fn push_values<'v>(&'v self, out: &mut Vec<Bound<'v>>) {
+        let check = self.check;
+        out.extend(values![
+            check.last_seq,
+            check.parts_max,
+            check.block_after,
+            check.block_parts
+        ]);
+        out.extend(self.calls.iter().map(|&call| Bound::from(call)));
+    }
+}
+
+/// The condition a [`Guard`] puts on the insert of an append's first message, its values
+/// bound from `?{at}` on and the session as `?1`: each part read by a key of the session's
+/// (its last seq and part id, the open messages, the block's parts by part id, each call
+/// id), so the cost does not grow with the session. A plan made on nearly empty tables
+/// (the statement cache keeps it) costs every index that starts with the session alike:
+/// the block's count asks for the primary key's order, which only that key gives without a
+/// sort (without it, plans read every part of the session through another index and
+/// filtered).
+fn guard_condition(at: usize, calls: usize) -> String {
+    // Each call id probed alone: a generic plan for an `IN` list scans every call of the
+    // session and filters.
+    let calls: String = (0..calls)
+        .map(|c| {
+            format!(
+                "
+         AND NOT EXISTS (SELECT 1 FROM parts WHERE session_id = ?1 AND kind = 'tool_use'
+                         AND tool_use_id = ?{})",
+                at + 4 + c
+            )
+        })
+        .collect();
+    format!(
+        "(SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1) = CAST(?{} AS BIGINT)
+         AND (SELECT COALESCE(MAX(id), 0) FROM parts WHERE session_id = ?1) = CAST(?{} AS BIGINT)
+         AND NOT EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND state = 'open')
+         AND (SELECT COUNT(*) FROM (SELECT id FROM parts
+                                    WHERE session_id = ?1 AND id > CAST(?{} AS BIGINT)
+                                    ORDER BY session_id, id) AS block)
+             = CAST(?{} AS BIGINT){calls}",
+        at,
+        at + 1,
+        at + 2,
+        at + 3,
+    )
+}
+
+/// Whether `guard` holds for `session`, asked alone (a first message that does not go in
+/// with its parts in one statement).
+fn guard_holds(db: &mut impl Sql, session: &SessionId, guard: &Guard<'_>) -> Result<bool> {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let texts = SQL.get_or_init(|| {
+        (0..=GUARD_CALLS)
+            .map(|calls| format!("SELECT 1 WHERE {}", guard_condition(2, calls)))
+            .collect()
+    });
+    let sql = &texts[guard.calls.len().min(GUARD_CALLS)];
+    let mut params = values![session.as_str()].to_vec();
+    guard.push_values(&mut params);
+    Ok(db.optional_int(sql, &params)?.is_some())
+}
+
+/// Inserts one message and its parts. Either engine. `None`, with nothing written: `guard`
+/// did not hold.
 pub(crate) fn insert_message(
     db: &mut impl Sql,
     session: &SessionId,
-    seq: i64,
-    turn_index: i64,
+    row: MessageRow<'_>,
     message: &NewMessage,
-    created_at: &str,
     touch: Option<&Touch<'_>>,
-) -> Result<InsertedMessage> {
+    guard: Option<&Guard<'_>>,
+) -> Result<Option<InsertedMessage>> {
     let message_values = values![
         session.as_str(),
-        seq,
-        turn_index,
+        row.seq,
+        row.turn_index,
         message.role.as_str(),
-        created_at,
+        row.created_at,
         message.model.as_deref(),
     ];
     let rows = message
@@ -160,7 +249,12 @@ pub(crate) fn insert_message(
         .collect::<Result<Vec<_>>>()?;
     let keyed = db.rows_carry_session();
     if keyed && (1..=PARTS_PER_INSERT).contains(&rows.len()) {
-        return insert_message_with_parts(db, &message_values, &rows, touch);
+        return insert_message_with_parts(db, &message_values, &rows, touch, guard);
+    }
+    if let Some(guard) = guard {
+        if !guard_holds(db, session, guard)? {
+            return Ok(None);
+        }
     }
     let message_id = db.insert(INSERT_MESSAGE, &message_values)?;
     let session_value = keyed.then_some(session.as_str());
@@ -179,25 +273,27 @@ pub(crate) fn insert_message(
         let last = db.insert_rows(insert_parts_sql(rows.len(), keyed), &params)?;
         last_part = last_part.max(Some(last));
     }
-    Ok(InsertedMessage {
+    Ok(Some(InsertedMessage {
         id: message_id,
         last_part,
         touched: false,
-    })
+    }))
 }
 
 /// The message and its parts in one statement (one round trip), where rows carry their
 /// session ([`Sql::rows_carry_session`]: PostgreSQL, whose data-modifying `WITH` gives the
 /// parts the message's new id): `rows` (1 to [`PARTS_PER_INSERT`]) after the message's
-/// [`INSERT_MESSAGE`] values, and the session row's update when `touch`; the message's id and
-/// its parts' largest.
+/// [`INSERT_MESSAGE`] values, the session row's update when `touch`, and the message only
+/// where `guard` holds; the message's id and its parts' largest (`None`: the guard did
+/// not hold, and nothing was written).
 fn insert_message_with_parts(
     db: &mut impl Sql,
     message_values: &[Bound<'_>],
     rows: &[PartRow<'_>],
     touch: Option<&Touch<'_>>,
-) -> Result<InsertedMessage> {
-    let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8 + 4);
+    guard: Option<&Guard<'_>>,
+) -> Result<Option<InsertedMessage>> {
+    let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8 + 16);
     params.extend_from_slice(message_values);
     for (ordinal, row) in rows.iter().enumerate() {
         params.extend(values![ordinal as i64]);
@@ -211,14 +307,18 @@ fn insert_message_with_parts(
             touch.parts_before
         ]);
     }
-    let sql = message_with_parts_sql(rows.len(), touch.is_some());
-    let ids = db.int_table(sql, &params, 2)?;
+    if let Some(guard) = guard {
+        guard.push_values(&mut params);
+    }
+    let sql = message_with_parts_sql(rows.len(), touch.is_some(), guard.map(|g| g.calls.len()));
+    let ids = db.int_table(sql, &params, 3)?;
     match ids.as_slice() {
-        [id, last_part] => Ok(InsertedMessage {
+        [_, _, 0] => Ok(None),
+        [id, last_part, _] => Ok(Some(InsertedMessage {
             id: *id,
             last_part: Some(*last_part),
             touched: touch.is_some(),
-        }),
+        })),
         _ => Err(crate::Error::CorruptRow {
             table: "messages",
             row_id: 0,
@@ -228,19 +328,24 @@ fn insert_message_with_parts(
 }
 
 /// [`insert_message_with_parts`]'s statement for `rows` parts, with the session row's
-/// update when `touch` (its four values after the parts'), built once per process.
-fn message_with_parts_sql(rows: usize, touch: bool) -> &'static str {
-    static SQL: std::sync::OnceLock<Vec<[String; 2]>> = std::sync::OnceLock::new();
-    let texts = SQL.get_or_init(|| {
-        (0..=PARTS_PER_INSERT)
-            .map(|rows| [false, true].map(|touch| message_with_parts_text(rows, touch)))
-            .collect()
-    });
-    &texts[rows.min(PARTS_PER_INSERT)][usize::from(touch)]
+/// update when `touch` (its four values after the parts') and the message's insert
+/// conditioned on [`guard_condition`] for `guard` call ids when `Some` (its values last),
+/// each text built once per process, on its first use.
+fn message_with_parts_sql(rows: usize, touch: bool, guard: Option<usize>) -> &'static str {
+    const GUARDS: usize = GUARD_CALLS + 2;
+    const TEXTS: usize = (PARTS_PER_INSERT + 1) * 2 * GUARDS;
+    static SQL: [std::sync::OnceLock<String>; TEXTS] =
+        [const { std::sync::OnceLock::new() }; TEXTS];
+    let (rows, guard) = (
+        rows.min(PARTS_PER_INSERT),
+        guard.map(|calls| calls.min(GUARD_CALLS)),
+    );
+    let at = (rows * 2 + usize::from(touch)) * GUARDS + guard.map_or(0, |calls| calls + 1);
+    SQL[at].get_or_init(|| message_with_parts_text(rows, touch, guard))
 }
 
 /// The text of [`message_with_parts_sql`].
-fn message_with_parts_text(rows: usize, touch: bool) -> String {
+fn message_with_parts_text(rows: usize, touch: bool, guard: Option<usize>) -> String {
     let values: Vec<String> = (0..rows)
         .map(|row| {
             let at = 7 + row * 8;
@@ -258,7 +363,8 @@ fn message_with_parts_text(rows: usize, touch: bool) -> String {
         })
         .collect();
     // The session row: its tail state ends with the session's largest part id, the
-    // larger of the one before and the largest these parts took.
+    // larger of the one before and the largest these parts took; written only with the
+    // message.
     let at = 7 + rows * 8;
     let session = if touch {
         format!(
@@ -267,7 +373,7 @@ fn message_with_parts_text(rows: usize, touch: bool) -> String {
                          || CAST(GREATEST(CAST(?{} AS BIGINT), (SELECT MAX(id) FROM p)) AS TEXT)
                          || ']',
                      message_count = message_count + CAST(?{} AS BIGINT)
-                     WHERE id = ?1 RETURNING 1)",
+                     WHERE id = ?1 AND EXISTS (SELECT 1 FROM m) RETURNING 1)",
             at + 1,
             at + 3,
             at + 2
@@ -275,15 +381,27 @@ fn message_with_parts_text(rows: usize, touch: bool) -> String {
     } else {
         String::new()
     };
+    let message = match guard {
+        Some(calls) => {
+            let at = at + if touch { 4 } else { 0 };
+            format!(
+                "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
+                 SELECT ?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), ?4, 0, ?5, ?6
+                 WHERE {}",
+                guard_condition(at, calls)
+            )
+        }
+        None => INSERT_MESSAGE.to_owned(),
+    };
     format!(
-        "WITH m AS ({INSERT_MESSAGE} RETURNING id),
+        "WITH m AS ({message} RETURNING id),
          p AS (INSERT INTO parts ({PART_COLUMNS}, session_id)
                SELECT m.id, v.ordinal, v.kind, v.text, v.tool_use_id, v.tool_name,
                       v.input, v.is_error, v.metadata, ?1
                FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
                     tool_name, input, is_error, metadata)
                RETURNING id){session}
-         SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p)",
+         SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p), (SELECT COUNT(*) FROM m)",
         values.join(", ")
     )
 }

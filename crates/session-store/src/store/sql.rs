@@ -10,7 +10,7 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
-use super::write::TailRow;
+use super::write::{Remembered, TailRow};
 use crate::error::Result;
 use crate::history::tail::TailState;
 use crate::model::{Message, SessionId};
@@ -171,23 +171,25 @@ pub(crate) trait Sql {
         self.tail_row(session, true)
     }
 
-    /// The tail that `session`'s last append on this connection wrote, with which of `calls`
-    /// (an append's tool_use ids) the session already uses, where the engine remembers it
-    /// and nothing but this connection's appends wrote the database since (SQLite's appends,
-    /// `store/memory.rs`). `None`: read the tail ([`Sql::tail_row_for_append`]).
+    /// The tail that `session`'s last append through this connection (SQLite,
+    /// `store/memory.rs`: proved current by the file's `data_version`) or this store
+    /// (PostgreSQL, `store/pg/tails.rs`: to be checked, [`Remembered::check`]) wrote, where
+    /// the engine remembers one for an append of `calls` (its tool_use ids). `None`: read
+    /// the tail ([`Sql::tail_row_for_append`]).
     fn remembered_tail(
         &mut self,
         session: &SessionId,
         calls: &[&str],
-    ) -> Result<Option<(TailState, Vec<String>)>> {
+    ) -> Result<Option<Remembered>> {
         let _ = (session, calls);
         Ok(None)
     }
 
-    /// Keeps `tail`, which this append wrote for `session`, for [`Sql::remembered_tail`]
-    /// once the transaction commits, where the engine remembers tails.
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
-        let _ = (session, tail);
+    /// Keeps `tail`, which this append wrote for `session`, whose open block's parts are
+    /// those above the part id `block_after` where known, for [`Sql::remembered_tail`] once
+    /// the transaction commits, where the engine remembers tails.
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
+        let _ = (session, tail, block_after);
     }
 
     /// How many tool_use ids of an append are probed one statement each before they are
@@ -311,12 +313,12 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         &mut self,
         session: &SessionId,
         calls: &[&str],
-    ) -> Result<Option<(TailState, Vec<String>)>> {
+    ) -> Result<Option<Remembered>> {
         (**self).remembered_tail(session, calls)
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
-        (**self).remember_tail(session, tail)
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
+        (**self).remember_tail(session, tail, block_after)
     }
 
     fn ids_probed_one_by_one(&self) -> usize {

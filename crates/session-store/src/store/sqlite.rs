@@ -14,7 +14,7 @@ use super::reports::SessionRows;
 use super::reports::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 use super::rows::{Cells, Loaded, Range, Unreadable};
 use super::sql::{Sql, Value};
-use super::write::TailRow;
+use super::write::{Remembered, TailRow};
 use crate::error::Result;
 use crate::history::tail::TailState;
 use crate::model::{Message, SessionId, SessionInfo};
@@ -219,15 +219,20 @@ impl Sql for SqliteTx<'_> {
         &mut self,
         session: &SessionId,
         calls: &[&str],
-    ) -> Result<Option<(TailState, Vec<String>)>> {
+    ) -> Result<Option<Remembered>> {
         let Some(tail) = self.memory.as_deref_mut().and_then(|m| m.take(session)) else {
             return Ok(None);
         };
         let taken = super::write::sqlite_calls_taken(self.conn, session, calls)?;
-        Ok(Some((tail, taken)))
+        // `data_version` proved the memory current: nothing to check.
+        Ok(Some(Remembered {
+            tail,
+            taken,
+            check: None,
+        }))
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, _: Option<i64>) {
         if let Some(memory) = self.memory.as_deref_mut() {
             memory.keep(session, tail);
         }

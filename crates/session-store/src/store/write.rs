@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::encode::{insert_message, Touch};
+use super::encode::{insert_message, Guard, MessageRow, Touch};
 use super::handle::Store;
 use super::rows::Range;
 use super::sql::{keyed, text_at, values, Sql, Value};
@@ -131,28 +131,65 @@ pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&s
 /// Validates `messages` against the session's tail, then inserts them, on either engine; the
 /// caller owns the transaction (on PostgreSQL it holds the session's row lock,
 /// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
+///
+/// A remembered tail ([`Sql::remembered_tail`]) is tried first. One not yet proved current
+/// ([`Remembered::check`], PostgreSQL) that the first insert finds wrong, or that refuses
+/// the append, wrote nothing: the append then runs again on the tail read from the rows,
+/// which decides.
 pub(crate) fn append_in(
     db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
+    if let Some(appended) = append_on(db, session, messages, true)? {
+        return Ok(appended);
+    }
+    append_on(db, session, messages, false)?.ok_or_else(|| Error::CorruptRow {
+        table: "sessions",
+        row_id: 0,
+        detail: format!("the tail of session {session} read from its rows failed its own check"),
+    })
+}
+
+/// [`append_in`] on the remembered tail (`remembered`) or on the tail read under the lock.
+/// `None`, with nothing written: no tail is remembered, or a remembered one still to be
+/// proved did not hold or refused the append.
+fn append_on(
+    db: &mut impl Sql,
+    session: &SessionId,
+    messages: &[NewMessage],
+    remembered: bool,
+) -> Result<Option<Vec<Appended>>> {
     // An id no engine can keep (a NUL) is refused below by `check_texts`, before it binds.
     let calls: Vec<&str> = messages
         .iter()
         .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
         .filter(|id| !id.contains('\0'))
         .collect();
-    // The tail this connection's last append left, where it remembers one (SQLite), else
-    // the tail read under the session's lock.
-    let (mut position, taken) = match db.remembered_tail(session, &calls)? {
-        Some((tail, taken)) => (Position::stored(tail), Some(taken)),
+    // The tail this store's last append left, where it remembers one, else the tail read
+    // under the session's lock.
+    let memory = match remembered {
+        true => db.remembered_tail(session, &calls)?,
+        false => None,
+    };
+    let (mut position, taken) = match memory {
+        Some(Remembered { tail, taken, check }) => (
+            Position {
+                block_after: check.map(|check| check.block_after),
+                check,
+                ..Position::stored(tail)
+            },
+            Some(taken),
+        ),
+        // Nothing remembered: the read tail decides ([`append_in`]).
+        None if remembered => return Ok(None),
         None => locked_position(db, session, &calls)?,
     };
     check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
     if replayed.len() == messages.len() {
-        return Ok(replayed);
+        return Ok(Some(replayed));
     }
     let skip = replayed.len();
     let messages = &messages[skip..];
@@ -175,8 +212,13 @@ pub(crate) fn append_in(
     let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
         // Every text passed `check_texts` above.
-        pairing::check_append_scanned(&mut walk, message)
-            .map_err(|reason| refused(index, reason))?;
+        if let Err(reason) = pairing::check_append_scanned(&mut walk, message) {
+            // A tail not yet proved current refuses nothing: the read one decides.
+            if position.check.is_some() {
+                return Ok(None);
+            }
+            return Err(refused(index, reason));
+        }
     }
     // An append ends the chance to undo earlier reverts of the session (a state the row
     // kept proves there are none: a revert clears it, and only an append writes it).
@@ -191,6 +233,7 @@ pub(crate) fn append_in(
     let mut touched = false;
     for (index, message) in messages.iter().enumerate() {
         let refused_usage = |reason| refused(index, reason);
+        let check = position.check.take();
         let (seq, turn_index) = position.advance(message.role);
         // The last message's statement writes the session row too where the engine can
         // ([`super::encode::Touch`]): the new tail is known but for its largest part id.
@@ -203,23 +246,31 @@ pub(crate) fn append_in(
             messages: count,
             parts_before: position.parts_max,
         });
-        let (one, wrote_session) = insert_next(
+        let guard = check.as_ref().map(|check| Guard {
+            check,
+            calls: &calls,
+        });
+        let Some((one, wrote_session)) = insert_next(
             db,
             session,
             &mut position,
             (seq, turn_index),
             message,
             &now,
-            touch.as_ref(),
+            (touch.as_ref(), guard.as_ref()),
             refused_usage,
-        )?;
+        )?
+        else {
+            // The remembered tail did not hold: nothing was written.
+            return Ok(None);
+        };
         appended.push(one);
         touched |= wrote_session;
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
+    let tail = position.after(&walk, messages);
     if !touched {
-        let tail = position.after(&walk, messages);
         let encoded = tail.encode();
         let touched = db.run(
             TOUCH_WITH_TAIL,
@@ -229,9 +280,9 @@ pub(crate) fn append_in(
         if touched != 1 {
             return Err(Error::UnknownSession(session.clone()));
         }
-        db.remember_tail(session, tail);
     }
-    Ok(appended)
+    db.remember_tail(session, tail, position.block_after);
+    Ok(Some(appended))
 }
 
 /// The session's lock with the tail its row keeps (or `UnknownSession`), in one statement,
@@ -276,7 +327,8 @@ fn check_texts(session: &SessionId, messages: &[NewMessage]) -> Result<()> {
 
 /// Inserts `message` (checked) as the session's next one, at `(seq, turn_index)` from
 /// [`Position::advance`], with its usage and its idempotency key; raises the position's
-/// largest part id. Also whether the session row was written with it (`touch`).
+/// largest part id. Also whether the session row was written with it (`touch`). `None`,
+/// with nothing written: the `guard` of a remembered tail did not hold.
 #[allow(clippy::too_many_arguments)] // one append's parts, each needed once
 fn insert_next(
     db: &mut impl Sql,
@@ -285,26 +337,33 @@ fn insert_next(
     (seq, turn_index): (i64, i64),
     message: &NewMessage,
     now: &str,
-    touch: Option<&Touch<'_>>,
+    (touch, guard): (Option<&Touch<'_>>, Option<&Guard<'_>>),
     refused: impl Fn(pairing::Refusal) -> Error,
-) -> Result<(Appended, bool)> {
+) -> Result<Option<(Appended, bool)>> {
     let created_at = message.created_at.map(format_time);
     let created_at = created_at.as_deref().unwrap_or(now);
-    let inserted = insert_message(db, session, seq, turn_index, message, created_at, touch)?;
+    let row = MessageRow {
+        seq,
+        turn_index,
+        created_at,
+    };
+    let Some(inserted) = insert_message(db, session, row, message, touch, guard)? else {
+        return Ok(None);
+    };
     let id = inserted.id;
     position.parts_max = position.parts_max.max(inserted.last_part.unwrap_or(0));
     if let Some(usage) = &message.usage {
         super::usage::insert_usage(db, session, id, usage, refused)?;
     }
     super::idempotency::record(db, session, message, id)?;
-    Ok((
+    Ok(Some((
         Appended {
             id,
             seq,
             turn_index,
         },
         inserted.touched,
-    ))
+    )))
 }
 
 /// Fails with [`Error::UnknownSession`] unless the session exists.
@@ -334,6 +393,13 @@ pub(crate) struct Position {
     /// and every revert, undo and mend clears: then no revert of the session is waiting for
     /// an undo, and the append has none to forget.
     pub(crate) from_stored_state: bool,
+    /// The session's largest part id before its last user or assistant message went in,
+    /// where known: the open block's parts are the session's parts above it, which a
+    /// remembered tail's [`TailCheck`] counts.
+    pub(crate) block_after: Option<i64>,
+    /// What the append's first insert checks before it writes, for a remembered tail not yet
+    /// proved current ([`Remembered::check`]).
+    pub(crate) check: Option<TailCheck>,
 }
 
 impl Position {
@@ -346,6 +412,8 @@ impl Position {
             block_parts: tail.block_parts,
             parts_max: tail.parts_through,
             from_stored_state: true,
+            block_after: None,
+            check: None,
         }
     }
 
@@ -355,6 +423,10 @@ impl Position {
         let turn_index = next_turn_index(self.last_user_turn, role);
         if role == Role::User {
             self.last_user_turn = Some(turn_index);
+        }
+        if matches!(role, Role::User | Role::Assistant) {
+            // The message opens the block: the parts inserted from here on are its.
+            self.block_after = Some(self.parts_max);
         }
         (self.last_seq, turn_index)
     }
@@ -392,6 +464,40 @@ const RECOUNT: &str = "
 pub(crate) fn recount_messages(db: &mut impl Sql, session: &SessionId) -> Result<()> {
     db.run(RECOUNT, &values![session.as_str()])?;
     Ok(())
+}
+
+/// A tail an engine remembers from its own last append to a session
+/// ([`Sql::remembered_tail`]).
+#[derive(Debug)]
+pub(crate) struct Remembered {
+    /// The tail that append wrote.
+    pub(crate) tail: TailState,
+    /// Which of the new append's call ids the session uses (none asked when `check` is
+    /// set: the check asks).
+    pub(crate) taken: Vec<String>,
+    /// Where the memory is not proof that the tail is current (PostgreSQL, whose other
+    /// writers leave no trace a connection sees): what the append's first insert checks
+    /// before it writes. It writes nothing when the check fails, and the append runs again
+    /// on the tail read from the rows.
+    pub(crate) check: Option<TailCheck>,
+}
+
+/// What a remembered tail says of the session's rows, checked in the statement that
+/// inserts an append's first message, after the session's lock (PostgreSQL): what
+/// [`position_of`] checks of a stored state, each by a key of the session's. The session's
+/// last seq and its largest part id are the tail's, no message of it is open, its open
+/// block holds the tail's count of parts (the parts above `block_after`, each message's
+/// parts in order of insert), and none of the append's call ids is used.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TailCheck {
+    /// The session's last seq.
+    pub(crate) last_seq: i64,
+    /// The session's largest part id.
+    pub(crate) parts_max: i64,
+    /// The session's largest part id before its open block's first message went in.
+    pub(crate) block_after: i64,
+    /// The parts of the open block: the session's parts above `block_after`.
+    pub(crate) block_parts: i64,
 }
 
 /// What [`Sql::tail_row`] reads of a session: the tail state its row keeps, with what that
@@ -631,6 +737,8 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         block_parts,
         parts_max: parts_max.unwrap_or(0),
         from_stored_state: false,
+        block_after: None,
+        check: None,
     })
 }
 

@@ -36,7 +36,9 @@ pub(crate) fn pg_statement(sql: &str) -> String {
     }
     out
 }
-use crate::store::write::TailRow;
+use super::tails::Kept;
+use crate::history::tail::TailState;
+use crate::store::write::{Remembered, TailRow};
 
 impl Sql for Tx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
@@ -131,6 +133,24 @@ impl Sql for Tx<'_> {
         calls: &[&str],
     ) -> Result<Option<TailRow>> {
         super::tail_row(self, session, Some(calls))
+    }
+
+    fn remembered_tail(
+        &mut self,
+        session: &SessionId,
+        calls: &[&str],
+    ) -> Result<Option<Remembered>> {
+        super::remembered_tail(self, session, calls)
+    }
+
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
+        if self.tails.is_some() {
+            let kept = block_after.map(|block_after| Kept {
+                state: tail.encode(),
+                block_after,
+            });
+            self.staged = Some((session.clone(), kept));
+        }
     }
 
     fn load_for_check(
