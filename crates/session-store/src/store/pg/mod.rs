@@ -26,7 +26,7 @@ use crate::history::tail::TailState;
 use crate::model::SessionId;
 use crate::store::encode::GUARD_CALLS;
 use crate::store::write::{Remembered, TailCheck, TailRow};
-use tails::{Kept, Tails};
+use tails::Tails;
 
 mod copy;
 mod engine;
@@ -95,8 +95,6 @@ pub(crate) struct Tx<'a> {
     statements: &'a mut Statements,
     /// The store's remembered tails, in an append's transaction ([`PgStore::append`]).
     tails: Option<&'a Tails>,
-    /// What the append remembers once the transaction commits (`store/pg/tails.rs`).
-    staged: Option<(SessionId, Option<Kept>)>,
 }
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
@@ -276,7 +274,7 @@ impl PgStore {
 
     /// [`PgStore::write`] for an append: the transaction offers the tails this store's
     /// appends wrote ([`Sql::remembered_tail`](crate::store::sql::Sql::remembered_tail)) and
-    /// keeps the one it writes once it commits.
+    /// keeps the one it writes.
     pub(crate) fn append<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
         let mode = Mode::Write {
             read_only: self.read_only,
@@ -373,17 +371,11 @@ fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
         tx,
         statements,
         tails,
-        staged: None,
     };
     let finish = |value: T, tx: Tx<'_>| -> Result<T> {
         match mode {
             Mode::Write { rollback: true, .. } => tx.tx.rollback()?,
-            _ => {
-                tx.tx.commit()?;
-                if let (Some(tails), Some((session, kept))) = (tx.tails, tx.staged) {
-                    tails.put(session, kept);
-                }
-            }
+            _ => tx.tx.commit()?,
         }
         Ok(value)
     };
@@ -450,10 +442,10 @@ pub(crate) fn remembered_tail(
     session: &SessionId,
     calls: &[&str],
 ) -> Result<Option<Remembered>> {
-    let Some(kept) = tx.tails.and_then(|tails| tails.get(session)) else {
+    let Some(tails) = tx.tails else {
         return Ok(None);
     };
-    if calls.len() > GUARD_CALLS {
+    if calls.len() > GUARD_CALLS || tails.get(session).is_none() {
         return Ok(None);
     }
     let Some(row) = tx.query_opt(
@@ -464,6 +456,11 @@ pub(crate) fn remembered_tail(
         return Ok(None);
     };
     let state: Option<String> = row.try_get(0)?;
+    // Asked again under the lock: the append that held it last, through this store, kept
+    // its tail before it committed.
+    let Some(kept) = tails.get(session) else {
+        return Ok(None);
+    };
     if state.as_deref() != Some(kept.state.as_str()) {
         return Ok(None);
     }

@@ -143,13 +143,15 @@ impl Sql for Tx<'_> {
         super::remembered_tail(self, session, calls)
     }
 
+    /// Kept at once, before the commit: a writer that takes the session's lock next finds
+    /// it. A transaction that then fails leaves a state no row holds, which no append uses.
     fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
-        if self.tails.is_some() {
+        if let Some(tails) = self.tails {
             let kept = block_after.map(|block_after| Kept {
                 state: tail.encode(),
                 block_after,
             });
-            self.staged = Some((session.clone(), kept));
+            tails.put(session.clone(), kept);
         }
     }
 

@@ -5,8 +5,8 @@
 //! Other writers (other stores, other processes, `psql`) leave no trace a connection sees
 //! before it reads, so the memory is never trusted alone:
 //! - it is used only where the session row's `tail_state`, read under the session's lock,
-//!   is the very text the remembered append wrote (every write of the store that changes a
-//!   session's messages writes or clears that column);
+//!   is the very text the remembered append wrote (every write of the store that changes
+//!   what the tail says of a session writes or clears that column);
 //! - the append's first insert then checks, in the same statement and after that lock, what
 //!   [`TailCheck`](crate::store::write::TailCheck) says of the rows (their last seq, largest
 //!   part id, open block, the append's call ids), as a read tail is checked; where that does
@@ -49,8 +49,8 @@ impl Tails {
         self.kept.lock().ok()?.get(session).cloned()
     }
 
-    /// Keeps what a committed append of `session` wrote (`None`: forgets the session, whose
-    /// open block's first part the append did not know).
+    /// Keeps what an append of `session` wrote (`None`: forgets the session, whose open
+    /// block's first part the append did not know).
     pub(crate) fn put(&self, session: SessionId, kept: Option<Kept>) {
         // A poisoned lock only loses memory: the tail is read instead.
         let Ok(mut map) = self.kept.lock() else {
