@@ -74,14 +74,20 @@ fn assert_message_counts_true_on_postgres(client: &mut postgres::Client) {
     );
 }
 
-/// A stored state without its last element, the largest part id when it was written (which
-/// the rows do not say; it is at most today's largest id), and that element.
+/// A stored state without its last two elements, the part ids the rows do not say (the
+/// largest before the open block's first message, where known, and the largest when the
+/// state was written: at most today's largest id), and the last.
 fn split_parts_through(mut state: Value) -> (Value, i64) {
-    let parts_through = state
-        .as_array_mut()
-        .and_then(Vec::pop)
+    let items = state.as_array_mut().expect("a stored state is an array");
+    let parts_through = items
+        .pop()
         .and_then(|v| v.as_i64())
         .expect("a stored state ends with parts_through");
+    let block_after = items.pop().expect("a stored state names block_after");
+    assert!(
+        block_after.is_null() || block_after.as_i64().is_some_and(|id| id <= parts_through),
+        "block_after {block_after} against parts_through {parts_through}"
+    );
     (state, parts_through)
 }
 
@@ -424,7 +430,7 @@ fn expected_from(messages: &[Message]) -> Value {
         .map(|m| m.parts.len())
         .sum();
     json!([
-        2,
+        3,
         last_seq,
         last_user_turn,
         end.message.map(|m| m.role.as_str()),
@@ -501,10 +507,10 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
     assert_message_counts_true_on_postgres(&mut client);
 }
 
-/// A PostgreSQL store remembers the tail its last append to a session wrote
-/// (`store/pg/tails.rs`) and checks it against the rows in its next append's first insert:
-/// rows changed with SQL that leave the session row as that append wrote it are seen there,
-/// each by the part of the check that covers it, and the append is decided on the rows.
+/// A PostgreSQL append starts from the tail state the session row keeps and checks it against
+/// the rows in its first insert: rows changed with SQL that leave the session row as the last
+/// append wrote it are seen there, each by the part of the check that covers it, and the
+/// append is decided on the rows.
 #[test]
 fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
     let Some(schema) = PgSchema::create() else {
@@ -540,8 +546,9 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
         Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c1".to_owned()]),
         other => panic!("expected c1 pending, got {other:?}"),
     }
-    // Each edit below follows an append the store remembers: a tool message alone does not
-    // say where its block starts, the assistant message after it does.
+    // Each edit below follows an append whose state the next one checks: an append read from
+    // the rows that holds a tool message alone does not know where its block's parts start,
+    // the assistant message after it does.
     let remembered_after = |answer: &str, text: &str| {
         store
             .append(&session, NewMessage::tool(vec![result(answer)]))
@@ -578,7 +585,7 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
         Refusal::DuplicateToolUseId { id, .. } => assert_eq!(id, "dup"),
         other => panic!("expected dup refused, got {other:?}"),
     }
-    // Another store's append changes the state the row keeps: this store reads the tail.
+    // Another store's append: its state is checked as this store's own.
     let other = Store::open(schema.url()).expect("a second store");
     other
         .append(&session, NewMessage::assistant(vec![call("c10")]))

@@ -35,15 +35,20 @@ pub struct TailState {
     /// How many parts the open block holds: the messages from the last user or assistant
     /// message on (every message when there is none).
     pub block_parts: i64,
+    /// The largest part id of the session (SQLite: of the database) before the open block's
+    /// first message went in, where the appends that wrote the state saw that message go in
+    /// (`None`: not known): the block's parts are then the session's parts above it, which
+    /// PostgreSQL's append counts by key to check the state (`TailCheck` in `store/write.rs`).
+    pub block_after: Option<i64>,
     /// The largest part id in the database when the state was written: while it still is,
     /// no part went anywhere since, so the block's count needs no reading.
     pub parts_through: i64,
 }
 
-/// The encoding's version, the first element of the stored array (2: with `block_parts` and
-/// `parts_through`; a version 1 state is read as unknown, and the next append writes
-/// version 2).
-const VERSION: i64 = 2;
+/// The encoding's version, the first element of the stored array (3: with `block_after`;
+/// a version 2 state, without it, is read with `block_after` unknown; a version 1 state is
+/// read as unknown, and the next append writes version 3).
+const VERSION: i64 = 3;
 
 impl TailState {
     /// The state after `walk` (which resumed from a state and walked the appended messages),
@@ -54,7 +59,7 @@ impl TailState {
         walk: &Walk,
         last_seq: i64,
         last_user_turn: Option<i64>,
-        block_parts: i64,
+        (block_parts, block_after): (i64, Option<i64>),
         parts_through: i64,
     ) -> Self {
         let resume = walk.resume_point();
@@ -81,6 +86,7 @@ impl TailState {
             open,
             answered,
             block_parts,
+            block_after,
             parts_through,
         }
     }
@@ -101,8 +107,8 @@ impl TailState {
         }
     }
 
-    /// The stored text: a JSON array
-    /// `[2, last_seq, last_user_turn, speaker, open, answered, block_parts, parts_through]`.
+    /// The stored text: a JSON array `[3, last_seq, last_user_turn, speaker, open, answered,
+    /// block_parts, block_after, parts_through]`.
     pub fn encode(&self) -> String {
         let stored = (
             VERSION,
@@ -112,6 +118,7 @@ impl TailState {
             &self.open,
             &self.answered,
             self.block_parts,
+            self.block_after,
             self.parts_through,
         );
         // Serialising integers, strings and lists of strings into a String cannot fail.
@@ -128,8 +135,8 @@ impl TailState {
         text
     }
 
-    /// Reads a stored text; `None` for anything that is not this version's encoding (the
-    /// store then reads the rows).
+    /// Reads a stored text; `None` for anything that is not this version's encoding or the
+    /// one before (the store then reads the rows).
     pub fn decode(text: &str) -> Option<Self> {
         type Stored = (
             i64,
@@ -139,21 +146,40 @@ impl TailState {
             Vec<String>,
             Vec<String>,
             i64,
+            Option<i64>,
             i64,
         );
+        type Before = (
+            i64,
+            i64,
+            Option<i64>,
+            Option<String>,
+            Vec<String>,
+            Vec<String>,
+            i64,
+            i64,
+        );
+        let stored: Stored = match serde_json::from_str::<Stored>(text) {
+            Ok(stored) if stored.0 == VERSION => stored,
+            Ok(_) => return None,
+            Err(_) => match serde_json::from_str::<Before>(text).ok()? {
+                (2, seq, turn, speaker, open, answered, block, through) => {
+                    (2, seq, turn, speaker, open, answered, block, None, through)
+                }
+                _ => return None,
+            },
+        };
         let (
-            version,
+            _,
             last_seq,
             last_user_turn,
             speaker,
             open,
             answered,
             block_parts,
+            block_after,
             parts_through,
-        ): Stored = serde_json::from_str(text).ok()?;
-        if version != VERSION {
-            return None;
-        }
+        ) = stored;
         let speaker = match speaker.as_deref().map(str::parse::<Role>) {
             None => None,
             Some(Ok(role @ (Role::User | Role::Assistant))) => Some(role),
@@ -169,6 +195,7 @@ impl TailState {
             open,
             answered,
             block_parts,
+            block_after,
             parts_through,
         })
     }
@@ -207,13 +234,17 @@ mod tests {
                 open: open.clone(),
                 answered: vec![],
                 block_parts: 4,
+                block_after: Some(5),
                 parts_through: 1,
             };
             let text = format!("{}{parts_through}]", state.encode_open_ended());
             let read = TailState::decode(&text).expect("the completed state reads");
             assert_eq!(read.parts_through, parts_through);
             assert_eq!(read.open, open);
-            assert_eq!((read.last_seq, read.block_parts), (12, 4));
+            assert_eq!(
+                (read.last_seq, read.block_parts, read.block_after),
+                (12, 4, Some(5))
+            );
         }
     }
 
@@ -225,6 +256,7 @@ mod tests {
             open: vec!["b".into(), "a\"|,".into()],
             answered: vec!["c".into()],
             block_parts: 4,
+            block_after: Some(80),
             parts_through: 90,
         }
     }
@@ -241,6 +273,9 @@ mod tests {
             "[]",
             "[1,7,2,\"assistant\",[],[]]",
             "[3,7,2,\"assistant\",[],[],1,9]",
+            "[4,7,2,\"assistant\",[],[],1,null,9]",
+            "[2,7,2,\"assistant\",[],[],1,null,9]",
+            "[3,7,2,\"tool\",[],[],1,null,9]",
             "[2,7,2,\"assistant\",[],[],1]",
             "[2,7,2,\"tool\",[],[],1,9]",
             "[2,7,2,\"user\",[\"a\"],[],1,9]",
@@ -252,6 +287,21 @@ mod tests {
     }
 
     #[test]
+    fn a_state_written_before_block_after_reads_with_it_unknown() {
+        let before = "[2,7,2,\"assistant\",[\"b\"],[\"c\"],4,90]";
+        let read = TailState::decode(before).expect("a version 2 state reads");
+        assert_eq!(read.block_after, None);
+        assert_eq!(
+            (read.last_seq, read.block_parts, read.parts_through),
+            (7, 4, 90)
+        );
+        assert_eq!(
+            (read.open.as_slice(), read.answered.as_slice()),
+            (&["b".to_owned()][..], &["c".to_owned()][..])
+        );
+    }
+
+    #[test]
     fn a_walk_resumed_from_the_state_after_a_walk_decides_as_that_walk() {
         let call = |id: &str| Part::tool_use(id, "t", json!({}));
         let result = |id: &str| Part::tool_result(id, "ok");
@@ -259,7 +309,7 @@ mod tests {
         walk.feed(Role::User, &[Part::text("go")]);
         walk.feed(Role::Assistant, &[call("x"), call("y"), call("z")]);
         walk.feed(Role::Tool, &[result("y")]);
-        let tail = TailState::after(&walk, 3, Some(0), 4, 9);
+        let tail = TailState::after(&walk, 3, Some(0), (4, Some(2)), 9);
         assert_eq!(tail.open, ["x", "z"]);
         assert_eq!(tail.answered, ["y"]);
         let resumed = Walk::resume(tail.resume());

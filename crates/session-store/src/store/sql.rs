@@ -171,11 +171,12 @@ pub(crate) trait Sql {
         self.tail_row(session, true)
     }
 
-    /// The tail that `session`'s last append through this connection (SQLite,
-    /// `store/memory.rs`: proved current by the file's `data_version`) or this store
-    /// (PostgreSQL, `store/pg/tails.rs`: to be checked, [`Remembered::check`]) wrote, where
-    /// the engine remembers one for an append of `calls` (its tool_use ids). `None`: read
-    /// the tail ([`Sql::tail_row_for_append`]).
+    /// The tail of `session` an append of `calls` (its tool_use ids) may start from without
+    /// reading the session's rows: on SQLite the tail this connection's last append to it
+    /// wrote (`store/memory.rs`, proved current by the file's `data_version`); on PostgreSQL
+    /// the state the session row keeps, read with the session's lock, which the append's
+    /// first insert checks ([`Remembered::check`]). `None`: read the tail
+    /// ([`Sql::tail_row_for_append`]).
     fn remembered_tail(
         &mut self,
         session: &SessionId,
@@ -185,11 +186,10 @@ pub(crate) trait Sql {
         Ok(None)
     }
 
-    /// Keeps `tail`, which this append wrote for `session`, whose open block's parts are
-    /// those above the part id `block_after` where known, for [`Sql::remembered_tail`] once
-    /// the transaction commits, where the engine remembers tails.
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
-        let _ = (session, tail, block_after);
+    /// Keeps `tail`, which this append wrote for `session`, for [`Sql::remembered_tail`]
+    /// once the transaction commits, where the engine remembers tails (SQLite).
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+        let _ = (session, tail);
     }
 
     /// How many tool_use ids of an append are probed one statement each before they are
@@ -317,8 +317,8 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         (**self).remembered_tail(session, calls)
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
-        (**self).remember_tail(session, tail, block_after)
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+        (**self).remember_tail(session, tail)
     }
 
     fn ids_probed_one_by_one(&self) -> usize {

@@ -232,7 +232,7 @@ impl Sql for SqliteTx<'_> {
         }))
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState, _: Option<i64>) {
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
         if let Some(memory) = self.memory.as_deref_mut() {
             memory.keep(session, tail);
         }

@@ -175,7 +175,6 @@ fn append_on(
     let (mut position, taken) = match memory {
         Some(Remembered { tail, taken, check }) => (
             Position {
-                block_after: check.map(|check| check.block_after),
                 check,
                 ..Position::stored(tail)
             },
@@ -281,7 +280,7 @@ fn append_on(
             return Err(Error::UnknownSession(session.clone()));
         }
     }
-    db.remember_tail(session, tail, position.block_after);
+    db.remember_tail(session, tail);
     Ok(Some(appended))
 }
 
@@ -394,8 +393,7 @@ pub(crate) struct Position {
     /// an undo, and the append has none to forget.
     pub(crate) from_stored_state: bool,
     /// The session's largest part id before its last user or assistant message went in,
-    /// where known: the open block's parts are the session's parts above it, which a
-    /// remembered tail's [`TailCheck`] counts.
+    /// where known ([`TailState::block_after`]).
     pub(crate) block_after: Option<i64>,
     /// What the append's first insert checks before it writes, for a remembered tail not yet
     /// proved current ([`Remembered::check`]).
@@ -412,7 +410,7 @@ impl Position {
             block_parts: tail.block_parts,
             parts_max: tail.parts_through,
             from_stored_state: true,
-            block_after: None,
+            block_after: tail.block_after,
             check: None,
         }
     }
@@ -443,7 +441,7 @@ impl Position {
             walk,
             self.last_seq,
             self.last_user_turn,
-            block_parts,
+            (block_parts, self.block_after),
             self.parts_max,
         )
     }
@@ -466,19 +464,18 @@ pub(crate) fn recount_messages(db: &mut impl Sql, session: &SessionId) -> Result
     Ok(())
 }
 
-/// A tail an engine remembers from its own last append to a session
-/// ([`Sql::remembered_tail`]).
+/// A tail an engine has without reading the session's rows ([`Sql::remembered_tail`]).
 #[derive(Debug)]
 pub(crate) struct Remembered {
-    /// The tail that append wrote.
+    /// The tail an append wrote.
     pub(crate) tail: TailState,
     /// Which of the new append's call ids the session uses (none asked when `check` is
     /// set: the check asks).
     pub(crate) taken: Vec<String>,
-    /// Where the memory is not proof that the tail is current (PostgreSQL, whose other
-    /// writers leave no trace a connection sees): what the append's first insert checks
-    /// before it writes. It writes nothing when the check fails, and the append runs again
-    /// on the tail read from the rows.
+    /// Where nothing proves the tail current yet (PostgreSQL: the state the session row
+    /// keeps, read with its lock): what the append's first insert checks before it writes.
+    /// It writes nothing when the check fails, and the append runs again on the tail read
+    /// from the rows.
     pub(crate) check: Option<TailCheck>,
 }
 

@@ -29,10 +29,6 @@ impl Engine for PgStore {
         self.transaction(false, |tx| work(tx))
     }
 
-    fn run_append(&self, _session: &SessionId, work: Work<'_>) -> Result<()> {
-        self.append(|tx| work(tx))
-    }
-
     fn run_rolled_back(&self, _operation: &'static str, work: Work<'_>) -> Result<()> {
         self.transaction(true, |tx| work(tx))
     }

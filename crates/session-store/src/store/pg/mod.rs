@@ -26,7 +26,6 @@ use crate::history::tail::TailState;
 use crate::model::SessionId;
 use crate::store::encode::GUARD_CALLS;
 use crate::store::write::{Remembered, TailCheck, TailRow};
-use tails::Tails;
 
 mod copy;
 mod engine;
@@ -37,7 +36,6 @@ pub(crate) mod rows;
 pub(crate) mod schema;
 mod search;
 mod sql;
-mod tails;
 pub(crate) mod write;
 
 /// A pooled connection with the statements it has prepared: each statement is parsed once
@@ -93,8 +91,6 @@ impl r2d2::ManageConnection for Manager {
 pub(crate) struct Tx<'a> {
     tx: Transaction<'a>,
     statements: &'a mut Statements,
-    /// The store's remembered tails, in an append's transaction ([`PgStore::append`]).
-    tails: Option<&'a Tails>,
 }
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
@@ -196,8 +192,6 @@ pub(crate) struct PgStore {
     shown: String,
     /// Every transaction starts `READ ONLY`: a write fails (`Error::is_read_only`).
     read_only: bool,
-    /// The tails this store's appends wrote (`store/pg/tails.rs`).
-    tails: std::sync::Arc<Tails>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -244,7 +238,6 @@ impl PgStore {
             pool,
             shown: super::url::redact(url),
             read_only: options.read_only,
-            tails: Default::default(),
         })
     }
 
@@ -269,18 +262,7 @@ impl PgStore {
             read_only: self.read_only,
             rollback,
         };
-        self.run(mode, None, f)
-    }
-
-    /// [`PgStore::write`] for an append: the transaction offers the tails this store's
-    /// appends wrote ([`Sql::remembered_tail`](crate::store::sql::Sql::remembered_tail)) and
-    /// keeps the one it writes.
-    pub(crate) fn append<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
-        let mode = Mode::Write {
-            read_only: self.read_only,
-            rollback: false,
-        };
-        self.run(mode, Some(&self.tails), f)
+        self.run(mode, f)
     }
 
     /// A pooled connection, or [`Error::is_unreachable`] once the pool's bounded wait is over.
@@ -293,23 +275,18 @@ impl PgStore {
     /// to the pool to discard, and `f` runs again on the next connection. Every idle
     /// connection may have been dropped at once (a restart drops them all), so this goes on
     /// past each of them: at most one more time than the pool holds connections.
-    fn run<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
-        &self,
-        mode: Mode,
-        tails: Option<&Tails>,
-        f: F,
-    ) -> Result<T> {
+    fn run<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(&self, mode: Mode, f: F) -> Result<T> {
         let mut f = f;
         for _ in 0..self.pool.max_size() {
             let mut conn = self.checkout()?;
-            match run_on(&mut conn, mode, tails, f) {
+            match run_on(&mut conn, mode, f) {
                 Ok(result) => return result,
                 Err((error, back)) if crate::error::postgres_unreachable(&error) => f = back,
                 Err((error, _)) => return Err(error.into()),
             }
         }
         let mut conn = self.checkout()?;
-        run_on(&mut conn, mode, tails, f).unwrap_or_else(|(error, _)| Err(error.into()))
+        run_on(&mut conn, mode, f).unwrap_or_else(|(error, _)| Err(error.into()))
     }
 
     /// Runs `sql` on a pooled connection outside any transaction (what `VACUUM` needs).
@@ -327,7 +304,7 @@ impl PgStore {
     /// Runs `f` in one `REPEATABLE READ READ ONLY` transaction: one snapshot for all its
     /// queries.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&mut Tx<'_>) -> Result<T>) -> Result<T> {
-        self.run(Mode::Read, None, f)
+        self.run(Mode::Read, f)
     }
 }
 
@@ -352,7 +329,6 @@ enum Mode {
 fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
     conn: &mut Connection,
     mode: Mode,
-    tails: Option<&Tails>,
     f: F,
 ) -> std::result::Result<Result<T>, (postgres::Error, F)> {
     let Connection { client, statements } = conn;
@@ -367,11 +343,7 @@ fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
         Ok(tx) => tx,
         Err(error) => return Err((error, f)),
     };
-    let mut tx = Tx {
-        tx,
-        statements,
-        tails,
-    };
+    let mut tx = Tx { tx, statements };
     let finish = |value: T, tx: Tx<'_>| -> Result<T> {
         match mode {
             Mode::Write { rollback: true, .. } => tx.tx.rollback()?,
@@ -432,20 +404,17 @@ pub(crate) fn tail_row(
     }))
 }
 
-/// [`crate::store::sql::Sql::remembered_tail`] on PostgreSQL: the session's lock, and the
-/// tail this store's last append to it wrote where the row still holds that very state
-/// (`store/pg/tails.rs`), with the [`TailCheck`] the append's first insert makes of the
-/// rows. `None` (read the tail): not an append's transaction, nothing remembered, more call
-/// ids than a check asks about, no such session, or another state in the row.
+/// [`crate::store::sql::Sql::remembered_tail`] on PostgreSQL: the session's lock, with the
+/// tail state its row keeps, and the [`TailCheck`] of it that the append's first insert
+/// makes of the rows. `None` (read the tail): more call ids than a check asks about, no such
+/// session, or a state that is missing, unreadable, or written without its block's first
+/// part id.
 pub(crate) fn remembered_tail(
     tx: &mut Tx<'_>,
     session: &SessionId,
     calls: &[&str],
 ) -> Result<Option<Remembered>> {
-    let Some(tails) = tx.tails else {
-        return Ok(None);
-    };
-    if calls.len() > GUARD_CALLS || tails.get(session).is_none() {
+    if calls.len() > GUARD_CALLS {
         return Ok(None);
     }
     let Some(row) = tx.query_opt(
@@ -456,21 +425,16 @@ pub(crate) fn remembered_tail(
         return Ok(None);
     };
     let state: Option<String> = row.try_get(0)?;
-    // Asked again under the lock: the append that held it last, through this store, kept
-    // its tail before it committed.
-    let Some(kept) = tails.get(session) else {
+    let Some(tail) = state.as_deref().and_then(TailState::decode) else {
         return Ok(None);
     };
-    if state.as_deref() != Some(kept.state.as_str()) {
-        return Ok(None);
-    }
-    let Some(tail) = TailState::decode(&kept.state) else {
+    let Some(block_after) = tail.block_after else {
         return Ok(None);
     };
     let check = TailCheck {
         last_seq: tail.last_seq,
         parts_max: tail.parts_through,
-        block_after: kept.block_after,
+        block_after,
         block_parts: tail.block_parts,
     };
     Ok(Some(Remembered {

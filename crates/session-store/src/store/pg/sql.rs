@@ -36,8 +36,6 @@ pub(crate) fn pg_statement(sql: &str) -> String {
     }
     out
 }
-use super::tails::Kept;
-use crate::history::tail::TailState;
 use crate::store::write::{Remembered, TailRow};
 
 impl Sql for Tx<'_> {
@@ -141,18 +139,6 @@ impl Sql for Tx<'_> {
         calls: &[&str],
     ) -> Result<Option<Remembered>> {
         super::remembered_tail(self, session, calls)
-    }
-
-    /// Kept at once, before the commit: a writer that takes the session's lock next finds
-    /// it. A transaction that then fails leaves a state no row holds, which no append uses.
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState, block_after: Option<i64>) {
-        if let Some(tails) = self.tails {
-            let kept = block_after.map(|block_after| Kept {
-                state: tail.encode(),
-                block_after,
-            });
-            tails.put(session.clone(), kept);
-        }
     }
 
     fn load_for_check(
