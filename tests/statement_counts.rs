@@ -1,8 +1,9 @@
 //! What an append costs the PostgreSQL server, counted by the server itself
 //! (`pg_stat_statements`): the statements of each append shape, under the floor's five
 //! (BEGIN, the session's lock, the message, its parts, COMMIT): BEGIN, the session's lock
-//! with its tail state and the probe of the calls' ids in one statement, the message with its
-//! parts and the session row (its new tail state) in one statement, COMMIT; and the same
+//! with the tail state its row keeps, the message with its parts and the session row (its
+//! new tail state) in one statement that first checks that state against the rows and
+//! probes the calls' ids, COMMIT; and the same
 //! whatever other sessions do meanwhile (an append reads nothing outside its session, so
 //! another session's writes cannot make it fall back to a slower path).
 //!
@@ -55,8 +56,8 @@ fn results(turn: usize, calls: usize) -> NewMessage {
 }
 
 /// The shapes of one turn, each appended in its own transaction, with the statements each
-/// may run: BEGIN, the lock with the tail state (and which of the message's call ids the
-/// session uses), the message with its parts and the session row (one statement), COMMIT.
+/// may run: BEGIN, the lock with the tail state, the message with its parts and the session
+/// row (one statement, which checks the state and the message's call ids first), COMMIT.
 fn turn(turn: usize, calls: usize) -> Vec<(&'static str, NewMessage, i64)> {
     vec![
         ("user text", user(&format!("question {turn}")), 4),
@@ -130,9 +131,9 @@ fn append_runs_the_floor_plus_pairing_whatever_other_sessions_do() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// A whole turn in one transaction: one lock and tail read with the probe of the calls, each
-/// message with its parts, the last one with the session row, whatever the number of
-/// messages.
+/// A whole turn in one transaction: one lock and tail read, each message with its parts (the
+/// first with the check of the state and the calls' probe, the last with the session row),
+/// whatever the number of messages.
 #[test]
 fn a_turn_in_one_transaction_runs_one_lock_one_probe_and_one_update() {
     let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
@@ -148,8 +149,8 @@ fn a_turn_in_one_transaction_runs_one_lock_one_probe_and_one_update() {
         let ran = counted.count(|| {
             store.append_batch(&session, batch).expect("counted batch");
         });
-        // BEGIN, the lock with the tail and the calls' probe, each message with its parts
-        // (one statement; the last with the session row), COMMIT.
+        // BEGIN, the lock with the tail, each message with its parts (one statement; the
+        // first with the check and the calls' probe, the last with the session row), COMMIT.
         assert_eq!(
             total(&ran),
             3 + messages,
@@ -245,7 +246,10 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
         store.append_batch(&session, batch).expect("growing append");
     }
     let large = per_append(&mut counted, 1_000);
-    // The check's own reads: its statements less the same messages' plain inserts.
+    // The check's own reads: its statements less the same messages' plain inserts. Each of
+    // the few keys it reads deepens by a level or so as the session grows (and the two
+    // measures differ by some heap fetches run to run); a scan of the session's rows costs
+    // hundreds of buffers at ~1,000 messages (V18's tail read: 47.8 at 40, 242.2 there).
     let own = |measured: &[f64]| [measured[0], measured[1] - measured[2]];
     let (small, large) = (own(&small), own(&large));
     for (path, (small, large)) in ["tail read", "check of the row's state"]
@@ -254,7 +258,7 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
     {
         eprintln!("{path}: {small:.1} buffers a run at 40 messages, {large:.1} at ~1,000");
         assert!(
-            *large <= small * 1.5 + 4.0,
+            *large <= small * 2.0 + 10.0,
             "the {path} touched {large:.1} buffers a run at ~1,000 messages, {small:.1} at \
              40: it reads rows of the session beyond its end"
         );

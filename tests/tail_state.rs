@@ -917,4 +917,50 @@ proptest! {
         prop_assert_eq!(foreign_key_violations(&conn), 0);
         drop(dir);
     }
+
+    /// Two stores on one PostgreSQL schema: each append starts from the state the session
+    /// row keeps, whichever store wrote it, and checks it in its first insert. Whatever
+    /// either does between the first's appends, the session's pending calls and its stored
+    /// state are the rows'.
+    #[test]
+    fn an_append_after_any_write_by_anyone_sees_the_rows_on_postgres(
+        ops in prop::collection::vec((op(), any::<bool>()), 1..24),
+    ) {
+        let Some(schema) = PgSchema::create() else {
+            return Ok(());
+        };
+        let first = Store::open(schema.url()).expect("open");
+        let second = Store::open(schema.url()).expect("open a second store");
+        let mut client = schema.client();
+        let mut sessions = vec![first.create_session().expect("create")];
+        let mut next = 0u32;
+        for (i, (op, by_first)) in ops.iter().enumerate() {
+            let session = if i % 3 == 2 { sessions.last() } else { sessions.first() }
+                .expect("a session")
+                .clone();
+            let store = if *by_first { &first } else { &second };
+            run_op(store, &session, &mut sessions, op, &mut next);
+            assert_message_counts_true_on_postgres(&mut client);
+            let messages = first.messages(&session).expect("messages");
+            prop_assert_eq!(
+                first.pending_tool_uses(&session).expect("pending"),
+                end_of(&messages)
+                    .pending
+                    .into_iter()
+                    .map(|(_, id)| id)
+                    .collect::<Vec<_>>(),
+            );
+            let state: Option<String> = client
+                .query_one(
+                    "SELECT tail_state FROM sessions WHERE id = $1",
+                    &[&session.as_str()],
+                )
+                .and_then(|row| row.try_get(0))
+                .expect("state");
+            if let Some(state) = state {
+                let (state, _) = split_parts_through(serde_json::from_str(&state).expect("JSON"));
+                prop_assert_eq!(state, expected_from(&messages));
+            }
+        }
+    }
 }
