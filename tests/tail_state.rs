@@ -612,6 +612,25 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
         .and_then(|row| row.try_get(0))
         .expect("open messages");
     assert_eq!(open, 0, "the open message was settled before the append");
+    // A call of other code after the store's last message, then a message of more parts
+    // than one statement inserts with the message: its check runs as a statement of its own.
+    sql(
+        &mut client,
+        "WITH m AS (INSERT INTO messages (session_id, seq, turn_index, role, created_at)
+                    SELECT $1, MAX(seq) + 1, MAX(turn_index), 'assistant', '2026-01-01T00:00:00Z'
+                    FROM messages WHERE session_id = $1 RETURNING id)
+         INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+         SELECT -3, $1, id, 0, 'tool_use', 'c11', 'bash', '{}' FROM m",
+    );
+    let mut many = vec![Part::text("many")];
+    many.extend((0..8).map(|at| call(&format!("m{at}"))));
+    match refusal(store.append(&session, NewMessage::assistant(many))) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c11".to_owned()]),
+        other => panic!("expected c11 pending, got {other:?}"),
+    }
+    store
+        .append(&session, NewMessage::tool(vec![result("c11")]))
+        .expect("c11 answered");
     let messages = store.messages(&session).expect("messages");
     assert!(end_of(&messages).pending.is_empty(), "{messages:#?}");
 }

@@ -144,10 +144,12 @@ pub(crate) fn append_in(
     if let Some(appended) = append_on(db, session, messages, true)? {
         return Ok(appended);
     }
+    // A tail read from the rows carries no check and decides every refusal itself: `None`
+    // here would be a bug, reported rather than retried.
     append_on(db, session, messages, false)?.ok_or_else(|| Error::CorruptRow {
         table: "sessions",
         row_id: 0,
-        detail: format!("the tail of session {session} read from its rows failed its own check"),
+        detail: format!("the append to {session} on the tail read from its rows wrote nothing"),
     })
 }
 
@@ -166,7 +168,8 @@ fn append_on(
         .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
         .filter(|id| !id.contains('\0'))
         .collect();
-    // The tail this store's last append left, where it remembers one, else the tail read
+    // A tail had without reading the rows (SQLite: this connection's memory; PostgreSQL:
+    // the state the session row keeps, checked by the first insert), else the tail read
     // under the session's lock.
     let memory = match remembered {
         true => db.remembered_tail(session, &calls)?,
