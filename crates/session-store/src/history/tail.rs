@@ -8,13 +8,14 @@
 //! that) and no part went into the session's open block since it was written: the messages
 //! from the last user or assistant message on, all the pairing check reads. That is known
 //! cheaply when the largest part id in the database is still `parts_through` (no part went
-//! anywhere), and otherwise by counting the block's parts against `block_parts`. Triggers
-//! clear it on every update or delete of messages or tool parts, whoever makes it (and on
-//! PostgreSQL on inserts too), as do the store's reverts, undos and mends; when it is missing
-//! or stale the store feeds the rows of the open block to the walk (`store/write.rs`,
-//! `walk_open_block`) and writes the state back with the append. After an append it is taken
-//! from the walk that checked the append ([`Walk::resume_point`]), so either way it states the
-//! grammar's own decision.
+//! anywhere), and otherwise by counting the block's parts against `block_parts`; on
+//! PostgreSQL, which has no trigger, by the session's largest part id and its parts above
+//! `block_after` counted, in the statement that writes. SQLite's triggers clear it on every
+//! update or delete of messages or tool parts, whoever makes it, as do the store's reverts,
+//! undos and mends on both engines; when it is missing or stale the store feeds the rows of
+//! the open block to the walk (`store/write.rs`, `walk_open_block`) and writes the state back
+//! with the append. After an append it is taken from the walk that checked the append
+//! ([`Walk::resume_point`]), so either way it states the grammar's own decision.
 
 use super::grammar::{Resume, Walk};
 use crate::model::Role;
