@@ -440,28 +440,45 @@ fn expected_from(messages: &[Message]) -> Value {
     ])
 }
 
+/// A fresh PostgreSQL schema (dropped with the first value) with a store on it, a client and
+/// a new session; `None` when no test database is configured.
+fn pg_session() -> Option<(PgSchema, Store, postgres::Client, SessionId)> {
+    let schema = PgSchema::create()?;
+    let store = Store::open(schema.url()).expect("open");
+    let client = schema.client();
+    let session = store.create_session().expect("create");
+    Some((schema, store, client, session))
+}
+
+/// The state `session`'s row keeps on PostgreSQL.
+fn pg_state(client: &mut postgres::Client, session: &SessionId) -> Option<String> {
+    client
+        .query_one(
+            "SELECT tail_state FROM sessions WHERE id = $1",
+            &[&session.as_str()],
+        )
+        .and_then(|row| row.try_get(0))
+        .expect("state")
+}
+
+/// The state the session row keeps on PostgreSQL, where it keeps one, is its rows' state.
+fn assert_pg_state_true(client: &mut postgres::Client, store: &Store, session: &SessionId) {
+    let state = pg_state(client, session);
+    if let Some(state) = state {
+        let (state, _) = split_parts_through(serde_json::from_str(&state).expect("JSON"));
+        let messages = store.messages(session).expect("messages");
+        assert_eq!(state, expected_from(&messages), "session {session}");
+    }
+}
+
 #[test]
 fn the_stored_tail_state_is_the_rows_state_on_postgres() {
-    let Some(schema) = PgSchema::create() else {
+    let Some((_schema, store, mut client, session)) = pg_session() else {
         return;
     };
-    let store = Store::open(schema.url()).expect("open");
-    let mut client = schema.client();
-    let session = store.create_session().expect("create");
     let mut check = |store: &Store| {
         assert_message_counts_true_on_postgres(&mut client);
-        let state: Option<String> = client
-            .query_one(
-                "SELECT tail_state FROM sessions WHERE id = $1",
-                &[&session.as_str()],
-            )
-            .and_then(|row| row.try_get(0))
-            .expect("state");
-        if let Some(state) = state {
-            let (state, _) = split_parts_through(serde_json::from_str(&state).expect("JSON"));
-            let messages = store.messages(&session).expect("messages");
-            assert_eq!(state, expected_from(&messages));
-        }
+        assert_pg_state_true(&mut client, store, &session);
     };
     let mut next = 0u32;
     for round in 0..3 {
@@ -493,18 +510,34 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
         .append(&session, NewMessage::user("again"))
         .expect("append after revert");
     check(&store);
-    let state: Option<String> = client
-        .query_one(
-            "SELECT tail_state FROM sessions WHERE id = $1",
-            &[&session.as_str()],
-        )
-        .and_then(|row| row.try_get(0))
-        .expect("state");
-    assert!(state.is_some(), "an append leaves the state stored");
+    assert!(
+        pg_state(&mut client, &session).is_some(),
+        "an append leaves the state stored"
+    );
     // A fork and an import count their messages too.
     store.fork(&session, 2).expect("fork");
     store.import_session(turn(2, &mut next)).expect("import");
     assert_message_counts_true_on_postgres(&mut client);
+}
+
+/// Asserts that `appended` was refused while `id` was the session's one pending call.
+fn assert_pending(appended: session_store::Result<impl std::fmt::Debug>, id: &str) {
+    match refusal(appended) {
+        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec![id.to_owned()]),
+        other => panic!("expected {id} pending, got {other:?}"),
+    }
+}
+
+/// SQL of other code that appends an assistant message calling `call` to session `$1`, its
+/// part under the id `part` (below the store's, which count up from 1).
+fn call_by_other_code(call: &str, part: i64) -> String {
+    format!(
+        "WITH m AS (INSERT INTO messages (session_id, seq, turn_index, role, created_at)
+                    SELECT $1, MAX(seq) + 1, MAX(turn_index), 'assistant', '2026-01-01T00:00:00Z'
+                    FROM messages WHERE session_id = $1 RETURNING id)
+         INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
+         SELECT {part}, $1, id, 0, 'tool_use', '{call}', 'bash', '{{}}' FROM m"
+    )
 }
 
 /// A PostgreSQL append starts from the tail state the session row keeps and checks it against
@@ -513,12 +546,9 @@ fn the_stored_tail_state_is_the_rows_state_on_postgres() {
 /// append is decided on the rows.
 #[test]
 fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
-    let Some(schema) = PgSchema::create() else {
+    let Some((schema, store, mut client, session)) = pg_session() else {
         return;
     };
-    let store = Store::open(schema.url()).expect("open");
-    let mut client = schema.client();
-    let session = store.create_session().expect("create");
     let sql = |client: &mut postgres::Client, statement: &str| {
         client
             .execute(statement, &[&session.as_str()])
@@ -542,10 +572,7 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
         &mut client,
         "DELETE FROM parts WHERE session_id = $1 AND kind = 'tool_result' AND tool_use_id = 'c1'",
     );
-    match refusal(store.append(&session, NewMessage::user("next"))) {
-        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c1".to_owned()]),
-        other => panic!("expected c1 pending, got {other:?}"),
-    }
+    assert_pending(store.append(&session, NewMessage::user("next")), "c1");
     // Each edit below follows an append whose state the next one checks: an append read from
     // the rows that holds a tool message alone does not know where its block's parts start,
     // the assistant message after it does.
@@ -560,18 +587,8 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
     remembered_after("c1", "so");
     // A message of other code after the store's last, its part under an id below the
     // largest: only the last seq moved.
-    sql(
-        &mut client,
-        "WITH m AS (INSERT INTO messages (session_id, seq, turn_index, role, created_at)
-                    SELECT $1, MAX(seq) + 1, MAX(turn_index), 'assistant', '2026-01-01T00:00:00Z'
-                    FROM messages WHERE session_id = $1 RETURNING id)
-         INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
-         SELECT -2, $1, id, 0, 'tool_use', 'c9', 'bash', '{}' FROM m",
-    );
-    match refusal(store.append(&session, NewMessage::user("next"))) {
-        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c9".to_owned()]),
-        other => panic!("expected c9 pending, got {other:?}"),
-    }
+    sql(&mut client, &call_by_other_code("c9", -2));
+    assert_pending(store.append(&session, NewMessage::user("next")), "c9");
     remembered_after("c9", "ok");
     // A call of other code in an earlier block, under an id below the largest: nothing but
     // the call's own probe sees it.
@@ -590,10 +607,7 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
     other
         .append(&session, NewMessage::assistant(vec![call("c10")]))
         .expect("the other store's call");
-    match refusal(store.append(&session, NewMessage::user("next"))) {
-        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c10".to_owned()]),
-        other => panic!("expected c10 pending, got {other:?}"),
-    }
+    assert_pending(store.append(&session, NewMessage::user("next")), "c10");
     remembered_after("c10", "fine");
     // The last message marked streaming by other code: the append settles it first.
     sql(
@@ -614,20 +628,10 @@ fn a_remembered_tail_on_postgres_is_checked_against_the_rows() {
     assert_eq!(open, 0, "the open message was settled before the append");
     // A call of other code after the store's last message, then a message of more parts
     // than one statement inserts with the message: its check runs as a statement of its own.
-    sql(
-        &mut client,
-        "WITH m AS (INSERT INTO messages (session_id, seq, turn_index, role, created_at)
-                    SELECT $1, MAX(seq) + 1, MAX(turn_index), 'assistant', '2026-01-01T00:00:00Z'
-                    FROM messages WHERE session_id = $1 RETURNING id)
-         INSERT INTO parts (id, session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)
-         SELECT -3, $1, id, 0, 'tool_use', 'c11', 'bash', '{}' FROM m",
-    );
+    sql(&mut client, &call_by_other_code("c11", -3));
     let mut many = vec![Part::text("many")];
     many.extend((0..8).map(|at| call(&format!("m{at}"))));
-    match refusal(store.append(&session, NewMessage::assistant(many))) {
-        Refusal::PendingToolUses { ids, .. } => assert_eq!(ids, vec!["c11".to_owned()]),
-        other => panic!("expected c11 pending, got {other:?}"),
-    }
+    assert_pending(store.append(&session, NewMessage::assistant(many)), "c11");
     store
         .append(&session, NewMessage::tool(vec![result("c11")]))
         .expect("c11 answered");
@@ -873,6 +877,41 @@ fn run_op(
     }
 }
 
+/// Runs `ops` through `first` or `second` (as each says): most on the first session, every
+/// third on the newest (a fork or import). After each, `check` sees the store that ran it and
+/// the session, and the first store's pending calls must be the rows'.
+fn interleave(
+    first: &Store,
+    second: &Store,
+    ops: &[(Op, bool)],
+    mut check: impl FnMut(&Store, &SessionId),
+) {
+    let mut sessions = vec![first.create_session().expect("create")];
+    let mut next = 0u32;
+    for (i, (op, by_first)) in ops.iter().enumerate() {
+        let session = if i % 3 == 2 {
+            sessions.last()
+        } else {
+            sessions.first()
+        }
+        .expect("a session")
+        .clone();
+        let store = if *by_first { first } else { second };
+        run_op(store, &session, &mut sessions, op, &mut next);
+        check(store, &session);
+        let pending: Vec<String> = end_of(&first.messages(&session).expect("messages"))
+            .pending
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(
+            first.pending_tool_uses(&session).expect("pending"),
+            pending,
+            "after {op:?}"
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -912,25 +951,10 @@ proptest! {
     ) {
         let (dir, first, second, path) = one_connection_and_another();
         let conn = raw(&path);
-        let mut sessions = vec![first.create_session().expect("create")];
-        let mut next = 0u32;
-        for (i, (op, by_first)) in ops.iter().enumerate() {
-            let session = if i % 3 == 2 { sessions.last() } else { sessions.first() }
-                .expect("a session")
-                .clone();
-            let store = if *by_first { &first } else { &second };
-            run_op(store, &session, &mut sessions, op, &mut next);
+        interleave(&first, &second, &ops, |store, _| {
             assert_tail_states_true(store, &conn);
             assert_message_counts_true(&conn);
-            prop_assert_eq!(
-                first.pending_tool_uses(&session).expect("pending"),
-                crate::tail_walk::end_of(&first.messages(&session).expect("messages"))
-                    .pending
-                    .into_iter()
-                    .map(|(_, id)| id)
-                    .collect::<Vec<_>>(),
-            );
-        }
+        });
         // The first store's appends ran without SQLite's foreign-key checks where they took a
         // remembered tail: no row they wrote points nowhere.
         prop_assert_eq!(foreign_key_violations(&conn), 0);
@@ -951,35 +975,9 @@ proptest! {
         let first = Store::open(schema.url()).expect("open");
         let second = Store::open(schema.url()).expect("open a second store");
         let mut client = schema.client();
-        let mut sessions = vec![first.create_session().expect("create")];
-        let mut next = 0u32;
-        for (i, (op, by_first)) in ops.iter().enumerate() {
-            let session = if i % 3 == 2 { sessions.last() } else { sessions.first() }
-                .expect("a session")
-                .clone();
-            let store = if *by_first { &first } else { &second };
-            run_op(store, &session, &mut sessions, op, &mut next);
+        interleave(&first, &second, &ops, |store, session| {
             assert_message_counts_true_on_postgres(&mut client);
-            let messages = first.messages(&session).expect("messages");
-            prop_assert_eq!(
-                first.pending_tool_uses(&session).expect("pending"),
-                end_of(&messages)
-                    .pending
-                    .into_iter()
-                    .map(|(_, id)| id)
-                    .collect::<Vec<_>>(),
-            );
-            let state: Option<String> = client
-                .query_one(
-                    "SELECT tail_state FROM sessions WHERE id = $1",
-                    &[&session.as_str()],
-                )
-                .and_then(|row| row.try_get(0))
-                .expect("state");
-            if let Some(state) = state {
-                let (state, _) = split_parts_through(serde_json::from_str(&state).expect("JSON"));
-                prop_assert_eq!(state, expected_from(&messages));
-            }
-        }
+            assert_pg_state_true(&mut client, store, session);
+        });
     }
 }

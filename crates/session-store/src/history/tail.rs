@@ -150,25 +150,19 @@ impl TailState {
             Option<i64>,
             i64,
         );
-        type Before = (
-            i64,
-            i64,
-            Option<i64>,
-            Option<String>,
-            Vec<String>,
-            Vec<String>,
-            i64,
-            i64,
-        );
         let stored: Stored = match serde_json::from_str::<Stored>(text) {
             Ok(stored) if stored.0 == VERSION => stored,
             Ok(_) => return None,
-            Err(_) => match serde_json::from_str::<Before>(text).ok()? {
-                (2, seq, turn, speaker, open, answered, block, through) => {
-                    (2, seq, turn, speaker, open, answered, block, None, through)
+            // Version 2 had no `block_after`: read as unknown.
+            Err(_) => {
+                use serde_json::Value;
+                let mut items: Vec<Value> = serde_json::from_str(text).ok()?;
+                if items.len() != 8 || items.first().and_then(Value::as_i64) != Some(2) {
+                    return None;
                 }
-                _ => return None,
-            },
+                items.insert(7, Value::Null);
+                serde_json::from_value(Value::Array(items)).ok()?
+            }
         };
         let (
             _,
