@@ -363,11 +363,10 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
         .expect("foreign rows");
     let session = SessionId::from("s");
     assert_checked_from_the_rows(&store, &session);
-    let state: Option<String> = client
-        .query_one("SELECT tail_state FROM sessions WHERE id = 's'", &[])
-        .and_then(|row| row.try_get(0))
-        .expect("state");
-    assert!(state.is_some(), "the append wrote the state back");
+    assert!(
+        pg_state(&mut client, &session).is_some(),
+        "the append wrote the state back"
+    );
     // Other code answers nothing and calls c3 in a message of its own: no trigger clears the
     // state on PostgreSQL (V18), the session's last seq and largest part id moved.
     client
@@ -393,11 +392,10 @@ fn rows_written_with_sql_on_postgres_are_checked_from_the_rows() {
             ],
         )
         .expect("c3 answered");
-    let before: Option<String> = client
-        .query_one("SELECT tail_state FROM sessions WHERE id = 's'", &[])
-        .and_then(|row| row.try_get(0))
-        .expect("state");
-    assert!(before.is_some(), "the append wrote the state back");
+    assert!(
+        pg_state(&mut client, &session).is_some(),
+        "the append wrote the state back"
+    );
     client
         .batch_execute(
             "INSERT INTO parts (session_id, message_id, ordinal, kind, tool_use_id, tool_name, input)

@@ -175,7 +175,7 @@ pub(crate) trait Sql {
     /// reading the session's rows: on SQLite the tail this connection's last append to it
     /// wrote (`store/memory.rs`, proved current by the file's `data_version`); on PostgreSQL
     /// the state the session row keeps, read with the session's lock, which the append's
-    /// first insert checks ([`Remembered::check`]). `None`: read the tail
+    /// first insert checks ([`Remembered::unproved`]). `None`: read the tail
     /// ([`Sql::tail_row_for_append`]).
     fn remembered_tail(
         &mut self,

@@ -228,7 +228,7 @@ impl Sql for SqliteTx<'_> {
         Ok(Some(Remembered {
             tail,
             taken,
-            check: None,
+            unproved: false,
         }))
     }
 

@@ -133,7 +133,7 @@ pub(crate) fn keepable(session: &SessionId, field: &'static str, text: Option<&s
 /// [`Sql::lock_session`]; SQLite's `BEGIN IMMEDIATE` holds the file's).
 ///
 /// A remembered tail ([`Sql::remembered_tail`]) is tried first. One not yet proved current
-/// ([`Remembered::check`], PostgreSQL) that the first insert finds wrong, or that refuses
+/// ([`Remembered::unproved`], PostgreSQL) that the first insert finds wrong, or that refuses
 /// the append, wrote nothing: the append then runs again on the tail read from the rows,
 /// which decides.
 pub(crate) fn append_in(
@@ -176,9 +176,13 @@ fn append_on(
         false => None,
     };
     let (mut position, taken) = match memory {
-        Some(Remembered { tail, taken, check }) => (
+        Some(Remembered {
+            tail,
+            taken,
+            unproved,
+        }) => (
             Position {
-                check,
+                unproved,
                 ..Position::stored(tail)
             },
             Some(taken),
@@ -187,6 +191,11 @@ fn append_on(
         None if remembered => return Ok(None),
         None => locked_position(db, session, &calls)?,
     };
+    // An unproved tail is checked by its open block's parts above its first part id: one
+    // that does not name it cannot be checked by key, and the read tail decides.
+    if position.unproved && position.block_after.is_none() {
+        return Ok(None);
+    }
     check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
     let replayed = super::idempotency::replayed(db, session, messages)?;
@@ -216,7 +225,7 @@ fn append_on(
         // Every text passed `check_texts` above.
         if let Err(reason) = pairing::check_append_scanned(&mut walk, message) {
             // A tail not yet proved current refuses nothing: the read one decides.
-            if position.check.is_some() {
+            if position.unproved {
                 return Ok(None);
             }
             return Err(refused(index, reason));
@@ -235,7 +244,8 @@ fn append_on(
     let mut touched = false;
     for (index, message) in messages.iter().enumerate() {
         let refused_usage = |reason| refused(index, reason);
-        let check = position.check.take();
+        // The first insert checks a tail not yet proved, before `advance` moves past it.
+        let check = if index == 0 { position.check() } else { None };
         let (seq, turn_index) = position.advance(message.role);
         // The last message's statement writes the session row too where the engine can
         // ([`super::encode::Touch`]): the new tail is known but for its largest part id.
@@ -398,9 +408,9 @@ pub(crate) struct Position {
     /// The session's largest part id before its last user or assistant message went in,
     /// where known ([`TailState::block_after`]).
     pub(crate) block_after: Option<i64>,
-    /// What the append's first insert checks before it writes, for a remembered tail not yet
-    /// proved current ([`Remembered::check`]).
-    pub(crate) check: Option<TailCheck>,
+    /// Whether nothing proves this tail current yet ([`Remembered::unproved`]): the append's
+    /// first insert checks it ([`Position::check`]).
+    pub(crate) unproved: bool,
 }
 
 impl Position {
@@ -414,8 +424,23 @@ impl Position {
             parts_max: tail.parts_through,
             from_stored_state: true,
             block_after: tail.block_after,
-            check: None,
+            unproved: false,
         }
+    }
+
+    /// What the append's first insert checks of the rows where this tail is not proved yet:
+    /// what the position says of them. `None` where it is proved (and where it names no
+    /// open block's first part id, which [`append_in`] does not take unproved).
+    fn check(&self) -> Option<TailCheck> {
+        if !self.unproved {
+            return None;
+        }
+        Some(TailCheck {
+            last_seq: self.last_seq,
+            parts_max: self.parts_max,
+            block_after: self.block_after?,
+            block_parts: self.block_parts,
+        })
     }
 
     /// The seq and turn of the next message, of `role`, which the position then ends at.
@@ -472,17 +497,17 @@ pub(crate) fn recount_messages(db: &mut impl Sql, session: &SessionId) -> Result
 pub(crate) struct Remembered {
     /// The tail an append wrote.
     pub(crate) tail: TailState,
-    /// Which of the new append's call ids the session uses (none asked when `check` is
-    /// set: the check asks).
+    /// Which of the new append's call ids the session uses (none asked when `unproved`: the
+    /// check asks).
     pub(crate) taken: Vec<String>,
-    /// Where nothing proves the tail current yet (PostgreSQL: the state the session row
-    /// keeps, read with its lock): what the append's first insert checks before it writes.
-    /// It writes nothing when the check fails, and the append runs again on the tail read
-    /// from the rows.
-    pub(crate) check: Option<TailCheck>,
+    /// Whether nothing proves the tail current yet (PostgreSQL: the state the session row
+    /// keeps, read with its lock): the append's first insert checks what it says of the rows
+    /// ([`TailCheck`]) before it writes. It writes nothing when the check fails, and the
+    /// append runs again on the tail read from the rows.
+    pub(crate) unproved: bool,
 }
 
-/// What a remembered tail says of the session's rows, checked in the statement that
+/// What an unproved tail says of the session's rows, checked in the statement that
 /// inserts an append's first message, after the session's lock (PostgreSQL): what
 /// [`position_of`] checks of a stored state, each by a key of the session's. The session's
 /// last seq and its largest part id are the tail's, no message of it is open, its open
@@ -738,7 +763,7 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         parts_max: parts_max.unwrap_or(0),
         from_stored_state: false,
         block_after: None,
-        check: None,
+        unproved: false,
     })
 }
 

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::history::tail::TailState;
 use crate::model::SessionId;
 use crate::store::encode::GUARD_CALLS;
-use crate::store::write::{Remembered, TailCheck, TailRow};
+use crate::store::write::{Remembered, TailRow};
 
 mod copy;
 mod engine;
@@ -405,10 +405,9 @@ pub(crate) fn tail_row(
 }
 
 /// [`crate::store::sql::Sql::remembered_tail`] on PostgreSQL: the session's lock, with the
-/// tail state its row keeps, and the [`TailCheck`] of it that the append's first insert
-/// makes of the rows. `None` (read the tail): more call ids than a check asks about, no such
-/// session, or a state that is missing, unreadable, or written without its block's first
-/// part id.
+/// tail state its row keeps, unproved: the append's first insert checks it
+/// ([`crate::store::write::TailCheck`]). `None` (read the tail): more call ids than a check asks about, no such
+/// session, or a state that is missing or unreadable.
 pub(crate) fn remembered_tail(
     tx: &mut Tx<'_>,
     session: &SessionId,
@@ -428,18 +427,9 @@ pub(crate) fn remembered_tail(
     let Some(tail) = state.as_deref().and_then(TailState::decode) else {
         return Ok(None);
     };
-    let Some(block_after) = tail.block_after else {
-        return Ok(None);
-    };
-    let check = TailCheck {
-        last_seq: tail.last_seq,
-        parts_max: tail.parts_through,
-        block_after,
-        block_parts: tail.block_parts,
-    };
     Ok(Some(Remembered {
         tail,
         taken: Vec::new(),
-        check: Some(check),
+        unproved: true,
     }))
 }
