@@ -141,38 +141,40 @@ pub(crate) fn append_in(
     session: &SessionId,
     messages: &[NewMessage],
 ) -> Result<Vec<Appended>> {
-    if let Some(appended) = append_on(db, session, messages, true)? {
+    // An id no engine can keep (a NUL) is refused by `check_texts`, before it binds.
+    let calls: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
+        .filter(|id| !id.contains('\0'))
+        .collect();
+    if let Some(appended) = append_on(db, session, messages, &calls, true)? {
         return Ok(appended);
     }
     // A tail read from the rows carries no check and decides every refusal itself: `None`
     // here would be a bug, reported rather than retried.
-    append_on(db, session, messages, false)?.ok_or_else(|| Error::CorruptRow {
+    append_on(db, session, messages, &calls, false)?.ok_or_else(|| Error::CorruptRow {
         table: "sessions",
         row_id: 0,
         detail: format!("the append to {session} on the tail read from its rows wrote nothing"),
     })
 }
 
-/// [`append_in`] on the remembered tail (`remembered`) or on the tail read under the lock.
+/// [`append_in`] of `messages`, whose call ids are `calls`, on the remembered tail
+/// (`remembered`) or on the tail read under the lock.
 /// `None`, with nothing written: no tail is remembered, or a remembered one still to be
 /// proved did not hold or refused the append.
 fn append_on(
     db: &mut impl Sql,
     session: &SessionId,
     messages: &[NewMessage],
+    calls: &[&str],
     remembered: bool,
 ) -> Result<Option<Vec<Appended>>> {
-    // An id no engine can keep (a NUL) is refused below by `check_texts`, before it binds.
-    let calls: Vec<&str> = messages
-        .iter()
-        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
-        .filter(|id| !id.contains('\0'))
-        .collect();
     // A tail had without reading the rows (SQLite: this connection's memory; PostgreSQL:
     // the state the session row keeps, checked by the first insert), else the tail read
     // under the session's lock.
     let memory = match remembered {
-        true => db.remembered_tail(session, &calls)?,
+        true => db.remembered_tail(session, calls)?,
         false => None,
     };
     let (mut position, taken) = match memory {
@@ -189,7 +191,7 @@ fn append_on(
         ),
         // Nothing remembered: the read tail decides ([`append_in`]).
         None if remembered => return Ok(None),
-        None => locked_position(db, session, &calls)?,
+        None => locked_position(db, session, calls)?,
     };
     // An unproved tail is checked by its open block's parts above its first part id: one
     // that does not name it cannot be checked by key, and the read tail decides.
@@ -258,10 +260,7 @@ fn append_on(
             messages: count,
             parts_before: position.parts_max,
         });
-        let guard = check.as_ref().map(|check| Guard {
-            check,
-            calls: &calls,
-        });
+        let guard = check.as_ref().map(|check| Guard { check, calls });
         let Some((one, wrote_session)) = insert_next(
             db,
             session,
