@@ -14,6 +14,11 @@
 //! other's tool pairs. Rounds alternate which arm runs first; a ratio is the median over the
 //! rounds of ours / floor in messages per second.
 //!
+//! Both arms' tables first hold resident sessions (`PG_FLOOR_RESIDENT` messages, default
+//! 20,000, in sessions of 100, one text part each) and are analysed, as a deployment's
+//! tables are: a statement the server would plan again for every run's values shows here,
+//! not only on empty tables.
+//!
 //! `SESSION_STORE_TEST_PG=... cargo bench --bench pg_floor` (skipped with a note when unset);
 //! `PG_FLOOR_MESSAGES` (default 400) is the number of messages per configuration, split over
 //! its writers; `PG_FLOOR_ROUNDS` (default 3) the rounds; `PG_FLOOR_ONLY=off,each,1` one
@@ -294,6 +299,25 @@ fn url_for(base: &str, schema: &str, synchronous: bool) -> String {
     format!("{base}{sep}options=-c%20search_path%3D{schema}%20-c%20synchronous_commit%3D{sync}")
 }
 
+/// Resident sessions on either arm's tables (the store's parts name their session):
+/// `messages` one-part text messages, 100 to a session, then `ANALYZE`.
+fn resident_sql(ours: bool, messages: usize) -> String {
+    let session_column = if ours { ", session_id" } else { "" };
+    let session_value = if ours { ", m.session_id" } else { "" };
+    format!(
+        "INSERT INTO sessions (id, created_at, updated_at)
+         SELECT 'resident-' || s, 'now', 'now' FROM generate_series(0, ({messages} - 1) / 100) AS s;
+         INSERT INTO messages (session_id, seq, turn_index, role, created_at)
+         SELECT 'resident-' || (g / 100), g % 100 + 1, (g % 100) / 2 + 1,
+                CASE WHEN g % 2 = 0 THEN 'user' ELSE 'assistant' END, 'now'
+         FROM generate_series(0, {messages} - 1) AS g;
+         INSERT INTO parts (message_id, ordinal, kind, text{session_column})
+         SELECT m.id, 0, 'text', repeat('resident ', 40){session_value}
+         FROM messages AS m WHERE m.session_id LIKE 'resident-%';
+         ANALYZE;"
+    )
+}
+
 /// Runs one arm of one configuration on a fresh schema; messages per second.
 fn run(
     base: &str,
@@ -302,6 +326,7 @@ fn run(
     shared: bool,
     synchronous: bool,
     total: usize,
+    resident: usize,
 ) -> f64 {
     let schema = if ours { "bench_ours" } else { "bench_floor" };
     let mut admin = Client::connect(base, NoTls).unwrap();
@@ -316,6 +341,8 @@ fn run(
         .collect();
     if ours {
         let store = Store::open(&url).unwrap();
+        let mut client = Client::connect(&url, NoTls).unwrap();
+        client.batch_execute(&resident_sql(true, resident)).unwrap();
         for session in &sessions {
             store
                 .create_session_with_id(&SessionId::new(session))
@@ -324,6 +351,9 @@ fn run(
     } else {
         let mut client = Client::connect(&url, NoTls).unwrap();
         client.batch_execute(FLOOR_SCHEMA).unwrap();
+        client
+            .batch_execute(&resident_sql(false, resident))
+            .unwrap();
         for session in &sessions {
             client
                 .execute(
@@ -379,6 +409,7 @@ fn main() {
     };
     let total = env("PG_FLOOR_MESSAGES", 400);
     let rounds = env("PG_FLOOR_ROUNDS", 3).max(1);
+    let resident = env("PG_FLOOR_RESIDENT", 20_000);
     println!(
         "| synchronous_commit | sessions | writers | floor msgs/s | ours msgs/s | ours / floor |"
     );
@@ -405,7 +436,7 @@ fn main() {
                     let mut pair = [0.0; 2];
                     for arm in [round % 2 == 1, round % 2 == 0] {
                         pair[usize::from(arm)] =
-                            run(&base, arm, writers, shared, synchronous, total);
+                            run(&base, arm, writers, shared, synchronous, total, resident);
                     }
                     floor.push(pair[0]);
                     ours.push(pair[1]);

@@ -121,6 +121,50 @@ impl Counted {
             .collect()
     }
 
+    /// How many times the statements whose text starts with `prefix` were planned over
+    /// `work`, and how many times they ran, each text on its own; `None` (with a note) when
+    /// the server does not count plans (`pg_stat_statements.track_planning`, which
+    /// `.ci/postgres` sets).
+    pub fn plans_of(&mut self, prefix: &str, work: impl FnOnce()) -> Option<Vec<(i64, i64)>> {
+        let tracked: String = self
+            .client
+            .query_one("SHOW pg_stat_statements.track_planning", &[])
+            .expect("read the setting")
+            .get(0);
+        if tracked != "on" {
+            eprintln!("note: pg_stat_statements.track_planning is off: run .ci/postgres; skipped");
+            return None;
+        }
+        let pattern = format!("{prefix}%");
+        // By statement id: each schema's tables make texts of their own ids.
+        let read = |client: &mut postgres::Client| -> BTreeMap<i64, (i64, i64)> {
+            client
+                .query(
+                    "SELECT queryid, plans, calls FROM pg_stat_statements
+                     WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+                       AND query LIKE $1",
+                    &[&pattern],
+                )
+                .expect("read pg_stat_statements")
+                .into_iter()
+                .map(|row| (row.get(0), (row.get(1), row.get(2))))
+                .collect()
+        };
+        let before = read(&mut self.client);
+        work();
+        let after = read(&mut self.client);
+        Some(
+            after
+                .into_iter()
+                .map(|(id, (plans, calls))| {
+                    let (plans_before, calls_before) = before.get(&id).copied().unwrap_or((0, 0));
+                    (plans - plans_before, calls - calls_before)
+                })
+                .filter(|&(_, calls)| calls > 0)
+                .collect(),
+        )
+    }
+
     /// The shared buffers (hit or read) that the statements whose text holds `marker` took
     /// over `work`, and how many times they ran: what the server touched for them, nested
     /// statements included.
