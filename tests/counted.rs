@@ -125,7 +125,11 @@ impl Counted {
     /// `work`, and how many times they ran, each text on its own; `None` (with a note) when
     /// the server does not count plans (`pg_stat_statements.track_planning`, which
     /// `.ci/postgres` sets).
-    pub fn plans_of(&mut self, prefix: &str, work: impl FnOnce()) -> Option<Vec<(i64, i64)>> {
+    pub fn plans_of(
+        &mut self,
+        prefix: &str,
+        work: impl FnOnce(),
+    ) -> Option<Vec<(String, i64, i64)>> {
         let tracked: String = self
             .client
             .query_one("SHOW pg_stat_statements.track_planning", &[])
@@ -137,17 +141,17 @@ impl Counted {
         }
         let pattern = format!("{prefix}%");
         // By statement id: each schema's tables make texts of their own ids.
-        let read = |client: &mut postgres::Client| -> BTreeMap<i64, (i64, i64)> {
+        let read = |client: &mut postgres::Client| -> BTreeMap<i64, (String, i64, i64)> {
             client
                 .query(
-                    "SELECT queryid, plans, calls FROM pg_stat_statements
+                    "SELECT queryid, query, plans, calls FROM pg_stat_statements
                      WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-                       AND query LIKE $1",
+                       AND query LIKE $1 AND query NOT LIKE '%pg_stat_statements%'",
                     &[&pattern],
                 )
                 .expect("read pg_stat_statements")
                 .into_iter()
-                .map(|row| (row.get(0), (row.get(1), row.get(2))))
+                .map(|row| (row.get(0), (row.get(1), row.get(2), row.get(3))))
                 .collect()
         };
         let before = read(&mut self.client);
@@ -156,11 +160,13 @@ impl Counted {
         Some(
             after
                 .into_iter()
-                .map(|(id, (plans, calls))| {
-                    let (plans_before, calls_before) = before.get(&id).copied().unwrap_or((0, 0));
-                    (plans - plans_before, calls - calls_before)
+                .map(|(id, (query, plans, calls))| {
+                    let (plans_before, calls_before) = before
+                        .get(&id)
+                        .map_or((0, 0), |&(_, plans, calls)| (plans, calls));
+                    (query, plans - plans_before, calls - calls_before)
                 })
-                .filter(|&(_, calls)| calls > 0)
+                .filter(|&(_, _, calls)| calls > 0)
                 .collect(),
         )
     }

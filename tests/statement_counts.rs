@@ -12,7 +12,10 @@
 //! Skipped, with a note, when `SESSION_STORE_TEST_PG` is unset or the server lacks either.
 
 use serde_json::json;
-use session_store::{NewMessage, Part, Role, SessionId, Store};
+use session_store::{
+    ExportOptions, NewMessage, Part, Provider, Role, SearchOptions, SessionId, Store,
+    TranscriptFormat,
+};
 
 use crate::counted::{Counted, COUNTED};
 
@@ -280,6 +283,32 @@ fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
     };
     let (store, session) = session_store(&counted.url);
     // 300 sessions of 100 one-part messages, beside the store's, then the statistics.
+    resident_sessions(&mut counted);
+    let Some(planned) = counted.plans_of("WITH m AS (INSERT INTO messages", || {
+        for number in 0..40 {
+            for (_, message, _) in turn(number, 2) {
+                store.append(&session, message).expect("append");
+            }
+        }
+    }) else {
+        return;
+    };
+    assert!(!planned.is_empty(), "no append statement was counted");
+    for (_, plans, calls) in planned {
+        eprintln!("planned {plans} times in {calls} runs");
+        assert!(
+            calls >= 39,
+            "a shape of the turn ran {calls} times in 40 turns"
+        );
+        assert!(
+            plans * 4 <= calls,
+            "an append's statement was planned {plans} times in {calls} runs"
+        );
+    }
+}
+
+/// 300 sessions of 100 one-part messages beside the store's, then the statistics.
+fn resident_sessions(counted: &mut Counted) {
     let schema = counted.schema.clone();
     counted
         .client
@@ -298,25 +327,113 @@ fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
              RESET search_path;"
         ))
         .expect("resident sessions");
-    let Some(planned) = counted.plans_of("WITH m AS (INSERT INTO messages", || {
-        for number in 0..40 {
+}
+
+/// The same for what an agent does to one session between its appends (read it whole, its
+/// last turns, a page, its provider requests, its pending calls, a search in it, its
+/// overview, row, usage, provider history and transcript), on the same tables: each statement that runs on every iteration is
+/// planned a few times per connection, not on every run.
+#[test]
+fn a_session_s_reads_are_planned_once_per_connection_on_tables_that_hold_data() {
+    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut counted) = Counted::open() else {
+        return;
+    };
+    let (store, session) = session_store(&counted.url);
+    resident_sessions(&mut counted);
+    let now = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 6, 0, 0).unwrap();
+    let iterations = 24;
+    let Some(planned) = counted.plans_of("", || {
+        for number in 0..iterations {
             for (_, message, _) in turn(number, 2) {
                 store.append(&session, message).expect("append");
             }
+            store.messages(&session).expect("messages");
+            store.last_turns(&session, 3).expect("last turns");
+            store.page(&session, None, 10).expect("page");
+            for provider in [Provider::Anthropic, Provider::OpenAi] {
+                store
+                    .export_request(&session, provider, now, &ExportOptions::default())
+                    .expect("request");
+            }
+            store.pending_tool_uses(&session).expect("pending");
+            let options = SearchOptions {
+                session: Some(session.clone()),
+                ..SearchOptions::default()
+            };
+            store.search("question", &options).expect("search");
+            store.session_overview(&session).expect("overview");
+            store.session(&session).expect("session row");
+            store.provider_history(&session).expect("provider history");
+            store
+                .transcript(&session, TranscriptFormat::Markdown)
+                .expect("transcript");
+            store.usage(&session).expect("usage");
         }
     }) else {
         return;
     };
-    assert!(!planned.is_empty(), "no append statement was counted");
-    for (plans, calls) in planned {
-        eprintln!("planned {plans} times in {calls} runs");
-        assert!(
-            calls >= 39,
-            "a shape of the turn ran {calls} times in 40 turns"
-        );
-        assert!(
-            plans * 4 <= calls,
-            "an append's statement was planned {plans} times in {calls} runs"
-        );
-    }
+    assert_planned_once(planned, iterations);
+}
+
+/// The same for the other writes an agent makes to one session on every turn (a streamed
+/// answer, a turn in one transaction, a title, a completion, a cancel with nothing
+/// pending), on the same tables. (A compaction, rare, is planned for its cut: its ranges
+/// of seqs up to the cut are worth a plan for their values.)
+#[test]
+fn a_session_s_writes_are_planned_once_per_connection_on_tables_that_hold_data() {
+    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut counted) = Counted::open() else {
+        return;
+    };
+    let (store, session) = session_store(&counted.url);
+    resident_sessions(&mut counted);
+    let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 6, 0, 0).unwrap();
+    let iterations = 24;
+    let Some(planned) = counted.plans_of("", || {
+        for number in 0..iterations {
+            store
+                .append(&session, user(&format!("question {number}")))
+                .expect("question");
+            let mut streamed = store
+                .begin_message(&session, Role::Assistant)
+                .expect("begin");
+            streamed.push(Part::text("Looking.")).expect("push");
+            streamed.push(Part::text("Done.")).expect("push");
+            streamed.finish().expect("finish");
+            let batch: Vec<NewMessage> = turn(number + 1_000, 2)
+                .into_iter()
+                .map(|(_, message, _)| message)
+                .collect();
+            store.append_batch(&session, batch).expect("a turn at once");
+            store
+                .set_title(&session, Some(&format!("title {number}")))
+                .expect("title");
+            store.record_completion(&session, at).expect("completion");
+            store.cancel_pending(&session, "stop").expect("cancel");
+        }
+    }) else {
+        return;
+    };
+    assert_planned_once(planned, iterations);
+}
+
+/// Every statement of `planned` that ran on each of `iterations` was planned at most once
+/// in four runs.
+fn assert_planned_once(planned: Vec<(String, i64, i64)>, iterations: usize) {
+    let frequent: Vec<_> = planned
+        .into_iter()
+        .filter(|&(_, _, calls)| calls >= iterations as i64)
+        .collect();
+    assert!(
+        frequent.len() >= 10,
+        "only {} statements ran on every iteration",
+        frequent.len()
+    );
+    let replanned: Vec<String> = frequent
+        .into_iter()
+        .filter(|&(_, plans, calls)| plans * 4 > calls)
+        .map(|(query, plans, calls)| format!("planned {plans} times in {calls} runs: {query}"))
+        .collect();
+    assert!(replanned.is_empty(), "{}", replanned.join("\n\n"));
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::handle::Store;
 use super::pool::SqliteEngine;
 use super::reports::SessionOverview;
+use super::sql::one_or_every_session;
 use super::time::format_time;
 use super::time::parse_time;
 use super::write::pending_listed;
@@ -108,7 +109,7 @@ const OVERVIEWS: &str = "
            COUNT(DISTINCT m.turn_index),
            COUNT(DISTINCT CASE WHEN m.compacted <> 0 THEN m.turn_index END)
     FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
-    WHERE ?1 IS NULL OR s.id = ?1
+    {only}
     GROUP BY s.id
     ORDER BY s.created_at, s.id";
 
@@ -222,8 +223,8 @@ impl SqliteEngine {
 fn overviews(conn: &Connection, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
     let has_title = conn.prepare_cached(HAS_TITLE)?.exists([])?;
     let sql = OVERVIEWS.replace("{title}", if has_title { "s.title" } else { "NULL" });
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([only.map(SessionId::as_str)])?;
+    let mut stmt = conn.prepare_cached(&one_or_every_session(&sql, only))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(only.map(SessionId::as_str)))?;
     let mut found = Vec::new();
     while let Some(row) = rows.next()? {
         let id: String = row.get(0)?;
@@ -266,6 +267,23 @@ mod tests {
         })?;
         let store = Store::open(dir.path().join("s.db"))?;
         Ok((dir, store))
+    }
+
+    /// [`Store::session_overview`] finds its session by the primary key: a filter that also
+    /// served every session (`?1 IS NULL OR s.id = ?1`) read every session's row to return
+    /// one.
+    #[test]
+    fn one_session_s_overview_is_read_by_its_key() {
+        let mut conn = rusqlite::Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        let sql = OVERVIEWS.replace("{title}", "s.title");
+        let one = one_or_every_session(&sql, Some(&SessionId::new("s")));
+        let steps = crate::store::sql::sqlite_plan(&conn, &one);
+        assert!(
+            steps.iter().any(|step| step.starts_with("SEARCH s ")),
+            "{steps:?}"
+        );
+        assert!(!steps.iter().any(|step| step.contains("SCAN")), "{steps:?}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::rows::{
     select_for, session_row_problem, Columns, Decoder, Range, Unreadable, MESSAGE_COLUMNS,
     SESSION_ROW,
 };
-use super::sql::{values, Sql};
+use super::sql::{one_or_every_session, values, Sql};
 use super::time::parse_time;
 use crate::error::{Error, Result};
 use crate::history::rules::Problem;
@@ -33,7 +33,7 @@ const LIST_SESSIONS: &str = "
                  AND (SELECT MIN(seq) FROM messages WHERE session_id = s.id) = 1
                 THEN s.message_count
                 ELSE (SELECT COUNT(*) FROM messages WHERE session_id = s.id) END
-    FROM sessions s WHERE ?1 IS NULL OR s.id = ?1 ORDER BY s.created_at, s.id";
+    FROM sessions s {only} ORDER BY s.created_at, s.id";
 
 impl Store {
     /// Every message of the session, in `seq` order, with its parts in ordinal order.
@@ -94,8 +94,8 @@ impl SqliteEngine {
     /// [`Store::sessions`] and [`Store::session`] on SQLite.
     pub(super) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(LIST_SESSIONS)?;
-            let mut rows = stmt.query([only.map(SessionId::as_str)])?;
+            let mut stmt = conn.prepare_cached(&one_or_every_session(LIST_SESSIONS, only))?;
+            let mut rows = stmt.query(rusqlite::params_from_iter(only.map(SessionId::as_str)))?;
             let mut sessions = Vec::new();
             while let Some(row) = rows.next()? {
                 let id: String = row.get(0)?;
@@ -157,4 +157,24 @@ pub(crate) fn load_readable(
         },
     )?;
     Ok((decoder.finish().messages, unreadable))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`Store::session`] finds its session by the primary key: a filter that also served
+    /// the whole list (`?1 IS NULL OR s.id = ?1`) read every session's row to return one.
+    #[test]
+    fn one_session_s_row_is_read_by_its_key() {
+        let mut conn = rusqlite::Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        let one = one_or_every_session(LIST_SESSIONS, Some(&SessionId::new("s")));
+        let steps = crate::store::sql::sqlite_plan(&conn, &one);
+        assert!(
+            steps.iter().any(|step| step.starts_with("SEARCH s ")),
+            "{steps:?}"
+        );
+        assert!(!steps.iter().any(|step| step.contains("SCAN")), "{steps:?}");
+    }
 }

@@ -362,6 +362,22 @@ pub(crate) fn keyed<'s>(db: &(impl Sql + ?Sized), plain: &'s str, keyed: &'s str
     }
 }
 
+/// `sql` over sessions `s` with its `{only}` filled: `WHERE s.id = ?1` for one session (by
+/// the primary key; bind it alone), nothing for every session (bind nothing). One text for
+/// each, so that neither engine plans one filter that is both (`?1 IS NULL OR s.id = ?1`:
+/// no index serves it, so every session was read to return one, and PostgreSQL planned it
+/// again on every run).
+pub(crate) fn one_or_every_session(sql: &str, only: Option<&SessionId>) -> String {
+    sql.replace(
+        "{only}",
+        if only.is_some() {
+            "WHERE s.id = ?1"
+        } else {
+            ""
+        },
+    )
+}
+
 /// An integer cell (any width on PostgreSQL: `SELECT 1` is an `int4`, a count an `int8`),
 /// read with the row decoder's leniency ([`super::rows`]).
 pub(crate) fn int_at(row: &(impl Cells + ?Sized), at: usize) -> Result<Option<i64>> {
@@ -405,6 +421,22 @@ pub(crate) fn dollar_placeholders(sql: &str) -> String {
         }
     }
     out
+}
+
+/// The plan SQLite chooses for `sql` on `conn`'s schema, one line per step, every
+/// parameter bound to a text.
+#[cfg(test)]
+pub(crate) fn sqlite_plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    let mut statement = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .expect("explain");
+    let params = (0..statement.parameter_count()).map(|at| format!("p{at}"));
+    let rows = statement
+        .query_map(rusqlite::params_from_iter(params), |row| {
+            row.get::<_, String>(3)
+        })
+        .expect("plan");
+    rows.collect::<rusqlite::Result<_>>().expect("plan rows")
 }
 
 #[cfg(test)]

@@ -530,17 +530,6 @@ fn finish_in(
 mod tests {
     use super::*;
 
-    /// The plan SQLite chooses for `sql` on the migrated schema, one line per step.
-    fn plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
-        let mut statement = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("explain");
-        let rows = statement
-            .query_map([Some("s")], |row| row.get::<_, String>(3))
-            .expect("plan");
-        rows.collect::<rusqlite::Result<_>>().expect("plan rows")
-    }
-
     /// Every write to a session asks for its open messages first: the partial index
     /// `messages_open` answers that with one probe, whatever the session's length. A plan
     /// that walks the session's `(session_id, seq)` index instead reads every message of the
@@ -550,7 +539,7 @@ mod tests {
         let mut conn = rusqlite::Connection::open_in_memory().expect("open");
         crate::store::schema::migrate(&mut conn).expect("migrate");
         for sql in [OPEN_MESSAGES, INTERRUPT] {
-            let steps = plan(&conn, sql);
+            let steps = crate::store::sql::sqlite_plan(&conn, sql);
             assert!(
                 steps.iter().any(|step| step.contains("messages_open")),
                 "{sql}: {steps:?}"

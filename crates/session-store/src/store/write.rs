@@ -905,26 +905,11 @@ pub(crate) fn forget_reverts(db: &mut impl Sql, session: &SessionId) -> Result<(
 mod tests {
     use super::*;
 
-    /// The plan SQLite chooses for `sql` on the migrated schema, one line per step.
-    fn plan(conn: &Connection, sql: &str) -> Vec<String> {
-        let mut statement = conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .expect("explain");
-        let width = statement.parameter_count();
-        let params = (0..width).map(|at| format!("p{at}"));
-        let rows = statement
-            .query_map(rusqlite::params_from_iter(params), |row| {
-                row.get::<_, String>(3)
-            })
-            .expect("plan");
-        rows.collect::<rusqlite::Result<_>>().expect("plan rows")
-    }
-
     /// The plan of `sql` (one of [`call_probes`]' statements for `calls` calls) on the
     /// migrated schema, held to searching `parts_tool_use_ids` once per call and scanning
     /// nothing (a constant row aside) nor sorting.
     fn searched_by_index(conn: &Connection, sql: &str, calls: usize) -> Vec<String> {
-        let steps = plan(conn, sql);
+        let steps = crate::store::sql::sqlite_plan(conn, sql);
         let probes = steps
             .iter()
             .filter(|step| step.contains("parts_tool_use_ids"))

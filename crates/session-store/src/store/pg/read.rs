@@ -7,18 +7,28 @@ use crate::model::{SessionId, SessionInfo};
 use crate::store::reports::SessionOverview;
 use crate::store::time::parse_time;
 
+use postgres::types::ToSql;
+
 use super::{PgStore, Tx};
+use crate::store::sql::{dollar_placeholders, one_or_every_session};
 use crate::store::write::pending_listed;
+
+/// The parameters of [`one_or_every_session`]'s statement: the session's id, or nothing.
+fn session_param<'a>(id: &'a Option<&'a str>) -> Vec<&'a (dyn ToSql + Sync)> {
+    id.iter().map(|id| id as &(dyn ToSql + Sync)).collect()
+}
 
 impl PgStore {
     pub(crate) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
         self.read(|tx| {
-            let rows = tx.query(
+            let sql = one_or_every_session(
                 "SELECT s.id, s.created_at, s.updated_at,
                         (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)
-                 FROM sessions s WHERE $1::TEXT IS NULL OR s.id = $1 ORDER BY s.created_at COLLATE \"C\", s.id COLLATE \"C\"",
-                &[&only.map(SessionId::as_str)],
-            )?;
+                 FROM sessions s {only} ORDER BY s.created_at COLLATE \"C\", s.id COLLATE \"C\"",
+                only,
+            );
+            let id = only.map(SessionId::as_str);
+            let rows = tx.query(&dollar_placeholders(&sql), &session_param(&id))?;
             let mut sessions = Vec::with_capacity(rows.len());
             for row in &rows {
                 let id: String = row.try_get(0)?;
@@ -43,17 +53,19 @@ impl PgStore {
 
     pub(crate) fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
         self.read(|tx| {
-            let rows = tx.query(
+            let sql = one_or_every_session(
                 "SELECT s.id, s.created_at, s.updated_at, s.title,
                         COUNT(m.id),
                         COUNT(DISTINCT m.turn_index),
                         COUNT(DISTINCT CASE WHEN m.compacted <> 0 THEN m.turn_index END)
                  FROM sessions s LEFT JOIN messages m ON m.session_id = s.id
-                 WHERE $1::TEXT IS NULL OR s.id = $1
+                 {only}
                  GROUP BY s.id
                  ORDER BY s.created_at COLLATE \"C\", s.id COLLATE \"C\"",
-                &[&only.map(SessionId::as_str)],
-            )?;
+                only,
+            );
+            let id = only.map(SessionId::as_str);
+            let rows = tx.query(&dollar_placeholders(&sql), &session_param(&id))?;
             let mut found = Vec::with_capacity(rows.len());
             for row in &rows {
                 let time = |at: usize| -> Result<_> {
