@@ -277,20 +277,15 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
 /// session's parts for unknown values and at one part for known ones.
 #[test]
 fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
-    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut counted) = Counted::open() else {
-        return;
-    };
-    let (store, session) = session_store(&counted.url);
-    // 300 sessions of 100 one-part messages, beside the store's, then the statistics.
-    resident_sessions(&mut counted);
-    let Some(planned) = counted.plans_of("WITH m AS (INSERT INTO messages", || {
-        for number in 0..40 {
-            for (_, message, _) in turn(number, 2) {
-                store.append(&session, message).expect("append");
+    let Some(planned) =
+        planned_on_tables_that_hold_data("WITH m AS (INSERT INTO messages", |store, session| {
+            for number in 0..40 {
+                for (_, message, _) in turn(number, 2) {
+                    store.append(session, message).expect("append");
+                }
             }
-        }
-    }) else {
+        })
+    else {
         return;
     };
     assert!(!planned.is_empty(), "no append statement was counted");
@@ -305,6 +300,20 @@ fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
             "an append's statement was planned {plans} times in {calls} runs"
         );
     }
+}
+
+/// What `work` made the server plan and run (see [`Counted::plans_of`]), on a new store and
+/// session beside 300 resident sessions of 100 one-part messages, analysed; `None` (with a
+/// note) where the server cannot tell.
+fn planned_on_tables_that_hold_data(
+    prefix: &str,
+    work: impl FnOnce(&Store, &SessionId),
+) -> Option<Vec<(String, i64, i64)>> {
+    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut counted = Counted::open()?;
+    let (store, session) = session_store(&counted.url);
+    resident_sessions(&mut counted);
+    counted.plans_of(prefix, || work(&store, &session))
 }
 
 /// 300 sessions of 100 one-part messages beside the store's, then the statistics.
@@ -331,44 +340,39 @@ fn resident_sessions(counted: &mut Counted) {
 
 /// The same for what an agent does to one session between its appends (read it whole, its
 /// last turns, a page, its provider requests, its pending calls, a search in it, its
-/// overview, row, usage, provider history and transcript), on the same tables: each statement that runs on every iteration is
-/// planned a few times per connection, not on every run.
+/// overview, row, usage, provider history and transcript), on the same tables: each
+/// statement that runs on every iteration is planned a few times per connection, not on
+/// every run.
 #[test]
 fn a_session_s_reads_are_planned_once_per_connection_on_tables_that_hold_data() {
-    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut counted) = Counted::open() else {
-        return;
-    };
-    let (store, session) = session_store(&counted.url);
-    resident_sessions(&mut counted);
     let now = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 6, 0, 0).unwrap();
     let iterations = 24;
-    let Some(planned) = counted.plans_of("", || {
+    let Some(planned) = planned_on_tables_that_hold_data("", |store, session| {
         for number in 0..iterations {
             for (_, message, _) in turn(number, 2) {
-                store.append(&session, message).expect("append");
+                store.append(session, message).expect("append");
             }
-            store.messages(&session).expect("messages");
-            store.last_turns(&session, 3).expect("last turns");
-            store.page(&session, None, 10).expect("page");
+            store.messages(session).expect("messages");
+            store.last_turns(session, 3).expect("last turns");
+            store.page(session, None, 10).expect("page");
             for provider in [Provider::Anthropic, Provider::OpenAi] {
                 store
-                    .export_request(&session, provider, now, &ExportOptions::default())
+                    .export_request(session, provider, now, &ExportOptions::default())
                     .expect("request");
             }
-            store.pending_tool_uses(&session).expect("pending");
+            store.pending_tool_uses(session).expect("pending");
             let options = SearchOptions {
                 session: Some(session.clone()),
                 ..SearchOptions::default()
             };
             store.search("question", &options).expect("search");
-            store.session_overview(&session).expect("overview");
-            store.session(&session).expect("session row");
-            store.provider_history(&session).expect("provider history");
+            store.session_overview(session).expect("overview");
+            store.session(session).expect("session row");
+            store.provider_history(session).expect("provider history");
             store
-                .transcript(&session, TranscriptFormat::Markdown)
+                .transcript(session, TranscriptFormat::Markdown)
                 .expect("transcript");
-            store.usage(&session).expect("usage");
+            store.usage(session).expect("usage");
         }
     }) else {
         return;
@@ -382,21 +386,15 @@ fn a_session_s_reads_are_planned_once_per_connection_on_tables_that_hold_data() 
 /// of seqs up to the cut are worth a plan for their values.)
 #[test]
 fn a_session_s_writes_are_planned_once_per_connection_on_tables_that_hold_data() {
-    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut counted) = Counted::open() else {
-        return;
-    };
-    let (store, session) = session_store(&counted.url);
-    resident_sessions(&mut counted);
     let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 6, 0, 0).unwrap();
     let iterations = 24;
-    let Some(planned) = counted.plans_of("", || {
+    let Some(planned) = planned_on_tables_that_hold_data("", |store, session| {
         for number in 0..iterations {
             store
-                .append(&session, user(&format!("question {number}")))
+                .append(session, user(&format!("question {number}")))
                 .expect("question");
             let mut streamed = store
-                .begin_message(&session, Role::Assistant)
+                .begin_message(session, Role::Assistant)
                 .expect("begin");
             streamed.push(Part::text("Looking.")).expect("push");
             streamed.push(Part::text("Done.")).expect("push");
@@ -405,12 +403,12 @@ fn a_session_s_writes_are_planned_once_per_connection_on_tables_that_hold_data()
                 .into_iter()
                 .map(|(_, message, _)| message)
                 .collect();
-            store.append_batch(&session, batch).expect("a turn at once");
+            store.append_batch(session, batch).expect("a turn at once");
             store
-                .set_title(&session, Some(&format!("title {number}")))
+                .set_title(session, Some(&format!("title {number}")))
                 .expect("title");
-            store.record_completion(&session, at).expect("completion");
-            store.cancel_pending(&session, "stop").expect("cancel");
+            store.record_completion(session, at).expect("completion");
+            store.cancel_pending(session, "stop").expect("cancel");
         }
     }) else {
         return;

@@ -274,16 +274,7 @@ mod tests {
     /// one.
     #[test]
     fn one_session_s_overview_is_read_by_its_key() {
-        let mut conn = rusqlite::Connection::open_in_memory().expect("open");
-        crate::store::schema::migrate(&mut conn).expect("migrate");
-        let sql = OVERVIEWS.replace("{title}", "s.title");
-        let one = one_or_every_session(&sql, Some(&SessionId::new("s")));
-        let steps = crate::store::sql::sqlite_plan(&conn, &one);
-        assert!(
-            steps.iter().any(|step| step.starts_with("SEARCH s ")),
-            "{steps:?}"
-        );
-        assert!(!steps.iter().any(|step| step.contains("SCAN")), "{steps:?}");
+        crate::store::sql::assert_one_session_by_key(&OVERVIEWS.replace("{title}", "s.title"));
     }
 
     #[test]

@@ -167,14 +167,6 @@ mod tests {
     /// the whole list (`?1 IS NULL OR s.id = ?1`) read every session's row to return one.
     #[test]
     fn one_session_s_row_is_read_by_its_key() {
-        let mut conn = rusqlite::Connection::open_in_memory().expect("open");
-        crate::store::schema::migrate(&mut conn).expect("migrate");
-        let one = one_or_every_session(LIST_SESSIONS, Some(&SessionId::new("s")));
-        let steps = crate::store::sql::sqlite_plan(&conn, &one);
-        assert!(
-            steps.iter().any(|step| step.starts_with("SEARCH s ")),
-            "{steps:?}"
-        );
-        assert!(!steps.iter().any(|step| step.contains("SCAN")), "{steps:?}");
+        crate::store::sql::assert_one_session_by_key(LIST_SESSIONS);
     }
 }

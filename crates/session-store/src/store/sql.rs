@@ -439,6 +439,21 @@ pub(crate) fn sqlite_plan(conn: &rusqlite::Connection, sql: &str) -> Vec<String>
     rows.collect::<rusqlite::Result<_>>().expect("plan rows")
 }
 
+/// Asserts that SQLite reads `sql` (a statement of [`one_or_every_session`]) for one session
+/// by the primary key, scanning nothing.
+#[cfg(test)]
+pub(crate) fn assert_one_session_by_key(sql: &str) {
+    let mut conn = rusqlite::Connection::open_in_memory().expect("open");
+    crate::store::schema::migrate(&mut conn).expect("migrate");
+    let one = one_or_every_session(sql, Some(&SessionId::new("s")));
+    let steps = sqlite_plan(&conn, &one);
+    assert!(
+        steps.iter().any(|step| step.starts_with("SEARCH s ")),
+        "{steps:?}"
+    );
+    assert!(!steps.iter().any(|step| step.contains("SCAN")), "{steps:?}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
