@@ -146,7 +146,9 @@ impl Counted {
                 .query(
                     "SELECT queryid, query, plans, calls FROM pg_stat_statements
                      WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-                       AND query LIKE $1 AND query NOT LIKE '%pg_stat_statements%'",
+                       AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                       AND query LIKE $1 AND query NOT LIKE '%pg_stat_statements%'
+                       AND toplevel",
                     &[&pattern],
                 )
                 .expect("read pg_stat_statements")
