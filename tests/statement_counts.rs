@@ -270,7 +270,7 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
 
 /// On tables that already hold many sessions, analysed (a deployment's tables), the server
 /// plans each statement of an append a few times per connection and then keeps its generic
-/// plan, instead of planning it again on every append (0.3-0.5 ms each, more than the
+/// plan, instead of planning it again on every append (0.3-0.4 ms each, more than the
 /// statement's execution). It plans again when a plan for the run's values looks cheaper
 /// than the kept one: the check of the tail state once counted the open block's parts
 /// above a part id with no upper bound, a range the server estimates at a third of the
@@ -346,38 +346,32 @@ fn resident_sessions(counted: &mut Counted) {
 #[test]
 fn a_session_s_reads_are_planned_once_per_connection_on_tables_that_hold_data() {
     let now = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 6, 0, 0).unwrap();
-    let iterations = 24;
-    let Some(planned) = planned_on_tables_that_hold_data("", |store, session| {
-        for number in 0..iterations {
-            for (_, message, _) in turn(number, 2) {
-                store.append(session, message).expect("append");
-            }
-            store.messages(session).expect("messages");
-            store.last_turns(session, 3).expect("last turns");
-            store.page(session, None, 10).expect("page");
-            for provider in [Provider::Anthropic, Provider::OpenAi] {
-                store
-                    .export_request(session, provider, now, &ExportOptions::default())
-                    .expect("request");
-            }
-            store.pending_tool_uses(session).expect("pending");
-            let options = SearchOptions {
-                session: Some(session.clone()),
-                ..SearchOptions::default()
-            };
-            store.search("question", &options).expect("search");
-            store.session_overview(session).expect("overview");
-            store.session(session).expect("session row");
-            store.provider_history(session).expect("provider history");
-            store
-                .transcript(session, TranscriptFormat::Markdown)
-                .expect("transcript");
-            store.usage(session).expect("usage");
+    each_turn_planned_once_on_tables_that_hold_data(|store, session, number| {
+        for (_, message, _) in turn(number, 2) {
+            store.append(session, message).expect("append");
         }
-    }) else {
-        return;
-    };
-    assert_planned_once(planned, iterations);
+        store.messages(session).expect("messages");
+        store.last_turns(session, 3).expect("last turns");
+        store.page(session, None, 10).expect("page");
+        for provider in [Provider::Anthropic, Provider::OpenAi] {
+            store
+                .export_request(session, provider, now, &ExportOptions::default())
+                .expect("request");
+        }
+        store.pending_tool_uses(session).expect("pending");
+        let options = SearchOptions {
+            session: Some(session.clone()),
+            ..SearchOptions::default()
+        };
+        store.search("question", &options).expect("search");
+        store.session_overview(session).expect("overview");
+        store.session(session).expect("session row");
+        store.provider_history(session).expect("provider history");
+        store
+            .transcript(session, TranscriptFormat::Markdown)
+            .expect("transcript");
+        store.usage(session).expect("usage");
+    });
 }
 
 /// The same for the other writes an agent makes to one session on every turn (a streamed
@@ -387,45 +381,48 @@ fn a_session_s_reads_are_planned_once_per_connection_on_tables_that_hold_data() 
 #[test]
 fn a_session_s_writes_are_planned_once_per_connection_on_tables_that_hold_data() {
     let at = chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, 2026, 11, 27, 6, 0, 0).unwrap();
-    let iterations = 24;
+    each_turn_planned_once_on_tables_that_hold_data(|store, session, number| {
+        store
+            .append(session, user(&format!("question {number}")))
+            .expect("question");
+        let mut streamed = store
+            .begin_message(session, Role::Assistant)
+            .expect("begin");
+        streamed.push(Part::text("Looking.")).expect("push");
+        streamed.push(Part::text("Done.")).expect("push");
+        streamed.finish().expect("finish");
+        let batch: Vec<NewMessage> = turn(number + 1_000, 2)
+            .into_iter()
+            .map(|(_, message, _)| message)
+            .collect();
+        store.append_batch(session, batch).expect("a turn at once");
+        store
+            .set_title(session, Some(&format!("title {number}")))
+            .expect("title");
+        store.record_completion(session, at).expect("completion");
+        store.cancel_pending(session, "stop").expect("cancel");
+    });
+}
+
+/// Runs `turn` (given the turn's number) on 24 turns of a session beside resident sessions
+/// ([`planned_on_tables_that_hold_data`]) and asserts that every statement that ran on
+/// each turn was planned at most once in four runs.
+fn each_turn_planned_once_on_tables_that_hold_data(turn: impl Fn(&Store, &SessionId, usize)) {
+    const TURNS: usize = 24;
     let Some(planned) = planned_on_tables_that_hold_data("", |store, session| {
-        for number in 0..iterations {
-            store
-                .append(session, user(&format!("question {number}")))
-                .expect("question");
-            let mut streamed = store
-                .begin_message(session, Role::Assistant)
-                .expect("begin");
-            streamed.push(Part::text("Looking.")).expect("push");
-            streamed.push(Part::text("Done.")).expect("push");
-            streamed.finish().expect("finish");
-            let batch: Vec<NewMessage> = turn(number + 1_000, 2)
-                .into_iter()
-                .map(|(_, message, _)| message)
-                .collect();
-            store.append_batch(session, batch).expect("a turn at once");
-            store
-                .set_title(session, Some(&format!("title {number}")))
-                .expect("title");
-            store.record_completion(session, at).expect("completion");
-            store.cancel_pending(session, "stop").expect("cancel");
+        for number in 0..TURNS {
+            turn(store, session, number);
         }
     }) else {
         return;
     };
-    assert_planned_once(planned, iterations);
-}
-
-/// Every statement of `planned` that ran on each of `iterations` was planned at most once
-/// in four runs.
-fn assert_planned_once(planned: Vec<(String, i64, i64)>, iterations: usize) {
     let frequent: Vec<_> = planned
         .into_iter()
-        .filter(|&(_, _, calls)| calls >= iterations as i64)
+        .filter(|&(_, _, calls)| calls >= TURNS as i64)
         .collect();
     assert!(
         frequent.len() >= 10,
-        "only {} statements ran on every iteration",
+        "only {} statements ran on every turn",
         frequent.len()
     );
     let replanned: Vec<String> = frequent

@@ -184,7 +184,7 @@ impl Guard<'_> {
 /// which the check asks for anyway): PostgreSQL estimates a range with one unknown bound at
 /// a third of the session's parts, so on tables that hold data the kept plan looked dearer
 /// than a plan for each run's values, and the server planned the statement again on every
-/// append (0.3-0.5 ms each; `an_append_is_planned_once_per_connection_on_tables_that_hold_data`).
+/// append (0.3-0.4 ms each; `an_append_is_planned_once_per_connection_on_tables_that_hold_data`).
 fn guard_condition(at: usize, calls: usize) -> String {
     // Each call id probed alone: a generic plan for an `IN` list scans every call of the
     // session and filters.
