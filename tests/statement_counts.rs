@@ -1,10 +1,13 @@
 //! What an append costs the PostgreSQL server, counted by the server itself
 //! (`pg_stat_statements`): the statements of each append shape, under the floor's five
-//! (BEGIN, the session's lock, the message, its parts, COMMIT): BEGIN, the session's lock
-//! with the tail state its row keeps, the message with its parts and the session row (its
-//! new tail state) in one statement that first checks that state against the rows and
-//! probes the calls' ids, COMMIT; and the same
-//! whatever other sessions do meanwhile (an append reads nothing outside its session, so
+//! (BEGIN, the session's lock, the message, its parts, COMMIT). A store's append to a
+//! session it appended to last is one statement outside a transaction: the message with its
+//! parts and the session row (its new tail state), which takes the session's lock, checks
+//! that the row is the version the store's last append left and that the tail state it
+//! remembers matches the rows, and probes the calls' ids. Where another writer wrote the
+//! session since: that statement (which writes nothing), then BEGIN, the session's lock
+//! with the tail state its row keeps, the same insert checking that state, COMMIT. And the
+//! same whatever other sessions do meanwhile (an append reads nothing outside its session, so
 //! another session's writes cannot make it fall back to a slower path).
 //!
 //! The store under test connects as a role only this module uses (`.ci/postgres` creates it
@@ -58,15 +61,16 @@ fn results(turn: usize, calls: usize) -> NewMessage {
     )
 }
 
-/// The shapes of one turn, each appended in its own transaction, with the statements each
-/// may run: BEGIN, the lock with the tail state, the message with its parts and the session
-/// row (one statement, which checks the state and the message's call ids first), COMMIT.
+/// The shapes of one turn, each appended alone, with the statements each may run after
+/// the store's own append to the session: one, the message with its parts and the session
+/// row (which takes the lock and checks the row's version, the state and the message's
+/// call ids first).
 fn turn(turn: usize, calls: usize) -> Vec<(&'static str, NewMessage, i64)> {
     vec![
-        ("user text", user(&format!("question {turn}")), 4),
-        ("assistant with calls", assistant(turn, calls), 4),
-        ("tool results", results(turn, calls), 4),
-        ("final answer", assistant(turn + 1_000_000, 0), 4),
+        ("user text", user(&format!("question {turn}")), 1),
+        ("assistant with calls", assistant(turn, calls), 1),
+        ("tool results", results(turn, calls), 1),
+        ("final answer", assistant(turn + 1_000_000, 0), 1),
     ]
 }
 
@@ -132,6 +136,38 @@ fn append_runs_the_floor_plus_pairing_whatever_other_sessions_do() {
     }
     eprintln!("{}", report.join("\n"));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The text an append that is one statement starts with.
+const ONE_STATEMENT: &str = "/* one-statement append */ WITH m AS (INSERT INTO messages";
+
+/// An append to a session another store wrote since this store's last append to it: the one
+/// statement, which writes nothing, then the transaction (BEGIN, the lock with the state,
+/// the insert checking it, COMMIT). The session then sits out the one statement for two
+/// appends (a transaction each), and the next is one statement again.
+#[test]
+fn an_append_after_another_store_wrote_the_session_runs_in_a_transaction() {
+    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut counted) = Counted::open() else {
+        return;
+    };
+    let (store, session) = session_store(&counted.url);
+    let other = Store::open(counted.shared_with_test_role()).expect("other store");
+    for message in turn(0, 2).into_iter().map(|(_, m, _)| m) {
+        store.append(&session, message).expect("warm-up append");
+    }
+    other
+        .append(&session, user("the other store's question"))
+        .expect("the other store's append");
+    let mut ran = Vec::new();
+    for number in 1..=4 {
+        let message = user(&format!("question {number}"));
+        ran.push(total(&counted.count(|| {
+            store.append(&session, message).expect("counted append");
+        })));
+    }
+    assert_eq!(ran, [5, 4, 4, 1]);
+    assert_eq!(store.messages(&session).expect("read").len(), 9);
 }
 
 /// A whole turn in one transaction: one lock and tail read, each message with its parts (the
@@ -277,15 +313,13 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
 /// session's parts for unknown values and at one part for known ones.
 #[test]
 fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
-    let Some(planned) =
-        planned_on_tables_that_hold_data("WITH m AS (INSERT INTO messages", |store, session| {
-            for number in 0..40 {
-                for (_, message, _) in turn(number, 2) {
-                    store.append(session, message).expect("append");
-                }
+    let Some(planned) = planned_on_tables_that_hold_data(ONE_STATEMENT, |store, session| {
+        for number in 0..40 {
+            for (_, message, _) in turn(number, 2) {
+                store.append(session, message).expect("append");
             }
-        })
-    else {
+        }
+    }) else {
         return;
     };
     assert!(!planned.is_empty(), "no append statement was counted");

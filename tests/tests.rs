@@ -46,6 +46,7 @@ mod mcp;
 mod migration_kill;
 mod mirror_writes;
 mod nothing_silent;
+mod one_statement;
 mod pages;
 mod postgres;
 mod postgres_cli;

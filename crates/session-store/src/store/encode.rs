@@ -119,6 +119,9 @@ pub(crate) struct InsertedMessage {
     pub(crate) last_part: Option<i64>,
     /// Whether the session row was written in the same statement ([`Touch`]).
     pub(crate) touched: bool,
+    /// The session row's version (`xmin`) that statement left, where it reports one
+    /// (PostgreSQL, with [`Touch`]).
+    pub(crate) version: Option<i64>,
 }
 
 /// The session row's update at the end of an append (`updated_at`, the new tail state, the
@@ -170,7 +173,30 @@ impl Guard<'_> {
             check.block_parts
         ]);
         out.extend(self.calls.iter().map(|&call| Bound::from(call)));
+        if let Some(version) = check.version {
+            out.extend(values![version]);
+        }
     }
+}
+
+/// The start of the text of an append that is one statement ([`fits_one_statement`]): the
+/// message, its parts and the session row, on a remembered tail whose row version the
+/// statement checks under the session's lock. A PostgreSQL connection outside a
+/// transaction runs this statement and no other (`store/pg/mod.rs`).
+pub(crate) const ONE_STATEMENT: &str = "/* one-statement append */ ";
+
+/// Whether an append of `messages` can be one statement where the engine writes a message
+/// with its parts in one (PostgreSQL): one message of 1 to [`PARTS_PER_INSERT`] parts and
+/// at most [`GUARD_CALLS`] calls, with nothing written beside it (no usage row, no
+/// idempotency key).
+pub(crate) fn fits_one_statement(messages: &[NewMessage]) -> bool {
+    let [message] = messages else {
+        return false;
+    };
+    (1..=PARTS_PER_INSERT).contains(&message.parts.len())
+        && message.usage.is_none()
+        && message.idempotency_key.is_none()
+        && message.parts.iter().filter_map(Part::call_id).count() <= GUARD_CALLS
 }
 
 /// The condition a [`Guard`] puts on the insert of an append's first message, its values
@@ -185,7 +211,23 @@ impl Guard<'_> {
 /// a third of the session's parts, so on tables that hold data the kept plan looked dearer
 /// than a plan for each run's values, and the server planned the statement again on every
 /// append (0.3-0.4 ms each; `an_append_is_planned_once_per_connection_on_tables_that_hold_data`).
-fn guard_condition(at: usize, calls: usize) -> String {
+///
+/// With a row version ([`TailCheck::version`], its value after the call ids') the statement
+/// also takes the session's lock, without waiting (a writer holding it fails the statement,
+/// which wrote nothing), and holds only while the row is still that version: no writer has
+/// written the session since the tail was remembered.
+fn guard_condition(at: usize, calls: usize, versioned: bool) -> String {
+    let version = if versioned {
+        format!(
+            "
+         AND EXISTS (SELECT 1 FROM sessions WHERE id = ?1
+                     AND CAST(CAST(xmin AS TEXT) AS BIGINT) = CAST(?{} AS BIGINT)
+                     FOR UPDATE NOWAIT)",
+            at + 4 + calls
+        )
+    } else {
+        String::new()
+    };
     // Each call id probed alone: a generic plan for an `IN` list scans every call of the
     // session and filters.
     let calls: String = (0..calls)
@@ -206,7 +248,7 @@ fn guard_condition(at: usize, calls: usize) -> String {
                                     WHERE session_id = ?1 AND id > CAST(?{} AS BIGINT)
                                       AND id <= CAST(?{} AS BIGINT)
                                     ORDER BY session_id, id) AS block)
-             = CAST(?{} AS BIGINT){calls}",
+             = CAST(?{} AS BIGINT){calls}{version}",
         at,
         at + 1,
         at + 2,
@@ -220,11 +262,17 @@ fn guard_condition(at: usize, calls: usize) -> String {
 fn guard_holds(db: &mut impl Sql, session: &SessionId, guard: &Guard<'_>) -> Result<bool> {
     static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let texts = SQL.get_or_init(|| {
-        (0..=GUARD_CALLS)
-            .map(|calls| format!("SELECT 1 WHERE {}", guard_condition(2, calls)))
+        [false, true]
+            .into_iter()
+            .flat_map(|versioned| {
+                (0..=GUARD_CALLS).map(move |calls| {
+                    format!("SELECT 1 WHERE {}", guard_condition(2, calls, versioned))
+                })
+            })
             .collect()
     });
-    let sql = &texts[guard.calls.len().min(GUARD_CALLS)];
+    let versioned = usize::from(guard.check.version.is_some());
+    let sql = &texts[versioned * (GUARD_CALLS + 1) + guard.calls.len().min(GUARD_CALLS)];
     let mut params = values![session.as_str()].to_vec();
     guard.push_values(&mut params);
     Ok(db.optional_int(sql, &params)?.is_some())
@@ -283,6 +331,7 @@ pub(crate) fn insert_message(
         id: message_id,
         last_part,
         touched: false,
+        version: None,
     }))
 }
 
@@ -316,14 +365,20 @@ fn insert_message_with_parts(
     if let Some(guard) = guard {
         guard.push_values(&mut params);
     }
-    let sql = message_with_parts_sql(rows.len(), touch.is_some(), guard.map(|g| g.calls.len()));
-    let ids = db.int_table(sql, &params, 3)?;
+    let sql = message_with_parts_sql(
+        rows.len(),
+        touch.is_some(),
+        guard.map(|g| (g.calls.len(), g.check.version.is_some())),
+    );
+    let ids = db.int_table(sql, &params, 4)?;
     match ids.as_slice() {
-        [_, _, 0] => Ok(None),
-        [id, last_part, _] => Ok(Some(InsertedMessage {
+        [_, _, 0, _] => Ok(None),
+        [id, last_part, _, version] => Ok(Some(InsertedMessage {
             id: *id,
             last_part: Some(*last_part),
             touched: touch.is_some(),
+            // No transaction has the id 0 (PostgreSQL's invalid one): no version reported.
+            version: (*version != 0).then_some(*version),
         })),
         _ => Err(crate::Error::CorruptRow {
             table: "messages",
@@ -335,23 +390,28 @@ fn insert_message_with_parts(
 
 /// [`insert_message_with_parts`]'s statement for `rows` parts, with the session row's
 /// update when `touch` (its four values after the parts') and the message's insert
-/// conditioned on [`guard_condition`] for `guard` call ids when `Some` (its values last),
-/// each text built once per process, on its first use.
-fn message_with_parts_sql(rows: usize, touch: bool, guard: Option<usize>) -> &'static str {
-    const GUARDS: usize = GUARD_CALLS + 2;
+/// conditioned on [`guard_condition`] for `guard`'s call ids (and row version, when its
+/// `bool` says so) when `Some` (its values last), each text built once per process, on its
+/// first use. The statement returns the message's id, its parts' largest, whether it went
+/// in, and the session row's new version (NULL without `touch`).
+fn message_with_parts_sql(rows: usize, touch: bool, guard: Option<(usize, bool)>) -> &'static str {
+    const GUARDS: usize = 1 + 2 * (GUARD_CALLS + 1);
     const TEXTS: usize = (PARTS_PER_INSERT + 1) * 2 * GUARDS;
     static SQL: [std::sync::OnceLock<String>; TEXTS] =
         [const { std::sync::OnceLock::new() }; TEXTS];
     let (rows, guard) = (
         rows.min(PARTS_PER_INSERT),
-        guard.map(|calls| calls.min(GUARD_CALLS)),
+        guard.map(|(calls, versioned)| (calls.min(GUARD_CALLS), versioned)),
     );
-    let at = (rows * 2 + usize::from(touch)) * GUARDS + guard.map_or(0, |calls| calls + 1);
+    let shape = guard.map_or(0, |(calls, versioned)| {
+        1 + usize::from(versioned) * (GUARD_CALLS + 1) + calls
+    });
+    let at = (rows * 2 + usize::from(touch)) * GUARDS + shape;
     SQL[at].get_or_init(|| message_with_parts_text(rows, touch, guard))
 }
 
 /// The text of [`message_with_parts_sql`].
-fn message_with_parts_text(rows: usize, touch: bool, guard: Option<usize>) -> String {
+fn message_with_parts_text(rows: usize, touch: bool, guard: Option<(usize, bool)>) -> String {
     let values: Vec<String> = (0..rows)
         .map(|row| {
             let at = 7 + row * 8;
@@ -379,7 +439,8 @@ fn message_with_parts_text(rows: usize, touch: bool, guard: Option<usize>) -> St
                          || CAST(GREATEST(CAST(?{} AS BIGINT), (SELECT MAX(id) FROM p)) AS TEXT)
                          || ']',
                      message_count = message_count + CAST(?{} AS BIGINT)
-                     WHERE id = ?1 AND EXISTS (SELECT 1 FROM m) RETURNING 1)",
+                     WHERE id = ?1 AND EXISTS (SELECT 1 FROM m)
+                     RETURNING CAST(CAST(xmin AS TEXT) AS BIGINT) AS version)",
             at + 1,
             at + 3,
             at + 2
@@ -388,26 +449,39 @@ fn message_with_parts_text(rows: usize, touch: bool, guard: Option<usize>) -> St
         String::new()
     };
     let message = match guard {
-        Some(calls) => {
+        Some((calls, versioned)) => {
             let at = at + if touch { 4 } else { 0 };
             format!(
                 "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
                  SELECT ?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), ?4, 0, ?5, ?6
                  WHERE {}",
-                guard_condition(at, calls)
+                guard_condition(at, calls, versioned)
             )
         }
         None => INSERT_MESSAGE.to_owned(),
     };
+    // The one statement of an append says so ([`ONE_STATEMENT`]): it writes the session row
+    // and holds only on the session row's version.
+    let one = if touch && guard.is_some_and(|(_, versioned)| versioned) {
+        ONE_STATEMENT
+    } else {
+        ""
+    };
+    let version = if touch {
+        "(SELECT version FROM s)"
+    } else {
+        "CAST(NULL AS BIGINT)"
+    };
     format!(
-        "WITH m AS ({message} RETURNING id),
+        "{one}WITH m AS ({message} RETURNING id),
          p AS (INSERT INTO parts ({PART_COLUMNS}, session_id)
                SELECT m.id, v.ordinal, v.kind, v.text, v.tool_use_id, v.tool_name,
                       v.input, v.is_error, v.metadata, ?1
                FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
                     tool_name, input, is_error, metadata)
                RETURNING id){session}
-         SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p), (SELECT COUNT(*) FROM m)",
+         SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p), (SELECT COUNT(*) FROM m),
+                {version}",
         values.join(", ")
     )
 }
@@ -539,4 +613,59 @@ fn part_row(part: &Part) -> Result<PartRow<'_>> {
         is_error,
         metadata,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Usage;
+
+    fn calls(count: usize) -> NewMessage {
+        NewMessage::assistant(
+            (0..count)
+                .map(|c| Part::tool_use(format!("toolu_{c}"), "bash", serde_json::json!({})))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn an_append_fits_one_statement_alone_with_nothing_beside_its_parts() {
+        assert!(fits_one_statement(&[NewMessage::user("hi")]));
+        assert!(fits_one_statement(&[calls(GUARD_CALLS)]));
+        // More parts than one insert writes, or calls than the check probes.
+        assert!(!fits_one_statement(&[calls(GUARD_CALLS + 1)]));
+        let many = NewMessage::assistant(vec![Part::text("x"); PARTS_PER_INSERT + 1]);
+        assert!(!fits_one_statement(&[many]));
+        assert!(!fits_one_statement(&[NewMessage::assistant(Vec::new())]));
+        // Rows beside the message, or more than one message.
+        assert!(!fits_one_statement(&[
+            NewMessage::user("hi").with_usage(Usage::new(1, 2))
+        ]));
+        assert!(!fits_one_statement(&[
+            NewMessage::user("hi").with_idempotency_key("k")
+        ]));
+        assert!(!fits_one_statement(&[
+            NewMessage::user("a"),
+            NewMessage::user("b")
+        ]));
+        assert!(!fits_one_statement(&[]));
+    }
+
+    #[test]
+    fn only_the_statement_that_checks_the_row_version_and_writes_the_row_is_one_statement() {
+        for rows in 1..=PARTS_PER_INSERT {
+            for calls in 0..=GUARD_CALLS {
+                for (touch, versioned) in [(true, true), (true, false), (false, true)] {
+                    let text = message_with_parts_sql(rows, touch, Some((calls, versioned)));
+                    assert_eq!(
+                        text.starts_with(ONE_STATEMENT),
+                        touch && versioned,
+                        "{rows} parts, {calls} calls, touch {touch}, versioned {versioned}"
+                    );
+                    assert_eq!(text.contains("xmin AS TEXT) AS BIGINT) = CAST"), versioned);
+                }
+            }
+            assert!(!message_with_parts_sql(rows, true, None).starts_with(ONE_STATEMENT));
+        }
+    }
 }

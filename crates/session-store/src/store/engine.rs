@@ -37,10 +37,17 @@ pub(crate) trait Engine: Debug + Send + Sync {
     fn run_write(&self, work: Work<'_>) -> Result<()>;
 
     /// [`Engine::run_write`] for an append to `session` (`Store::append_batch`): where the engine keeps
-    /// what a connection's own appends wrote (SQLite, `store/memory.rs`), `work`'s
-    /// transaction offers it ([`Sql::remembered_tail`]).
-    fn run_append(&self, session: &SessionId, work: Work<'_>) -> Result<()> {
-        let _ = session;
+    /// what its own appends wrote (SQLite, `store/memory.rs`; PostgreSQL,
+    /// `store/pg/remembered.rs`), `work`'s transaction offers it ([`Sql::remembered_tail`]).
+    /// An append that `fits_one_statement` ([`super::encode::fits_one_statement`]) may run
+    /// as that one statement outside a transaction, where the engine can (PostgreSQL).
+    fn run_append(
+        &self,
+        session: &SessionId,
+        fits_one_statement: bool,
+        work: Work<'_>,
+    ) -> Result<()> {
+        let _ = (session, fits_one_statement);
         self.run_write(work)
     }
 
@@ -136,6 +143,23 @@ pub(crate) fn run<T>(
         if let Some(f) = f.take() {
             value = Some(f(&mut db)?);
         }
+        Ok(())
+    })?;
+    value.ok_or(Error::Unsupported {
+        operation: "a transaction its engine never ran",
+        backend: "engine",
+    })
+}
+
+/// [`run`] for work an engine may run more than once (a one-statement append that did not
+/// hold runs again in a transaction): what its last run returned.
+pub(crate) fn run_again<T>(
+    transaction: impl FnOnce(Work<'_>) -> Result<()>,
+    mut f: impl FnMut(&mut &mut dyn Sql) -> Result<T>,
+) -> Result<T> {
+    let mut value = None;
+    transaction(&mut |mut db: &mut dyn Sql| {
+        value = Some(f(&mut db)?);
         Ok(())
     })?;
     value.ok_or(Error::Unsupported {

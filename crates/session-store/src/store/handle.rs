@@ -52,9 +52,13 @@ impl Store {
     pub(crate) fn append_write<T>(
         &self,
         session: &SessionId,
-        f: impl FnOnce(&mut &mut dyn Sql) -> Result<T>,
+        fits_one_statement: bool,
+        f: impl FnMut(&mut &mut dyn Sql) -> Result<T>,
     ) -> Result<T> {
-        engine::run(|work| self.engine.run_append(session, work), f)
+        engine::run_again(
+            |work| self.engine.run_append(session, fits_one_statement, work),
+            f,
+        )
     }
 
     /// Runs `f` inside one read transaction, so all its queries see the same snapshot.

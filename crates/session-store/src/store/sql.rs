@@ -187,9 +187,11 @@ pub(crate) trait Sql {
     }
 
     /// Keeps `tail`, which this append wrote for `session`, for [`Sql::remembered_tail`]
-    /// once the transaction commits, where the engine remembers tails (SQLite).
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
-        let _ = (session, tail);
+    /// once the transaction commits, where the engine remembers tails: SQLite; PostgreSQL
+    /// where the append reported the session row's `version` it left
+    /// ([`Remembered::version`]).
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, version: Option<i64>) {
+        let _ = (session, tail, version);
     }
 
     /// How many tool_use ids of an append are probed one statement each before they are
@@ -317,8 +319,8 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         (**self).remembered_tail(session, calls)
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
-        (**self).remember_tail(session, tail)
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, version: Option<i64>) {
+        (**self).remember_tail(session, tail, version)
     }
 
     fn ids_probed_one_by_one(&self) -> usize {

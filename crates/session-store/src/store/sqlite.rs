@@ -40,7 +40,7 @@ impl Engine for SqliteEngine {
         self.write(|tx| work(&mut SqliteTx::of(tx)))
     }
 
-    fn run_append(&self, session: &SessionId, work: Work<'_>) -> Result<()> {
+    fn run_append(&self, session: &SessionId, _: bool, work: Work<'_>) -> Result<()> {
         self.append(session, |tx, memory| {
             work(&mut SqliteTx::remembering(tx, memory))
         })
@@ -229,10 +229,11 @@ impl Sql for SqliteTx<'_> {
             tail,
             taken,
             unproved: false,
+            version: None,
         }))
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState) {
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, _version: Option<i64>) {
         if let Some(memory) = self.memory.as_deref_mut() {
             memory.keep(session, tail);
         }

@@ -48,7 +48,8 @@ impl Store {
         session: &SessionId,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>> {
-        self.append_write(session, |tx| append_in(tx, session, &messages))
+        let one = super::encode::fits_one_statement(&messages);
+        self.append_write(session, one, |tx| append_in(tx, session, &messages))
     }
 
     /// Answers every pending tool_use of the session with a tombstone result (`is_error = 1`,
@@ -182,9 +183,11 @@ fn append_on(
             tail,
             taken,
             unproved,
+            version,
         }) => (
             Position {
                 unproved,
+                version,
                 ..Position::stored(tail)
             },
             Some(taken),
@@ -244,6 +247,7 @@ fn append_on(
     let mut appended = replayed;
     appended.reserve(messages.len());
     let mut touched = false;
+    let mut version = None;
     for (index, message) in messages.iter().enumerate() {
         let refused_usage = |reason| refused(index, reason);
         // The first insert checks a tail not yet proved, before `advance` moves past it.
@@ -261,7 +265,7 @@ fn append_on(
             parts_before: position.parts_max,
         });
         let guard = check.as_ref().map(|check| Guard { check, calls });
-        let Some((one, wrote_session)) = insert_next(
+        let Some((one, wrote_session, left)) = insert_next(
             db,
             session,
             &mut position,
@@ -277,6 +281,7 @@ fn append_on(
         };
         appended.push(one);
         touched |= wrote_session;
+        version = version.or(left);
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
@@ -292,7 +297,7 @@ fn append_on(
             return Err(Error::UnknownSession(session.clone()));
         }
     }
-    db.remember_tail(session, tail);
+    db.remember_tail(session, tail, version);
     Ok(Some(appended))
 }
 
@@ -338,7 +343,8 @@ fn check_texts(session: &SessionId, messages: &[NewMessage]) -> Result<()> {
 
 /// Inserts `message` (checked) as the session's next one, at `(seq, turn_index)` from
 /// [`Position::advance`], with its usage and its idempotency key; raises the position's
-/// largest part id. Also whether the session row was written with it (`touch`). `None`,
+/// largest part id. Also whether the session row was written with it (`touch`), and the
+/// row version that write left where the engine reports one. `None`,
 /// with nothing written: the `guard` of a remembered tail did not hold.
 #[allow(clippy::too_many_arguments)] // one append's parts, each needed once
 fn insert_next(
@@ -350,7 +356,7 @@ fn insert_next(
     now: &str,
     (touch, guard): (Option<&Touch<'_>>, Option<&Guard<'_>>),
     refused: impl Fn(pairing::Refusal) -> Error,
-) -> Result<Option<(Appended, bool)>> {
+) -> Result<Option<(Appended, bool, Option<i64>)>> {
     let created_at = message.created_at.map(format_time);
     let created_at = created_at.as_deref().unwrap_or(now);
     let row = MessageRow {
@@ -374,6 +380,7 @@ fn insert_next(
             turn_index,
         },
         inserted.touched,
+        inserted.version,
     )))
 }
 
@@ -410,6 +417,8 @@ pub(crate) struct Position {
     /// Whether nothing proves this tail current yet ([`Remembered::unproved`]): the append's
     /// first insert checks it ([`Position::check`]).
     pub(crate) unproved: bool,
+    /// The session row's version the tail was remembered at ([`Remembered::version`]).
+    pub(crate) version: Option<i64>,
 }
 
 impl Position {
@@ -424,6 +433,7 @@ impl Position {
             from_stored_state: true,
             block_after: tail.block_after,
             unproved: false,
+            version: None,
         }
     }
 
@@ -439,6 +449,7 @@ impl Position {
             parts_max: self.parts_max,
             block_after: self.block_after?,
             block_parts: self.block_parts,
+            version: self.version,
         })
     }
 
@@ -504,6 +515,11 @@ pub(crate) struct Remembered {
     /// ([`TailCheck`]) before it writes. It writes nothing when the check fails, and the
     /// append runs again on the tail read from the rows.
     pub(crate) unproved: bool,
+    /// The session row's version (PostgreSQL's `xmin`) the append that wrote the tail left,
+    /// where the engine remembers it: the check then also holds only while the row is still
+    /// that version, so the one statement that checks may also be the append's lock
+    /// (`store/pg/mod.rs`).
+    pub(crate) version: Option<i64>,
 }
 
 /// What an unproved tail says of the session's rows, checked in the statement that
@@ -522,6 +538,8 @@ pub(crate) struct TailCheck {
     pub(crate) block_after: i64,
     /// The parts of the open block: the session's parts above `block_after`.
     pub(crate) block_parts: i64,
+    /// The session row's version the tail was remembered at ([`Remembered::version`]).
+    pub(crate) version: Option<i64>,
 }
 
 /// What [`Sql::tail_row`] reads of a session: the tail state its row keeps, with what that
@@ -763,6 +781,7 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         from_stored_state: false,
         block_after: None,
         unproved: false,
+        version: None,
     })
 }
 

@@ -29,6 +29,15 @@ impl Engine for PgStore {
         self.transaction(false, |tx| work(tx))
     }
 
+    fn run_append(
+        &self,
+        session: &SessionId,
+        fits_one_statement: bool,
+        work: Work<'_>,
+    ) -> Result<()> {
+        self.append(session, fits_one_statement, work)
+    }
+
     fn run_rolled_back(&self, _operation: &'static str, work: Work<'_>) -> Result<()> {
         self.transaction(true, |tx| work(tx))
     }

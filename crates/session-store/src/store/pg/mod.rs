@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement, Transaction};
@@ -24,13 +25,16 @@ use super::StoreOptions;
 use crate::error::{Error, Result};
 use crate::history::tail::TailState;
 use crate::model::SessionId;
-use crate::store::encode::GUARD_CALLS;
+use crate::store::encode::{GUARD_CALLS, ONE_STATEMENT};
+use crate::store::engine::Work;
 use crate::store::write::{Remembered, TailRow};
+use remembered::{Kept, Tails};
 
 mod copy;
 mod engine;
 pub(crate) mod fork;
 pub(crate) mod read;
+mod remembered;
 mod retention;
 pub(crate) mod rows;
 pub(crate) mod schema;
@@ -87,20 +91,74 @@ impl r2d2::ManageConnection for Manager {
 }
 
 /// A transaction and its connection's statement cache: the same query methods as
-/// `postgres::Transaction`, taking SQL text.
+/// `postgres::Transaction`, taking SQL text. Or, for a one-statement append
+/// ([`PgStore::append`]), a connection outside a transaction that runs that one statement
+/// and refuses every other, before sending it.
 pub(crate) struct Tx<'a> {
-    tx: Transaction<'a>,
+    tx: Runner<'a>,
     statements: &'a mut Statements,
+    /// The tail and row version an append wrote, for the store to keep once it commits.
+    kept: Option<(SessionId, Kept)>,
+    /// The one-statement append under way, if this is one.
+    one: Option<OneStatement>,
+}
+
+/// Where a [`Tx`]'s statements run.
+enum Runner<'a> {
+    /// In a transaction.
+    Transaction(Transaction<'a>),
+    /// Outside one: each statement commits alone (a one-statement append).
+    Alone(&'a mut Client),
+}
+
+/// Forwards a query method to the transaction or the connection.
+macro_rules! forward {
+    ($runner:expr, $method:ident ( $($arg:expr),* )) => {
+        match $runner {
+            $crate::store::pg::Runner::Transaction(tx) => tx.$method($($arg),*),
+            $crate::store::pg::Runner::Alone(client) => client.$method($($arg),*),
+        }
+    };
+}
+pub(crate) use forward;
+
+/// A one-statement append's state ([`PgStore::append`]).
+struct OneStatement {
+    /// The remembered tail it starts from, offered once ([`Sql::remembered_tail`]).
+    kept: Option<Kept>,
+    /// Whether its one statement has run.
+    ran: bool,
+    /// Whether a statement was refused: the append did not fit one statement (its tail
+    /// did not hold, or it needs another statement), and nothing was sent.
+    refused: bool,
 }
 
 type Params<'p> = [&'p (dyn ToSql + Sync)];
 
 impl Tx<'_> {
-    fn statement(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+    /// Lets `sql` run: always in a transaction; outside one, only the append's one
+    /// statement ([`ONE_STATEMENT`]), once. A refused statement is not sent.
+    fn admit(&mut self, sql: &str) -> Result<()> {
+        let Some(one) = &mut self.one else {
+            return Ok(());
+        };
+        if one.ran || !sql.starts_with(ONE_STATEMENT) {
+            one.refused = true;
+            return Err(Error::Unsupported {
+                operation: "a second statement in a one-statement append",
+                backend: "postgres",
+            });
+        }
+        one.ran = true;
+        Ok(())
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<Statement> {
+        self.admit(sql)?;
         if let Some(statement) = self.statements.by_text.get(sql) {
             return Ok(statement.clone());
         }
-        let statement = self.tx.prepare(sql)?;
+        let statement = forward!(&mut self.tx, prepare(sql))?;
         self.statements
             .by_text
             .insert(sql.to_owned(), statement.clone());
@@ -110,11 +168,8 @@ impl Tx<'_> {
     /// The prepared statement of `shared`, a statement in SQLite's spelling, with
     /// `RETURNING id` when `returning`: spelled for PostgreSQL and prepared on its first run
     /// on this connection, then found by the shared text.
-    fn shared(
-        &mut self,
-        shared: &str,
-        returning: bool,
-    ) -> std::result::Result<Statement, postgres::Error> {
+    fn shared(&mut self, shared: &str, returning: bool) -> Result<Statement> {
+        self.admit(shared)?;
         let cache = &self.statements.shared[usize::from(returning)];
         if let Some(statement) = cache.get(shared) {
             return Ok(statement.clone());
@@ -123,7 +178,7 @@ impl Tx<'_> {
         if returning {
             text = format!("{} RETURNING id", text.trim_end());
         }
-        let statement = self.tx.prepare(&text)?;
+        let statement = forward!(&mut self.tx, prepare(&text))?;
         self.statements.shared[usize::from(returning)].insert(shared.to_owned(), statement.clone());
         Ok(statement)
     }
@@ -131,31 +186,32 @@ impl Tx<'_> {
     /// Every row the shared statement `shared` returns ([`Tx::shared`]).
     pub(crate) fn query_shared(&mut self, shared: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let statement = self.shared(shared, false)?;
-        Ok(self.tx.query(&statement, params)?)
+        Ok(forward!(&mut self.tx, query(&statement, params))?)
     }
 
     /// Every row `sql` returns.
     pub(crate) fn query(&mut self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let statement = self.statement(sql)?;
-        Ok(self.tx.query(&statement, params)?)
+        Ok(forward!(&mut self.tx, query(&statement, params))?)
     }
 
     /// The one row `sql` returns.
     pub(crate) fn query_one(&mut self, sql: &str, params: &Params<'_>) -> Result<Row> {
         let statement = self.statement(sql)?;
-        Ok(self.tx.query_one(&statement, params)?)
+        Ok(forward!(&mut self.tx, query_one(&statement, params))?)
     }
 
     /// The row `sql` returns, if any.
     pub(crate) fn query_opt(&mut self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
         let statement = self.statement(sql)?;
-        Ok(self.tx.query_opt(&statement, params)?)
+        Ok(forward!(&mut self.tx, query_opt(&statement, params))?)
     }
 
     /// Runs `COPY ... FROM STDIN` (`sql`) with `data` in its format; how many rows it wrote.
     pub(crate) fn copy_in(&mut self, sql: &str, data: &[u8]) -> Result<u64> {
         use std::io::Write;
-        let mut writer = self.tx.copy_in(sql)?;
+        self.admit(sql)?;
+        let mut writer = forward!(&mut self.tx, copy_in(sql))?;
         let written = writer.write_all(data);
         // A broken stream fails `finish` with the server's error; else the writer's own.
         let rows = writer.finish()?;
@@ -180,7 +236,7 @@ impl Tx<'_> {
     /// Runs `sql`; how many rows it changed.
     pub(crate) fn execute(&mut self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let statement = self.statement(sql)?;
-        Ok(self.tx.execute(&statement, params)?)
+        Ok(forward!(&mut self.tx, execute(&statement, params))?)
     }
 }
 
@@ -192,6 +248,8 @@ pub(crate) struct PgStore {
     shown: String,
     /// Every transaction starts `READ ONLY`: a write fails (`Error::is_read_only`).
     read_only: bool,
+    /// The tails this store's appends left ([`PgStore::append`]).
+    tails: Arc<Mutex<Tails>>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -238,6 +296,7 @@ impl PgStore {
             pool,
             shown: super::url::redact(url),
             read_only: options.read_only,
+            tails: Arc::default(),
         })
     }
 
@@ -287,6 +346,104 @@ impl PgStore {
         }
         let mut conn = self.checkout()?;
         run_on(&mut conn, mode, f).unwrap_or_else(|(error, _)| Err(error.into()))
+    }
+
+    /// Runs `work`, an append to `session`, and keeps the tail it wrote with the session row's
+    /// version it left ([`remembered`]).
+    ///
+    /// When this store's last append to the session left a tail, and the append
+    /// `fits_one_statement`, `work` runs first on a connection outside a transaction, where
+    /// its one statement ([`ONE_STATEMENT`]) takes the session's lock and writes only while
+    /// the session row is still the version that append left: no other writer has written
+    /// the session since (every write to a session's rows writes its row,
+    /// [`lock_session`]). One round trip, where a transaction takes four. If the tail did
+    /// not hold, or the append needs more than that statement, nothing was written, and
+    /// `work` runs again in a transaction ([`PgStore::write`]), on the tail read under the
+    /// lock.
+    pub(crate) fn append(
+        &self,
+        session: &SessionId,
+        fits_one_statement: bool,
+        work: Work<'_>,
+    ) -> Result<()> {
+        let hint = fits_one_statement
+            .then(|| self.tails().take(session))
+            .flatten();
+        if let Some(hint) = hint {
+            let version = hint.version;
+            match self.one_statement(hint, work) {
+                Ok(Some((session, kept))) => {
+                    self.tails().keep(&session, kept, true);
+                    return Ok(());
+                }
+                Ok(None) => self.tails().missed(session),
+                // The connection failed: the statement may or may not have committed. A
+                // new version of the session row fences it off (it can no longer hold);
+                // where the row has moved on, the append may have gone in, and the caller
+                // is told, as of a lost commit.
+                Err(error) if error.is_unreachable() => {
+                    if !self.fence(session, version)? {
+                        return Err(error);
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        let kept = self.write(|tx| {
+            work(tx)?;
+            Ok(tx.kept.take())
+        })?;
+        if let Some((session, kept)) = kept {
+            self.tails().keep(&session, kept, false);
+        }
+        Ok(())
+    }
+
+    /// The store's remembered tails (a poisoned lock still holds only hints).
+    fn tails(&self) -> std::sync::MutexGuard<'_, Tails> {
+        self.tails
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// [`PgStore::append`]'s one statement: `work` on a connection outside a transaction,
+    /// offered `hint`. What it kept where it wrote; `None` where it wrote nothing (a
+    /// statement refused before it was sent, or the one statement's check failed).
+    fn one_statement(&self, hint: Kept, work: Work<'_>) -> Result<Option<(SessionId, Kept)>> {
+        let mut conn = self.checkout()?;
+        let Connection { client, statements } = &mut *conn;
+        let mut tx = Tx {
+            tx: Runner::Alone(client),
+            statements,
+            kept: None,
+            one: Some(OneStatement {
+                kept: Some(hint),
+                ran: false,
+                refused: false,
+            }),
+        };
+        let done = work(&mut tx);
+        let refused = tx.one.as_ref().is_some_and(|one| one.refused);
+        match done {
+            _ if refused => Ok(None),
+            // Taken without waiting, the lock was another writer's: it writes the session now.
+            Err(error) if error.is_busy() => Ok(None),
+            Err(error) => Err(error),
+            Ok(()) => Ok(tx.kept.take()),
+        }
+    }
+
+    /// Writes a new version of `session`'s row where it is still `version`: a one-statement
+    /// append that checks for `version` can no longer write. Whether it was.
+    fn fence(&self, session: &SessionId, version: i64) -> Result<bool> {
+        let fenced = self.write(|tx| {
+            tx.execute(
+                "UPDATE sessions SET tail_state = tail_state
+                 WHERE id = $1 AND CAST(CAST(xmin AS TEXT) AS BIGINT) = $2",
+                &[&session.as_str(), &version],
+            )
+        })?;
+        Ok(fenced == 1)
     }
 
     /// Runs `sql` on a pooled connection outside any transaction (what `VACUUM` needs).
@@ -343,11 +500,19 @@ fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
         Ok(tx) => tx,
         Err(error) => return Err((error, f)),
     };
-    let mut tx = Tx { tx, statements };
+    let mut tx = Tx {
+        tx: Runner::Transaction(tx),
+        statements,
+        kept: None,
+        one: None,
+    };
     let finish = |value: T, tx: Tx<'_>| -> Result<T> {
+        let Runner::Transaction(transaction) = tx.tx else {
+            return Ok(value);
+        };
         match mode {
-            Mode::Write { rollback: true, .. } => tx.tx.rollback()?,
-            _ => tx.tx.commit()?,
+            Mode::Write { rollback: true, .. } => transaction.rollback()?,
+            _ => transaction.commit()?,
         }
         Ok(value)
     };
@@ -355,11 +520,16 @@ fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
 }
 
 /// Takes the session's row lock for the rest of the transaction; [`Error::UnknownSession`]
-/// when there is no such session. Every write to a session's rows starts here, so writers of
-/// one session run one after another and each sees what the previous one committed.
+/// when there is no such session. Every write to a session's rows starts here (an append
+/// with its own lock, [`remembered_tail`] or [`tail_row`]), so writers of one session run
+/// one after another and each sees what the previous one committed.
+///
+/// The lock is taken by writing a new version of the row (its `xmin` changes, as an
+/// append's own update of the row changes it): a one-statement append that remembered the
+/// version an earlier append left ([`PgStore::append`]) then no longer holds.
 pub(crate) fn lock_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
     tx.query_opt(
-        "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+        "UPDATE sessions SET tail_state = tail_state WHERE id = $1 RETURNING 1",
         &[&session.as_str()],
     )?
     .map(|_| ())
@@ -416,6 +586,16 @@ pub(crate) fn remembered_tail(
     if calls.len() > GUARD_CALLS {
         return Ok(None);
     }
+    // A one-statement append: the tail this store's last append left, with the row version
+    // its statement checks under the lock.
+    if let Some(one) = &mut tx.one {
+        return Ok(one.kept.take().map(|kept| Remembered {
+            tail: kept.tail,
+            taken: Vec::new(),
+            unproved: true,
+            version: Some(kept.version),
+        }));
+    }
     let Some(row) = tx.query_opt(
         "SELECT tail_state FROM sessions WHERE id = $1 FOR UPDATE",
         &[&session.as_str()],
@@ -431,5 +611,6 @@ pub(crate) fn remembered_tail(
         tail,
         taken: Vec::new(),
         unproved: true,
+        version: None,
     }))
 }

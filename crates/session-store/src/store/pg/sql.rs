@@ -2,6 +2,7 @@
 
 use super::Tx;
 use crate::error::Result;
+use crate::history::tail::TailState;
 use crate::model::{Message, SessionId};
 use crate::store::rows::{Cells, Loaded, Range, Unreadable};
 use crate::store::sql::{dollar_placeholders, int_at, Sql, Value};
@@ -41,21 +42,21 @@ use crate::store::write::{Remembered, TailRow};
 impl Sql for Tx<'_> {
     fn run(&mut self, sql: &str, params: &[Value<'_>]) -> Result<u64> {
         let statement = self.shared(sql, false)?;
-        Ok(self.tx.execute(&statement, &pg_params(params))?)
+        Ok(super::forward!(
+            &mut self.tx,
+            execute(&statement, &pg_params(params))
+        )?)
     }
 
     fn insert(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
         let statement = self.shared(sql, true)?;
-        Ok(self
-            .tx
-            .query_one(&statement, &pg_params(params))?
-            .try_get(0)?)
+        Ok(super::forward!(&mut self.tx, query_one(&statement, &pg_params(params)))?.try_get(0)?)
     }
 
     fn insert_rows(&mut self, sql: &str, params: &[Value<'_>]) -> Result<i64> {
         let statement = self.shared(sql, true)?;
         let mut last = 0;
-        for row in self.tx.query(&statement, &pg_params(params))? {
+        for row in super::forward!(&mut self.tx, query(&statement, &pg_params(params)))? {
             last = last.max(row.try_get::<_, i64>(0)?);
         }
         Ok(last)
@@ -87,7 +88,7 @@ impl Sql for Tx<'_> {
 
     fn optional_int(&mut self, sql: &str, params: &[Value<'_>]) -> Result<Option<i64>> {
         let statement = self.shared(sql, false)?;
-        match self.tx.query_opt(&statement, &pg_params(params))? {
+        match super::forward!(&mut self.tx, query_opt(&statement, &pg_params(params)))? {
             Some(row) => int_at(&row, 0),
             None => Ok(None),
         }
@@ -139,6 +140,12 @@ impl Sql for Tx<'_> {
         calls: &[&str],
     ) -> Result<Option<Remembered>> {
         super::remembered_tail(self, session, calls)
+    }
+
+    fn remember_tail(&mut self, session: &SessionId, tail: TailState, version: Option<i64>) {
+        if let Some(version) = version {
+            self.kept = Some((session.clone(), super::Kept { tail, version }));
+        }
     }
 
     fn load_for_check(
