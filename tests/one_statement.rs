@@ -235,3 +235,43 @@ fn stores_writing_one_session_together_lose_no_message_and_share_no_seq() {
         assert_eq!(own, expected, "writer {writer}");
     }
 }
+
+/// A server that fails the one statement but takes the same append as a transaction (a
+/// distributed engine may not route it): simulated by a trigger that refuses an insert from
+/// the one statement (the client's query text says what it is). The append still goes in,
+/// once, and the store's later appends are transactions.
+#[test]
+fn a_server_that_fails_the_one_statement_gets_transactions_instead() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("open");
+    let session = store.create_session().expect("session");
+    store
+        .append(&session, NewMessage::user("first"))
+        .expect("append in a transaction");
+    schema
+        .client()
+        .batch_execute(
+            "CREATE FUNCTION refuse_alone() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF current_query() LIKE '/* one-statement append */%' THEN
+                     RAISE EXCEPTION 'not outside a transaction' USING ERRCODE = '0A000';
+                 END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_alone BEFORE INSERT ON messages
+                 FOR EACH ROW EXECUTE FUNCTION refuse_alone();",
+        )
+        .expect("the trigger");
+    for number in 0..5 {
+        store
+            .append(
+                &session,
+                NewMessage::assistant(vec![Part::text(format!("answer {number}"))]),
+            )
+            .expect("an append the server takes as a transaction");
+    }
+    let messages = assert_well_formed(&store, &session);
+    assert_eq!(messages.len(), 6);
+}

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use postgres::types::ToSql;
@@ -250,6 +251,10 @@ pub(crate) struct PgStore {
     read_only: bool,
     /// The tails this store's appends left ([`PgStore::append`]).
     tails: Arc<Mutex<Tails>>,
+    /// Set once the server failed a one-statement append that then went in as a
+    /// transaction (a distributed engine that does not take the statement): this store's
+    /// appends are transactions from then on.
+    alone_refused: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -297,6 +302,7 @@ impl PgStore {
             shown: super::url::redact(url),
             read_only: options.read_only,
             tails: Arc::default(),
+            alone_refused: Arc::default(),
         })
     }
 
@@ -359,16 +365,17 @@ impl PgStore {
     /// [`lock_session`]). One round trip, where a transaction takes four. If the tail did
     /// not hold, or the append needs more than that statement, nothing was written, and
     /// `work` runs again in a transaction ([`PgStore::write`]), on the tail read under the
-    /// lock.
+    /// lock. A server that fails the one statement where the transaction then succeeds
+    /// does not take it (a distributed engine may not): the store stops trying.
     pub(crate) fn append(
         &self,
         session: &SessionId,
         fits_one_statement: bool,
         work: Work<'_>,
     ) -> Result<()> {
-        let hint = fits_one_statement
-            .then(|| self.tails().take(session))
-            .flatten();
+        let alone = fits_one_statement && !self.alone_refused.load(Ordering::Relaxed);
+        let hint = alone.then(|| self.tails().take(session)).flatten();
+        let mut failed_alone = false;
         if let Some(hint) = hint {
             let version = hint.version;
             match self.one_statement(hint, work) {
@@ -386,7 +393,9 @@ impl PgStore {
                         return Err(error);
                     }
                 }
-                Err(error) => return Err(error),
+                // The server failed the statement, which wrote nothing: the transaction
+                // answers (with the same error, where the append is at fault).
+                Err(_) => failed_alone = true,
             }
         }
         let kept = self.write(|tx| {
@@ -395,6 +404,13 @@ impl PgStore {
         })?;
         if let Some((session, kept)) = kept {
             self.tails().keep(&session, kept, false);
+        }
+        if failed_alone {
+            tracing::warn!(
+                "the server failed a one-statement append that went in as a transaction: \
+                 this store's appends are transactions from now on"
+            );
+            self.alone_refused.store(true, Ordering::Relaxed);
         }
         Ok(())
     }
