@@ -68,6 +68,15 @@ fn two_stores(schema: &PgSchema) -> (Store, Store, SessionId) {
     (remembering, other, session)
 }
 
+/// [`two_stores`] with the call answered by the remembering store.
+fn two_stores_after_a_tool_step(schema: &PgSchema) -> (Store, Store, SessionId) {
+    let (remembering, other, session) = two_stores(schema);
+    remembering
+        .append(&session, results(&["toolu_a"]))
+        .expect("append");
+    (remembering, other, session)
+}
+
 #[test]
 fn a_call_another_store_cancelled_cannot_be_answered_from_a_remembered_tail() {
     let Some(schema) = PgSchema::create() else {
@@ -95,10 +104,7 @@ fn an_append_after_another_store_s_revert_and_undo_lands_where_they_left_the_ses
     let Some(schema) = PgSchema::create() else {
         return;
     };
-    let (remembering, other, session) = two_stores(&schema);
-    remembering
-        .append(&session, results(&["toolu_a"]))
-        .expect("append");
+    let (remembering, other, session) = two_stores_after_a_tool_step(&schema);
     remembering
         .append(&session, NewMessage::user("second question"))
         .expect("append");
@@ -131,10 +137,7 @@ fn an_append_after_another_store_s_compaction_and_stream_lands_after_them() {
     let Some(schema) = PgSchema::create() else {
         return;
     };
-    let (remembering, other, session) = two_stores(&schema);
-    remembering
-        .append(&session, results(&["toolu_a"]))
-        .expect("append");
+    let (remembering, other, session) = two_stores_after_a_tool_step(&schema);
     for turn in 0..4 {
         remembering
             .append(&session, NewMessage::user(format!("question {turn}")))

@@ -185,6 +185,11 @@ impl Guard<'_> {
 /// transaction runs this statement and no other (`store/pg/mod.rs`).
 pub(crate) const ONE_STATEMENT: &str = "/* one-statement append */ ";
 
+/// The column of [`ONE_STATEMENT`]'s row that says whether the message went in (1) or not
+/// (0): the engine reads it before it hands the row back.
+#[cfg(feature = "postgres")]
+pub(crate) const ONE_STATEMENT_WROTE: usize = 2;
+
 /// Whether an append of `messages` can be one statement where the engine writes a message
 /// with its parts in one (PostgreSQL): one message of 1 to [`PARTS_PER_INSERT`] parts and
 /// at most [`GUARD_CALLS`] calls, with nothing written beside it (no usage row, no

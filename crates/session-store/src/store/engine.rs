@@ -138,16 +138,12 @@ pub(crate) fn run<T>(
     f: impl FnOnce(&mut &mut dyn Sql) -> Result<T>,
 ) -> Result<T> {
     let mut f = Some(f);
-    let mut value = None;
-    transaction(&mut |mut db: &mut dyn Sql| {
-        if let Some(f) = f.take() {
-            value = Some(f(&mut db)?);
-        }
-        Ok(())
-    })?;
-    value.ok_or(Error::Unsupported {
-        operation: "a transaction its engine never ran",
-        backend: "engine",
+    run_again(transaction, move |db| match f.take() {
+        Some(f) => f(db),
+        None => Err(Error::Unsupported {
+            operation: "a unit of work its engine ran twice",
+            backend: "engine",
+        }),
     })
 }
 

@@ -26,7 +26,7 @@ use super::StoreOptions;
 use crate::error::{Error, Result};
 use crate::history::tail::TailState;
 use crate::model::SessionId;
-use crate::store::encode::{GUARD_CALLS, ONE_STATEMENT};
+use crate::store::encode::{GUARD_CALLS, ONE_STATEMENT, ONE_STATEMENT_WROTE};
 use crate::store::engine::Work;
 use crate::store::write::{Remembered, TailRow};
 use remembered::{Kept, Tails};
@@ -123,12 +123,24 @@ macro_rules! forward {
 }
 pub(crate) use forward;
 
+/// What a one-statement append came to ([`PgStore::one_statement`]).
+enum Alone {
+    /// Its statement wrote the message, with the tail and row version to keep (where the
+    /// statement reported one).
+    Wrote(Option<(SessionId, Kept)>),
+    /// Nothing was written: the tail did not hold, or the append needed another statement.
+    Missed,
+}
+
 /// A one-statement append's state ([`PgStore::append`]).
 struct OneStatement {
     /// The remembered tail it starts from, offered once ([`Sql::remembered_tail`]).
     kept: Option<Kept>,
     /// Whether its one statement has run.
     ran: bool,
+    /// Whether its one statement wrote the message (committed: the append is in, and is
+    /// never run again).
+    wrote: bool,
     /// Whether a statement was refused: the append did not fit one statement (its tail
     /// did not hold, or it needs another statement), and nothing was sent.
     refused: bool,
@@ -187,7 +199,15 @@ impl Tx<'_> {
     /// Every row the shared statement `shared` returns ([`Tx::shared`]).
     pub(crate) fn query_shared(&mut self, shared: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let statement = self.shared(shared, false)?;
-        Ok(forward!(&mut self.tx, query(&statement, params))?)
+        let rows = forward!(&mut self.tx, query(&statement, params))?;
+        if let Some(one) = &mut self.one {
+            // The one statement ran: whether its message went in, as it says.
+            let wrote = rows
+                .first()
+                .map(|row| row.try_get::<_, Option<i64>>(ONE_STATEMENT_WROTE));
+            one.wrote = matches!(wrote, Some(Ok(Some(1))));
+        }
+        Ok(rows)
     }
 
     /// Every row `sql` returns.
@@ -379,11 +399,13 @@ impl PgStore {
         if let Some(hint) = hint {
             let version = hint.version;
             match self.one_statement(hint, work) {
-                Ok(Some((session, kept))) => {
-                    self.tails().keep(&session, kept, true);
+                Ok(Alone::Wrote(kept)) => {
+                    if let Some((session, kept)) = kept {
+                        self.tails().keep(&session, kept, true);
+                    }
                     return Ok(());
                 }
-                Ok(None) => self.tails().missed(session),
+                Ok(Alone::Missed) => self.tails().missed(session),
                 // The connection failed: the statement may or may not have committed. A
                 // new version of the session row fences it off (it can no longer hold);
                 // where the row has moved on, the append may have gone in, and the caller
@@ -423,9 +445,9 @@ impl PgStore {
     }
 
     /// [`PgStore::append`]'s one statement: `work` on a connection outside a transaction,
-    /// offered `hint`. What it kept where it wrote; `None` where it wrote nothing (a
-    /// statement refused before it was sent, or the one statement's check failed).
-    fn one_statement(&self, hint: Kept, work: Work<'_>) -> Result<Option<(SessionId, Kept)>> {
+    /// offered `hint`. An error only where nothing was written, or where the statement wrote
+    /// and `work` failed after it (the append is in: it must not run again).
+    fn one_statement(&self, hint: Kept, work: Work<'_>) -> Result<Alone> {
         let mut conn = self.checkout()?;
         let Connection { client, statements } = &mut *conn;
         let mut tx = Tx {
@@ -435,17 +457,24 @@ impl PgStore {
             one: Some(OneStatement {
                 kept: Some(hint),
                 ran: false,
+                wrote: false,
                 refused: false,
             }),
         };
         let done = work(&mut tx);
-        let refused = tx.one.as_ref().is_some_and(|one| one.refused);
+        let (wrote, refused) = tx
+            .one
+            .as_ref()
+            .map_or((false, false), |one| (one.wrote, one.refused));
         match done {
-            _ if refused => Ok(None),
+            Ok(()) if wrote => Ok(Alone::Wrote(tx.kept.take())),
+            Err(error) if wrote => Err(error),
+            // Nothing was written (the one statement is the only one sent, and it said so).
+            Ok(()) => Ok(Alone::Missed),
+            _ if refused => Ok(Alone::Missed),
             // Taken without waiting, the lock was another writer's: it writes the session now.
-            Err(error) if error.is_busy() => Ok(None),
+            Err(error) if error.is_busy() => Ok(Alone::Missed),
             Err(error) => Err(error),
-            Ok(()) => Ok(tx.kept.take()),
         }
     }
 
