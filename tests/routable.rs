@@ -150,6 +150,9 @@ struct Reference {
     aliased: bool,
     /// Where an `INSERT`'s column list names the session column, its position.
     inserted_session: Option<Option<usize>>,
+    /// Where in the statement's tokens the reference stands (an `INSERT`'s select list
+    /// follows it).
+    at: usize,
     keyed: bool,
 }
 
@@ -198,6 +201,7 @@ fn references(tokens: &[String]) -> Vec<Reference> {
             name: alias.cloned().unwrap_or_else(|| table.to_owned()),
             aliased: alias.is_some(),
             inserted_session,
+            at,
             keyed: false,
         });
     }
@@ -335,7 +339,7 @@ fn unroutable(statement: &str, parameters: &[String]) -> Option<String> {
     for r in refs.iter_mut() {
         if let Some(Some(position)) = r.inserted_session {
             r.keyed = true;
-            if let Some(p) = selected_parameter(&tokens, position) {
+            if let Some(p) = selected_parameter(&tokens[r.at..], position) {
                 sessions_named.insert(p);
             }
         }
@@ -382,7 +386,8 @@ fn unroutable(statement: &str, parameters: &[String]) -> Option<String> {
 }
 
 /// Where an `INSERT ... SELECT` writes the session column from a parameter (`SELECT $2, ...`),
-/// that parameter: the `position`th item of the statement's first select list.
+/// that parameter: the `position`th item of the first select list in `tokens` (which start
+/// at the `INSERT`'s table).
 fn selected_parameter(tokens: &[String], position: usize) -> Option<String> {
     let select = tokens.iter().position(|t| t == "select")?;
     let mut depth = 0usize;

@@ -17,7 +17,7 @@
 use serde_json::json;
 use session_store::{
     ExportOptions, NewMessage, Part, Provider, Role, SearchOptions, SessionId, Store,
-    TranscriptFormat,
+    TranscriptFormat, Usage,
 };
 
 use crate::counted::{Counted, COUNTED};
@@ -71,6 +71,11 @@ fn turn(turn: usize, calls: usize) -> Vec<(&'static str, NewMessage, i64)> {
         ("assistant with calls", assistant(turn, calls), 1),
         ("tool results", results(turn, calls), 1),
         ("final answer", assistant(turn + 1_000_000, 0), 1),
+        (
+            "final answer with its usage",
+            assistant(turn + 2_000_000, 0).with_usage(Usage::new(1_200, 80)),
+            1,
+        ),
     ]
 }
 
@@ -167,7 +172,10 @@ fn an_append_after_another_store_wrote_the_session_runs_in_a_transaction() {
         })));
     }
     assert_eq!(ran, [5, 4, 4, 1]);
-    assert_eq!(store.messages(&session).expect("read").len(), 9);
+    assert_eq!(
+        store.messages(&session).expect("read").len(),
+        turn(0, 2).len() + 1 + 4
+    );
 }
 
 /// A whole turn in one transaction: one lock and tail read, each message with its parts (the

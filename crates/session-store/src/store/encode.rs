@@ -122,6 +122,8 @@ pub(crate) struct InsertedMessage {
     /// The session row's version (`xmin`) that statement left, where it reports one
     /// (PostgreSQL, with [`Touch`]).
     pub(crate) version: Option<i64>,
+    /// Whether the message's usage row went in with it.
+    pub(crate) with_usage: bool,
 }
 
 /// The session row's update at the end of an append (`updated_at`, the new tail state, the
@@ -191,15 +193,14 @@ pub(crate) const ONE_STATEMENT: &str = "/* one-statement append */ ";
 pub(crate) const ONE_STATEMENT_WROTE: usize = 2;
 
 /// Whether an append of `messages` can be one statement where the engine writes a message
-/// with its parts in one (PostgreSQL): one message of 1 to [`PARTS_PER_INSERT`] parts and
-/// at most [`GUARD_CALLS`] calls, with nothing written beside it (no usage row, no
-/// idempotency key).
+/// with its parts (and its usage row) in one (PostgreSQL): one message of 1 to
+/// [`PARTS_PER_INSERT`] parts and at most [`GUARD_CALLS`] calls, with no idempotency key
+/// (its replay reads, and its row is written apart).
 pub(crate) fn fits_one_statement(messages: &[NewMessage]) -> bool {
     let [message] = messages else {
         return false;
     };
     (1..=PARTS_PER_INSERT).contains(&message.parts.len())
-        && message.usage.is_none()
         && message.idempotency_key.is_none()
         && message.parts.iter().filter_map(Part::call_id).count() <= GUARD_CALLS
 }
@@ -283,15 +284,17 @@ fn guard_holds(db: &mut impl Sql, session: &SessionId, guard: &Guard<'_>) -> Res
     Ok(db.optional_int(sql, &params)?.is_some())
 }
 
-/// Inserts one message and its parts. Either engine. `None`, with nothing written: `guard`
+/// Inserts one message and its parts, and its usage row (`usage`, from
+/// [`super::usage::usage_values`]) where the engine writes them in one statement
+/// ([`InsertedMessage::with_usage`]). Either engine. `None`, with nothing written: `guard`
 /// did not hold.
 pub(crate) fn insert_message(
     db: &mut impl Sql,
     session: &SessionId,
     row: MessageRow<'_>,
     message: &NewMessage,
-    touch: Option<&Touch<'_>>,
-    guard: Option<&Guard<'_>>,
+    (touch, guard): (Option<&Touch<'_>>, Option<&Guard<'_>>),
+    usage: Option<&[Bound<'_>; 5]>,
 ) -> Result<Option<InsertedMessage>> {
     let message_values = values![
         session.as_str(),
@@ -308,7 +311,7 @@ pub(crate) fn insert_message(
         .collect::<Result<Vec<_>>>()?;
     let keyed = db.rows_carry_session();
     if keyed && (1..=PARTS_PER_INSERT).contains(&rows.len()) {
-        return insert_message_with_parts(db, &message_values, &rows, touch, guard);
+        return insert_message_with_parts(db, &message_values, &rows, (touch, guard), usage);
     }
     if let Some(guard) = guard {
         if !guard_holds(db, session, guard)? {
@@ -337,21 +340,22 @@ pub(crate) fn insert_message(
         last_part,
         touched: false,
         version: None,
+        with_usage: false,
     }))
 }
 
 /// The message and its parts in one statement (one round trip), where rows carry their
 /// session ([`Sql::rows_carry_session`]: PostgreSQL, whose data-modifying `WITH` gives the
 /// parts the message's new id): `rows` (1 to [`PARTS_PER_INSERT`]) after the message's
-/// [`INSERT_MESSAGE`] values, the session row's update when `touch`, and the message only
-/// where `guard` holds; the message's id and its parts' largest (`None`: the guard did
-/// not hold, and nothing was written).
+/// [`INSERT_MESSAGE`] values, the session row's update when `touch`, the usage row when
+/// `usage`, and the message only where `guard` holds; the message's id and its parts'
+/// largest (`None`: the guard did not hold, and nothing was written).
 fn insert_message_with_parts(
     db: &mut impl Sql,
     message_values: &[Bound<'_>],
     rows: &[PartRow<'_>],
-    touch: Option<&Touch<'_>>,
-    guard: Option<&Guard<'_>>,
+    (touch, guard): (Option<&Touch<'_>>, Option<&Guard<'_>>),
+    usage: Option<&[Bound<'_>; 5]>,
 ) -> Result<Option<InsertedMessage>> {
     let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8 + 16);
     params.extend_from_slice(message_values);
@@ -367,12 +371,18 @@ fn insert_message_with_parts(
             touch.parts_before
         ]);
     }
+    if let Some(usage) = usage {
+        params.extend_from_slice(usage);
+    }
     if let Some(guard) = guard {
         guard.push_values(&mut params);
     }
     let sql = message_with_parts_sql(
-        rows.len(),
-        touch.is_some(),
+        Shape {
+            rows: rows.len(),
+            touch: touch.is_some(),
+            usage: usage.is_some(),
+        },
         guard.map(|g| (g.calls.len(), g.check.version.is_some())),
     );
     let ids = db.int_table(sql, &params, 4)?;
@@ -384,6 +394,7 @@ fn insert_message_with_parts(
             touched: touch.is_some(),
             // No transaction has the id 0 (PostgreSQL's invalid one): no version reported.
             version: (*version != 0).then_some(*version),
+            with_usage: usage.is_some(),
         })),
         _ => Err(crate::Error::CorruptRow {
             table: "messages",
@@ -393,30 +404,41 @@ fn insert_message_with_parts(
     }
 }
 
-/// [`insert_message_with_parts`]'s statement for `rows` parts, with the session row's
-/// update when `touch` (its four values after the parts') and the message's insert
-/// conditioned on [`guard_condition`] for `guard`'s call ids (and row version, when its
-/// `bool` says so) when `Some` (its values last), each text built once per process, on its
-/// first use. The statement returns the message's id, its parts' largest, whether it went
-/// in, and the session row's new version (NULL without `touch`).
-fn message_with_parts_sql(rows: usize, touch: bool, guard: Option<(usize, bool)>) -> &'static str {
+/// What [`insert_message_with_parts`]'s statement writes beside the message: `rows` parts,
+/// the session row's update (`touch`, its four values after the parts') and the usage row
+/// (`usage`, its five values next).
+#[derive(Clone, Copy)]
+struct Shape {
+    rows: usize,
+    touch: bool,
+    usage: bool,
+}
+
+/// [`insert_message_with_parts`]'s statement for `shape`, the message's insert conditioned
+/// on [`guard_condition`] for `guard`'s call ids (and row version, when its `bool` says so)
+/// when `Some` (its values last), each text built once per process, on its first use. The
+/// statement returns the message's id, its parts' largest, whether it went in, and the
+/// session row's new version (NULL without `touch`).
+fn message_with_parts_sql(shape: Shape, guard: Option<(usize, bool)>) -> &'static str {
     const GUARDS: usize = 1 + 2 * (GUARD_CALLS + 1);
-    const TEXTS: usize = (PARTS_PER_INSERT + 1) * 2 * GUARDS;
+    const TEXTS: usize = (PARTS_PER_INSERT + 1) * 4 * GUARDS;
     static SQL: [std::sync::OnceLock<String>; TEXTS] =
         [const { std::sync::OnceLock::new() }; TEXTS];
-    let (rows, guard) = (
-        rows.min(PARTS_PER_INSERT),
-        guard.map(|(calls, versioned)| (calls.min(GUARD_CALLS), versioned)),
-    );
-    let shape = guard.map_or(0, |(calls, versioned)| {
+    let shape = Shape {
+        rows: shape.rows.min(PARTS_PER_INSERT),
+        ..shape
+    };
+    let guard = guard.map(|(calls, versioned)| (calls.min(GUARD_CALLS), versioned));
+    let guarded = guard.map_or(0, |(calls, versioned)| {
         1 + usize::from(versioned) * (GUARD_CALLS + 1) + calls
     });
-    let at = (rows * 2 + usize::from(touch)) * GUARDS + shape;
-    SQL[at].get_or_init(|| message_with_parts_text(rows, touch, guard))
+    let written = shape.rows * 4 + usize::from(shape.touch) * 2 + usize::from(shape.usage);
+    SQL[written * GUARDS + guarded].get_or_init(|| message_with_parts_text(shape, guard))
 }
 
 /// The text of [`message_with_parts_sql`].
-fn message_with_parts_text(rows: usize, touch: bool, guard: Option<(usize, bool)>) -> String {
+fn message_with_parts_text(shape: Shape, guard: Option<(usize, bool)>) -> String {
+    let Shape { rows, touch, usage } = shape;
     let values: Vec<String> = (0..rows)
         .map(|row| {
             let at = 7 + row * 8;
@@ -453,9 +475,25 @@ fn message_with_parts_text(rows: usize, touch: bool, guard: Option<(usize, bool)
     } else {
         String::new()
     };
+    let at_usage = at + if touch { 4 } else { 0 };
+    let usage_row = if usage {
+        format!(
+            ", u AS (INSERT INTO usage (message_id, model, input_tokens, output_tokens,
+                                        cache_read_tokens, cache_write_tokens, session_id)
+                     SELECT m.id, ?{at_usage}, CAST(?{} AS BIGINT), CAST(?{} AS BIGINT),
+                            CAST(?{} AS BIGINT), CAST(?{} AS BIGINT), ?1
+                     FROM m)",
+            at_usage + 1,
+            at_usage + 2,
+            at_usage + 3,
+            at_usage + 4
+        )
+    } else {
+        String::new()
+    };
     let message = match guard {
         Some((calls, versioned)) => {
-            let at = at + if touch { 4 } else { 0 };
+            let at = at_usage + if usage { 5 } else { 0 };
             format!(
                 "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
                  SELECT ?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), ?4, 0, ?5, ?6
@@ -484,7 +522,7 @@ fn message_with_parts_text(rows: usize, touch: bool, guard: Option<(usize, bool)
                       v.input, v.is_error, v.metadata, ?1
                FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
                     tool_name, input, is_error, metadata)
-               RETURNING id){session}
+               RETURNING id){session}{usage_row}
          SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p), (SELECT COUNT(*) FROM m),
                 {version}",
         values.join(", ")
@@ -642,8 +680,8 @@ mod tests {
         let many = NewMessage::assistant(vec![Part::text("x"); PARTS_PER_INSERT + 1]);
         assert!(!fits_one_statement(&[many]));
         assert!(!fits_one_statement(&[NewMessage::assistant(Vec::new())]));
-        // Rows beside the message, or more than one message.
-        assert!(!fits_one_statement(&[
+        // Its usage row goes in with it; a key's replay reads first; one message only.
+        assert!(fits_one_statement(&[
             NewMessage::user("hi").with_usage(Usage::new(1, 2))
         ]));
         assert!(!fits_one_statement(&[
@@ -659,18 +697,67 @@ mod tests {
     #[test]
     fn only_the_statement_that_checks_the_row_version_and_writes_the_row_is_one_statement() {
         for rows in 1..=PARTS_PER_INSERT {
-            for calls in 0..=GUARD_CALLS {
-                for (touch, versioned) in [(true, true), (true, false), (false, true)] {
-                    let text = message_with_parts_sql(rows, touch, Some((calls, versioned)));
-                    assert_eq!(
-                        text.starts_with(ONE_STATEMENT),
-                        touch && versioned,
-                        "{rows} parts, {calls} calls, touch {touch}, versioned {versioned}"
-                    );
-                    assert_eq!(text.contains("xmin AS TEXT) AS BIGINT) = CAST"), versioned);
+            for usage in [false, true] {
+                for calls in 0..=GUARD_CALLS {
+                    for (touch, versioned) in [(true, true), (true, false), (false, true)] {
+                        let shape = Shape { rows, touch, usage };
+                        let text = message_with_parts_sql(shape, Some((calls, versioned)));
+                        assert_eq!(
+                            text.starts_with(ONE_STATEMENT),
+                            touch && versioned,
+                            "{rows} parts, {calls} calls, touch {touch}, versioned {versioned}"
+                        );
+                        assert_eq!(text.contains("xmin AS TEXT) AS BIGINT) = CAST"), versioned);
+                        assert_eq!(text.contains("INSERT INTO usage"), usage);
+                    }
+                }
+                let shape = Shape {
+                    rows,
+                    touch: true,
+                    usage,
+                };
+                assert!(!message_with_parts_sql(shape, None).starts_with(ONE_STATEMENT));
+            }
+        }
+    }
+
+    /// Every placeholder of every text is numbered from 1 to the number of values bound, each
+    /// used: the values of the parts, the session row, the usage row and the guard follow
+    /// one another without a gap or an overlap.
+    #[test]
+    fn every_statement_binds_each_of_its_values_once_in_order() {
+        for rows in 1..=PARTS_PER_INSERT {
+            for (touch, usage) in [(false, false), (true, false), (false, true), (true, true)] {
+                for calls in 0..=GUARD_CALLS {
+                    for versioned in [false, true] {
+                        let shape = Shape { rows, touch, usage };
+                        let guard = Some((calls, versioned));
+                        let text = message_with_parts_sql(shape, guard);
+                        let bound = 6
+                            + rows * 8
+                            + if touch { 4 } else { 0 }
+                            + if usage { 5 } else { 0 }
+                            + 4
+                            + calls
+                            + usize::from(versioned);
+                        let used: std::collections::BTreeSet<usize> = text
+                            .split('?')
+                            .skip(1)
+                            .filter_map(|rest| {
+                                let digits: String =
+                                    rest.chars().take_while(char::is_ascii_digit).collect();
+                                digits.parse().ok()
+                            })
+                            .collect();
+                        assert_eq!(
+                            used,
+                            (1..=bound).collect(),
+                            "{rows} parts, touch {touch}, usage {usage}, {calls} calls, \
+                             versioned {versioned}"
+                        );
+                    }
                 }
             }
-            assert!(!message_with_parts_sql(rows, true, None).starts_with(ONE_STATEMENT));
         }
     }
 }

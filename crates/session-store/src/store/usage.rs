@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::handle::Store;
-use super::sql::{int_at, text_at, values, Sql};
+use super::sql::{int_at, text_at, values, Sql, Value};
 use crate::error::{Error, Result};
 use crate::history::pairing::Refusal;
 use crate::model::{SessionId, Usage};
@@ -22,19 +22,17 @@ const INSERT_USAGE_KEYED: &str = "
     INSERT INTO usage (message_id, model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, session_id)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-/// Stores what message `message_id` cost, on either engine; nothing for an empty [`Usage`].
-/// `append_in` refused counts above [`crate::MAX_TOKEN_COUNT`] before anything was written
-/// ([`Refusal::TokenCountOutOfRange`]); `refused` says so again should one reach here, so a
-/// count is stored exactly or not at all.
-pub(crate) fn insert_usage(
-    db: &mut impl Sql,
-    session: &SessionId,
-    message_id: i64,
-    usage: &Usage,
+/// The values of `usage`'s row after its message's id, in [`INSERT_USAGE`]'s order (model,
+/// input, output, cache read, cache write); `None` for an empty [`Usage`], which stores no
+/// row. `append_in` refused counts above [`crate::MAX_TOKEN_COUNT`] before anything was
+/// written ([`Refusal::TokenCountOutOfRange`]); `refused` says so again should one reach
+/// here, so a count is stored exactly or not at all.
+pub(crate) fn usage_values<'u>(
+    usage: &'u Usage,
     refused: impl Fn(Refusal) -> Error,
-) -> Result<()> {
+) -> Result<Option<[Value<'u>; 5]>> {
     if usage.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     let count = |n: Option<u64>| {
         n.map(|value| i64::try_from(value).map_err(|_| value))
@@ -43,21 +41,33 @@ pub(crate) fn insert_usage(
     let exact = |field: &'static str, n: Option<u64>| {
         count(n).map_err(|value| refused(Refusal::TokenCountOutOfRange { field, value }))
     };
-    let params = values![
-        message_id,
+    Ok(Some(values![
         usage.model.as_deref(),
         exact("input_tokens", usage.input_tokens)?,
         exact("output_tokens", usage.output_tokens)?,
         exact("cache_read_tokens", usage.cache_read_tokens)?,
         exact("cache_write_tokens", usage.cache_write_tokens)?,
-        session.as_str(),
-    ];
-    let (sql, bound) = if db.rows_carry_session() {
-        (INSERT_USAGE_KEYED, &params[..])
+    ]))
+}
+
+/// Stores the usage row of message `message_id`, its values from [`usage_values`], on either
+/// engine.
+pub(crate) fn insert_usage(
+    db: &mut impl Sql,
+    session: &SessionId,
+    message_id: i64,
+    usage: &[Value<'_>; 5],
+) -> Result<()> {
+    let mut params = Vec::with_capacity(7);
+    params.extend(values![message_id]);
+    params.extend_from_slice(usage);
+    let sql = if db.rows_carry_session() {
+        params.extend(values![session.as_str()]);
+        INSERT_USAGE_KEYED
     } else {
-        (INSERT_USAGE, &params[..6])
+        INSERT_USAGE
     };
-    db.run(sql, bound)?;
+    db.run(sql, &params)?;
     Ok(())
 }
 

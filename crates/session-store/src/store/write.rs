@@ -364,13 +364,20 @@ fn insert_next(
         turn_index,
         created_at,
     };
-    let Some(inserted) = insert_message(db, session, row, message, touch, guard)? else {
+    // Checked before anything is written; the message's statement writes the row where it
+    // can, else its own statement does.
+    let usage = match &message.usage {
+        Some(usage) => super::usage::usage_values(usage, &refused)?,
+        None => None,
+    };
+    let Some(inserted) = insert_message(db, session, row, message, (touch, guard), usage.as_ref())?
+    else {
         return Ok(None);
     };
     let id = inserted.id;
     position.parts_max = position.parts_max.max(inserted.last_part.unwrap_or(0));
-    if let Some(usage) = &message.usage {
-        super::usage::insert_usage(db, session, id, usage, refused)?;
+    if let (Some(usage), false) = (&usage, inserted.with_usage) {
+        super::usage::insert_usage(db, session, id, usage)?;
     }
     super::idempotency::record(db, session, message, id)?;
     Ok(Some((
