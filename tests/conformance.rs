@@ -659,6 +659,53 @@ fn every_write_keeps_the_message_count_on_every_backend() -> Result<()> {
     Ok(())
 }
 
+/// A call id is refused whenever its session used it before, however many appends back, on
+/// every backend: where a store remembers a session's tail (SQLite's write connection,
+/// PostgreSQL's one-statement append), the ids its own earlier appends wrote count as much
+/// as those of the tail read from the rows. The first reuse comes
+/// after six turns of appends that each kept what they wrote; each later one after the
+/// refusal before it (which forgets what the connection remembered).
+#[test]
+fn a_call_id_reused_turns_later_is_refused_on_every_backend() -> Result<()> {
+    let results = on_each(|b| {
+        let session = b.store.create_session()?;
+        for round in 0..6 {
+            let id = format!("toolu_{round}");
+            b.store.append(&session, NewMessage::user("go").at(t(9)))?;
+            b.store.append(
+                &session,
+                NewMessage::assistant(vec![Part::tool_use(id.as_str(), "read", json!({}))])
+                    .at(t(9)),
+            )?;
+            b.store.append(
+                &session,
+                NewMessage::tool(vec![Part::tool_result(id.as_str(), "ok")]).at(t(9)),
+            )?;
+        }
+        b.store
+            .append(&session, NewMessage::user("again").at(t(9)))?;
+        let mut refused = Vec::new();
+        for earlier in 0..6 {
+            let reused = format!("toolu_{earlier}");
+            let call = Part::tool_use(reused.as_str(), "read", json!({}));
+            match b
+                .store
+                .append(&session, NewMessage::assistant(vec![call]).at(t(9)))
+            {
+                Err(Error::Refused {
+                    reason: Refusal::DuplicateToolUseId { id },
+                    ..
+                }) if id == reused => refused.push(earlier),
+                other => anyhow::bail!("{reused} again: {other:?}"),
+            }
+        }
+        Ok(refused)
+    })?;
+    all_equal(&results);
+    assert_eq!(results[0].1, [0, 1, 2, 3, 4, 5]);
+    Ok(())
+}
+
 /// The append asks which of a batch's call ids the session already uses in the statement
 /// that reads the session's tail for up to four calls (SQLite: one statement per width, 1 to
 /// 4), one by one or in groups of 32 for more: a stored id in any place of a batch of any
