@@ -2,11 +2,14 @@
 //! tables (migrations in `migrations-postgres/`), calling the same pure history functions.
 //!
 //! A [`PgStore`] owns an r2d2 pool of `postgres` clients. Every write is one transaction that
-//! first takes the session's row lock (`SELECT ... FROM sessions WHERE id = $1 FOR UPDATE`),
-//! so writers of one session queue on that lock and `seq` never collides, while writers of
-//! different sessions run side by side; the pairing check runs inside that transaction,
-//! after the lock, against what is committed. Every read is one `REPEATABLE READ READ ONLY`
-//! transaction: all its queries see one snapshot, as a SQLite read transaction does.
+//! first takes the session's row lock ([`lock_session`], or an append's own read of the
+//! tail), so writers of one session queue on that lock and `seq` never collides, while
+//! writers of different sessions run side by side; the pairing check runs inside that
+//! transaction, after the lock, against what is committed. An append to a session the store
+//! appended to last is one statement that takes the lock itself, without waiting, and writes
+//! only while the session row is the version that append left ([`PgStore::append`]). Every
+//! read is one `REPEATABLE READ READ ONLY` transaction: all its queries see one snapshot, as
+//! a SQLite read transaction does.
 //!
 //! A `Store` opened on a `postgres://` (or `postgresql://`) URL runs on this engine
 //! (`engine.rs`, the seam's PostgreSQL side).
@@ -134,7 +137,7 @@ enum Alone {
 
 /// A one-statement append's state ([`PgStore::append`]).
 struct OneStatement {
-    /// The remembered tail it starts from, offered once ([`Sql::remembered_tail`]).
+    /// The remembered tail it starts from, offered once ([`crate::store::sql::Sql::remembered_tail`]).
     kept: Option<Kept>,
     /// Whether its one statement has run.
     ran: bool,
