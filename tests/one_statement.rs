@@ -175,7 +175,7 @@ fn an_append_after_another_store_s_compaction_and_stream_lands_after_them() {
 }
 
 #[test]
-fn a_raw_update_of_the_session_row_makes_the_remembered_tail_untrusted() {
+fn a_call_a_hand_edit_deleted_cannot_be_answered_from_a_remembered_tail() {
     let Some(schema) = PgSchema::create() else {
         return;
     };

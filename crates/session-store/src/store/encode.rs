@@ -200,9 +200,15 @@ pub(crate) fn fits_one_statement(messages: &[NewMessage]) -> bool {
     let [message] = messages else {
         return false;
     };
-    (1..=PARTS_PER_INSERT).contains(&message.parts.len())
+    parts_fit_one_insert(message.parts.len())
         && message.idempotency_key.is_none()
         && message.parts.iter().filter_map(Part::call_id).count() <= GUARD_CALLS
+}
+
+/// Whether a message of `parts` parts goes in with them in one statement, where the engine
+/// writes rows with their session ([`insert_message_with_parts`]).
+fn parts_fit_one_insert(parts: usize) -> bool {
+    (1..=PARTS_PER_INSERT).contains(&parts)
 }
 
 /// The condition a [`Guard`] puts on the insert of an append's first message, its values
@@ -264,21 +270,20 @@ fn guard_condition(at: usize, calls: usize, versioned: bool) -> String {
 }
 
 /// Whether `guard` holds for `session`, asked alone (a first message that does not go in
-/// with its parts in one statement).
+/// with its parts in one statement). A guard with a row version never holds alone: only the
+/// one statement that also inserts checks it ([`fits_one_statement`]), and without it the
+/// append runs in a transaction.
 fn guard_holds(db: &mut impl Sql, session: &SessionId, guard: &Guard<'_>) -> Result<bool> {
+    if guard.check.version.is_some() {
+        return Ok(false);
+    }
     static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let texts = SQL.get_or_init(|| {
-        [false, true]
-            .into_iter()
-            .flat_map(|versioned| {
-                (0..=GUARD_CALLS).map(move |calls| {
-                    format!("SELECT 1 WHERE {}", guard_condition(2, calls, versioned))
-                })
-            })
+        (0..=GUARD_CALLS)
+            .map(|calls| format!("SELECT 1 WHERE {}", guard_condition(2, calls, false)))
             .collect()
     });
-    let versioned = usize::from(guard.check.version.is_some());
-    let sql = &texts[versioned * (GUARD_CALLS + 1) + guard.calls.len().min(GUARD_CALLS)];
+    let sql = &texts[guard.calls.len().min(GUARD_CALLS)];
     let mut params = values![session.as_str()].to_vec();
     guard.push_values(&mut params);
     Ok(db.optional_int(sql, &params)?.is_some())
@@ -310,7 +315,7 @@ pub(crate) fn insert_message(
         .map(part_row)
         .collect::<Result<Vec<_>>>()?;
     let keyed = db.rows_carry_session();
-    if keyed && (1..=PARTS_PER_INSERT).contains(&rows.len()) {
+    if keyed && parts_fit_one_insert(rows.len()) {
         return insert_message_with_parts(db, &message_values, &rows, (touch, guard), usage);
     }
     if let Some(guard) = guard {

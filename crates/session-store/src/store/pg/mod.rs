@@ -102,7 +102,8 @@ pub(crate) struct Tx<'a> {
     tx: Runner<'a>,
     statements: &'a mut Statements,
     /// The tail and row version an append wrote, for the store to keep once it commits.
-    kept: Option<(SessionId, Kept)>,
+    /// (An append writes one session: the one [`PgStore::append`] was given.)
+    kept: Option<Kept>,
     /// The one-statement append under way, if this is one.
     one: Option<OneStatement>,
 }
@@ -130,7 +131,7 @@ pub(crate) use forward;
 enum Alone {
     /// Its statement wrote the message, with the tail and row version to keep (where the
     /// statement reported one).
-    Wrote(Option<(SessionId, Kept)>),
+    Wrote(Option<Kept>),
     /// Nothing was written: the tail did not hold, or the append needed another statement.
     Missed,
 }
@@ -403,8 +404,8 @@ impl PgStore {
             let version = hint.version;
             match self.one_statement(hint, work) {
                 Ok(Alone::Wrote(kept)) => {
-                    if let Some((session, kept)) = kept {
-                        self.tails().keep(&session, kept, true);
+                    if let Some(kept) = kept {
+                        self.tails().keep(session, kept, true);
                     }
                     return Ok(());
                 }
@@ -427,8 +428,8 @@ impl PgStore {
             work(tx)?;
             Ok(tx.kept.take())
         })?;
-        if let Some((session, kept)) = kept {
-            self.tails().keep(&session, kept, false);
+        if let Some(kept) = kept {
+            self.tails().keep(session, kept, false);
         }
         if failed_alone {
             tracing::warn!(

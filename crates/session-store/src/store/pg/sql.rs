@@ -142,9 +142,9 @@ impl Sql for Tx<'_> {
         super::remembered_tail(self, session, calls)
     }
 
-    fn remember_tail(&mut self, session: &SessionId, tail: TailState, version: Option<i64>) {
+    fn remember_tail(&mut self, _session: &SessionId, tail: TailState, version: Option<i64>) {
         if let Some(version) = version {
-            self.kept = Some((session.clone(), super::Kept { tail, version }));
+            self.kept = Some(super::Kept { tail, version });
         }
     }
 
