@@ -269,6 +269,13 @@ fn agent_rounds() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("store.db")).unwrap();
         let session = &store.create_session().unwrap();
+        // `STORE_SQL=...` on the store's file first, as in `paired_ratios`.
+        if let Ok(sql) = std::env::var("STORE_SQL") {
+            rusqlite::Connection::open(store.path())
+                .unwrap()
+                .execute_batch(&sql)
+                .unwrap();
+        }
         let floor = RefCell::new(Raw::floor(&dir.path().join("floor.db")));
         let calls = Cell::new(0usize);
         let current = RefCell::new(Vec::new());

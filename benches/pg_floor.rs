@@ -22,7 +22,8 @@
 //! `SESSION_STORE_TEST_PG=... cargo bench --bench pg_floor` (skipped with a note when unset);
 //! `PG_FLOOR_MESSAGES` (default 400) is the number of messages per configuration, split over
 //! its writers; `PG_FLOOR_ROUNDS` (default 3) the rounds; `PG_FLOOR_ONLY=off,each,1` one
-//! configuration (`on`/`off`, `each`/`shared`, writers). Schemas `bench_floor` and
+//! configuration (`on`/`off`, `each`/`shared`, writers); `PG_FLOOR_KEYS=1` gives each of
+//! the store's messages an idempotency key (the floor writes none). Schemas `bench_floor` and
 //! `bench_ours` are dropped and made again for every run of every arm.
 #![allow(clippy::unwrap_used)] // a benchmark that fails to set up should stop loudly
 
@@ -284,11 +285,14 @@ fn store_writer(
     for index in 0..WARM_MESSAGES {
         store.append(&warm, message(writer, index, false)).unwrap();
     }
+    let keyed = std::env::var_os("PG_FLOOR_KEYS").is_some();
     start.wait();
     for index in 0..count {
-        store
-            .append(&session, message(writer, index, shared))
-            .unwrap();
+        let mut message = message(writer, index, shared);
+        if keyed {
+            message = message.with_idempotency_key(format!("{writer}-{index}"));
+        }
+        store.append(&session, message).unwrap();
     }
 }
 

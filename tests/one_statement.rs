@@ -278,3 +278,98 @@ fn a_server_that_fails_the_one_statement_gets_transactions_instead() {
     let messages = assert_well_formed(&store, &session);
     assert_eq!(messages.len(), 6);
 }
+
+/// A keyed append from a remembered tail reads nothing before its one statement, which
+/// writes only where the session stores none of its key: a retry of the last append, made
+/// from the tail that append left, comes back as stored and stores nothing; so does a retry
+/// of an older one; a key naming other content is refused with nothing written; the next
+/// new key is appended as usual.
+#[test]
+fn a_retried_key_from_a_remembered_tail_comes_back_as_stored() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let store = Store::open(schema.url()).expect("open");
+    let session = store.create_session().expect("session");
+    let keyed = |text: &str, key: &str| NewMessage::user(text).with_idempotency_key(key);
+    let first = store.append(&session, keyed("q1", "k1")).expect("append");
+    // Appended by the one statement, then retried from the tail it left.
+    let second = store.append(&session, keyed("q2", "k2")).expect("append");
+    assert_eq!(
+        store.append(&session, keyed("q2", "k2")).expect("retry"),
+        second
+    );
+    assert_eq!(
+        store.append(&session, keyed("q1", "k1")).expect("retry"),
+        first
+    );
+    match store.append(&session, keyed("other", "k2")) {
+        Err(Error::IdempotencyConflict { key, .. }) => assert_eq!(key, "k2"),
+        other => panic!("a key naming other content: {other:?}"),
+    }
+    assert_eq!(assert_well_formed(&store, &session).len(), 2);
+    // Past the appends a missed one statement sits out, and again from the one statement.
+    for number in 3..=6 {
+        let text = format!("q{number}");
+        let key = format!("k{number}");
+        let appended = store.append(&session, keyed(&text, &key)).expect("append");
+        assert_eq!(appended.seq, number);
+        assert_eq!(
+            store.append(&session, keyed(&text, &key)).expect("retry"),
+            appended
+        );
+    }
+    assert_eq!(assert_well_formed(&store, &session).len(), 6);
+}
+
+/// Stores retrying the same keyed appends on one session at once (each store appends keys
+/// 0..n in order, the content the same for a key): each key is stored once, in key order.
+#[test]
+fn stores_racing_the_same_keys_store_each_message_once() {
+    let Some(schema) = PgSchema::create() else {
+        return;
+    };
+    let url = schema.url();
+    let session = Store::open(&url)
+        .expect("open")
+        .create_session()
+        .expect("session");
+    const WRITERS: usize = 4;
+    const KEYS: usize = 40;
+    let appended: Vec<Vec<session_store::Appended>> = thread::scope(|scope| {
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|_| {
+                let (url, session) = (&url, &session);
+                scope.spawn(move || {
+                    let store = Store::open(url).expect("open");
+                    (0..KEYS)
+                        .map(|key| {
+                            let message = NewMessage::user(format!("message {key}"))
+                                .with_idempotency_key(format!("key-{key}"));
+                            store.append(session, message).expect("append")
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .map(|writer| writer.join().expect("writer"))
+            .collect()
+    });
+    let store = Store::open(&url).expect("open");
+    let messages = assert_well_formed(&store, &session);
+    let texts: Vec<String> = messages
+        .iter()
+        .map(|m| match m.parts.as_slice() {
+            [Part::Text { text, .. }] => text.clone(),
+            other => panic!("parts {other:?}"),
+        })
+        .collect();
+    let expected: Vec<String> = (0..KEYS).map(|key| format!("message {key}")).collect();
+    assert_eq!(texts, expected);
+    // Every store was told the same message for each key.
+    for other in &appended[1..] {
+        assert_eq!(other, &appended[0]);
+    }
+}

@@ -178,6 +178,60 @@ fn an_append_after_another_store_wrote_the_session_runs_in_a_transaction() {
     );
 }
 
+/// A keyed append is one statement too, its key row written with the message (the
+/// statement holds only where the session stores none of its key). After another store
+/// wrote the session: that statement (which writes nothing), then the transaction (BEGIN,
+/// the lock with the state, the stored-key read, the insert with the key row, COMMIT); the
+/// next two are transactions, then one statement again. A retry of the last key: the one
+/// statement, which writes nothing, then the transaction that replays it.
+#[test]
+fn a_keyed_append_is_one_statement_and_its_key_row_goes_in_with_the_message() {
+    let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut counted) = Counted::open() else {
+        return;
+    };
+    let (store, session) = session_store(&counted.url);
+    let other = Store::open(counted.shared_with_test_role()).expect("other store");
+    let keyed = |number: usize| {
+        user(&format!("question {number}")).with_idempotency_key(format!("key-{number}"))
+    };
+    for number in 0..3 {
+        store
+            .append(&session, keyed(number))
+            .expect("warm-up append");
+    }
+    let mut ran = Vec::new();
+    for number in 3..6 {
+        ran.push(total(&counted.count(|| {
+            store
+                .append(&session, keyed(number))
+                .expect("counted append");
+        })));
+    }
+    other
+        .append(&session, user("the other store's question"))
+        .expect("the other store's append");
+    for number in 6..10 {
+        ran.push(total(&counted.count(|| {
+            store
+                .append(&session, keyed(number))
+                .expect("counted append");
+        })));
+    }
+    assert_eq!(ran, [1, 1, 1, 6, 5, 5, 1]);
+    let appended = store.append(&session, keyed(10)).expect("append");
+    let retried = counted.count(|| {
+        assert_eq!(store.append(&session, keyed(10)).expect("retry"), appended);
+    });
+    assert!(
+        retried
+            .iter()
+            .any(|(text, _)| text.starts_with(ONE_STATEMENT)),
+        "{retried:#?}"
+    );
+    assert_eq!(store.messages(&session).expect("read").len(), 12);
+}
+
 /// A whole turn in one transaction: one lock and tail read, each message with its parts (the
 /// first with the check of the state and the calls' probe, the last with the session row),
 /// whatever the number of messages.

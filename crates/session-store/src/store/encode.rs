@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::idempotency::{record_key, stored_key};
 use super::sql::{values, Sql, Value as Bound};
 use crate::error::{Error, Result};
 use crate::model::{NewMessage, Part, SessionId};
@@ -124,6 +125,8 @@ pub(crate) struct InsertedMessage {
     pub(crate) version: Option<i64>,
     /// Whether the message's usage row went in with it.
     pub(crate) with_usage: bool,
+    /// Whether the message's idempotency key row went in with it.
+    pub(crate) with_key: bool,
 }
 
 /// The session row's update at the end of an append (`updated_at`, the new tail state, the
@@ -193,15 +196,14 @@ pub(crate) const ONE_STATEMENT: &str = "/* one-statement append */ ";
 pub(crate) const ONE_STATEMENT_WROTE: usize = 2;
 
 /// Whether an append of `messages` can be one statement where the engine writes a message
-/// with its parts (and its usage row) in one (PostgreSQL): one message of 1 to
-/// [`PARTS_PER_INSERT`] parts and at most [`GUARD_CALLS`] calls, with no idempotency key
-/// (its replay reads, and its row is written apart).
+/// with its parts (and its usage and idempotency key rows) in one (PostgreSQL): one message
+/// of 1 to [`PARTS_PER_INSERT`] parts and at most [`GUARD_CALLS`] calls. A key the session
+/// already stores fails that statement's guard: the retry replays in a transaction.
 pub(crate) fn fits_one_statement(messages: &[NewMessage]) -> bool {
     let [message] = messages else {
         return false;
     };
     parts_fit_one_insert(message.parts.len())
-        && message.idempotency_key.is_none()
         && message.parts.iter().filter_map(Part::call_id).count() <= GUARD_CALLS
 }
 
@@ -316,7 +318,12 @@ pub(crate) fn insert_message(
         .collect::<Result<Vec<_>>>()?;
     let keyed = db.rows_carry_session();
     if keyed && parts_fit_one_insert(rows.len()) {
-        return insert_message_with_parts(db, &message_values, &rows, (touch, guard), usage);
+        let beside = Beside {
+            touch,
+            usage,
+            key: message.idempotency_key.as_deref(),
+        };
+        return insert_message_with_parts(db, &message_values, &rows, beside, guard);
     }
     if let Some(guard) = guard {
         if !guard_holds(db, session, guard)? {
@@ -346,22 +353,34 @@ pub(crate) fn insert_message(
         touched: false,
         version: None,
         with_usage: false,
+        with_key: false,
     }))
+}
+
+/// What [`insert_message_with_parts`]'s statement writes beside the message and its parts.
+struct Beside<'a> {
+    /// The session row's update.
+    touch: Option<&'a Touch<'a>>,
+    /// The usage row's values ([`super::usage::usage_values`]).
+    usage: Option<&'a [Bound<'a>; 5]>,
+    /// The message's idempotency key.
+    key: Option<&'a str>,
 }
 
 /// The message and its parts in one statement (one round trip), where rows carry their
 /// session ([`Sql::rows_carry_session`]: PostgreSQL, whose data-modifying `WITH` gives the
 /// parts the message's new id): `rows` (1 to [`PARTS_PER_INSERT`]) after the message's
-/// [`INSERT_MESSAGE`] values, the session row's update when `touch`, the usage row when
-/// `usage`, and the message only where `guard` holds; the message's id and its parts'
-/// largest (`None`: the guard did not hold, and nothing was written).
+/// [`INSERT_MESSAGE`] values, what goes `beside` them (the session row's update, the usage
+/// row, the key row), and the message only where `guard` holds; the message's id and its
+/// parts' largest (`None`: the guard did not hold, and nothing was written).
 fn insert_message_with_parts(
     db: &mut impl Sql,
     message_values: &[Bound<'_>],
     rows: &[PartRow<'_>],
-    (touch, guard): (Option<&Touch<'_>>, Option<&Guard<'_>>),
-    usage: Option<&[Bound<'_>; 5]>,
+    beside: Beside<'_>,
+    guard: Option<&Guard<'_>>,
 ) -> Result<Option<InsertedMessage>> {
+    let Beside { touch, usage, key } = beside;
     let mut params = Vec::with_capacity(message_values.len() + rows.len() * 8 + 16);
     params.extend_from_slice(message_values);
     for (ordinal, row) in rows.iter().enumerate() {
@@ -379,6 +398,9 @@ fn insert_message_with_parts(
     if let Some(usage) = usage {
         params.extend_from_slice(usage);
     }
+    if let Some(key) = key {
+        params.extend(values![key]);
+    }
     if let Some(guard) = guard {
         guard.push_values(&mut params);
     }
@@ -387,6 +409,7 @@ fn insert_message_with_parts(
             rows: rows.len(),
             touch: touch.is_some(),
             usage: usage.is_some(),
+            key: key.is_some(),
         },
         guard.map(|g| (g.calls.len(), g.check.version.is_some())),
     );
@@ -400,6 +423,7 @@ fn insert_message_with_parts(
             // No transaction has the id 0 (PostgreSQL's invalid one): no version reported.
             version: (*version != 0).then_some(*version),
             with_usage: usage.is_some(),
+            with_key: key.is_some(),
         })),
         _ => Err(crate::Error::CorruptRow {
             table: "messages",
@@ -410,13 +434,14 @@ fn insert_message_with_parts(
 }
 
 /// What [`insert_message_with_parts`]'s statement writes beside the message: `rows` parts,
-/// the session row's update (`touch`, its four values after the parts') and the usage row
-/// (`usage`, its five values next).
+/// the session row's update (`touch`, its four values after the parts'), the usage row
+/// (`usage`, its five values next) and the idempotency key row (`key`, its value next).
 #[derive(Clone, Copy)]
 struct Shape {
     rows: usize,
     touch: bool,
     usage: bool,
+    key: bool,
 }
 
 /// [`insert_message_with_parts`]'s statement for `shape`, the message's insert conditioned
@@ -426,7 +451,7 @@ struct Shape {
 /// session row's new version (NULL without `touch`).
 fn message_with_parts_sql(shape: Shape, guard: Option<(usize, bool)>) -> &'static str {
     const GUARDS: usize = 1 + 2 * (GUARD_CALLS + 1);
-    const TEXTS: usize = (PARTS_PER_INSERT + 1) * 4 * GUARDS;
+    const TEXTS: usize = (PARTS_PER_INSERT + 1) * 8 * GUARDS;
     static SQL: [std::sync::OnceLock<String>; TEXTS] =
         [const { std::sync::OnceLock::new() }; TEXTS];
     let shape = Shape {
@@ -437,13 +462,19 @@ fn message_with_parts_sql(shape: Shape, guard: Option<(usize, bool)>) -> &'stati
     let guarded = guard.map_or(0, |(calls, versioned)| {
         1 + usize::from(versioned) * (GUARD_CALLS + 1) + calls
     });
-    let written = shape.rows * 4 + usize::from(shape.touch) * 2 + usize::from(shape.usage);
+    let written = ((shape.rows * 2 + usize::from(shape.touch)) * 2 + usize::from(shape.usage)) * 2
+        + usize::from(shape.key);
     SQL[written * GUARDS + guarded].get_or_init(|| message_with_parts_text(shape, guard))
 }
 
 /// The text of [`message_with_parts_sql`].
 fn message_with_parts_text(shape: Shape, guard: Option<(usize, bool)>) -> String {
-    let Shape { rows, touch, usage } = shape;
+    let Shape {
+        rows,
+        touch,
+        usage,
+        key,
+    } = shape;
     let values: Vec<String> = (0..rows)
         .map(|row| {
             let at = 7 + row * 8;
@@ -496,13 +527,36 @@ fn message_with_parts_text(shape: Shape, guard: Option<(usize, bool)>) -> String
     } else {
         String::new()
     };
+    let at_key = at_usage + if usage { 5 } else { 0 };
+    let key_row = if key {
+        format!(
+            concat!(", k AS (", record_key!("SELECT ?1, ?{}, m.id FROM m"), ")"),
+            at_key
+        )
+    } else {
+        String::new()
+    };
     let message = match guard {
         Some((calls, versioned)) => {
-            let at = at_usage + if usage { 5 } else { 0 };
+            let at = at_key + usize::from(key);
+            // Outside a transaction (a versioned guard) no replay read ran first: a key the
+            // session stores fails the statement, and the retry replays in a transaction.
+            let new_key = if key && versioned {
+                format!(
+                    concat!(
+                        "\n         AND NOT EXISTS (SELECT 1 ",
+                        stored_key!(),
+                        "?{})"
+                    ),
+                    at_key
+                )
+            } else {
+                String::new()
+            };
             format!(
                 "INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, model)
                  SELECT ?1, CAST(?2 AS BIGINT), CAST(?3 AS BIGINT), ?4, 0, ?5, ?6
-                 WHERE {}",
+                 WHERE {}{new_key}",
                 guard_condition(at, calls, versioned)
             )
         }
@@ -527,7 +581,7 @@ fn message_with_parts_text(shape: Shape, guard: Option<(usize, bool)>) -> String
                       v.input, v.is_error, v.metadata, ?1
                FROM m, (VALUES {}) AS v (ordinal, kind, text, tool_use_id,
                     tool_name, input, is_error, metadata)
-               RETURNING id){session}{usage_row}
+               RETURNING id){session}{usage_row}{key_row}
          SELECT (SELECT id FROM m), (SELECT MAX(id) FROM p), (SELECT COUNT(*) FROM m),
                 {version}",
         values.join(", ")
@@ -685,11 +739,11 @@ mod tests {
         let many = NewMessage::assistant(vec![Part::text("x"); PARTS_PER_INSERT + 1]);
         assert!(!fits_one_statement(&[many]));
         assert!(!fits_one_statement(&[NewMessage::assistant(Vec::new())]));
-        // Its usage row goes in with it; a key's replay reads first; one message only.
+        // Its usage and key rows go in with it; one message only.
         assert!(fits_one_statement(&[
             NewMessage::user("hi").with_usage(Usage::new(1, 2))
         ]));
-        assert!(!fits_one_statement(&[
+        assert!(fits_one_statement(&[
             NewMessage::user("hi").with_idempotency_key("k")
         ]));
         assert!(!fits_one_statement(&[
@@ -702,10 +756,15 @@ mod tests {
     #[test]
     fn only_the_statement_that_checks_the_row_version_and_writes_the_row_is_one_statement() {
         for rows in 1..=PARTS_PER_INSERT {
-            for usage in [false, true] {
+            for (usage, key) in [(false, false), (true, false), (false, true), (true, true)] {
                 for calls in 0..=GUARD_CALLS {
                     for (touch, versioned) in [(true, true), (true, false), (false, true)] {
-                        let shape = Shape { rows, touch, usage };
+                        let shape = Shape {
+                            rows,
+                            touch,
+                            usage,
+                            key,
+                        };
                         let text = message_with_parts_sql(shape, Some((calls, versioned)));
                         assert_eq!(
                             text.starts_with(ONE_STATEMENT),
@@ -714,12 +773,20 @@ mod tests {
                         );
                         assert_eq!(text.contains("xmin AS TEXT) AS BIGINT) = CAST"), versioned);
                         assert_eq!(text.contains("INSERT INTO usage"), usage);
+                        assert_eq!(text.contains("INSERT INTO idempotency_keys"), key);
+                        // Only a statement no replay read ran before asks for the key.
+                        assert_eq!(
+                            text.contains("FROM idempotency_keys k"),
+                            key && versioned,
+                            "{text}"
+                        );
                     }
                 }
                 let shape = Shape {
                     rows,
                     touch: true,
                     usage,
+                    key,
                 };
                 assert!(!message_with_parts_sql(shape, None).starts_with(ONE_STATEMENT));
             }
@@ -732,35 +799,40 @@ mod tests {
     #[test]
     fn every_statement_binds_each_of_its_values_once_in_order() {
         for rows in 1..=PARTS_PER_INSERT {
-            for (touch, usage) in [(false, false), (true, false), (false, true), (true, true)] {
-                for calls in 0..=GUARD_CALLS {
-                    for versioned in [false, true] {
-                        let shape = Shape { rows, touch, usage };
-                        let guard = Some((calls, versioned));
-                        let text = message_with_parts_sql(shape, guard);
-                        let bound = 6
-                            + rows * 8
-                            + if touch { 4 } else { 0 }
-                            + if usage { 5 } else { 0 }
-                            + 4
-                            + calls
-                            + usize::from(versioned);
-                        let used: std::collections::BTreeSet<usize> = text
-                            .split('?')
-                            .skip(1)
-                            .filter_map(|rest| {
-                                let digits: String =
-                                    rest.chars().take_while(char::is_ascii_digit).collect();
-                                digits.parse().ok()
-                            })
-                            .collect();
-                        assert_eq!(
-                            used,
-                            (1..=bound).collect(),
-                            "{rows} parts, touch {touch}, usage {usage}, {calls} calls, \
-                             versioned {versioned}"
-                        );
-                    }
+            for (touch, usage, key) in (0..8).map(|b| (b & 1 != 0, b & 2 != 0, b & 4 != 0)) {
+                let guards = (0..=GUARD_CALLS).flat_map(|c| [Some((c, false)), Some((c, true))]);
+                for guard in std::iter::once(None).chain(guards) {
+                    let shape = Shape {
+                        rows,
+                        touch,
+                        usage,
+                        key,
+                    };
+                    let text = message_with_parts_sql(shape, guard);
+                    let (calls, versioned) = guard.unwrap_or_default();
+                    let bound = 6
+                        + rows * 8
+                        + if touch { 4 } else { 0 }
+                        + if usage { 5 } else { 0 }
+                        + usize::from(key)
+                        + if guard.is_some() { 4 } else { 0 }
+                        + calls
+                        + usize::from(versioned);
+                    let used: std::collections::BTreeSet<usize> = text
+                        .split('?')
+                        .skip(1)
+                        .filter_map(|rest| {
+                            let digits: String =
+                                rest.chars().take_while(char::is_ascii_digit).collect();
+                            digits.parse().ok()
+                        })
+                        .collect();
+                    assert_eq!(
+                        used,
+                        (1..=bound).collect(),
+                        "{rows} parts, touch {touch}, usage {usage}, key {key}, \
+                         {calls} calls, versioned {versioned}"
+                    );
                 }
             }
         }

@@ -2,10 +2,13 @@
 //! the `idempotency_keys` table (migration V9) beside the message it named.
 //!
 //! A retry after an ambiguous failure (a timeout, or a crash between the commit and the
-//! caller hearing of it) carries the same keys. Inside the append's own `BEGIN IMMEDIATE`
-//! transaction, before the pairing check, the keys already stored are looked up: those
-//! messages are not stored again, the append returns them as they were stored. A batch may
-//! replay a prefix of itself (the part an earlier attempt stored) and append the rest.
+//! caller hearing of it) carries the same keys. Inside the append's own transaction, before
+//! the pairing check, the keys already stored are looked up: those messages are not stored
+//! again, the append returns them as they were stored. A batch may replay a prefix of itself
+//! (the part an earlier attempt stored) and append the rest. PostgreSQL's one-statement
+//! append reads nothing first: its statement writes the key row with the message, and only
+//! where the session stores none of its key ([`stored_key!`]); a retry of a stored key
+//! writes nothing there, and replays in a transaction.
 
 use std::collections::HashSet;
 
@@ -14,16 +17,35 @@ use super::sql::{values, Sql};
 use crate::error::{Error, Result};
 use crate::model::{Appended, NewMessage, SessionId};
 
-const STORED_KEY: &str = "
-    SELECT m.id, m.seq, m.turn_index FROM idempotency_keys k
-    JOIN messages m ON m.session_id = k.session_id AND m.id = k.message_id
-    WHERE k.session_id = ?1 AND k.key = ?2";
+/// The rows of a stored key (`?1` the session; the key's placeholder follows): a key row
+/// names a message of its session. One whose message is gone (deleted by another writer
+/// without the cascade) is not stored, and [`record_key!`]'s upsert takes it over.
+macro_rules! stored_key {
+    () => {
+        "FROM idempotency_keys k
+         JOIN messages km ON km.session_id = k.session_id AND km.id = k.message_id
+         WHERE k.session_id = ?1 AND k.key = "
+    };
+}
+pub(crate) use stored_key;
 
-/// An upsert: a key row whose message another writer deleted without the cascade is stale,
-/// and names the new message instead.
-const RECORD_KEY: &str = "
-    INSERT INTO idempotency_keys (session_id, key, message_id) VALUES (?1, ?2, ?3)
-    ON CONFLICT (session_id, key) DO UPDATE SET message_id = excluded.message_id";
+/// How a key row is written (`?1` the session; the key and the message's id are what
+/// follows, `VALUES` or a `SELECT`): an upsert, since a stale row ([`stored_key!`]) names
+/// the new message instead.
+macro_rules! record_key {
+    ($values:literal) => {
+        concat!(
+            "INSERT INTO idempotency_keys (session_id, key, message_id) ",
+            $values,
+            " ON CONFLICT (session_id, key) DO UPDATE SET message_id = excluded.message_id"
+        )
+    };
+}
+pub(crate) use record_key;
+
+const STORED_KEY: &str = concat!("SELECT km.id, km.seq, km.turn_index ", stored_key!(), "?2");
+
+const RECORD_KEY: &str = record_key!("VALUES (?1, ?2, ?3)");
 
 /// The messages at the start of `messages` whose keys the session already stores, as they
 /// were stored. Fails with [`Error::IdempotencyConflict`] when a stored key names a message

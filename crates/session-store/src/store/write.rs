@@ -203,7 +203,12 @@ fn append_on(
     }
     check_texts(session, messages)?;
     // A retry: the messages whose keys are stored come back as stored; the rest goes on.
-    let replayed = super::idempotency::replayed(db, session, messages)?;
+    // A one-statement append (a remembered row version) reads nothing first: its statement
+    // writes only where the session stores none of its key (`encode.rs`).
+    let replayed = match position.version {
+        Some(_) => Vec::new(),
+        None => super::idempotency::replayed(db, session, messages)?,
+    };
     if replayed.len() == messages.len() {
         return Ok(Some(replayed));
     }
@@ -379,7 +384,9 @@ fn insert_next(
     if let (Some(usage), false) = (&usage, inserted.with_usage) {
         super::usage::insert_usage(db, session, id, usage)?;
     }
-    super::idempotency::record(db, session, message, id)?;
+    if !inserted.with_key {
+        super::idempotency::record(db, session, message, id)?;
+    }
     Ok(Some((
         Appended {
             id,
