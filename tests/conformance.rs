@@ -12,7 +12,7 @@ use session_store::repair::RepairOptions;
 use session_store::{
     request::{check_anthropic, check_openai},
     CompactionOutcome, Error, ExportOptions, NewMessage, Part, Provider, Refusal, Reverted, Role,
-    SessionId,
+    SessionId, MAX_ID_BYTES,
 };
 
 use crate::backends::{backends, Backend};
@@ -2195,6 +2195,119 @@ fn a_copy_keeps_every_character_a_bulk_format_escapes() -> Result<()> {
             );
             ensure!(titles(store)? == titles(&dest.store)?, "{context}");
         }
+    }
+    Ok(())
+}
+
+/// `len` characters no compressor shrinks (hex of random UUIDs): an index entry of this id
+/// is as long as the id.
+fn incompressible(len: usize) -> String {
+    let mut id = String::new();
+    while id.len() < len {
+        id.push_str(&SessionId::random().as_str().replace('-', ""));
+    }
+    id.truncate(len);
+    id
+}
+
+/// Ids are keys of PostgreSQL's B-tree indexes, whose entries hold at most 2,704 bytes: an
+/// id of `MAX_ID_BYTES` (a session's, a call's, a key; incompressible) is stored and read
+/// back on every engine, one byte more is refused alike on every engine before anything is
+/// written (a part's id, a result's, a key: `Refused` with `id_too_long`; a new session's
+/// id, or one holding a NUL: `InvalidSessionId`). PostgreSQL failed such writes with an
+/// untyped storage error that SQLite took.
+#[test]
+fn an_id_longer_than_every_engine_keeps_is_refused_alike_on_every_engine() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let longest = SessionId::new(incompressible(MAX_ID_BYTES));
+        store.create_session_with_id(&longest)?;
+        let call = incompressible(MAX_ID_BYTES);
+        let key = incompressible(MAX_ID_BYTES);
+        store.append_batch(
+            &longest,
+            vec![
+                NewMessage::user("q").with_idempotency_key(key.clone()),
+                NewMessage::assistant(vec![Part::tool_use(call.clone(), "read", json!({}))]),
+                NewMessage::tool(vec![Part::tool_result(call.clone(), "ok")]),
+            ],
+        )?;
+        let stored = store.messages(&longest)?;
+        ensure!(
+            matches!(stored[1].parts.as_slice(), [Part::ToolUse { id, .. }] if *id == call),
+            "{stored:?}"
+        );
+        let replayed = store.append(&longest, NewMessage::user("q").with_idempotency_key(key))?;
+        ensure!(replayed.id == stored[0].id, "{replayed:?}");
+
+        let session = session_of(b, &[1])?;
+        let before = store.messages(&session)?;
+        let too_long = incompressible(MAX_ID_BYTES + 1);
+        let batches: Vec<Vec<NewMessage>> = vec![
+            vec![NewMessage::user("keyed").with_idempotency_key(too_long.clone())],
+            vec![
+                NewMessage::user("fine"),
+                NewMessage::assistant(vec![
+                    Part::text("calling"),
+                    Part::tool_use(too_long.clone(), "read", json!({})),
+                ]),
+            ],
+            vec![NewMessage::tool(vec![Part::tool_result(
+                too_long.clone(),
+                "out",
+            )])],
+        ];
+        let mut refusals = Vec::new();
+        for batch in batches {
+            let refused = store.append_batch(&session, batch);
+            ensure!(
+                matches!(
+                    &refused,
+                    Err(Error::Refused {
+                        reason: Refusal::IdTooLong { bytes, .. },
+                        ..
+                    }) if *bytes == MAX_ID_BYTES + 1
+                ),
+                "{refused:?}"
+            );
+            let error = refused.err().context("refused")?;
+            refusals.push(chain(&error).replace(session.as_str(), "SESSION"));
+        }
+        ensure!(store.messages(&session)? == before, "a refused write wrote");
+        // A stream takes the same rule.
+        let streamed = store.create_session()?;
+        store.append(&streamed, NewMessage::user("stream"))?;
+        let mut open = store.begin_message(&streamed, Role::Assistant)?;
+        let pushed = open.push(Part::tool_use(too_long.clone(), "read", json!({})));
+        ensure!(
+            matches!(
+                &pushed,
+                Err(Error::Refused {
+                    reason: Refusal::IdTooLong { .. },
+                    ..
+                })
+            ),
+            "{pushed:?}"
+        );
+        ensure!(open.is_empty(), "a refused push was kept");
+        let sessions = store.sessions()?.len();
+        for id in [too_long, "a\u{0}b".to_owned()] {
+            let created = store.create_session_with_id(&SessionId::new(id));
+            ensure!(
+                matches!(&created, Err(Error::InvalidSessionId { .. })),
+                "{created:?}"
+            );
+            refusals.push(chain(&created.err().context("refused")?));
+        }
+        ensure!(
+            store.sessions()?.len() == sessions,
+            "a refused session was created"
+        );
+        Ok(refusals)
+    })?;
+    let (first, rest) = results.split_first().context("a backend")?;
+    for other in rest {
+        assert_eq!(first.1, other.1, "{} and {} refuse alike", first.0, other.0);
     }
     Ok(())
 }

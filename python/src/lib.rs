@@ -90,7 +90,9 @@ fn failure(py: Python<'_>, failure: Failure) -> PyErr {
         Failure::Store(lib::Error::UnknownSession(session)) => {
             UnknownSession::new_err(format!("unknown session {session}"))
         }
-        Failure::Store(lib::Error::Import(error)) => InvalidInput::new_err(error.to_string()),
+        Failure::Store(error @ (lib::Error::Import(_) | lib::Error::InvalidSessionId { .. })) => {
+            InvalidInput::new_err(error.to_string())
+        }
         Failure::Store(error) => Error::new_err(error.to_string()),
         Failure::Input(message) => InvalidInput::new_err(message),
         Failure::Closed => ClosedStore::new_err("the store is closed"),

@@ -364,6 +364,14 @@ def test_bad_items_raise_typed_errors_and_write_nothing(db, bad, error):
         asyncio.run(session.get_items())
 
 
+def test_a_session_id_longer_than_every_engine_keeps_raises_invalid_input(db):
+    store = Store(db)
+    session = Session("s" * 1025, store)
+    with pytest.raises(InvalidInput, match="1025 bytes"):
+        asyncio.run(session.add_items([{"role": "user", "content": "hi"}]))
+    assert store.sessions() == []
+
+
 def test_sessions_share_one_store_and_the_cli_rows_see_them(db):
     store = Store(db)
     for name in ("a", "b"):

@@ -69,6 +69,10 @@ def test_tool_results_in_a_user_message_become_a_tool_message_then_the_text(stor
     ({"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}]},
      "dangling_tool_use", ["toolu_1"]),
+    # An id longer than every engine keeps (MAX_ID_BYTES, 1,024 bytes), before any pairing.
+    ({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t" * 1025, "name": "ls", "input": {}}]},
+     "id_too_long", []),
 ])
 def test_a_refused_write_names_the_rule_and_ids_and_writes_nothing(store, refused, rule, ids):
     session = store.create_session()

@@ -168,6 +168,14 @@ pub enum Error {
         /// The deepest nesting the store reads back (127, `serde_json`'s reader's limit).
         limit: usize,
     },
+    /// A new session's id the store cannot keep on every engine (longer than
+    /// [`crate::MAX_ID_BYTES`], or holding a NUL character): refused on every engine,
+    /// nothing written.
+    #[error("a session id {reason}")]
+    InvalidSessionId {
+        /// What is wrong with it (the id itself may be too long to print).
+        reason: String,
+    },
     /// A text of a session (its title, a compaction summary) holds a NUL character
     /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.
     #[error("the {field} of session {session} holds a NUL character (U+0000), which the store cannot keep on every engine")]

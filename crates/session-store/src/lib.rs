@@ -54,7 +54,7 @@ pub use async_store::{AsyncOpenMessage, AsyncStore};
 // The vocabulary: sessions, messages, parts, and what can go wrong.
 pub use error::{Error, OpenError, PathProblem, Result, StorageError};
 pub use history::pairing::Refusal;
-pub use model::{token_count, MAX_TOKEN_COUNT};
+pub use model::{token_count, MAX_ID_BYTES, MAX_TOKEN_COUNT};
 pub use model::{
     Appended, Message, MessageState, NewMessage, Part, PartKind, Role, SessionId, SessionInfo,
     Subagent, SubagentState, UnknownPartKind, UnknownRole, Usage,

@@ -315,6 +315,19 @@ macro_rules! every_kind {
 }
 
 impl Part {
+    /// The first id of this part longer than [`MAX_ID_BYTES`], as its field name (`id`,
+    /// `tool_use_id`) and length in bytes; `None` when none is.
+    pub fn long_id(&self) -> Option<(&'static str, usize)> {
+        let (field, id) = match self {
+            Part::ToolUse { id, .. } | Part::ServerToolUse { id, .. } => ("id", id),
+            Part::ToolResult { tool_use_id, .. } | Part::ServerToolResult { tool_use_id, .. } => {
+                ("tool_use_id", tool_use_id)
+            }
+            _ => return None,
+        };
+        (id.len() > MAX_ID_BYTES).then_some((field, id.len()))
+    }
+
     /// The first of this part's text fields (stored as text columns, not as JSON) that holds
     /// a NUL character (U+0000), by its field name: PostgreSQL's text cannot keep one, so
     /// the store refuses such a part on every engine, with this name in the refusal. JSON
@@ -660,6 +673,25 @@ impl Usage {
     }
 }
 
+/// The longest identifier the store keeps, in bytes of UTF-8: a session's id, a tool_use's
+/// id (and the id a result answers), an idempotency key. Each is a key of an index on
+/// PostgreSQL, whose B-tree entries hold at most 2,704 bytes (a session's id and a call's
+/// together); a longer one is refused on every engine, so that a session means the same
+/// wherever it is stored ([`crate::Refusal::IdTooLong`], [`crate::Error::InvalidSessionId`]).
+pub const MAX_ID_BYTES: usize = 1024;
+
+/// Why `id` (a session's id, a call's id, a key) cannot be kept on every engine: too long
+/// ([`MAX_ID_BYTES`]) or holding a NUL character; `None` when it can.
+pub(crate) fn unkeepable_id(id: &str) -> Option<String> {
+    if id.len() > MAX_ID_BYTES {
+        return Some(format!(
+            "is {} bytes long, more than the {MAX_ID_BYTES} an id may be",
+            id.len()
+        ));
+    }
+    memchr::memchr(0, id.as_bytes()).map(|_| "holds a NUL character (U+0000)".to_owned())
+}
+
 /// The largest token count the store keeps exactly: the usage columns are signed 64-bit
 /// integers on both engines. A larger count is refused, never clamped
 /// ([`crate::Refusal::TokenCountOutOfRange`]); importers refuse it, and any count that is
@@ -847,6 +879,16 @@ pub struct SessionInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_id_is_kept_up_to_max_id_bytes_and_without_a_nul() {
+        assert_eq!(unkeepable_id(&"a".repeat(MAX_ID_BYTES)), None);
+        assert_eq!(unkeepable_id(""), None);
+        let long = unkeepable_id(&"a".repeat(MAX_ID_BYTES + 1)).expect("too long");
+        assert!(long.contains("1025 bytes"), "{long}");
+        let nul = unkeepable_id("a\u{0}b").expect("a NUL");
+        assert!(nul.contains("NUL"), "{nul}");
+    }
 
     #[test]
     fn role_and_kind_round_trip_through_their_column_values() {

@@ -125,6 +125,19 @@ pub enum Refusal {
         /// `model`, `usage.model` or `idempotency_key`.
         field: &'static str,
     },
+    /// An id longer than [`crate::MAX_ID_BYTES`]: a part's (a tool_use's `id`, a result's
+    /// `tool_use_id`) or the message's `idempotency_key`. PostgreSQL cannot index it: refused
+    /// on every engine.
+    #[error("{field} {place}is {bytes} bytes long, more than the {max} an id may be", place = match ordinal { Some(ordinal) => format!("of part {ordinal} "), None => "of the message ".to_owned() }, max = crate::MAX_ID_BYTES)]
+    IdTooLong {
+        /// Position of the part in the message (0-based); `None` for the message's own
+        /// `idempotency_key`.
+        ordinal: Option<usize>,
+        /// Which field (`id`, `tool_use_id`, `idempotency_key`).
+        field: &'static str,
+        /// Its length in bytes of UTF-8.
+        bytes: usize,
+    },
 }
 
 impl Refusal {
@@ -150,6 +163,7 @@ impl Refusal {
             Refusal::ToolInputNotObject { .. } => "tool_input_not_object",
             Refusal::NulInText { .. } | Refusal::NulInMessageField { .. } => "nul_in_text",
             Refusal::TokenCountOutOfRange { .. } => "token_count_out_of_range",
+            Refusal::IdTooLong { .. } => "id_too_long",
             Refusal::NotStreamable { .. } => "not_streamable",
         }
     }
@@ -174,6 +188,7 @@ impl Refusal {
             | Refusal::NulInText { .. }
             | Refusal::TokenCountOutOfRange { .. }
             | Refusal::NulInMessageField { .. }
+            | Refusal::IdTooLong { .. }
             | Refusal::NotStreamable { .. } => Vec::new(),
         }
     }
@@ -325,12 +340,28 @@ pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
     {
         return Err(Refusal::NulInMessageField { field });
     }
+    if let Some(key) = message.idempotency_key.as_deref() {
+        if key.len() > crate::MAX_ID_BYTES {
+            return Err(Refusal::IdTooLong {
+                ordinal: None,
+                field: "idempotency_key",
+                bytes: key.len(),
+            });
+        }
+    }
     for (ordinal, part) in message.parts.iter().enumerate() {
         if let Some(field) = part.nul_field() {
             return Err(Refusal::NulInText {
                 ordinal,
                 kind: part.kind(),
                 field,
+            });
+        }
+        if let Some((field, bytes)) = part.long_id() {
+            return Err(Refusal::IdTooLong {
+                ordinal: Some(ordinal),
+                field,
+                bytes,
             });
         }
     }
@@ -477,6 +508,50 @@ mod tests {
 
     fn call(id: &str) -> Part {
         Part::tool_use(id, "bash", json!({"cmd": "ls"}))
+    }
+
+    /// Ids up to `MAX_ID_BYTES` bytes pass (a character of several bytes counts them all);
+    /// one byte more is refused, with the part and the field, or the message's key.
+    #[test]
+    fn an_id_longer_than_max_id_bytes_is_refused_with_where_it_is() {
+        let longest = "é".repeat(crate::MAX_ID_BYTES / 2);
+        let over = format!("{longest}x");
+        let accepted = [
+            NewMessage::user("hi").with_idempotency_key(longest.clone()),
+            NewMessage::assistant(vec![Part::text("x"), call(&longest)]),
+            NewMessage::tool(vec![Part::tool_result(&longest, "ok")]),
+        ];
+        for message in &accepted {
+            assert_eq!(check_texts(message), Ok(()));
+        }
+        let refused = [
+            (
+                NewMessage::user("hi").with_idempotency_key(over.clone()),
+                None,
+                "idempotency_key",
+            ),
+            (
+                NewMessage::assistant(vec![Part::text("x"), call(&over)]),
+                Some(1),
+                "id",
+            ),
+            (
+                NewMessage::tool(vec![Part::tool_result(&over, "ok")]),
+                Some(0),
+                "tool_use_id",
+            ),
+        ];
+        for (message, ordinal, field) in refused {
+            let bytes = crate::MAX_ID_BYTES + 1;
+            assert_eq!(
+                check_texts(&message),
+                Err(Refusal::IdTooLong {
+                    ordinal,
+                    field,
+                    bytes
+                })
+            );
+        }
     }
 
     #[test]

@@ -23,7 +23,9 @@ impl Store {
         Ok(id)
     }
 
-    /// Creates a session with the caller's id; [`Error::SessionExists`] if it is taken.
+    /// Creates a session with the caller's id; [`Error::SessionExists`] if it is taken,
+    /// [`Error::InvalidSessionId`] if no engine could keep it on every engine (longer than
+    /// [`crate::MAX_ID_BYTES`], or holding a NUL character).
     pub fn create_session_with_id(&self, id: &SessionId) -> Result<()> {
         self.write(|tx| create_session_in(tx, id))
     }
@@ -74,6 +76,7 @@ const CREATE_SESSION: &str = "
 
 /// [`Store::create_session_with_id`] in the caller's write transaction, on either engine.
 fn create_session_in(db: &mut impl Sql, id: &SessionId) -> Result<()> {
+    keepable_id(id)?;
     let now = format_time(now());
     if db.run(CREATE_SESSION, &values![id.as_str(), now.as_str()])? == 0 {
         return Err(Error::SessionExists(id.clone()));
@@ -113,6 +116,15 @@ pub(crate) fn pending_listed(db: &mut impl Sql, session: &SessionId) -> Result<V
     match pending_in(db, session) {
         Err(Error::CorruptRow { .. }) => Ok(Vec::new()),
         other => other,
+    }
+}
+
+/// Refuses a new session's id that an engine cannot keep (`model::unkeepable_id`), the
+/// same on every engine, before any statement binds it.
+pub(crate) fn keepable_id(id: &SessionId) -> Result<()> {
+    match crate::model::unkeepable_id(id.as_str()) {
+        Some(reason) => Err(Error::InvalidSessionId { reason }),
+        None => Ok(()),
     }
 }
 
