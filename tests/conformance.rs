@@ -12,7 +12,7 @@ use session_store::repair::RepairOptions;
 use session_store::{
     request::{check_anthropic, check_openai},
     CompactionOutcome, Error, ExportOptions, NewMessage, Part, Provider, Refusal, Reverted, Role,
-    SessionId, MAX_ID_BYTES,
+    SearchOptions, SessionId, MAX_ID_BYTES,
 };
 
 use crate::backends::{backends, Backend};
@@ -2308,6 +2308,32 @@ fn an_id_longer_than_every_engine_keeps_is_refused_alike_on_every_engine() -> Re
     let (first, rest) = results.split_first().context("a backend")?;
     for other in rest {
         assert_eq!(first.1, other.1, "{} and {} refuse alike", first.0, other.0);
+    }
+    Ok(())
+}
+
+/// One part whose words would make a PostgreSQL tsvector over its 1 MB limit (a tool result
+/// of 400,000 distinct words: a big tree, a log of hashes) failed the search index's
+/// catch-up there, and with it every later search of the database. Its first 100,000
+/// characters are indexed on PostgreSQL (V22), all of it on SQLite: on every engine the part
+/// is found by a word near its start, and a later message by its own.
+#[test]
+fn one_part_of_many_distinct_words_leaves_search_working_on_every_engine() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = session_of(b, &[1])?;
+        let words: String = (0..400_000).map(|i| format!("w{i} ")).collect();
+        store.append(&session, NewMessage::user(words))?;
+        store.append(&session, NewMessage::assistant(vec![Part::text("findme later")]))?;
+        let options = SearchOptions::default();
+        let early = store.search("w1234", &options)?;
+        let later = store.search("findme", &options)?;
+        ensure!(early.len() == 1 && later.len() == 1, "{early:?} {later:?}");
+        Ok((early[0].seq, later[0].seq))
+    })?;
+    let (first, rest) = results.split_first().context("a backend")?;
+    for other in rest {
+        assert_eq!(first.1, other.1, "{} and {} find alike", first.0, other.0);
     }
     Ok(())
 }
