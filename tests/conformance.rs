@@ -2324,7 +2324,10 @@ fn one_part_of_many_distinct_words_leaves_search_working_on_every_engine() -> Re
         let session = session_of(b, &[1])?;
         let words: String = (0..400_000).map(|i| format!("w{i} ")).collect();
         store.append(&session, NewMessage::user(words))?;
-        store.append(&session, NewMessage::assistant(vec![Part::text("findme later")]))?;
+        store.append(
+            &session,
+            NewMessage::assistant(vec![Part::text("findme later")]),
+        )?;
         let options = SearchOptions::default();
         let early = store.search("w1234", &options)?;
         let later = store.search("findme", &options)?;
@@ -2334,6 +2337,134 @@ fn one_part_of_many_distinct_words_leaves_search_working_on_every_engine() -> Re
     let (first, rest) = results.split_first().context("a backend")?;
     for other in rest {
         assert_eq!(first.1, other.1, "{} and {} find alike", first.0, other.0);
+    }
+    Ok(())
+}
+
+/// A session id with a NUL character names no session on any engine (PostgreSQL's text cannot
+/// hold one; none can be created, `InvalidSessionId`): every operation on it answers as for
+/// an unknown session, alike on every engine. PostgreSQL failed most of them with an untyped
+/// "invalid byte sequence" storage error.
+#[test]
+fn a_session_id_with_a_nul_is_an_unknown_session_alike_on_every_engine() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let mut out = Vec::new();
+        let nul = SessionId::new("a\u{0}b");
+        out.push(format!(
+            "messages {:?}",
+            store.messages(&nul).map(|m| m.len()).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "append {:?}",
+            store
+                .append(&nul, NewMessage::user("x"))
+                .map(|m| m.seq)
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "batch {:?}",
+            store
+                .append_batch(&nul, vec![NewMessage::user("x")])
+                .map(|m| m.len())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "turns {:?}",
+            store
+                .turns(&nul, 0..1)
+                .map(|m| m.len())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "title {:?}",
+            store.set_title(&nul, Some("t")).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "overview {:?}",
+            store
+                .session_overview(&nul)
+                .map(|o| o.is_some())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "has {:?}",
+            store.has_session(&nul).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "delete {:?}",
+            store.delete_session(&nul).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "fork {:?}",
+            store.fork(&nul, 0).map(|_| ()).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "pending {:?}",
+            store.pending_tool_uses(&nul).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "cancel {:?}",
+            store.cancel_pending(&nul, "r").map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "begin {:?}",
+            store
+                .begin_message(&nul, Role::Assistant)
+                .map(|_| ())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "compact {:?}",
+            store
+                .compact(&nul, 1, "s")
+                .map(|_| ())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "export {:?}",
+            store
+                .provider_history(&nul)
+                .map(|_| ())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "usage {:?}",
+            store.usage(&nul).map(|_| ()).map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "search {:?}",
+            store
+                .search(
+                    "x",
+                    &SearchOptions {
+                        session: Some(nul.clone()),
+                        ..SearchOptions::default()
+                    }
+                )
+                .map(|h| h.len())
+                .map_err(|e| chain(&e))
+        ));
+        out.push(format!(
+            "search nul query {:?}",
+            store
+                .search("a\u{0}b", &SearchOptions::default())
+                .map(|h| h.len())
+                .map_err(|e| chain(&e))
+        ));
+        Ok(out.join("\n"))
+    })?;
+    let (first, rest) = results.split_first().context("a backend")?;
+    for other in rest {
+        assert_eq!(first.1, other.1, "{} and {} answer alike", first.0, other.0);
+    }
+    for line in first.1.lines() {
+        assert!(
+            line.contains("unknown session")
+                || line.ends_with("Ok(false)")
+                || line.ends_with("Ok(0)"),
+            "{line}"
+        );
     }
     Ok(())
 }

@@ -150,6 +150,32 @@ impl Metas {
     }
 }
 
+/// Refuses a rollout whose own thread id, or its parent's, the store could not keep on every
+/// engine (`sessions.source_thread_id` and `source_parent_thread_id` are indexed:
+/// [`crate::MAX_ID_BYTES`], no NUL), at the `session_meta` line that names it.
+fn keepable_thread_ids(meta: &Meta) -> Result<(), ImportError> {
+    let ids = [
+        ("payload.id", "/id"),
+        (
+            "payload.source.subagent.thread_spawn.parent_thread_id",
+            "/source/subagent/thread_spawn/parent_thread_id",
+        ),
+    ];
+    for (path, pointer) in ids {
+        let id = meta.payload.pointer(pointer).and_then(Value::as_str);
+        if let Some(reason) = id.and_then(crate::model::unkeepable_id) {
+            return Err(ImportError::Malformed {
+                at: Location {
+                    path: path.to_owned(),
+                    ..Location::line(meta.line)
+                },
+                problem: format!("the thread id {reason}"),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A `session_meta` payload's sub-agent origin: set when its `source` is `{"subagent": ..}`.
 fn subagent(payload: &Value) -> Option<SubagentOrigin> {
     let source = payload.pointer("/source/subagent")?;
@@ -168,6 +194,9 @@ impl Log for Rollout {
     fn begin(input: &mut dyn BufRead) -> Result<Self, ImportError> {
         let metas = Metas::read(input)?;
         let own = metas.own();
+        if let Some(meta) = own {
+            keepable_thread_ids(meta)?;
+        }
         let first_line = own.map_or(1, |meta| meta.line);
         let system = metas
             .0
@@ -440,6 +469,38 @@ mod tests {
                 "{source}"
             );
         }
+    }
+
+    /// A thread id no engine keeps (over `MAX_ID_BYTES`, or with a NUL) is refused at its
+    /// `session_meta` line, its own or its parent's, before anything is imported.
+    #[test]
+    fn a_thread_id_no_engine_keeps_is_refused_at_its_line() {
+        let long = "t".repeat(crate::MAX_ID_BYTES + 1);
+        let spawn = |parent: &str| json!({"subagent": {"thread_spawn": {"parent_thread_id": parent, "depth": 1}}});
+        let cases = [
+            (meta(&long, json!("cli")), "payload.id"),
+            (meta("a\u{0}b", json!("cli")), "payload.id"),
+            (
+                meta("C", spawn(&long)),
+                "payload.source.subagent.thread_spawn.parent_thread_id",
+            ),
+        ];
+        for (meta_line, expected) in cases {
+            let text = rollout(&[meta_line, said("hi")]);
+            match import(&text) {
+                Err(ImportError::Malformed { at, problem }) => {
+                    assert_eq!(
+                        (at.line, at.path.as_str()),
+                        (Some(1), expected),
+                        "{problem}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let longest = "t".repeat(crate::MAX_ID_BYTES);
+        let imported = import(&rollout(&[meta(&longest, json!("cli")), said("hi")]));
+        assert_eq!(imported.expect("imports").source_thread_id, Some(longest));
     }
 
     #[test]

@@ -79,6 +79,9 @@ impl Store {
 
     /// True when a session with this id exists.
     pub fn has_session(&self, session: &SessionId) -> Result<bool> {
+        if self.names_no_session(session) {
+            return Ok(false);
+        }
         self.read(|db| {
             Ok(db
                 .optional_int(

@@ -577,6 +577,7 @@ fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
 /// append's own update of the row changes it): a one-statement append that remembered the
 /// version an earlier append left ([`PgStore::append`]) then no longer holds.
 pub(crate) fn lock_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
+    nameable(session)?;
     tx.query_opt(
         "UPDATE sessions SET tail_state = tail_state WHERE id = $1 RETURNING 1",
         &[&session.as_str()],
@@ -585,8 +586,19 @@ pub(crate) fn lock_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
     .ok_or_else(|| Error::UnknownSession(session.clone()))
 }
 
+/// Fails with [`Error::UnknownSession`] for an id that holds a NUL character: PostgreSQL's
+/// text cannot, so no session has it (the server would fail the statement that binds it),
+/// as SQLite finds no session by it.
+pub(crate) fn nameable(session: &SessionId) -> Result<()> {
+    match session.as_str().contains('\0') {
+        true => Err(Error::UnknownSession(session.clone())),
+        false => Ok(()),
+    }
+}
+
 /// Fails with [`Error::UnknownSession`] unless the session exists (reads).
 pub(crate) fn require_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
+    nameable(session)?;
     tx.query_opt("SELECT 1 FROM sessions WHERE id = $1", &[&session.as_str()])?
         .map(|_| ())
         .ok_or_else(|| Error::UnknownSession(session.clone()))
@@ -604,6 +616,9 @@ pub(crate) fn tail_row(
     session: &SessionId,
     for_write: Option<&[&str]>,
 ) -> Result<Option<TailRow>> {
+    if nameable(session).is_err() {
+        return Ok(None);
+    }
     let sql = "SELECT tail_state, last_seq, open_messages, last_part, block_parts, taken
                FROM session_store_tail($1, $2, $3)";
     let (calls, lock) = (for_write.unwrap_or_default(), for_write.is_some());
@@ -633,6 +648,9 @@ pub(crate) fn remembered_tail(
     calls: &[&str],
 ) -> Result<Option<Remembered>> {
     if calls.len() > GUARD_CALLS {
+        return Ok(None);
+    }
+    if nameable(session).is_err() {
         return Ok(None);
     }
     // A one-statement append: the tail this store's last append left, with the row version

@@ -168,6 +168,9 @@ impl PgStore {
         let phrases = phrases(query)?;
         let ts = ts_query(&phrases);
         let limit = i64::try_from(options.limit).unwrap_or(i64::MAX);
+        if let Some(session) = &options.session {
+            super::nameable(session)?;
+        }
         if !self.read_only && ts.is_some() {
             self.write(|tx| catch_up(tx, options.session.as_ref()))?;
         }
