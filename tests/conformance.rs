@@ -62,6 +62,19 @@ fn turn(tag: &str, tools: usize, minute: u32) -> Vec<NewMessage> {
     messages
 }
 
+/// The first backend's answer, after asserting that every backend gave the same (`what`
+/// they do alike, for the message).
+fn alike<'r, T: PartialEq + std::fmt::Debug>(
+    results: &'r [(&'static str, T)],
+    what: &str,
+) -> Result<&'r T> {
+    let (first, rest) = results.split_first().context("a backend")?;
+    for other in rest {
+        assert_eq!(first.1, other.1, "{} and {} {what}", first.0, other.0);
+    }
+    Ok(&first.1)
+}
+
 fn session_of(backend: &Backend, tools: &[usize]) -> Result<SessionId> {
     let session = backend.store.create_session()?;
     for (i, &count) in tools.iter().enumerate() {
@@ -2305,10 +2318,7 @@ fn an_id_longer_than_every_engine_keeps_is_refused_alike_on_every_engine() -> Re
         );
         Ok(refusals)
     })?;
-    let (first, rest) = results.split_first().context("a backend")?;
-    for other in rest {
-        assert_eq!(first.1, other.1, "{} and {} refuse alike", first.0, other.0);
-    }
+    alike(&results, "refuse alike")?;
     Ok(())
 }
 
@@ -2334,10 +2344,7 @@ fn one_part_of_many_distinct_words_leaves_search_working_on_every_engine() -> Re
         ensure!(early.len() == 1 && later.len() == 1, "{early:?} {later:?}");
         Ok((early[0].seq, later[0].seq))
     })?;
-    let (first, rest) = results.split_first().context("a backend")?;
-    for other in rest {
-        assert_eq!(first.1, other.1, "{} and {} find alike", first.0, other.0);
-    }
+    alike(&results, "find alike")?;
     Ok(())
 }
 
@@ -2347,123 +2354,52 @@ fn one_part_of_many_distinct_words_leaves_search_working_on_every_engine() -> Re
 /// "invalid byte sequence" storage error.
 #[test]
 fn a_session_id_with_a_nul_is_an_unknown_session_alike_on_every_engine() -> Result<()> {
+    fn answer<T: std::fmt::Debug>(result: session_store::Result<T>) -> String {
+        match result {
+            Ok(value) => format!("Ok({value:?})"),
+            Err(error) => chain(&error),
+        }
+    }
     let results = on_each(|b| {
         let store = &b.store;
-        let mut out = Vec::new();
         let nul = SessionId::new("a\u{0}b");
-        out.push(format!(
-            "messages {:?}",
-            store.messages(&nul).map(|m| m.len()).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "append {:?}",
-            store
-                .append(&nul, NewMessage::user("x"))
-                .map(|m| m.seq)
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "batch {:?}",
-            store
-                .append_batch(&nul, vec![NewMessage::user("x")])
-                .map(|m| m.len())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "turns {:?}",
-            store
-                .turns(&nul, 0..1)
-                .map(|m| m.len())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "title {:?}",
-            store.set_title(&nul, Some("t")).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "overview {:?}",
-            store
-                .session_overview(&nul)
-                .map(|o| o.is_some())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "has {:?}",
-            store.has_session(&nul).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "delete {:?}",
-            store.delete_session(&nul).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "fork {:?}",
-            store.fork(&nul, 0).map(|_| ()).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "pending {:?}",
-            store.pending_tool_uses(&nul).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "cancel {:?}",
-            store.cancel_pending(&nul, "r").map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "begin {:?}",
-            store
-                .begin_message(&nul, Role::Assistant)
-                .map(|_| ())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "compact {:?}",
-            store
-                .compact(&nul, 1, "s")
-                .map(|_| ())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "export {:?}",
-            store
-                .provider_history(&nul)
-                .map(|_| ())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "usage {:?}",
-            store.usage(&nul).map(|_| ()).map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "search {:?}",
-            store
-                .search(
-                    "x",
-                    &SearchOptions {
-                        session: Some(nul.clone()),
-                        ..SearchOptions::default()
-                    }
-                )
-                .map(|h| h.len())
-                .map_err(|e| chain(&e))
-        ));
-        out.push(format!(
-            "search nul query {:?}",
-            store
-                .search("a\u{0}b", &SearchOptions::default())
-                .map(|h| h.len())
-                .map_err(|e| chain(&e))
-        ));
-        Ok(out.join("\n"))
+        let in_it = SearchOptions {
+            session: Some(nul.clone()),
+            ..SearchOptions::default()
+        };
+        let answers = [
+            answer(store.messages(&nul).map(|m| m.len())),
+            answer(store.append(&nul, NewMessage::user("x")).map(|m| m.seq)),
+            answer(
+                store
+                    .append_batch(&nul, vec![NewMessage::user("x")])
+                    .map(|m| m.len()),
+            ),
+            answer(store.turns(&nul, 0..1).map(|m| m.len())),
+            answer(store.set_title(&nul, Some("t"))),
+            answer(store.session_overview(&nul).map(|o| o.is_some())),
+            answer(store.has_session(&nul)),
+            answer(store.delete_session(&nul)),
+            answer(store.fork(&nul, 0).map(|_| ())),
+            answer(store.pending_tool_uses(&nul).map(|p| p.len())),
+            answer(store.cancel_pending(&nul, "r").map(|p| p.len())),
+            answer(store.begin_message(&nul, Role::Assistant).map(|_| ())),
+            answer(store.compact(&nul, 1, "s").map(|_| ())),
+            answer(store.provider_history(&nul).map(|_| ())),
+            answer(store.usage(&nul).map(|_| ())),
+            answer(store.search("x", &in_it).map(|h| h.len())),
+            answer(
+                store
+                    .search("a\u{0}b", &SearchOptions::default())
+                    .map(|h| h.len()),
+            ),
+        ];
+        Ok(answers)
     })?;
-    let (first, rest) = results.split_first().context("a backend")?;
-    for other in rest {
-        assert_eq!(first.1, other.1, "{} and {} answer alike", first.0, other.0);
-    }
-    for line in first.1.lines() {
+    for answer in alike(&results, "answer alike")? {
         assert!(
-            line.contains("unknown session")
-                || line.ends_with("Ok(false)")
-                || line.ends_with("Ok(0)"),
-            "{line}"
+            answer.contains("unknown session") || answer == "Ok(false)" || answer == "Ok(0)",
+            "{answer}"
         );
     }
     Ok(())

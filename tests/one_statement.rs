@@ -195,16 +195,22 @@ fn a_call_a_hand_edit_deleted_cannot_be_answered_from_a_remembered_tail() {
     assert!(matches!(error, Error::Refused { .. }), "{error:?}");
 }
 
-#[test]
-fn stores_writing_one_session_together_lose_no_message_and_share_no_seq() {
-    let Some(schema) = PgSchema::create() else {
-        return;
-    };
-    let url = schema.url();
-    let session = Store::open(&url)
+/// A schema with one session in it (`None`, the test skipped: no server).
+fn schema_with_a_session() -> Option<(PgSchema, SessionId)> {
+    let schema = PgSchema::create()?;
+    let session = Store::open(schema.url())
         .expect("open")
         .create_session()
         .expect("session");
+    Some((schema, session))
+}
+
+#[test]
+fn stores_writing_one_session_together_lose_no_message_and_share_no_seq() {
+    let Some((schema, session)) = schema_with_a_session() else {
+        return;
+    };
+    let url = schema.url();
     const WRITERS: usize = 4;
     const EACH: usize = 60;
     thread::scope(|scope| {
@@ -326,14 +332,10 @@ fn a_retried_key_from_a_remembered_tail_comes_back_as_stored() {
 /// 0..n in order, the content the same for a key): each key is stored once, in key order.
 #[test]
 fn stores_racing_the_same_keys_store_each_message_once() {
-    let Some(schema) = PgSchema::create() else {
+    let Some((schema, session)) = schema_with_a_session() else {
         return;
     };
     let url = schema.url();
-    let session = Store::open(&url)
-        .expect("open")
-        .create_session()
-        .expect("session");
     const WRITERS: usize = 4;
     const KEYS: usize = 40;
     let appended: Vec<Vec<session_store::Appended>> = thread::scope(|scope| {
