@@ -317,7 +317,7 @@ macro_rules! every_kind {
 impl Part {
     /// The first id of this part longer than [`MAX_ID_BYTES`], as its field name (`id`,
     /// `tool_use_id`) and length in bytes; `None` when none is.
-    pub fn long_id(&self) -> Option<(&'static str, usize)> {
+    pub(crate) fn long_id(&self) -> Option<(&'static str, usize)> {
         let (field, id) = match self {
             Part::ToolUse { id, .. } | Part::ServerToolUse { id, .. } => ("id", id),
             Part::ToolResult { tool_use_id, .. } | Part::ServerToolResult { tool_use_id, .. } => {
@@ -325,7 +325,7 @@ impl Part {
             }
             _ => return None,
         };
-        (id.len() > MAX_ID_BYTES).then_some((field, id.len()))
+        id_too_long(id).map(|bytes| (field, bytes))
     }
 
     /// The first of this part's text fields (stored as text columns, not as JSON) that holds
@@ -680,13 +680,17 @@ impl Usage {
 /// wherever it is stored ([`crate::Refusal::IdTooLong`], [`crate::Error::InvalidSessionId`]).
 pub const MAX_ID_BYTES: usize = 1024;
 
+/// `id`'s length in bytes when it is longer than [`MAX_ID_BYTES`].
+pub(crate) fn id_too_long(id: &str) -> Option<usize> {
+    (id.len() > MAX_ID_BYTES).then_some(id.len())
+}
+
 /// Why `id` (a session's id, a call's id, a key) cannot be kept on every engine: too long
 /// ([`MAX_ID_BYTES`]) or holding a NUL character; `None` when it can.
 pub(crate) fn unkeepable_id(id: &str) -> Option<String> {
-    if id.len() > MAX_ID_BYTES {
+    if let Some(bytes) = id_too_long(id) {
         return Some(format!(
-            "is {} bytes long, more than the {MAX_ID_BYTES} an id may be",
-            id.len()
+            "is {bytes} bytes long, more than the {MAX_ID_BYTES} an id may be"
         ));
     }
     memchr::memchr(0, id.as_bytes()).map(|_| "holds a NUL character (U+0000)".to_owned())

@@ -340,14 +340,13 @@ pub fn check_texts(message: &NewMessage) -> Result<(), Refusal> {
     {
         return Err(Refusal::NulInMessageField { field });
     }
-    if let Some(key) = message.idempotency_key.as_deref() {
-        if key.len() > crate::MAX_ID_BYTES {
-            return Err(Refusal::IdTooLong {
-                ordinal: None,
-                field: "idempotency_key",
-                bytes: key.len(),
-            });
-        }
+    let key = message.idempotency_key.as_deref();
+    if let Some(bytes) = key.and_then(crate::model::id_too_long) {
+        return Err(Refusal::IdTooLong {
+            ordinal: None,
+            field: "idempotency_key",
+            bytes,
+        });
     }
     for (ordinal, part) in message.parts.iter().enumerate() {
         if let Some(field) = part.nul_field() {

@@ -90,6 +90,13 @@ pub(crate) trait Engine: Debug + Send + Sync {
         true
     }
 
+    /// True when `session` cannot name a session of this engine's (PostgreSQL: an id with a
+    /// NUL character, which its text cannot hold; the server would fail the statement that
+    /// binds it). An operation on it answers as for an unknown session, without a statement.
+    fn names_no_session(&self, _session: &SessionId) -> bool {
+        false
+    }
+
     /// `Store::orphan_rows`: rows pointing at a missing row (none where the engine always
     /// enforces its foreign keys).
     fn orphan_rows(&self) -> Result<Vec<super::orphans::OrphanRow>> {

@@ -27,12 +27,6 @@ impl Store {
         self.engine.location()
     }
 
-    /// True when `session` cannot name a session of this store: an id with a NUL character,
-    /// which PostgreSQL's text cannot hold (SQLite's can, and simply finds none new).
-    pub(crate) fn names_no_session(&self, session: &SessionId) -> bool {
-        !self.engine.keeps_nul_in_text() && session.as_str().contains('\0')
-    }
-
     /// True when this store is a PostgreSQL database (opened on a `postgres://` URL).
     pub fn is_postgres(&self) -> bool {
         self.engine.name() == "postgres"

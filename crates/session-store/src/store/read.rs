@@ -79,7 +79,7 @@ impl Store {
 
     /// True when a session with this id exists.
     pub fn has_session(&self, session: &SessionId) -> Result<bool> {
-        if self.names_no_session(session) {
+        if self.engine.names_no_session(session) {
             return Ok(false);
         }
         self.read(|db| {

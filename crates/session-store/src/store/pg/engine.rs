@@ -58,6 +58,10 @@ impl Engine for PgStore {
         PgStore::list_sessions(self, only)
     }
 
+    fn names_no_session(&self, session: &SessionId) -> bool {
+        super::nameable(session).is_err()
+    }
+
     fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
         PgStore::overviews(self, only)
     }
