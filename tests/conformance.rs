@@ -2349,9 +2349,10 @@ fn one_part_of_many_distinct_words_leaves_search_working_on_every_engine() -> Re
 }
 
 /// A session id with a NUL character names no session on any engine (PostgreSQL's text cannot
-/// hold one; none can be created, `InvalidSessionId`): every operation on it answers as for
-/// an unknown session, alike on every engine. PostgreSQL failed most of them with an untyped
-/// "invalid byte sequence" storage error.
+/// hold one; none can be created, `InvalidSessionId`): every public operation that names a
+/// session (each one the store has, 32 calls) answers as for an unknown session, alike on
+/// every engine. PostgreSQL failed many of them (an append, a title, `has_session`,
+/// `session`, `last_turns`, ...) with an untyped "invalid byte sequence" storage error.
 #[test]
 fn a_session_id_with_a_nul_is_an_unknown_session_alike_on_every_engine() -> Result<()> {
     fn answer<T: std::fmt::Debug>(result: session_store::Result<T>) -> String {
@@ -2388,6 +2389,25 @@ fn a_session_id_with_a_nul_is_an_unknown_session_alike_on_every_engine() -> Resu
             answer(store.provider_history(&nul).map(|_| ())),
             answer(store.usage(&nul).map(|_| ())),
             answer(store.search("x", &in_it).map(|h| h.len())),
+            answer(store.budget(&nul, 1_000).map(|_| ())),
+            answer(store.clear_thinking_state(&nul)),
+            answer(store.export_bundle(&nul).map(|_| ())),
+            answer(store.last_turns(&nul, 1).map(|m| m.len())),
+            answer(store.message_usage(&nul).map(|u| u.len())),
+            answer(store.readable_messages(&nul).map(|_| ())),
+            answer(store.record_completion(&nul, t(1))),
+            answer(store.revert_to_turn(&nul, 0).map(|_| ())),
+            answer(store.session(&nul).map(|s| s.is_some())),
+            answer(store.settle_open_messages(&nul)),
+            answer(store.summaries(&nul).map(|s| s.len())),
+            answer(store.thinking_state(&nul).map(|_| ())),
+            answer(
+                store
+                    .transcript(&nul, session_store::TranscriptFormat::Markdown)
+                    .map(|_| ()),
+            ),
+            answer(store.undo_revert(&nul).map(|_| ())),
+            answer(store.link_subagent(&nul, &nul).map(|_| ())),
             answer(
                 store
                     .search("a\u{0}b", &SearchOptions::default())

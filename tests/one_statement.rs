@@ -195,19 +195,18 @@ fn a_call_a_hand_edit_deleted_cannot_be_answered_from_a_remembered_tail() {
     assert!(matches!(error, Error::Refused { .. }), "{error:?}");
 }
 
-/// A schema with one session in it (`None`, the test skipped: no server).
-fn schema_with_a_session() -> Option<(PgSchema, SessionId)> {
+/// A schema, a store on it and a session the store created (`None`, the test skipped: no
+/// server).
+fn a_store_with_a_session() -> Option<(PgSchema, Store, SessionId)> {
     let schema = PgSchema::create()?;
-    let session = Store::open(schema.url())
-        .expect("open")
-        .create_session()
-        .expect("session");
-    Some((schema, session))
+    let store = Store::open(schema.url()).expect("open");
+    let session = store.create_session().expect("session");
+    Some((schema, store, session))
 }
 
 #[test]
 fn stores_writing_one_session_together_lose_no_message_and_share_no_seq() {
-    let Some((schema, session)) = schema_with_a_session() else {
+    let Some((schema, store, session)) = a_store_with_a_session() else {
         return;
     };
     let url = schema.url();
@@ -226,7 +225,6 @@ fn stores_writing_one_session_together_lose_no_message_and_share_no_seq() {
             });
         }
     });
-    let store = Store::open(&url).expect("open");
     let messages = assert_well_formed(&store, &session);
     assert_eq!(messages.len(), WRITERS * EACH);
     // Each writer's messages, in the order it appended them.
@@ -251,11 +249,9 @@ fn stores_writing_one_session_together_lose_no_message_and_share_no_seq() {
 /// once, and the store's later appends are transactions.
 #[test]
 fn a_server_that_fails_the_one_statement_gets_transactions_instead() {
-    let Some(schema) = PgSchema::create() else {
+    let Some((schema, store, session)) = a_store_with_a_session() else {
         return;
     };
-    let store = Store::open(schema.url()).expect("open");
-    let session = store.create_session().expect("session");
     store
         .append(&session, NewMessage::user("first"))
         .expect("append in a transaction");
@@ -292,11 +288,9 @@ fn a_server_that_fails_the_one_statement_gets_transactions_instead() {
 /// new key is appended as usual.
 #[test]
 fn a_retried_key_from_a_remembered_tail_comes_back_as_stored() {
-    let Some(schema) = PgSchema::create() else {
+    let Some((_schema, store, session)) = a_store_with_a_session() else {
         return;
     };
-    let store = Store::open(schema.url()).expect("open");
-    let session = store.create_session().expect("session");
     let keyed = |text: &str, key: &str| NewMessage::user(text).with_idempotency_key(key);
     let first = store.append(&session, keyed("q1", "k1")).expect("append");
     // Appended by the one statement, then retried from the tail it left.
@@ -332,7 +326,7 @@ fn a_retried_key_from_a_remembered_tail_comes_back_as_stored() {
 /// 0..n in order, the content the same for a key): each key is stored once, in key order.
 #[test]
 fn stores_racing_the_same_keys_store_each_message_once() {
-    let Some((schema, session)) = schema_with_a_session() else {
+    let Some((schema, store, session)) = a_store_with_a_session() else {
         return;
     };
     let url = schema.url();
@@ -359,7 +353,6 @@ fn stores_racing_the_same_keys_store_each_message_once() {
             .map(|writer| writer.join().expect("writer"))
             .collect()
     });
-    let store = Store::open(&url).expect("open");
     let messages = assert_well_formed(&store, &session);
     let texts: Vec<String> = messages
         .iter()

@@ -154,6 +154,17 @@ pub(crate) struct MessageRow<'a> {
     pub(crate) created_at: &'a str,
 }
 
+/// The session row's version on PostgreSQL (its `xmin`, the transaction that wrote it) as a
+/// number: what a one-statement append checks and every write to a session's rows changes
+/// ([`Remembered::version`](crate::store::write::Remembered::version)).
+macro_rules! row_version {
+    () => {
+        "CAST(CAST(xmin AS TEXT) AS BIGINT)"
+    };
+}
+#[cfg(feature = "postgres")]
+pub(crate) use row_version;
+
 /// How many call ids a [`Guard`] asks about: an append of more reads its tail instead.
 pub(crate) const GUARD_CALLS: usize = 8;
 
@@ -233,10 +244,14 @@ fn parts_fit_one_insert(parts: usize) -> bool {
 fn guard_condition(at: usize, calls: usize, versioned: bool) -> String {
     let version = if versioned {
         format!(
-            "
+            concat!(
+                "
          AND EXISTS (SELECT 1 FROM sessions WHERE id = ?1
-                     AND CAST(CAST(xmin AS TEXT) AS BIGINT) = CAST(?{} AS BIGINT)
-                     FOR UPDATE NOWAIT)",
+                     AND ",
+                row_version!(),
+                " = CAST(?{} AS BIGINT)
+                     FOR UPDATE NOWAIT)"
+            ),
             at + 4 + calls
         )
     } else {
@@ -503,10 +518,11 @@ fn message_with_parts_text(shape: Shape, guard: Option<(usize, bool)>) -> String
                          || ']',
                      message_count = message_count + CAST(?{} AS BIGINT)
                      WHERE id = ?1 AND EXISTS (SELECT 1 FROM m)
-                     RETURNING CAST(CAST(xmin AS TEXT) AS BIGINT) AS version)",
+                     RETURNING {} AS version)",
             at + 1,
             at + 3,
-            at + 2
+            at + 2,
+            row_version!()
         )
     } else {
         String::new()

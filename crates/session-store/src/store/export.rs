@@ -150,6 +150,7 @@ impl Store {
 
     /// The session's thinking retention state (latch and last completion).
     pub fn thinking_state(&self, session: &SessionId) -> Result<ThinkingState> {
+        self.nameable(session)?;
         self.read(|db| thinking_state(db, session))
     }
 

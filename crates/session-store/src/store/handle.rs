@@ -27,6 +27,15 @@ impl Store {
         self.engine.location()
     }
 
+    /// [`crate::Error::UnknownSession`] for an id this store's engine cannot hold
+    /// ([`Engine::names_no_session`]), before an operation binds it.
+    pub(crate) fn nameable(&self, session: &SessionId) -> Result<()> {
+        match self.engine.names_no_session(session) {
+            true => Err(crate::Error::UnknownSession(session.clone())),
+            false => Ok(()),
+        }
+    }
+
     /// True when this store is a PostgreSQL database (opened on a `postgres://` URL).
     pub fn is_postgres(&self) -> bool {
         self.engine.name() == "postgres"

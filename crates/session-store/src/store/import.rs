@@ -99,9 +99,7 @@ impl Store {
     /// Sets the session's title (`sessions.title`; `None` clears it), in one transaction.
     /// [`Error::UnknownSession`](crate::Error::UnknownSession) when there is no such session.
     pub fn set_title(&self, session: &SessionId, title: Option<&str>) -> Result<()> {
-        if self.engine.names_no_session(session) {
-            return Err(crate::Error::UnknownSession(session.clone()));
-        }
+        self.nameable(session)?;
         self.write(|db| set_title_in(db, session, title))
     }
 }

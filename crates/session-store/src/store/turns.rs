@@ -92,6 +92,7 @@ impl Store {
     /// The messages of the last `k` turns of the session, whole, in `seq` order (all of them
     /// when the session has `k` turns or fewer; none for `k = 0`).
     pub fn last_turns(&self, session: &SessionId, k: usize) -> Result<Vec<Message>> {
+        self.nameable(session)?;
         self.read(|tx| last_turns_in(tx, session, k))
     }
 }

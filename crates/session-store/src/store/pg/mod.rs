@@ -29,7 +29,7 @@ use super::StoreOptions;
 use crate::error::{Error, Result};
 use crate::history::tail::TailState;
 use crate::model::SessionId;
-use crate::store::encode::{GUARD_CALLS, ONE_STATEMENT, ONE_STATEMENT_WROTE};
+use crate::store::encode::{row_version, GUARD_CALLS, ONE_STATEMENT, ONE_STATEMENT_WROTE};
 use crate::store::engine::Work;
 use crate::store::write::{Remembered, TailRow};
 use remembered::{Kept, Tails};
@@ -126,6 +126,15 @@ macro_rules! forward {
     };
 }
 pub(crate) use forward;
+
+/// Writes a new version of session `$1`'s row ([`row_version!`]), and with it takes the
+/// row's lock: how every write to a session's rows starts, so a one-statement append that
+/// checks the version an earlier append left no longer holds ([`PgStore::append`]).
+macro_rules! new_row_version {
+    () => {
+        "UPDATE sessions SET tail_state = tail_state WHERE id = $1"
+    };
+}
 
 /// What a one-statement append came to ([`PgStore::one_statement`]).
 enum Alone {
@@ -487,8 +496,7 @@ impl PgStore {
     fn fence(&self, session: &SessionId, version: i64) -> Result<bool> {
         let fenced = self.write(|tx| {
             tx.execute(
-                "UPDATE sessions SET tail_state = tail_state
-                 WHERE id = $1 AND CAST(CAST(xmin AS TEXT) AS BIGINT) = $2",
+                concat!(new_row_version!(), " AND ", row_version!(), " = $2"),
                 &[&session.as_str(), &version],
             )
         })?;
@@ -579,7 +587,7 @@ fn run_on<T, F: FnOnce(&mut Tx<'_>) -> Result<T>>(
 pub(crate) fn lock_session(tx: &mut Tx<'_>, session: &SessionId) -> Result<()> {
     nameable(session)?;
     tx.query_opt(
-        "UPDATE sessions SET tail_state = tail_state WHERE id = $1 RETURNING 1",
+        concat!(new_row_version!(), " RETURNING 1"),
         &[&session.as_str()],
     )?
     .map(|_| ())

@@ -18,8 +18,17 @@ fn session_param<'a>(id: &'a Option<&'a str>) -> Vec<&'a (dyn ToSql + Sync)> {
     id.iter().map(|id| id as &(dyn ToSql + Sync)).collect()
 }
 
+/// True when `only` names a session no row can hold ([`super::nameable`]): a listing of it
+/// is empty.
+fn names_none(only: Option<&SessionId>) -> bool {
+    only.is_some_and(|session| super::nameable(session).is_err())
+}
+
 impl PgStore {
     pub(crate) fn list_sessions(&self, only: Option<&SessionId>) -> Result<Vec<SessionInfo>> {
+        if names_none(only) {
+            return Ok(Vec::new());
+        }
         self.read(|tx| {
             let sql = one_or_every_session(
                 "SELECT s.id, s.created_at, s.updated_at,
@@ -52,7 +61,7 @@ impl PgStore {
     }
 
     pub(crate) fn overviews(&self, only: Option<&SessionId>) -> Result<Vec<SessionOverview>> {
-        if only.is_some_and(|session| super::nameable(session).is_err()) {
+        if names_none(only) {
             return Ok(Vec::new());
         }
         self.read(|tx| {
