@@ -375,21 +375,27 @@ fn the_tail_read_stays_keyed_when_its_plans_were_made_on_near_empty_tables() {
 /// session's parts for unknown values and at one part for known ones.
 #[test]
 fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
-    let Some(planned) = planned_on_tables_that_hold_data(ONE_STATEMENT, |store, session| {
-        for number in 0..40 {
-            for (_, message, _) in turn(number, 2) {
-                store.append(session, message).expect("append");
+    let turns = |numbers: std::ops::Range<usize>| {
+        move |store: &Store, session: &SessionId| {
+            for number in numbers {
+                for (_, message, _) in turn(number, 2) {
+                    store.append(session, message).expect("append");
+                }
             }
         }
-    }) else {
+    };
+    let Some(planned) =
+        planned_on_tables_that_hold_data(ONE_STATEMENT, turns(0..WARM_UP), turns(WARM_UP..40))
+    else {
         return;
     };
     assert!(!planned.is_empty(), "no append statement was counted");
     for (_, plans, calls) in planned {
         eprintln!("planned {plans} times in {calls} runs");
         assert!(
-            calls >= 39,
-            "a shape of the turn ran {calls} times in 40 turns"
+            calls >= 39 - WARM_UP as i64,
+            "a shape of the turn ran {calls} times in {} turns",
+            40 - WARM_UP
         );
         assert!(
             plans * 4 <= calls,
@@ -398,17 +404,27 @@ fn an_append_is_planned_once_per_connection_on_tables_that_hold_data() {
     }
 }
 
-/// What `work` made the server plan and run (see [`Counted::plans_of`]), on a new store and
-/// session beside 300 resident sessions of 100 one-part messages, analysed; `None` (with a
-/// note) where the server cannot tell.
+/// Turns run before the counted ones: the server plans a statement 5 times for its values
+/// and once more for its generic plan before it keeps that, so what is counted after these
+/// is what a connection that has settled plans. (Counting from the first run left one
+/// plan of headroom: a second connection, or the server dropping its kept plans once, as
+/// it does for every statement when a backend falls behind the catalog changes of tests
+/// migrating beside it, failed the test with nothing wrong.)
+const WARM_UP: usize = 8;
+
+/// What `work` made the server plan and run (see [`Counted::plans_of`]), after `warm_up`
+/// on the same store and session, a new one beside 300 resident sessions of 100 one-part
+/// messages, analysed; `None` (with a note) where the server cannot tell.
 fn planned_on_tables_that_hold_data(
     prefix: &str,
+    warm_up: impl FnOnce(&Store, &SessionId),
     work: impl FnOnce(&Store, &SessionId),
 ) -> Option<Vec<(String, i64, i64)>> {
     let _one = COUNTED.lock().unwrap_or_else(|e| e.into_inner());
     let mut counted = Counted::open()?;
     let (store, session) = session_store(&counted.url);
     resident_sessions(&mut counted);
+    warm_up(&store, &session);
     counted.plans_of(prefix, || work(&store, &session))
 }
 
@@ -500,16 +516,22 @@ fn a_session_s_writes_are_planned_once_per_connection_on_tables_that_hold_data()
     });
 }
 
-/// Runs `turn` (given the turn's number) on 24 turns of a session beside resident sessions
-/// ([`planned_on_tables_that_hold_data`]) and asserts that every statement that ran on
+/// Runs `turn` (given the turn's number) on 24 turns of a session, after [`WARM_UP`] turns,
+/// beside resident sessions ([`planned_on_tables_that_hold_data`]) and asserts that every statement that ran on
 /// each turn was planned at most once in four runs.
 fn each_turn_planned_once_on_tables_that_hold_data(turn: impl Fn(&Store, &SessionId, usize)) {
     const TURNS: usize = 24;
-    let Some(planned) = planned_on_tables_that_hold_data("", |store, session| {
-        for number in 0..TURNS {
-            turn(store, session, number);
+    let turns = |numbers: std::ops::Range<usize>| {
+        let turn = &turn;
+        move |store: &Store, session: &SessionId| {
+            for number in numbers {
+                turn(store, session, number);
+            }
         }
-    }) else {
+    };
+    let Some(planned) =
+        planned_on_tables_that_hold_data("", turns(0..WARM_UP), turns(WARM_UP..WARM_UP + TURNS))
+    else {
         return;
     };
     let frequent: Vec<_> = planned
