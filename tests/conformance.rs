@@ -2424,3 +2424,97 @@ fn a_session_id_with_a_nul_is_an_unknown_session_alike_on_every_engine() -> Resu
     }
     Ok(())
 }
+
+/// Times are stored as RFC 3339 text on every engine: the first and last instants of the
+/// years 0 to 9999 are stored and read back alike; one microsecond outside, a message's
+/// `created_at` is refused (`time_out_of_range`) and a completion's time too, alike on every
+/// engine, nothing written. SQLite stored `+200000-01-01T...` and then failed every read of
+/// the session with a corrupt row.
+#[test]
+fn a_time_outside_four_digit_years_is_refused_alike_on_every_engine() -> Result<()> {
+    let at = |year, month, day, hour, minute, second, micros| {
+        Utc.with_ymd_and_hms(year, month, day, hour, minute, second)
+            .single()
+            .map(|time| time + chrono::Duration::microseconds(micros))
+            .context("a time")
+    };
+    let first = at(0, 1, 1, 0, 0, 0, 0)?;
+    let last = at(9999, 12, 31, 23, 59, 59, 999_999)?;
+    let micro = chrono::Duration::microseconds(1);
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = store.create_session()?;
+        store.append(&session, NewMessage::user("first").at(first))?;
+        store.append(&session, NewMessage::user("last").at(last))?;
+        let stored: Vec<_> = store
+            .messages(&session)?
+            .iter()
+            .map(|m| m.created_at)
+            .collect();
+        ensure!(stored == [first, last], "{stored:?}");
+        let mut answers = Vec::new();
+        for time in [first - micro, last + micro, at(200_000, 1, 1, 0, 0, 0, 0)?] {
+            let refused = store.append(&session, NewMessage::user("out").at(time));
+            ensure!(
+                matches!(
+                    &refused,
+                    Err(Error::Refused {
+                        reason: Refusal::TimeOutOfRange { field: "created_at", time: t },
+                        ..
+                    }) if *t == time
+                ),
+                "{refused:?}"
+            );
+            let completion = store.record_completion(&session, time);
+            ensure!(
+                matches!(&completion, Err(Error::TimeOutOfRange { time: t, .. }) if *t == time),
+                "{completion:?}"
+            );
+            for error in [refused.err(), completion.err()].into_iter().flatten() {
+                answers.push(chain(&error).replace(session.as_str(), "SESSION"));
+            }
+        }
+        ensure!(
+            store.messages(&session)?.len() == 2,
+            "a refused write wrote"
+        );
+        ensure!(
+            store.thinking_state(&session)?.last_completion.is_none(),
+            "a refused completion was recorded"
+        );
+        Ok(answers)
+    })?;
+    alike(&results, "refused differently")?;
+    Ok(())
+}
+
+/// A streamed message's model takes an appended message's rule: a NUL is refused
+/// (`nul_in_text`) alike on every engine and nothing is written; SQLite stored it and
+/// PostgreSQL failed with its own untyped error.
+#[test]
+fn a_streamed_model_with_a_nul_is_refused_alike_on_every_engine() -> Result<()> {
+    let results = on_each(|b| {
+        let store = &b.store;
+        let session = store.create_session()?;
+        store.append(&session, NewMessage::user("stream"))?;
+        let mut open = store.begin_message(&session, Role::Assistant)?;
+        let refused = open.set_model("provider/a\u{0}b");
+        ensure!(
+            matches!(
+                &refused,
+                Err(Error::Refused {
+                    reason: Refusal::NulInMessageField { field: "model" },
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        open.push(Part::text("answer"))?;
+        open.finish()?;
+        let model = store.messages(&session)?[1].model.clone();
+        ensure!(model.is_none(), "{model:?}");
+        Ok(chain(&refused.err().context("refused")?).replace(session.as_str(), "SESSION"))
+    })?;
+    alike(&results, "refused differently")?;
+    Ok(())
+}

@@ -90,7 +90,9 @@ fn failure(py: Python<'_>, failure: Failure) -> PyErr {
         Failure::Store(lib::Error::UnknownSession(session)) => {
             UnknownSession::new_err(format!("unknown session {session}"))
         }
-        Failure::Store(error @ (lib::Error::Import(_) | lib::Error::InvalidSessionId { .. })) => {
+        Failure::Store(error @ (lib::Error::Import(_)
+            | lib::Error::InvalidSessionId { .. }
+            | lib::Error::TimeOutOfRange { .. })) => {
             InvalidInput::new_err(error.to_string())
         }
         Failure::Store(error) => Error::new_err(error.to_string()),

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use chrono::{DateTime, Utc};
+
 use crate::history::pairing::Refusal;
 use crate::model::SessionId;
 
@@ -175,6 +177,16 @@ pub enum Error {
     InvalidSessionId {
         /// What is wrong with it (the id itself may be too long to print).
         reason: String,
+    },
+    /// A time the store cannot keep as given (a completion's time outside the years 0 to
+    /// 9999; a message's is [`crate::Refusal::TimeOutOfRange`]): refused on every engine,
+    /// nothing written.
+    #[error("the {what} {time:?} is outside the years 0 to 9999 the store keeps times in")]
+    TimeOutOfRange {
+        /// Which time (`completion time`).
+        what: &'static str,
+        /// The time given.
+        time: DateTime<Utc>,
     },
     /// A text of a session (its title, a compaction summary) holds a NUL character
     /// (U+0000), which PostgreSQL cannot keep: refused on every engine, nothing written.

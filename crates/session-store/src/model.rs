@@ -7,7 +7,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -694,6 +694,16 @@ pub(crate) fn unkeepable_id(id: &str) -> Option<String> {
         ));
     }
     memchr::memchr(0, id.as_bytes()).map(|_| "holds a NUL character (U+0000)".to_owned())
+}
+
+/// Whether the store keeps `time` as given: years 0 to 9999, what RFC 3339 writes with its
+/// four-digit year. Both engines store times as RFC 3339 text, which sorts in time order
+/// only in that range; a later or earlier time (chrono writes `+10000-01-01T...`) would sort
+/// out of order (a prune or a listing by time would be wrong) and no RFC 3339 reader reads it
+/// back. Refused on every engine ([`crate::Refusal::TimeOutOfRange`],
+/// [`crate::Error::TimeOutOfRange`]).
+pub(crate) fn keepable_time(time: DateTime<Utc>) -> bool {
+    (0..=9999).contains(&time.year())
 }
 
 /// The largest token count the store keeps exactly: the usage columns are signed 64-bit

@@ -138,6 +138,15 @@ pub enum Refusal {
         /// Its length in bytes of UTF-8.
         bytes: usize,
     },
+    /// A time outside the years 0 to 9999, what RFC 3339 writes with its four-digit year:
+    /// stored as text, it would sort out of time order and no RFC 3339 reader reads it back.
+    #[error("{field} {time:?} is outside the years 0 to 9999 the store keeps times in")]
+    TimeOutOfRange {
+        /// Which time (`created_at`).
+        field: &'static str,
+        /// The time given.
+        time: chrono::DateTime<chrono::Utc>,
+    },
 }
 
 impl Refusal {
@@ -164,6 +173,7 @@ impl Refusal {
             Refusal::NulInText { .. } | Refusal::NulInMessageField { .. } => "nul_in_text",
             Refusal::TokenCountOutOfRange { .. } => "token_count_out_of_range",
             Refusal::IdTooLong { .. } => "id_too_long",
+            Refusal::TimeOutOfRange { .. } => "time_out_of_range",
             Refusal::NotStreamable { .. } => "not_streamable",
         }
     }
@@ -189,6 +199,7 @@ impl Refusal {
             | Refusal::TokenCountOutOfRange { .. }
             | Refusal::NulInMessageField { .. }
             | Refusal::IdTooLong { .. }
+            | Refusal::TimeOutOfRange { .. }
             | Refusal::NotStreamable { .. } => Vec::new(),
         }
     }
@@ -223,6 +234,15 @@ fn check_append_with(walk: &mut Walk, message: &NewMessage, texts: Texts) -> Res
     }
     if let Some((field, value)) = message.usage.as_ref().and_then(Usage::unkeepable_count) {
         return Err(Refusal::TokenCountOutOfRange { field, value });
+    }
+    if let Some(time) = message
+        .created_at
+        .filter(|&time| !crate::model::keepable_time(time))
+    {
+        return Err(Refusal::TimeOutOfRange {
+            field: "created_at",
+            time,
+        });
     }
     check_shape(message, texts)?;
     // Listing the pending calls costs their number: only a refusal does it, so a block of n
@@ -549,6 +569,37 @@ mod tests {
                     field,
                     bytes
                 })
+            );
+        }
+    }
+
+    /// Times from the year 0 to the end of 9999 pass; a microsecond outside is refused with
+    /// the time given.
+    #[test]
+    fn a_time_outside_four_digit_years_is_refused_with_the_time() {
+        let at = |y, mo, d, h, mi, s| {
+            chrono::TimeZone::with_ymd_and_hms(&chrono::Utc, y, mo, d, h, mi, s)
+                .single()
+                .expect("a time")
+        };
+        let micro = chrono::Duration::microseconds(1);
+        let first = at(0, 1, 1, 0, 0, 0);
+        let last = at(9999, 12, 31, 23, 59, 59) + chrono::Duration::microseconds(999_999);
+        for time in [first, last, at(2026, 11, 27, 13, 0, 0)] {
+            let message = NewMessage::user("hi").at(time);
+            assert!(run(&[message]).is_ok(), "{time:?}");
+        }
+        for time in [first - micro, last + micro, at(200_000, 1, 1, 0, 0, 0)] {
+            let message = NewMessage::user("hi").at(time);
+            assert_eq!(
+                run(&[message]).map(|_| ()),
+                Err((
+                    0,
+                    Refusal::TimeOutOfRange {
+                        field: "created_at",
+                        time
+                    }
+                ))
             );
         }
     }

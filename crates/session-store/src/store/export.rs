@@ -155,7 +155,15 @@ impl Store {
     }
 
     /// Records that an assistant response was completed at `at` (the idle clock starts here).
+    ///
+    /// [`Error::TimeOutOfRange`] for a time outside the years 0 to 9999, nothing written.
     pub fn record_completion(&self, session: &SessionId, at: DateTime<Utc>) -> Result<()> {
+        if !crate::model::keepable_time(at) {
+            return Err(Error::TimeOutOfRange {
+                what: "completion time",
+                time: at,
+            });
+        }
         self.write(|tx| {
             tx.lock_session(session)?;
             tx.run(

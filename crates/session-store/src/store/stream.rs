@@ -138,9 +138,19 @@ impl OpenMessage {
     /// [`crate::NewMessage::by_model`] takes it), at any time while it is open; committed
     /// when this returns. Signatures are bound to their model: an export for another model
     /// leaves this message's signed reasoning out, as it does for an appended message.
-    /// [`Error::MessageNotOpen`] when the message was interrupted meanwhile.
+    /// [`Error::MessageNotOpen`] when the message was interrupted meanwhile; a model an
+    /// append would refuse (a NUL character) is refused alike ([`Error::Refused`]), nothing
+    /// written.
     pub fn set_model(&mut self, model: impl Into<String>) -> Result<()> {
-        let model = model.into();
+        // The append's rule for a message's model (`check_texts`: no NUL), asked of the
+        // message as an append would carry it.
+        let carried = crate::NewMessage::assistant(Vec::new()).by_model(model);
+        pairing::check_texts(&carried).map_err(|reason| Error::Refused {
+            session: self.session.clone(),
+            index: 0,
+            reason,
+        })?;
+        let model = carried.model.unwrap_or_default();
         let (session, appended, token) = (&self.session, &self.appended, &self.token);
         self.store
             .write(|tx| set_model_in(tx, session, appended, token, &model))

@@ -137,6 +137,7 @@ struct Block<'a> {
     input: Option<&'a Value>,
     content: Option<&'a Value>,
     is_error: Option<&'a Value>,
+    source: Option<&'a Value>,
 }
 
 impl<'a> Block<'a> {
@@ -162,6 +163,7 @@ impl<'a> Block<'a> {
                 "input" => block.input = Some(value),
                 "content" => block.content = Some(value),
                 "is_error" => block.is_error = Some(value),
+                "source" => block.source = Some(value),
                 _ => {}
             }
         }
@@ -409,6 +411,14 @@ fn check_joined_blocks<'a>(
                     format!("{kind} block in an assistant message"),
                 );
             }
+            Some(kind @ ("image" | "document")) if !block.source.is_some_and(sendable_source) => {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    &block.path(),
+                    format!("{kind} block whose source is not an object with a type"),
+                );
+            }
             Some(_) => {}
             None => push(
                 out,
@@ -418,6 +428,17 @@ fn check_joined_blocks<'a>(
             ),
         }
     }
+}
+
+/// Whether an image's or a document's stored source can be sent to Anthropic as its block's
+/// `source`: an object with a non-empty string `type` (`base64`, `url`, `file`, `text`, ...;
+/// what the type then requires is the provider's to say). The renderer describes a part
+/// whose source is not (`history/render/anthropic.rs`).
+pub(crate) fn sendable_source(source: &Value) -> bool {
+    source
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| !kind.is_empty())
 }
 
 /// A text block's shape and rule 7 (no empty or whitespace-only text), except a single

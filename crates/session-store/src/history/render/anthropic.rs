@@ -21,6 +21,7 @@
 use serde_json::{Map, Value};
 
 use crate::history::blank::is_blank;
+use crate::history::contract::sendable_source;
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
 use crate::history::texts::describe;
@@ -309,6 +310,11 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             }
             Value::Object(result)
         }
+        Part::Image { ref source, .. } | Part::Document { ref source, .. }
+            if !sendable_source(source) =>
+        {
+            text_value(describe(&part))
+        }
         Part::Image { source, .. } => {
             object([("type", string("image".to_owned())), ("source", source)])
         }
@@ -401,6 +407,47 @@ mod tests {
         assert_eq!(
             body["messages"][1]["content"][1]["text"],
             "[provider block tool_use not sent]"
+        );
+    }
+
+    /// An image's or a document's source goes back as the block's `source` only when it is
+    /// an object with a type; any other source (a write took `null`, a bare string, an
+    /// object without a type) is described, and the checker names such a block: Anthropic
+    /// refuses the request.
+    #[test]
+    fn media_whose_source_anthropic_cannot_take_is_described_and_named_by_the_checker() {
+        let typed = json!({"type": "url", "url": "https://example.com/a.png"});
+        let view = sanitize(&history(vec![(
+            Role::User,
+            vec![
+                Part::text("see"),
+                Part::image(json!(null)),
+                Part::document(json!("a.pdf")),
+                Part::image(json!({"url": "https://example.com/b.png"})),
+                Part::image(json!({"type": ""})),
+                Part::image(typed.clone()),
+            ],
+        )]));
+        let body = render(&view);
+        assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+        let content = &body["messages"][0]["content"];
+        for at in 1..=4 {
+            assert_eq!(content[at]["type"], "text", "{body:#}");
+        }
+        assert_eq!(content[5], json!({"type": "image", "source": typed}));
+        let sent_as_stored = json!({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "see"},
+            {"type": "image", "source": null},
+            {"type": "document", "source": "a.pdf"},
+            {"type": "image"},
+        ]}]});
+        let named: Vec<_> = check_anthropic(&sent_as_stored)
+            .into_iter()
+            .map(|violation| (violation.rule, violation.path))
+            .collect();
+        assert_eq!(
+            named,
+            [1, 2, 3].map(|at| (ProviderRule::Shape, format!("/messages/0/content/{at}")))
         );
     }
 
