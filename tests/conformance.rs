@@ -1072,7 +1072,7 @@ fn second_release_parts_model_and_idempotent_appends_behave_the_same_on_every_ba
             },
             Part::ServerToolResult {
                 tool_use_id: "srvtoolu_1".into(),
-                block: json!({"type": "web_search_tool_result", "content": []}),
+                block: json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
                 provider_metadata: None,
             },
             Part::Opaque {

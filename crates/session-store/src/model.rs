@@ -706,6 +706,24 @@ pub(crate) fn keepable_time(time: DateTime<Utc>) -> bool {
     (0..=9999).contains(&time.year())
 }
 
+/// Whether a block of type `kind` is a provider's server tool result (`web_search_tool_result`,
+/// `code_execution_tool_result`, `mcp_tool_result`, ...): any `*_tool_result` but a client
+/// `tool_result`. What the importer takes as one and what a [`Part::ServerToolResult`] holds.
+pub(crate) fn is_server_result_kind(kind: &str) -> bool {
+    kind != "tool_result" && kind.ends_with("_tool_result")
+}
+
+/// Whether `block` can be the block of a [`Part::ServerToolResult`] answering `tool_use_id`:
+/// a server tool result block ([`is_server_result_kind`]) naming that call. It goes back to
+/// the provider verbatim, which pairs it with its call by that id.
+pub(crate) fn answers_server_call(block: &Value, tool_use_id: &str) -> bool {
+    block
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(is_server_result_kind)
+        && block.get("tool_use_id").and_then(Value::as_str) == Some(tool_use_id)
+}
+
 /// The largest token count the store keeps exactly: the usage columns are signed 64-bit
 /// integers on both engines. A larger count is refused, never clamped
 /// ([`crate::Refusal::TokenCountOutOfRange`]); importers refuse it, and any count that is

@@ -53,6 +53,17 @@ pub enum Refusal {
         /// The id it claims to answer.
         tool_use_id: String,
     },
+    /// A server tool result whose block is not the provider's result block for its call (an
+    /// object whose `type` ends in `_tool_result`, naming the part's `tool_use_id`): the
+    /// block goes back verbatim, and the provider would refuse it or pair it with another
+    /// call.
+    #[error("server tool result for {tool_use_id:?} (part {ordinal}) holds no result block for that call (an object whose type ends in _tool_result, with that tool_use_id)")]
+    MalformedServerToolResult {
+        /// Position of the part in the message (0-based).
+        ordinal: usize,
+        /// The id the part claims to answer.
+        tool_use_id: String,
+    },
     /// A part kind the message's role cannot carry.
     #[error("a {role} message cannot hold a {kind} part (part {ordinal})")]
     MisplacedPart {
@@ -163,6 +174,7 @@ impl Refusal {
             }
             Refusal::MisplacedToolResult { .. } => "misplaced_tool_result",
             Refusal::UnpairedServerToolResult { .. } => "unpaired_server_tool_result",
+            Refusal::MalformedServerToolResult { .. } => "malformed_server_tool_result",
             Refusal::MisplacedPart { .. } => "misplaced_part",
             Refusal::ToolMessageWithoutResult => "tool_message_without_result",
             Refusal::DuplicateToolUseId { .. } => "duplicate_tool_use_id",
@@ -186,7 +198,8 @@ impl Refusal {
             Refusal::UnexpectedToolResult { tool_use_id, .. }
             | Refusal::DuplicateToolResult { tool_use_id }
             | Refusal::MisplacedToolResult { tool_use_id, .. }
-            | Refusal::UnpairedServerToolResult { tool_use_id } => vec![tool_use_id.clone()],
+            | Refusal::UnpairedServerToolResult { tool_use_id }
+            | Refusal::MalformedServerToolResult { tool_use_id, .. } => vec![tool_use_id.clone()],
             Refusal::DuplicateToolUseId { id }
             | Refusal::ToolUseWithoutName { id }
             | Refusal::ToolInputNotObject { id } => vec![id.clone()],
@@ -431,6 +444,14 @@ fn check_shape(message: &NewMessage, texts: Texts) -> Result<(), Refusal> {
                     return Err(Refusal::ToolInputNotObject { id: id.clone() });
                 }
             }
+            Part::ServerToolResult {
+                tool_use_id, block, ..
+            } if !crate::model::answers_server_call(block, tool_use_id) => {
+                return Err(Refusal::MalformedServerToolResult {
+                    ordinal,
+                    tool_use_id: tool_use_id.clone(),
+                });
+            }
             Part::Reasoning { .. }
             | Part::RedactedReasoning { .. }
             | Part::ServerToolUse { .. }
@@ -600,6 +621,42 @@ mod tests {
                         time
                     }
                 ))
+            );
+        }
+    }
+
+    /// A server tool result goes back to the provider as its block verbatim: a block that is
+    /// not a `*_tool_result` object naming the part's call is refused (Anthropic refused the
+    /// export of one without `tool_use_id`, of `null`, of a client `tool_result`).
+    #[test]
+    fn a_server_tool_result_without_its_result_block_is_refused() {
+        let with = |block| {
+            NewMessage::assistant(vec![
+                Part::server_tool_use("srv_1", "web_search", json!({"query": "q"})),
+                Part::server_tool_result("srv_1", block),
+                Part::text("found"),
+            ])
+        };
+        let good = json!({"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": []});
+        assert!(run(&[NewMessage::user("q"), with(good)]).is_ok());
+        for block in [
+            json!(null),
+            json!("web_search_tool_result"),
+            json!({"type": "web_search_tool_result", "content": []}),
+            json!({"type": "web_search_tool_result", "tool_use_id": "srv_2", "content": []}),
+            json!({"type": "tool_result", "tool_use_id": "srv_1"}),
+            json!({"type": "text", "text": "t", "tool_use_id": "srv_1"}),
+        ] {
+            assert_eq!(
+                run(&[NewMessage::user("q"), with(block.clone())]).map(|_| ()),
+                Err((
+                    1,
+                    Refusal::MalformedServerToolResult {
+                        ordinal: 1,
+                        tool_use_id: "srv_1".to_owned()
+                    }
+                )),
+                "{block}"
             );
         }
     }

@@ -212,7 +212,7 @@ fn server_tool_use(
 /// A server tool's result block: `web_search_tool_result`, `code_execution_tool_result`,
 /// `mcp_tool_result`, ... (any `*_tool_result` but a client `tool_result`, with an id).
 fn is_server_result(kind: &str, object: &Map<String, Value>) -> bool {
-    kind != "tool_result" && kind.ends_with("_tool_result") && object.contains_key("tool_use_id")
+    crate::model::is_server_result_kind(kind) && object.contains_key("tool_use_id")
 }
 
 /// The block's keys other than `skip`, as `{"anthropic": {"attributes": {...}}}`; `None`
