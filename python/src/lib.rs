@@ -90,11 +90,11 @@ fn failure(py: Python<'_>, failure: Failure) -> PyErr {
         Failure::Store(lib::Error::UnknownSession(session)) => {
             UnknownSession::new_err(format!("unknown session {session}"))
         }
-        Failure::Store(error @ (lib::Error::Import(_)
+        Failure::Store(
+            error @ (lib::Error::Import(_)
             | lib::Error::InvalidSessionId { .. }
-            | lib::Error::TimeOutOfRange { .. })) => {
-            InvalidInput::new_err(error.to_string())
-        }
+            | lib::Error::TimeOutOfRange { .. }),
+        ) => InvalidInput::new_err(error.to_string()),
         Failure::Store(error) => Error::new_err(error.to_string()),
         Failure::Input(message) => InvalidInput::new_err(message),
         Failure::Closed => ClosedStore::new_err("the store is closed"),

@@ -24,7 +24,7 @@ mod responses;
 mod signed_by;
 
 pub use anthropic::check_anthropic;
-pub(crate) use anthropic::sendable_source;
+pub(crate) use anthropic::{result_item_fault, sendable_source};
 pub use gemini::check_gemini;
 pub(crate) use gemini::DATA_KEYS as GEMINI_PART_DATA;
 pub use responses::check_responses;

@@ -430,6 +430,35 @@ fn check_joined_blocks<'a>(
     }
 }
 
+/// Why Anthropic refuses `item` in a tool_result's content list, or `None` when it takes
+/// it: an item is an object with a type; a text item has non-blank text; an image or a
+/// document item has a source it can take ([`sendable_source`]). The renderer keeps the
+/// items that pass and describes or leaves out the others (`history/render/anthropic.rs`).
+pub(crate) fn result_item_fault(item: &Value) -> Option<(ProviderRule, &'static str)> {
+    match item.get("type").and_then(Value::as_str) {
+        None | Some("") => Some((
+            ProviderRule::Shape,
+            "tool_result content item without a type",
+        )),
+        Some("text")
+            if item
+                .get("text")
+                .and_then(Value::as_str)
+                .is_none_or(is_blank) =>
+        {
+            Some((
+                ProviderRule::NonEmptyText,
+                "blank text block in a tool_result",
+            ))
+        }
+        Some("image" | "document") if !item.get("source").is_some_and(sendable_source) => Some((
+            ProviderRule::Shape,
+            "media in a tool_result whose source is not an object with a type",
+        )),
+        Some(_) => None,
+    }
+}
+
 /// Whether an image's or a document's stored source can be sent to Anthropic as its block's
 /// `source`: an object with a non-empty string `type` (`base64`, `url`, `file`, `text`, ...;
 /// what the type then requires is the provider's to say). The renderer describes a part
@@ -614,17 +643,12 @@ fn check_result_content(block: &Block<'_>, out: &mut Vec<ProviderViolation>) {
         Some(Value::String(text)) => !is_blank(text),
         Some(Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
-                if item.get("type").and_then(Value::as_str) == Some("text")
-                    && item
-                        .get("text")
-                        .and_then(Value::as_str)
-                        .is_none_or(is_blank)
-                {
+                if let Some((rule, detail)) = result_item_fault(item) {
                     push(
                         out,
-                        ProviderRule::NonEmptyText,
+                        rule,
                         &format!("{}/content/{index}", block.path()),
-                        "blank text block in a tool_result",
+                        detail,
                     );
                 }
             }

@@ -21,7 +21,7 @@
 use serde_json::{Map, Value};
 
 use crate::history::blank::is_blank;
-use crate::history::contract::sendable_source;
+use crate::history::contract::{result_item_fault, sendable_source};
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
 use crate::history::texts::describe;
@@ -228,6 +228,7 @@ fn blocks(parts: Vec<Part>) -> Vec<Value> {
 fn block(mut part: Part) -> Option<Value> {
     // The metadata is read before the part moves into its block.
     let ours = part.opaque_provider() == Some("anthropic");
+    let server_use = matches!(part, Part::ServerToolUse { .. });
     let metadata = part.provider_metadata_mut().take();
     let anthropic = metadata.as_ref().and_then(|m| m.get("anthropic"));
     let signature = match &part {
@@ -242,9 +243,19 @@ fn block(mut part: Part) -> Option<Value> {
     if let Some(citations) = anthropic.get("citations") {
         out.insert("citations".to_owned(), citations.clone());
     }
+    // Attributes add to the block and never replace what it holds (a write may set any
+    // metadata: a kept `type` made a text block a tool_use, a kept `text` emptied it), but
+    // for the importer's one: a server tool use of another type (`mcp_tool_use`).
     if let Some(Value::Object(attributes)) = anthropic.get("attributes") {
         for (key, value) in attributes {
-            out.insert(key.clone(), value.clone());
+            let retyped = server_use
+                && key == "type"
+                && value
+                    .as_str()
+                    .is_some_and(|kind| kind != "tool_use" && kind.ends_with("_tool_use"));
+            if retyped || !out.contains_key(key) {
+                out.insert(key.clone(), value.clone());
+            }
         }
     }
     Some(rendered)
@@ -296,9 +307,9 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             result.insert("tool_use_id".to_owned(), string(tool_use_id));
             // A structured result goes back whole; empty content is left out rather than
             // sent as an empty string.
-            match blocks {
-                Some(blocks @ Value::Array(_)) => {
-                    result.insert("content".to_owned(), blocks);
+            match blocks.map(result_items).filter(|items| !items.is_empty()) {
+                Some(items) => {
+                    result.insert("content".to_owned(), Value::Array(items));
                 }
                 _ if !content.is_empty() => {
                     result.insert("content".to_owned(), string(content));
@@ -340,6 +351,31 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
         Part::Opaque { ref block, .. } if !verbatim(block) => text_value(describe(&part)),
         Part::Opaque { block, .. } => block,
     })
+}
+
+/// A structured tool_result's content list as Anthropic takes it ([`result_item_fault`]):
+/// media whose source it cannot take described in a text item, other faulty items (a blank
+/// text, an item without a type) left out; empty when nothing is left, or when the stored
+/// value is not a list (the result's plain text goes instead).
+fn result_items(blocks: Value) -> Vec<Value> {
+    let Value::Array(items) = blocks else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter_map(|item| {
+            if result_item_fault(&item).is_none() {
+                return Some(item);
+            }
+            let source = item.get("source").cloned().unwrap_or(Value::Null);
+            let media = match item.get("type").and_then(Value::as_str) {
+                Some("image") => Part::image(source),
+                Some("document") => Part::document(source),
+                _ => return None,
+            };
+            Some(text_value(describe(&media)))
+        })
+        .collect()
 }
 
 /// True when a block kept verbatim can go back as it came: it has a type, and not one this
@@ -410,6 +446,14 @@ mod tests {
         );
     }
 
+    /// What the checker names in `body`: each violation's rule and path.
+    fn rules_and_paths(body: &Value) -> Vec<(ProviderRule, String)> {
+        check_anthropic(body)
+            .into_iter()
+            .map(|violation| (violation.rule, violation.path))
+            .collect()
+    }
+
     /// An image's or a document's source goes back as the block's `source` only when it is
     /// an object with a type; any other source (a write took `null`, a bare string, an
     /// object without a type) is described, and the checker names such a block: Anthropic
@@ -441,14 +485,112 @@ mod tests {
             {"type": "document", "source": "a.pdf"},
             {"type": "image"},
         ]}]});
-        let named: Vec<_> = check_anthropic(&sent_as_stored)
-            .into_iter()
-            .map(|violation| (violation.rule, violation.path))
-            .collect();
         assert_eq!(
-            named,
+            rules_and_paths(&sent_as_stored),
             [1, 2, 3].map(|at| (ProviderRule::Shape, format!("/messages/0/content/{at}")))
         );
+    }
+
+    /// A tool_result's stored content list goes back with only the items Anthropic takes:
+    /// an item without a type and a blank text are left out, media whose source it cannot
+    /// take described; nothing left, the result's plain text (for an error, the filled-in
+    /// error text) goes instead. The checker names each such item as sent before.
+    #[test]
+    fn a_structured_tool_result_goes_back_with_only_the_items_anthropic_takes() {
+        let answered = |blocks: Value, is_error: bool| {
+            let result = Part::ToolResult {
+                tool_use_id: "c1".into(),
+                content: String::new(),
+                is_error,
+                blocks: Some(blocks),
+                provider_metadata: None,
+            };
+            let view = sanitize(&history(vec![
+                (Role::User, vec![Part::text("q")]),
+                (Role::Assistant, vec![Part::tool_use("c1", "t", json!({}))]),
+                (Role::Tool, vec![result]),
+            ]));
+            let body = render(&view);
+            assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+            body["messages"][2]["content"][0].clone()
+        };
+        let image = json!({"type": "image", "source": {"type": "url", "url": "https://e.x/a.png"}});
+        for blocks in [
+            json!([null]),
+            json!([{"type": "text", "text": " "}]),
+            json!("s"),
+        ] {
+            assert_eq!(answered(blocks, false).get("content"), None);
+        }
+        assert_eq!(
+            answered(json!([]), true)["content"],
+            "Tool call failed without output."
+        );
+        assert_eq!(
+            answered(
+                json!([{"type": "text", "text": ""}, {"type": "image", "source": null}, image]),
+                false
+            )["content"],
+            json!([{"type": "text", "text": "[image not shown]"}, image])
+        );
+        let sent_as_stored = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "q"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "t", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": [
+                null, {"type": "text", "text": ""}, {"type": "image", "source": null}, image,
+            ]}]},
+        ]});
+        assert_eq!(
+            rules_and_paths(&sent_as_stored),
+            [
+                (ProviderRule::Shape, 0),
+                (ProviderRule::NonEmptyText, 1),
+                (ProviderRule::Shape, 2)
+            ]
+            .map(|(rule, at)| (rule, format!("/messages/2/content/0/content/{at}")))
+        );
+    }
+
+    /// Block attributes kept in a part's metadata add to its block and never replace what
+    /// the block is (a write may set any metadata: a kept `type` made a text block a
+    /// tool_use, a kept `text` emptied it).
+    #[test]
+    fn kept_attributes_never_replace_what_the_block_is() {
+        let text = |attributes: Value| Part::Text {
+            text: "hi".into(),
+            provider_metadata: Some(json!({"anthropic": {"attributes": attributes}})),
+        };
+        let view = sanitize(&history(vec![(
+            Role::User,
+            vec![
+                text(json!({"type": "tool_use"})),
+                text(json!({"text": "", "cache_control": {"type": "ephemeral"}})),
+            ],
+        )]));
+        let body = render(&view);
+        assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "hi"},
+                {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}},
+            ])
+        );
+        // The importer's own: a server tool use of another type keeps it, and only that.
+        let retyped = |kind: &str| {
+            let mut call = Part::server_tool_use("mcptoolu_1", "search", json!({}));
+            *call.provider_metadata_mut() =
+                Some(json!({"anthropic": {"attributes": {"type": kind, "server_name": "s"}}}));
+            let view = sanitize(&history(vec![
+                (Role::User, vec![Part::text("q")]),
+                (Role::Assistant, vec![call]),
+            ]));
+            render(&view)["messages"][1]["content"][0].clone()
+        };
+        assert_eq!(retyped("mcp_tool_use")["type"], "mcp_tool_use");
+        assert_eq!(retyped("mcp_tool_use")["server_name"], "s");
+        assert_eq!(retyped("tool_use")["type"], "server_tool_use");
+        assert_eq!(retyped("text")["type"], "server_tool_use");
     }
 
     #[test]
