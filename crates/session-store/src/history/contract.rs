@@ -184,6 +184,25 @@ fn require_name(
     }
 }
 
+/// A `Shape` violation at `path` when call id `id` is longer than `provider` takes
+/// ([`Provider::call_id_max`]): the one check of every provider's id lengths.
+fn require_id_length(id: &str, provider: Provider, path: &str, out: &mut Vec<ProviderViolation>) {
+    if let Some(max) = provider
+        .call_id_max()
+        .filter(|&max| id.chars().count() > max)
+    {
+        push(
+            out,
+            ProviderRule::Shape,
+            path,
+            format!(
+                "call id {id:?} is {} characters long, more than the {max} {provider} takes",
+                id.chars().count()
+            ),
+        );
+    }
+}
+
 fn messages_of<'a>(body: &'a Value, out: &mut Vec<ProviderViolation>) -> Option<&'a Vec<Value>> {
     if !body.is_object() {
         push(out, ProviderRule::Shape, "", "body is not a JSON object");
@@ -346,6 +365,7 @@ fn check_tool_calls<'a>(
         let call_path = format!("{path}/tool_calls/{index}");
         match call.get("id").and_then(Value::as_str) {
             Some(id) if !id.is_empty() => {
+                require_id_length(id, Provider::OpenAi, &call_path, out);
                 if let Some(first) = seen_ids.get(id) {
                     push(
                         out,

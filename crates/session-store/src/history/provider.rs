@@ -26,6 +26,27 @@ impl Provider {
         Provider::Gemini,
     ];
 
+    /// The longest call id the provider takes in a request, where it has a limit: Chat
+    /// Completions refuses a `tool_calls[].id` over 40 characters ("string too long.
+    /// Expected a string with maximum length 40"), Responses a `call_id` over 64.
+    pub(crate) fn call_id_max(self) -> Option<usize> {
+        match self {
+            Provider::OpenAi => Some(40),
+            Provider::Responses => Some(64),
+            Provider::Anthropic | Provider::Gemini => None,
+        }
+    }
+
+    /// The longest call id every provider takes ([`Provider::call_id_max`]): the view's ids,
+    /// shared by every renderer, are held to it.
+    pub(crate) fn shortest_call_id_max() -> usize {
+        Self::ALL
+            .iter()
+            .filter_map(|provider| provider.call_id_max())
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
     /// The name used on the command line (`anthropic`, `openai`, `responses`, `gemini`).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -17,8 +17,8 @@
 //!   (system messages aside), by a real result or a synthetic tombstone;
 //! - `tool` messages hold tool_results only, each answering a tool_use of the assistant
 //!   message directly before; an error result is never empty;
-//! - tool_use ids are unique and match `^[a-zA-Z0-9_-]+$`, tool names are non-empty, inputs
-//!   are JSON objects;
+//! - tool_use ids are unique, match `^[a-zA-Z0-9_-]+$` and are at most 40 characters long
+//!   (`Provider::shortest_call_id_max`), tool names are non-empty, inputs are JSON objects;
 //! - no message is empty.
 //!
 //! A user or assistant message that holds only blank text (a turn the source left empty,
@@ -38,6 +38,7 @@ use serde_json::Value;
 
 use crate::history::blank::is_blank;
 use crate::history::grammar::{MessageClass, PartClass, ResultState, Walk};
+use crate::history::provider::Provider;
 use crate::history::signed::is_position_validated;
 use crate::history::texts::{self, describe, Renamer, EMPTY_ERROR, SUMMARY_PREFIX, UNNAMED_TOOL};
 use crate::model::{Message, Part, Role};
@@ -571,23 +572,28 @@ impl Loader<'_> {
     /// ids before it, so it never changes when the session grows.
     fn fresh_id(&mut self, id: &str, seq: i64, ordinal: usize) -> String {
         // Anthropic accepts ids matching `^[a-zA-Z0-9_-]+$` only; other providers' ids
-        // (e.g. `functions.get_time:0`) are mapped onto that alphabet.
+        // (e.g. `functions.get_time:0`) are mapped onto that alphabet. Chat Completions
+        // takes ids of at most 40 characters: a longer one is cut, its renaming suffix
+        // (`__2`) inside the limit too.
+        let max = Provider::shortest_call_id_max();
         let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-        let view_id = if id.chars().all(allowed) {
-            self.ids.claim(id)
-        } else {
-            let cleaned: String = id
-                .chars()
-                .map(|c| if allowed(c) { c } else { '_' })
-                .collect();
-            self.ids.claim(&cleaned)
-        };
+        let cleaned: String = id
+            .chars()
+            .map(|c| if allowed(c) { c } else { '_' })
+            .take(max)
+            .collect();
+        let mut view_id = self.ids.claim(&cleaned);
+        if view_id.len() > max {
+            // Room for a suffix of up to six digits.
+            let cut = &cleaned[..cleaned.len().min(max.saturating_sub(8))];
+            view_id = self.ids.claim(cut);
+        }
         if view_id != id {
             self.repair(
                 RepairKind::RenamedToolUse,
                 seq,
                 Some(ordinal),
-                format!("tool_use id {id:?} is empty, repeated or not [A-Za-z0-9_-]: sent as {view_id:?} with its result"),
+                format!("tool_use id {id:?} is empty, repeated, not [A-Za-z0-9_-] or longer than {max} characters: sent as {view_id:?} with its result"),
             );
         }
         view_id

@@ -19,10 +19,11 @@ pub(crate) fn format_time(time: DateTime<Utc>) -> String {
     time.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// Parses a stored timestamp: RFC 3339 (or its form with a year of more than four digits or a
-/// sign, which earlier versions wrote for such years), or a time without offset, read as UTC: SQLite's own
-/// `YYYY-MM-DD HH:MM:SS[.fff]` (what `datetime('now')` writes in a hand-made row) or ISO
-/// 8601's `YYYY-MM-DDTHH:MM:SS[.ffffff]` (what Python's `datetime.utcnow().isoformat()` writes).
+/// Parses a stored timestamp: RFC 3339 (or its form with a year of more than four digits or
+/// a sign, which earlier versions wrote for such years), or a time without offset, read as
+/// UTC: SQLite's own `YYYY-MM-DD HH:MM:SS[.fff]` (what `datetime('now')` writes in a
+/// hand-made row) or ISO 8601's `YYYY-MM-DDTHH:MM:SS[.ffffff]` (what Python's
+/// `datetime.utcnow().isoformat()` writes).
 pub(crate) fn parse_time(text: &str) -> Option<DateTime<Utc>> {
     if let Ok(time) = DateTime::parse_from_rfc3339(text) {
         return Some(time.with_timezone(&Utc));

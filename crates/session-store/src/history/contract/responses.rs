@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{push, require_name, ProviderRule, ProviderViolation};
+use super::{push, require_id_length, require_name, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
+use crate::history::provider::Provider;
 
 /// Every violation of the OpenAI Responses rules (14) in `body`.
 pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
@@ -111,6 +112,7 @@ fn check_function_call<'a>(
 ) {
     match item.get("call_id").and_then(Value::as_str) {
         Some(id) if !id.is_empty() => {
+            require_id_length(id, Provider::Responses, path, out);
             if let Some((first, _)) = calls.by_id.get(id) {
                 push(
                     out,

@@ -305,8 +305,8 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             let mut result = Map::with_capacity(4);
             result.insert("type".to_owned(), string("tool_result".to_owned()));
             result.insert("tool_use_id".to_owned(), string(tool_use_id));
-            // A structured result goes back whole; empty content is left out rather than
-            // sent as an empty string.
+            // A structured result goes back with the items Anthropic takes; empty content
+            // is left out rather than sent as an empty string.
             match blocks.map(result_items).filter(|items| !items.is_empty()) {
                 Some(items) => {
                     result.insert("content".to_owned(), Value::Array(items));

@@ -213,6 +213,68 @@ mod tests {
     use crate::history::testing::{arb, history};
     use crate::model::{Part, Role};
 
+    /// Chat Completions refuses a call id over 40 characters and Responses one over 64: the
+    /// view's ids are held to 40 (a longer id cut, a repeated one's suffix inside the limit
+    /// too), each result follows its call's new id, and every provider's check passes; the
+    /// checks name an id one character over each limit.
+    #[test]
+    fn call_ids_longer_than_a_provider_takes_are_cut_for_every_provider() {
+        let long = "call_".to_owned() + &"x".repeat(295);
+        let forty = "f".repeat(40);
+        let odd = "portkey-6aa6db90-1b84-4155-9f32-f658c97d6b1b:0";
+        let mut messages = Vec::new();
+        for id in [
+            long.as_str(),
+            forty.as_str(),
+            forty.as_str(),
+            odd,
+            long.as_str(),
+        ] {
+            messages.push((Role::User, vec![Part::text("q")]));
+            messages.push((Role::Assistant, vec![Part::tool_use(id, "t", json!({}))]));
+            messages.push((Role::Tool, vec![Part::tool_result(id, "r")]));
+        }
+        let view = sanitize(&history(messages));
+        let ids: Vec<String> = view
+            .messages
+            .iter()
+            .flat_map(|m| m.parts.iter().filter_map(Part::call_id).map(str::to_owned))
+            .collect();
+        assert_eq!(ids.len(), 5, "{ids:?}");
+        assert!(ids.iter().all(|id| id.len() <= 40), "{ids:?}");
+        assert_eq!(ids[1], forty);
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), 5, "{ids:?}");
+        for provider in Provider::ALL {
+            let body = render(&view, provider);
+            assert_eq!(
+                crate::history::contract::check(provider, &body),
+                vec![],
+                "{body:#}"
+            );
+        }
+        let over = |max: usize| "i".repeat(max + 1);
+        let chat = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": over(40), "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": over(40), "content": "r"},
+        ]});
+        let responses = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
+            {"type": "function_call", "call_id": over(64), "name": "t", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": over(64), "output": "r"},
+        ]});
+        for (provider, body) in [(Provider::OpenAi, chat), (Provider::Responses, responses)] {
+            let named: Vec<_> = crate::history::contract::check(provider, &body)
+                .into_iter()
+                .map(|violation| violation.detail)
+                .collect();
+            assert_eq!(named.len(), 1, "{provider}: {named:?}");
+            assert!(named[0].contains("characters long"), "{named:?}");
+        }
+    }
+
     /// A turn to append: a user message that opens it, then any messages but system ones
     /// (on Anthropic a system message changes the top-level `system`, by design).
     fn turn() -> impl Strategy<Value = Vec<(Role, Vec<Part>)>> {
