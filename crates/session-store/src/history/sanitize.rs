@@ -577,11 +577,17 @@ impl Loader<'_> {
         // (`__2`) inside the limit too.
         let max = Provider::shortest_call_id_max();
         let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-        let cleaned: String = id
-            .chars()
-            .map(|c| if allowed(c) { c } else { '_' })
-            .take(max)
-            .collect();
+        let cleaned = if id.len() <= max && id.chars().all(allowed) {
+            // The usual id, sent as it is: no copy to make.
+            std::borrow::Cow::Borrowed(id)
+        } else {
+            std::borrow::Cow::Owned(
+                id.chars()
+                    .map(|c| if allowed(c) { c } else { '_' })
+                    .take(max)
+                    .collect::<String>(),
+            )
+        };
         let mut view_id = self.ids.claim(&cleaned);
         if view_id.len() > max {
             // Room for a suffix of up to six digits.
