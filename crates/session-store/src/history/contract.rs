@@ -187,17 +187,17 @@ fn require_name(
 /// A `Shape` violation at `path` when call id `id` is longer than `provider` takes
 /// ([`Provider::call_id_max`]): the one check of every provider's id lengths.
 fn require_id_length(id: &str, provider: Provider, path: &str, out: &mut Vec<ProviderViolation>) {
-    if let Some(max) = provider
-        .call_id_max()
-        .filter(|&max| id.chars().count() > max)
-    {
+    let Some(max) = provider.call_id_max() else {
+        return;
+    };
+    let length = id.chars().count();
+    if length > max {
         push(
             out,
             ProviderRule::Shape,
             path,
             format!(
-                "call id {id:?} is {} characters long, more than the {max} {provider} takes",
-                id.chars().count()
+                "call id {id:?} is {length} characters long, more than the {max} {provider} takes"
             ),
         );
     }
