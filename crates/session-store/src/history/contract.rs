@@ -24,10 +24,13 @@ mod responses;
 mod signed_by;
 
 pub use anthropic::check_anthropic;
-pub(crate) use anthropic::{result_item_fault, sendable_source};
+pub(crate) use anthropic::{
+    counted, result_item_fault, source_fit, SourceFit, CACHE_MARKS_MAX, MEDIA_MAX,
+};
 pub use gemini::check_gemini;
 pub(crate) use gemini::DATA_KEYS as GEMINI_PART_DATA;
 pub use responses::check_responses;
+pub(crate) use responses::item_id_fits;
 pub use signed_by::check_signed_by_target;
 pub(crate) use signed_by::{check_foreign_signatures, foreign_signatures};
 
@@ -96,6 +99,10 @@ pub enum ProviderRule {
     /// assistant message, and a server_tool_use without result stands only in the latest
     /// assistant message (a paused turn, or one whose client calls are being answered).
     ServerToolPaired,
+    /// Anthropic: at most four blocks of a request carry a `cache_control` mark.
+    CacheControlLimit,
+    /// Anthropic: at most 100 images and documents in a request.
+    MediaLimit,
 }
 
 impl ProviderRule {
@@ -126,6 +133,8 @@ impl ProviderRule {
             ProviderRule::ThoughtSignatureOnCall => "thought_signature_on_call",
             ProviderRule::FinalAssistantTrailingWhitespace => "final_assistant_trailing_whitespace",
             ProviderRule::ServerToolPaired => "server_tool_paired",
+            ProviderRule::CacheControlLimit => "cache_control_limit",
+            ProviderRule::MediaLimit => "media_limit",
         }
     }
 }
@@ -167,20 +176,31 @@ fn push(
 }
 
 /// A `Shape` violation at `path` unless `value` holds a non-empty string at `pointer` (a
-/// call's or response's name): the one check every provider's names go through.
+/// call's or response's name), and for a call's name where `refused_by` is a provider known
+/// to refuse names outside its rule in a request, one that rule takes
+/// ([`Provider::tool_name`]): the one check every provider's names go through.
 fn require_name(
     value: &Value,
     pointer: &str,
     path: &str,
-    detail: &str,
+    (detail, refused_by): (&str, Option<Provider>),
     out: &mut Vec<ProviderViolation>,
 ) {
-    if value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
+    let name = value.pointer(pointer).and_then(Value::as_str);
+    let Some(name) = name.filter(|name| !name.is_empty()) else {
         push(out, ProviderRule::Shape, path, detail);
+        return;
+    };
+    if let Some(provider) = refused_by {
+        let sendable = provider.tool_name(name);
+        if sendable != name {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                format!("tool name {name:?} is not one {provider} takes (it would be sent as {sendable:?})"),
+            );
+        }
     }
 }
 
@@ -389,7 +409,7 @@ fn check_tool_calls<'a>(
             call,
             "/function/name",
             &format!("{call_path}/function/name"),
-            "tool call without a function name",
+            ("tool call without a function name", Some(Provider::OpenAi)),
             out,
         );
         let arguments_path = format!("{call_path}/function/arguments");

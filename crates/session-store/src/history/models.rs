@@ -123,6 +123,7 @@ pub fn strip_thinking(parts: &[Part]) -> Vec<Part> {
             if let Some(metadata) = part_metadata_mut(&mut part) {
                 remove_gemini_signature(metadata);
             }
+            unpair_call_item(&mut part);
             // A Gemini part kept verbatim carries its signature in itself.
             if let Part::Opaque {
                 block: Value::Object(block),
@@ -138,6 +139,32 @@ pub fn strip_thinking(parts: &[Part]) -> Vec<Part> {
         out.push(Part::text(""));
     }
     out
+}
+
+/// Takes the Responses item id (`fc_...`) off a call whose message lost its reasoning: the
+/// API pairs that id with the reasoning item the call came after, and refuses it without
+/// that item ("Item 'fc_...' of type 'function_call' was provided without its required
+/// 'reasoning' item"). The call goes by its `call_id` alone.
+pub(crate) fn unpair_call_item(part: &mut Part) {
+    let Part::ToolUse {
+        provider_metadata, ..
+    } = part
+    else {
+        return;
+    };
+    let Some(Value::Object(outer)) = provider_metadata.as_mut() else {
+        return;
+    };
+    let Some(Value::Object(openai)) = outer.get_mut(OPENAI) else {
+        return;
+    };
+    openai.remove("id");
+    if openai.is_empty() {
+        outer.remove(OPENAI);
+    }
+    if outer.is_empty() {
+        *provider_metadata = None;
+    }
 }
 
 fn part_metadata_mut(part: &mut Part) -> Option<&mut Option<Value>> {
@@ -224,6 +251,47 @@ mod tests {
         );
         assert_eq!(bind_to_model(&messages, None), messages);
         assert_eq!(latest_model(&messages), Some("anthropic/claude-sonnet-4-5"));
+    }
+
+    /// Switching from one OpenAI model to another drops the first one's reasoning; its calls'
+    /// `fc_` item ids were paired with that reasoning and go with it (the other metadata
+    /// stays), so the Responses API does not ask for the missing reasoning item.
+    #[test]
+    fn another_models_calls_lose_the_item_ids_paired_with_their_reasoning() {
+        let call = |metadata: Value| Part::ToolUse {
+            id: "c".into(),
+            name: "f".into(),
+            input: json!({}),
+            provider_metadata: Some(metadata),
+        };
+        let messages = with_model(
+            history(vec![
+                (Role::User, vec![Part::text("q")]),
+                (
+                    Role::Assistant,
+                    vec![
+                        Part::reasoning(
+                            "t",
+                            Some(json!({"openai": {"id": "rs_1", "encrypted_content": "E"}})),
+                        ),
+                        call(json!({"openai": {"id": "fc_1", "status": "completed"}})),
+                    ],
+                ),
+            ]),
+            &[None, Some("openai/gpt-5-mini")],
+        );
+        assert_eq!(
+            bind_to_model(&messages, Some("openai/gpt-5-mini")),
+            messages
+        );
+        let other = bind_to_model(&messages, Some("openai/gpt-5.2-codex"));
+        assert_eq!(
+            other[1].parts,
+            [call(json!({"openai": {"status": "completed"}}))]
+        );
+        let mut bare = call(json!({"openai": {"id": "fc_1"}}));
+        unpair_call_item(&mut bare);
+        assert_eq!(bare.provider_metadata(), None);
     }
 
     #[test]

@@ -116,13 +116,15 @@ pub(crate) mod arb {
             1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),
             3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: None, provider_metadata: None }),
-            1 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}])), provider_metadata: None }),
+            1 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}])), provider_metadata: None }),
             1 => prop::sample::select(vec![
-                serde_json::json!({"type": "base64", "media_type": "image/png", "data": "AA=="}),
+                // A PNG's first bytes; bytes that are no image Anthropic takes.
+                serde_json::json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}),
+                serde_json::json!({"type": "base64", "media_type": "image/heic", "data": "AA=="}),
                 serde_json::json!({"type": "url", "url": "https://example.com/a.png"}),
             ]).prop_map(Part::image),
             1 => prop::sample::select(vec![
-                serde_json::json!({"type": "base64", "media_type": "application/pdf", "data": "JVBE"}),
+                serde_json::json!({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjcK"}),
                 serde_json::json!({"type": "text", "media_type": "text/plain", "data": "doc"}),
             ]).prop_map(Part::document),
             2 => prop::sample::select(vec!["srv_a", "srv_b"]).prop_map(|id| Part::server_tool_use(id, "web_search", serde_json::json!({"query": "q"}))),

@@ -105,6 +105,18 @@ pub fn describe(part: &Part) -> String {
 
 /// How an image or document a provider cannot take is described: its kind, title and where
 /// it came from (never its data).
+/// [`describe`] of an image or document block already rendered for Anthropic (`type`,
+/// `source`, `title`).
+pub(crate) fn describe_media_block(block: &serde_json::Value) -> String {
+    let kind = block
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("media");
+    let source = block.get("source").unwrap_or(&serde_json::Value::Null);
+    let title = block.get("title").and_then(serde_json::Value::as_str);
+    media(kind, source, title)
+}
+
 fn media(kind: &str, source: &serde_json::Value, title: Option<&str>) -> String {
     let title = title
         .filter(|t| !is_blank(t))

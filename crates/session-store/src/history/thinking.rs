@@ -189,6 +189,10 @@ pub(crate) fn retained_owned(mut messages: Vec<Message>, retention: &Retention) 
         for message in &mut messages {
             if retention.strip.binary_search(&message.seq).is_ok() {
                 message.parts.retain(|part| !is_reasoning(part));
+                message
+                    .parts
+                    .iter_mut()
+                    .for_each(crate::history::models::unpair_call_item);
             }
         }
     }
@@ -265,6 +269,40 @@ mod tests {
             kept[5].parts, messages[5].parts,
             "latest keeps its reasoning"
         );
+    }
+
+    /// A message whose reasoning the latch strips loses its calls' `fc_` item ids with it
+    /// (`models::unpair_call_item`); a message it keeps keeps them.
+    #[test]
+    fn stripped_reasoning_takes_its_calls_item_ids() {
+        let call = Part::ToolUse {
+            id: "c".into(),
+            name: "f".into(),
+            input: serde_json::json!({}),
+            provider_metadata: Some(serde_json::json!({"openai": {"id": "fc_1"}})),
+        };
+        let reasoning = Part::reasoning(
+            "r",
+            Some(serde_json::json!({"openai": {"id": "rs_1", "encrypted_content": "E"}})),
+        );
+        let messages = history(vec![
+            user("a"),
+            assistant(vec![reasoning.clone(), call.clone()]),
+            user("b"),
+            assistant(vec![reasoning, call.clone()]),
+        ]);
+        let plan = Retention {
+            latched: true,
+            newly_latched: false,
+            fired_through: None,
+            strip: vec![2],
+        };
+        let kept = apply_retention(&messages, &plan);
+        assert_eq!(
+            kept[1].parts,
+            [Part::tool_use("c", "f", serde_json::json!({}))]
+        );
+        assert_eq!(kept[3].parts, messages[3].parts);
     }
 
     #[test]

@@ -13,6 +13,70 @@ use serde_json::Value;
 use super::{push, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
+/// The most blocks with a `cache_control` mark Anthropic takes in one request ("A maximum
+/// of 4 blocks with cache_control may be provided. Found 5.").
+pub(crate) const CACHE_MARKS_MAX: usize = 4;
+
+/// The most images and documents Anthropic takes in one request ("too many images and
+/// documents: 120 + 0 > 100"; "Too much media: 0 document pages + 102 images > 100"). A
+/// session that went past it was dead: every later request, a compaction's too, was refused.
+pub(crate) const MEDIA_MAX: usize = 100;
+
+/// The blocks of a request that Anthropic counts, each by its JSON pointer, in request order:
+/// the system blocks, then each message's content blocks, a tool_result's content items
+/// right after their block.
+#[derive(Debug, Default)]
+pub(crate) struct Counted {
+    /// The blocks that carry a `cache_control` mark. Marks kept from many requests add up as
+    /// a session grows: the renderer keeps the first [`CACHE_MARKS_MAX`] (the bytes before a
+    /// new mark never change) and the check names one more.
+    pub(crate) cache_marks: Vec<String>,
+    /// The image and document blocks. Past [`MEDIA_MAX`] the renderer describes the oldest
+    /// in text and the check names the one over.
+    pub(crate) media: Vec<String>,
+}
+
+/// [`Counted`] of `body`, in one pass.
+pub(crate) fn counted(body: &Value) -> Counted {
+    let mut counted = Counted::default();
+    let mut count = |block: &Value, path: &dyn Fn() -> String| {
+        let Value::Object(fields) = block else {
+            return;
+        };
+        if fields.contains_key("cache_control") {
+            counted.cache_marks.push(path());
+        }
+        if matches!(
+            fields.get("type").and_then(Value::as_str),
+            Some("image" | "document")
+        ) {
+            counted.media.push(path());
+        }
+    };
+    if let Some(Value::Array(system)) = body.get("system") {
+        for (index, block) in system.iter().enumerate() {
+            count(block, &|| format!("/system/{index}"));
+        }
+    }
+    let messages = body.get("messages").and_then(Value::as_array);
+    for (at, message) in messages.into_iter().flatten().enumerate() {
+        let Some(Value::Array(content)) = message.get("content") else {
+            continue;
+        };
+        for (index, block) in content.iter().enumerate() {
+            count(block, &|| format!("/messages/{at}/content/{index}"));
+            if let Some(Value::Array(items)) = block.get("content") {
+                for (item, inner) in items.iter().enumerate() {
+                    count(inner, &|| {
+                        format!("/messages/{at}/content/{index}/content/{item}")
+                    });
+                }
+            }
+        }
+    }
+    counted
+}
+
 /// Every violation of the Anthropic Messages rules (1-10) in `body`.
 ///
 /// Rule 9's "the latest assistant message's thinking comes back unchanged" needs the original
@@ -24,6 +88,29 @@ pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
     };
     if let Some(system) = body.get("system") {
         check_system(system, &mut out);
+    }
+    let Counted { cache_marks, media } = counted(body);
+    if let Some(over) = media.get(MEDIA_MAX) {
+        push(
+            &mut out,
+            ProviderRule::MediaLimit,
+            over,
+            format!(
+                "{} images and documents; Anthropic takes at most {MEDIA_MAX}",
+                media.len()
+            ),
+        );
+    }
+    if let Some(over) = cache_marks.get(CACHE_MARKS_MAX) {
+        push(
+            &mut out,
+            ProviderRule::CacheControlLimit,
+            over,
+            format!(
+                "{} blocks carry cache_control; Anthropic takes at most {CACHE_MARKS_MAX}",
+                cache_marks.len()
+            ),
+        );
     }
     // Rule 5: check on the messages as the server joins them.
     let mut joined: Vec<Joined<'_>> = Vec::new();
@@ -411,13 +498,22 @@ fn check_joined_blocks<'a>(
                     format!("{kind} block in an assistant message"),
                 );
             }
-            Some(kind @ ("image" | "document")) if !block.source.is_some_and(sendable_source) => {
-                push(
-                    out,
-                    ProviderRule::Shape,
-                    &block.path(),
-                    format!("{kind} block whose source is not an object with a type"),
-                );
+            Some(kind @ ("image" | "document")) => {
+                match source_fit(kind, block.source.unwrap_or(&Value::Null)) {
+                    SourceFit::Sendable => {}
+                    SourceFit::AsMediaType(actual) => push(
+                        out,
+                        ProviderRule::Shape,
+                        &block.path(),
+                        format!("{kind} block whose data is {actual}, not its media_type"),
+                    ),
+                    SourceFit::Unsendable(why) => push(
+                        out,
+                        ProviderRule::Shape,
+                        &block.path(),
+                        format!("{kind} block: {why}"),
+                    ),
+                }
             }
             Some(_) => {}
             None => push(
@@ -432,7 +528,7 @@ fn check_joined_blocks<'a>(
 
 /// Why Anthropic refuses `item` in a tool_result's content list, or `None` when it takes
 /// it: an item is an object with a type; a text item has non-blank text; an image or a
-/// document item has a source it can take ([`sendable_source`]). The renderer keeps the
+/// document item has a source it can take as it is ([`source_fit`]). The renderer keeps the
 /// items that pass and describes or leaves out the others (`history/render/anthropic.rs`).
 pub(crate) fn result_item_fault(item: &Value) -> Option<(ProviderRule, &'static str)> {
     match item.get("type").and_then(Value::as_str) {
@@ -451,23 +547,95 @@ pub(crate) fn result_item_fault(item: &Value) -> Option<(ProviderRule, &'static 
                 "blank text block in a tool_result",
             ))
         }
-        Some("image" | "document") if !item.get("source").is_some_and(sendable_source) => Some((
-            ProviderRule::Shape,
-            "media in a tool_result whose source is not an object with a type",
-        )),
+        Some(kind @ ("image" | "document")) => {
+            match source_fit(kind, item.get("source").unwrap_or(&Value::Null)) {
+                SourceFit::Sendable => None,
+                SourceFit::AsMediaType(_) => Some((
+                    ProviderRule::Shape,
+                    "media in a tool_result whose media_type is not what its data is",
+                )),
+                SourceFit::Unsendable(_) => Some((
+                    ProviderRule::Shape,
+                    "media in a tool_result whose source Anthropic does not take",
+                )),
+            }
+        }
         Some(_) => None,
     }
 }
 
-/// Whether an image's or a document's stored source can be sent to Anthropic as its block's
-/// `source`: an object with a non-empty string `type` (`base64`, `url`, `file`, `text`, ...;
-/// what the type then requires is the provider's to say). The renderer describes a part
-/// whose source is not (`history/render/anthropic.rs`).
-pub(crate) fn sendable_source(source: &Value) -> bool {
-    source
-        .get("type")
-        .and_then(Value::as_str)
-        .is_some_and(|kind| !kind.is_empty())
+/// How an image's or a document's stored source fits Anthropic's block `source`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SourceFit {
+    /// Sent as it is.
+    Sendable,
+    /// Base64 data whose bytes are of this type, which Anthropic takes, under another
+    /// declared `media_type` ("The image was specified using the image/png media type, but
+    /// the image appears to be a image/jpeg image"; or `image/jpg`): sent under this one.
+    AsMediaType(&'static str),
+    /// Not sendable, and why: the renderer describes it in text.
+    Unsendable(&'static str),
+}
+
+/// The image types Anthropic takes ("Input should be 'image/jpeg', 'image/png', 'image/gif'
+/// or 'image/webp'"), each with the first bytes that tell it.
+const IMAGE_TYPES: [(&str, &[u8], usize); 5] = [
+    ("image/png", b"\x89PNG\r\n\x1a\n", 0),
+    ("image/jpeg", b"\xff\xd8\xff", 0),
+    ("image/gif", b"GIF87a", 0),
+    ("image/gif", b"GIF89a", 0),
+    ("image/webp", b"WEBP", 8),
+];
+
+/// The type the bytes of base64 `data` are, among `types`, read from their first bytes only.
+fn sniffed(data: &str, types: &[(&'static str, &[u8], usize)]) -> Option<&'static str> {
+    use base64::Engine;
+    // 16 characters are 12 bytes: enough for every signature above.
+    let head = data.get(..data.len().min(16) / 4 * 4)?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(head)
+        .ok()?;
+    types.iter().find_map(|(kind, signature, at)| {
+        bytes
+            .get(*at..at + signature.len())
+            .is_some_and(|b| b == *signature)
+            .then_some(*kind)
+    })
+}
+
+/// Whether an image's or a document's (`kind`) stored source can be sent to Anthropic as its
+/// block's `source`: an object with a non-empty string `type`; base64 data a string, an
+/// image's bytes one of the four image types Anthropic takes (whatever `media_type` says: a
+/// screenshot saved as `.png` that is a JPEG, an `image/heic` photo, `image/jpg` each made
+/// every later request of the session fail), a document's a PDF. What other source types
+/// require is the provider's to say. The renderer describes an unsendable part and retypes
+/// a mislabelled image (`history/render/anthropic.rs`); the check names both.
+pub(crate) fn source_fit(kind: &str, source: &Value) -> SourceFit {
+    let Some(source_type) = source.get("type").and_then(Value::as_str) else {
+        return SourceFit::Unsendable("source is not an object with a type");
+    };
+    match source_type {
+        "" => SourceFit::Unsendable("source is not an object with a type"),
+        "base64" => {
+            let Some(data) = source.get("data").and_then(Value::as_str) else {
+                return SourceFit::Unsendable("base64 source without its data");
+            };
+            let declared = source.get("media_type").and_then(Value::as_str);
+            let actual = match kind {
+                "image" => sniffed(data, &IMAGE_TYPES),
+                _ => sniffed(data, &[("application/pdf", b"%PDF-", 0)]),
+            };
+            match actual {
+                None if kind == "image" => {
+                    SourceFit::Unsendable("image data that is not a JPEG, PNG, GIF or WebP")
+                }
+                None => SourceFit::Unsendable("document data that is not a PDF"),
+                Some(actual) if declared == Some(actual) => SourceFit::Sendable,
+                Some(actual) => SourceFit::AsMediaType(actual),
+            }
+        }
+        _ => SourceFit::Sendable,
+    }
 }
 
 /// A text block's shape and rule 7 (no empty or whitespace-only text), except a single

@@ -373,7 +373,13 @@ fn check_call(call: &Value, path: &str, model: bool, out: &mut Vec<ProviderViola
             "functionCall in a user content",
         );
     }
-    require_name(call, "/name", path, "functionCall without a name", out);
+    require_name(
+        call,
+        "/name",
+        path,
+        ("functionCall without a name", None),
+        out,
+    );
     if call.get("args").is_some_and(|a| !a.is_object()) {
         push(
             out,
@@ -398,7 +404,7 @@ fn check_response(response: &Value, path: &str, model: bool, out: &mut Vec<Provi
         response,
         "/name",
         path,
-        "functionResponse without a name",
+        ("functionResponse without a name", None),
         out,
     );
     if !response.get("response").is_some_and(Value::is_object) {

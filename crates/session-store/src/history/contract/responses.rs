@@ -9,6 +9,36 @@ use super::{push, require_id_length, require_name, ProviderRule, ProviderViolati
 use crate::history::blank::is_blank;
 use crate::history::provider::Provider;
 
+/// Whether `id` may stand as the `id` of an input item of type `kind`: the API refuses a
+/// `function_call` id that does not begin with `fc` and a `reasoning` id that does not begin
+/// with `rs` ("Invalid 'input[66].id': 'item_df7e...'. Expected an ID that begins with
+/// 'rs'."), such as the ids gateways and SDKs make up for items of other models
+/// (`__fake_id__`, `item_...`). The renderer sends an item id only where this holds.
+pub(crate) fn item_id_fits(kind: &str, id: &str) -> bool {
+    let prefix = match kind {
+        "function_call" => "fc",
+        "reasoning" => "rs",
+        _ => return true,
+    };
+    id.starts_with(prefix)
+}
+
+/// A `Shape` violation when `item` (of type `kind`) has an `id` that is not a string
+/// [`item_id_fits`] takes.
+fn require_item_id(item: &Value, kind: &str, path: &str, out: &mut Vec<ProviderViolation>) {
+    let Some(id) = item.get("id") else {
+        return;
+    };
+    if !id.as_str().is_some_and(|id| item_id_fits(kind, id)) {
+        push(
+            out,
+            ProviderRule::Shape,
+            &format!("{path}/id"),
+            format!("{kind} item id {id} is not one the API takes for a {kind}"),
+        );
+    }
+}
+
 /// Every violation of the OpenAI Responses rules (14) in `body`.
 pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
     let mut out = Vec::new();
@@ -21,6 +51,7 @@ pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
         let Some(kind) = item_kind(item, &path, &mut out) else {
             continue;
         };
+        require_item_id(item, kind, &path, &mut out);
         match kind {
             "message" => check_message(item, &path, &mut out),
             "function_call" => check_function_call(item, &path, &mut calls, &mut out),
@@ -132,7 +163,13 @@ fn check_function_call<'a>(
             "function_call without a call_id",
         ),
     }
-    require_name(item, "/name", path, "function_call without a name", out);
+    require_name(
+        item,
+        "/name",
+        path,
+        ("function_call without a name", Some(Provider::Responses)),
+        out,
+    );
     let arguments = format!("{path}/arguments");
     match item.get("arguments") {
         Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}

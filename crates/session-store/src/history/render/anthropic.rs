@@ -14,6 +14,7 @@
 //! - A block the store kept verbatim goes back only when Anthropic made it: as it came when
 //!   its type is not one this renderer writes from typed parts, else as text saying what it
 //!   was.
+//! - At most four `cache_control` marks go (the first ones in request order; rule 10d).
 //! - The first message must be `user` (rule 1; Bedrock enforces it): when the view starts
 //!   with an assistant message, a user message holding [`crate::history::texts::PLACEHOLDER_USER`] is put
 //!   first. It depends on nothing that follows, so it stays stable as the session grows.
@@ -21,10 +22,13 @@
 use serde_json::{Map, Value};
 
 use crate::history::blank::is_blank;
-use crate::history::contract::{result_item_fault, sendable_source};
+use crate::history::contract::{
+    counted, result_item_fault, source_fit, SourceFit, CACHE_MARKS_MAX, MEDIA_MAX,
+};
+use crate::history::provider::Provider;
 use crate::history::sanitize::View;
 use crate::history::signed::signature_in;
-use crate::history::texts::describe;
+use crate::history::texts::{describe, describe_media_block};
 use crate::model::{Part, Role};
 
 /// Renders `view` as an Anthropic Messages request body.
@@ -104,7 +108,40 @@ pub(crate) fn render_owned(view: View) -> Value {
         })
         .collect();
     body.insert("messages".to_owned(), Value::Array(messages));
-    Value::Object(body)
+    let mut body = Value::Object(body);
+    let mut counts = counted(&body);
+    if describe_oldest_media(&mut body, &counts.media) {
+        counts = counted(&body);
+    }
+    // Marks kept from many requests: the first ones stay, so the bytes before a new one
+    // never change.
+    for path in counts.cache_marks.iter().skip(CACHE_MARKS_MAX) {
+        if let Some(Value::Object(block)) = body.pointer_mut(path) {
+            block.remove("cache_control");
+        }
+    }
+    body
+}
+
+/// How many of the oldest media blocks are described at a time once a request holds more
+/// than [`MEDIA_MAX`]: the request's bytes then change once for every this many new ones, not
+/// for each (every change costs the prompt cache its prefix).
+const MEDIA_DESCRIBED_STEP: usize = 20;
+
+/// Rule 10e: past [`MEDIA_MAX`] images and documents (`media`, [`counted`]), the oldest are
+/// sent as text saying what they were, in steps of [`MEDIA_DESCRIBED_STEP`], so the latest
+/// stay. True when it described any.
+fn describe_oldest_media(body: &mut Value, media: &[String]) -> bool {
+    let Some(over) = media.len().checked_sub(MEDIA_MAX).filter(|over| *over > 0) else {
+        return false;
+    };
+    let described = over.div_ceil(MEDIA_DESCRIBED_STEP) * MEDIA_DESCRIBED_STEP;
+    for path in media.iter().take(described) {
+        if let Some(block) = body.pointer_mut(path) {
+            *block = text_block(&describe_media_block(block));
+        }
+    }
+    true
 }
 
 /// Rule 7b: a final assistant message (a prefill or a continuation) may not end with
@@ -292,7 +329,7 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
         } => object([
             ("type", string("tool_use".to_owned())),
             ("id", string(id)),
-            ("name", string(name)),
+            ("name", string(Provider::Anthropic.tool_name_owned(name))),
             ("input", input),
         ]),
         Part::ToolResult {
@@ -322,17 +359,21 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             Value::Object(result)
         }
         Part::Image { ref source, .. } | Part::Document { ref source, .. }
-            if !sendable_source(source) =>
+            if matches!(
+                source_fit(media_kind(&part), source),
+                SourceFit::Unsendable(_)
+            ) =>
         {
             text_value(describe(&part))
         }
-        Part::Image { source, .. } => {
-            object([("type", string("image".to_owned())), ("source", source)])
-        }
+        Part::Image { source, .. } => object([
+            ("type", string("image".to_owned())),
+            ("source", sent_source("image", source)),
+        ]),
         Part::Document { source, title, .. } => {
             let mut document = Map::new();
             document.insert("type".to_owned(), string("document".to_owned()));
-            document.insert("source".to_owned(), source);
+            document.insert("source".to_owned(), sent_source("document", source));
             if let Some(title) = title {
                 document.insert("title".to_owned(), string(title));
             }
@@ -363,19 +404,44 @@ fn result_items(blocks: Value) -> Vec<Value> {
     };
     items
         .into_iter()
-        .filter_map(|item| {
+        .filter_map(|mut item| {
             if result_item_fault(&item).is_none() {
                 return Some(item);
             }
-            let source = item.get("source").cloned().unwrap_or(Value::Null);
-            let media = match item.get("type").and_then(Value::as_str) {
-                Some("image") => Part::image(source),
-                Some("document") => Part::document(source),
+            let kind = match item.get("type").and_then(Value::as_str) {
+                Some("image") => "image",
+                Some("document") => "document",
                 _ => return None,
+            };
+            let source = item.get_mut("source").map(Value::take).unwrap_or_default();
+            if let SourceFit::AsMediaType(_) = source_fit(kind, &source) {
+                item["source"] = sent_source(kind, source);
+                return Some(item);
+            }
+            let media = match kind {
+                "image" => Part::image(source),
+                _ => Part::document(source),
             };
             Some(text_value(describe(&media)))
         })
         .collect()
+}
+
+/// The block type of an image or a document part.
+fn media_kind(part: &Part) -> &'static str {
+    match part {
+        Part::Document { .. } => "document",
+        _ => "image",
+    }
+}
+
+/// A sendable media `source` ([`source_fit`]) as it is sent: under the `media_type` its data
+/// is when it was declared as another.
+fn sent_source(kind: &str, mut source: Value) -> Value {
+    if let SourceFit::AsMediaType(actual) = source_fit(kind, &source) {
+        source["media_type"] = Value::String(actual.to_owned());
+    }
+    source
 }
 
 /// True when a block kept verbatim can go back as it came: it has a type, and not one this
@@ -548,6 +614,208 @@ mod tests {
                 (ProviderRule::Shape, 2)
             ]
             .map(|(rule, at)| (rule, format!("/messages/2/content/0/content/{at}")))
+        );
+    }
+
+    /// Anthropic refuses a request with more than four `cache_control` marks ("A maximum of
+    /// 4 blocks with cache_control may be provided. Found 5."); marks kept from each turn's
+    /// request add up: the first four go (the system's first), later ones are left out, and
+    /// the bytes before a new mark do not change as the session grows.
+    #[test]
+    fn cache_control_marks_beyond_four_are_left_out() {
+        let mark = json!({"anthropic": {"attributes": {"cache_control": {"type": "ephemeral"}}}});
+        let marked = |text: &str| Part::Text {
+            text: text.into(),
+            provider_metadata: Some(mark.clone()),
+        };
+        let mut messages = vec![(Role::System, vec![marked("be brief")])];
+        let mut before = None;
+        for turn in 0..6 {
+            messages.push((Role::User, vec![marked(&format!("q{turn}"))]));
+            messages.push((Role::Assistant, vec![Part::text(format!("a{turn}"))]));
+            let body = render(&sanitize(&history(messages.clone())));
+            assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+            let marks = counted(&body).cache_marks;
+            assert_eq!(marks.len(), (turn + 2).min(CACHE_MARKS_MAX), "{body:#}");
+            assert_eq!(marks[0], "/system/0");
+            let text = body["messages"].to_string();
+            if let Some(before) = &before {
+                let before: &String = before;
+                assert!(text.starts_with(&before[..before.len() - 1]), "prefix kept");
+            }
+            before = Some(text);
+        }
+        let over = json!({"messages": (0..5).map(|at| json!({
+            "role": if at % 2 == 0 { "user" } else { "assistant" },
+            "content": [{"type": "text", "text": "t", "cache_control": {"type": "ephemeral"}}],
+        })).collect::<Vec<_>>()});
+        let named: Vec<_> = check_anthropic(&over)
+            .into_iter()
+            .map(|violation| (violation.rule, violation.path))
+            .collect();
+        assert_eq!(
+            named,
+            [(
+                crate::history::contract::ProviderRule::CacheControlLimit,
+                "/messages/4/content/0".to_owned()
+            )]
+        );
+    }
+
+    /// Anthropic refuses a request with more than 100 images and documents, and such a
+    /// session was dead ("Too much media: 0 document pages + 103 images > 100"): past 100
+    /// the oldest are described in text, 20 at a time, tool_result images included; the
+    /// latest stay as they were, and the bytes change once per 20 new images.
+    #[test]
+    fn images_past_one_hundred_are_described_oldest_first() {
+        let image = |at: usize| Part::Image {
+            source: json!({"type": "url", "url": format!("https://example.com/{at}.png")}),
+            title: None,
+            provider_metadata: None,
+        };
+        let mut messages = Vec::new();
+        let mut bodies = Vec::new();
+        for at in 0..130 {
+            if at % 3 == 0 {
+                let id = format!("c{at}");
+                messages.push((Role::User, vec![Part::text("look")]));
+                messages.push((
+                    Role::Assistant,
+                    vec![Part::tool_use(&id, "shot", json!({}))],
+                ));
+                let result = Part::ToolResult {
+                    tool_use_id: id,
+                    content: String::new(),
+                    is_error: false,
+                    blocks: Some(json!([{"type": "image", "source":
+                        {"type": "url", "url": format!("https://example.com/{at}.png")}}])),
+                    provider_metadata: None,
+                };
+                messages.push((Role::Tool, vec![result]));
+            } else {
+                messages.push((Role::User, vec![Part::text("and this"), image(at)]));
+                messages.push((Role::Assistant, vec![Part::text("seen")]));
+            }
+            bodies.push(render(&sanitize(&history(messages.clone()))));
+        }
+        for (at, body) in bodies.iter().enumerate() {
+            let count = at + 1;
+            assert_eq!(check_anthropic(body), vec![], "{count} images");
+            let kept = counted(body).media.len();
+            let described = count.saturating_sub(MEDIA_MAX).div_ceil(20) * 20;
+            assert_eq!(kept, count - described, "{count} images");
+            let text = body.to_string();
+            assert!(
+                text.contains(&format!("https://example.com/{at}.png\"")),
+                "latest kept"
+            );
+            if described > 0 {
+                assert!(text.contains("[image from https://example.com/0.png not shown]"));
+            }
+        }
+        // Between two steps the bytes before the new image stay.
+        let (a, b) = (
+            bodies[120]["messages"].to_string(),
+            bodies[129]["messages"].to_string(),
+        );
+        assert!(b.starts_with(&a[..a.len() - 1]));
+        let over = json!({"messages": [{"role": "user", "content": (0..101).map(|_| json!(
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}}
+        )).collect::<Vec<_>>()}]});
+        let named: Vec<_> = check_anthropic(&over)
+            .into_iter()
+            .map(|violation| (violation.rule.as_str(), violation.path))
+            .collect();
+        assert_eq!(
+            named,
+            [("media_limit", "/messages/0/content/100".to_owned())]
+        );
+    }
+
+    /// Anthropic refuses an image whose declared type is not what its bytes are, or not one
+    /// of the four it takes, and users report the session stuck from there: an image goes
+    /// under the type its bytes are; one whose bytes are none of the four (HEIC), or a
+    /// document that is not a PDF, is described; inside a tool_result too; the check names
+    /// the mislabelled one.
+    #[test]
+    fn images_go_under_the_type_their_bytes_are() {
+        use base64::Engine;
+        let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let png = encode(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+        let jpeg = encode(b"\xff\xd8\xff\xe0\0\x10JFIF\0\x01");
+        let webp = encode(b"RIFF\x10\0\0\0WEBPVP8 ");
+        let heic = encode(b"\0\0\0\x18ftypheic\0\0");
+        let pdf = encode(b"%PDF-1.7\n%\xe2\xe3");
+        let base64 = |media_type: &str, data: &str| json!({"type": "base64", "media_type": media_type, "data": data});
+        let sent_as = |part: Part| {
+            let view = sanitize(&history(vec![(Role::User, vec![Part::text("see"), part])]));
+            let body = render(&view);
+            assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+            body["messages"][0]["content"][1].clone()
+        };
+        let image = |media_type: &str, data: &str| Part::image(base64(media_type, data));
+        assert_eq!(
+            sent_as(image("image/png", &png))["source"]["media_type"],
+            "image/png"
+        );
+        assert_eq!(
+            sent_as(image("image/png", &jpeg))["source"]["media_type"],
+            "image/jpeg"
+        );
+        assert_eq!(
+            sent_as(image("image/jpg", &jpeg))["source"]["media_type"],
+            "image/jpeg"
+        );
+        assert_eq!(
+            sent_as(image("image/png", &webp))["source"]["media_type"],
+            "image/webp"
+        );
+        assert_eq!(sent_as(image("image/heic", &heic))["type"], "text");
+        assert_eq!(sent_as(image("image/png", "not base64!"))["type"], "text");
+        let document = |media_type: &str, data: &str| Part::document(base64(media_type, data));
+        assert_eq!(
+            sent_as(document("application/pdf", &pdf))["type"],
+            "document"
+        );
+        assert_eq!(sent_as(document("application/pdf", &png))["type"], "text");
+        assert_eq!(
+            sent_as(Part::image(
+                json!({"type": "url", "url": "https://example.com/a.png"})
+            ))["type"],
+            "image"
+        );
+        let result = Part::ToolResult {
+            tool_use_id: "c".into(),
+            content: String::new(),
+            is_error: false,
+            blocks: Some(json!([
+                {"type": "image", "source": base64("image/png", &jpeg)},
+                {"type": "image", "source": base64("image/heic", &heic)},
+            ])),
+            provider_metadata: None,
+        };
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![Part::tool_use("c", "shot", json!({}))],
+            ),
+            (Role::Tool, vec![result]),
+        ]));
+        let body = render(&view);
+        assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+        let items = &body["messages"][2]["content"][0]["content"];
+        assert_eq!(items[0]["source"]["media_type"], "image/jpeg");
+        assert_eq!(items[1]["type"], "text");
+        let mislabelled = json!({"messages": [{"role": "user", "content": [
+            {"type": "image", "source": base64("image/png", &jpeg)}]}]});
+        let named: Vec<_> = check_anthropic(&mislabelled)
+            .into_iter()
+            .map(|violation| violation.detail)
+            .collect();
+        assert_eq!(
+            named,
+            ["image block whose data is image/jpeg, not its media_type"]
         );
     }
 

@@ -37,6 +37,7 @@ use crate::history::contract::GEMINI_PART_DATA;
 use crate::history::models::{
     gemini_signature, meta_flag, FOREIGN_THOUGHT_SIGNATURE, GEMINI, THOUGHT_SIGNATURE,
 };
+use crate::history::provider::Provider;
 use crate::history::render::anthropic::join_text;
 use crate::history::sanitize::View;
 use crate::history::texts::{describe, PLACEHOLDER_USER};
@@ -236,7 +237,7 @@ fn model_parts(parts: &[Part]) -> Vec<Value> {
                 if !has_no_id(provider_metadata.as_ref()) {
                     call.insert("id".to_owned(), json!(id));
                 }
-                call.insert("name".to_owned(), json!(name));
+                call.insert("name".to_owned(), json!(Provider::Gemini.tool_name(name)));
                 call.insert("args".to_owned(), input.clone());
                 let mut part = Map::new();
                 part.insert("functionCall".to_owned(), Value::Object(call));
@@ -286,7 +287,8 @@ fn function_response(
     if !without_id.contains(tool_use_id.as_str()) {
         body.insert("id".to_owned(), json!(tool_use_id));
     }
-    body.insert("name".to_owned(), json!(name));
+    // The call's name as its call was sent (rule 15: the same name).
+    body.insert("name".to_owned(), json!(Provider::Gemini.tool_name(name)));
     body.insert("response".to_owned(), response);
     Some(json!({"functionResponse": body}))
 }

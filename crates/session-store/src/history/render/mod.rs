@@ -275,6 +275,78 @@ mod tests {
         }
     }
 
+    /// Chat Completions refuses a history whose call names a tool outside
+    /// `^[a-zA-Z0-9_-]+$` ("Invalid 'messages[9].tool_calls[0].function.name': string does
+    /// not match pattern"), including the `multi_tool_use.parallel` models make up: every
+    /// provider is sent a name its tool declarations take, Gemini's response the same name as
+    /// its call, a usual name unchanged; the OpenAI and Responses checks name such a name.
+    #[test]
+    fn tool_names_a_provider_refuses_are_sent_in_its_rule() {
+        let names = [
+            "multi_tool_use.parallel",
+            "get_/whoami",
+            "Sequential Thinking",
+            "2fa",
+            "bash",
+        ];
+        let mut messages = vec![(Role::User, vec![Part::text("q")])];
+        for (at, name) in names.iter().enumerate() {
+            let id = format!("call_{at}");
+            messages.push((Role::Assistant, vec![Part::tool_use(&id, *name, json!({}))]));
+            messages.push((Role::Tool, vec![Part::tool_result(&id, "r")]));
+        }
+        let view = sanitize(&history(messages));
+        for provider in Provider::ALL {
+            let body = render(&view, provider);
+            assert_eq!(
+                crate::history::contract::check(provider, &body),
+                vec![],
+                "{body:#}"
+            );
+            let text = body.to_string();
+            for name in names {
+                let sent = provider.tool_name(name);
+                assert!(
+                    text.contains(&format!("\"{sent}\"")),
+                    "{provider}: {sent} in {body:#}"
+                );
+            }
+            // Gemini takes a dot.
+            let dotted = provider == Provider::Gemini;
+            assert_eq!(
+                text.contains("multi_tool_use.parallel"),
+                dotted,
+                "{provider}: {body:#}"
+            );
+            assert!(text.contains("\"bash\""), "{provider}");
+        }
+        let gemini = render(&view, Provider::Gemini).to_string();
+        assert_eq!(
+            gemini.matches("\"_2fa\"").count(),
+            2,
+            "call and response: {gemini}"
+        );
+        let chat = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "a.b", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "r"},
+        ]});
+        let responses = json!({"input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
+            {"type": "function_call", "call_id": "c", "name": "a b", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "r"},
+        ]});
+        for (provider, body) in [(Provider::OpenAi, chat), (Provider::Responses, responses)] {
+            let named: Vec<_> = crate::history::contract::check(provider, &body)
+                .into_iter()
+                .map(|violation| violation.detail)
+                .collect();
+            assert_eq!(named.len(), 1, "{provider}: {named:?}");
+            assert!(named[0].contains("tool name"), "{named:?}");
+        }
+    }
+
     /// A turn to append: a user message that opens it, then any messages but system ones
     /// (on Anthropic a system message changes the top-level `system`, by design).
     fn turn() -> impl Strategy<Value = Vec<(Role, Vec<Part>)>> {

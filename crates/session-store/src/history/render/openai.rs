@@ -21,6 +21,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
+use crate::history::provider::Provider;
 use crate::history::sanitize::View;
 use crate::history::texts::describe;
 use crate::model::{Part, Role};
@@ -201,7 +202,10 @@ fn assistant(parts: &[Part], same_model: bool) -> Option<Value> {
             } => Some(json!({
                 "id": id,
                 "type": "function",
-                "function": {"name": name, "arguments": input.to_string()},
+                "function": {
+                    "name": Provider::OpenAi.tool_name(name),
+                    "arguments": input.to_string(),
+                },
             })),
             _ => None,
         })

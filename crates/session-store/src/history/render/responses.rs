@@ -13,6 +13,10 @@
 //!   followed by the item it preceded, so reasoning is left out unless the next item its
 //!   message renders (other reasoning aside) is an output item, as is reasoning without
 //!   `encrypted_content` (another provider's, or one the server kept) and redacted reasoning.
+//! - An item's own `id` goes back only where it begins as its kind's does (`fc`, `rs`:
+//!   [`crate::history::contract::item_id_fits`]), and a call's only when the reasoning of
+//!   its message before it went back with its id: the API pairs the two.
+//! - A call's `name` is one the API takes ([`Provider::tool_name`]).
 //! - Each tool_result becomes a `function_call_output` (`call_id`, `output`).
 //! - Images, documents and another provider's server tool parts are sent as text saying
 //!   what they were; a provider block the store kept verbatim goes back only when OpenAI
@@ -25,7 +29,9 @@
 use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
+use crate::history::contract::item_id_fits;
 use crate::history::models::{encrypted_content, meta_str, OPENAI};
+use crate::history::provider::Provider;
 use crate::history::render::anthropic::join_text;
 use crate::history::sanitize::View;
 use crate::history::texts::describe;
@@ -253,6 +259,11 @@ fn rendered(part: &Part) -> Rendered {
 fn assistant(parts: &[Part], input: &mut Vec<Value>) {
     let followed = followed_by_output(parts);
     let mut pending = Pending::default();
+    // A reasoning part of this message before the call went out without its `rs_` id (or
+    // not at all): the call's own item id, which the API pairs with that reasoning item, is
+    // left out too ("Item 'fc_...' of type 'function_call' was provided without its
+    // required 'reasoning' item").
+    let mut reasoning_unpaired = false;
     for (ordinal, part) in parts.iter().enumerate() {
         match part {
             Part::Text {
@@ -292,15 +303,20 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
                 provider_metadata,
             } => {
                 let Some(encrypted) = encrypted_content(provider_metadata.as_ref()) else {
+                    reasoning_unpaired = true;
                     continue;
                 };
                 if !followed[ordinal] {
+                    reasoning_unpaired = true;
                     continue;
                 }
                 pending.flush(input);
-                input.push(reasoning_item(text, provider_metadata.as_ref(), encrypted));
+                let item = reasoning_item(text, provider_metadata.as_ref(), encrypted);
+                reasoning_unpaired |= item.get("id").is_none();
+                input.push(item);
             }
-            Part::RedactedReasoning { .. } | Part::ToolResult { .. } => {}
+            Part::RedactedReasoning { .. } => reasoning_unpaired = true,
+            Part::ToolResult { .. } => {}
             Part::ToolUse {
                 id,
                 name,
@@ -308,7 +324,11 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
                 provider_metadata,
             } => {
                 pending.flush(input);
-                input.push(function_call(id, name, args, provider_metadata.as_ref()));
+                let metadata = provider_metadata.as_ref();
+                let item_id = (!reasoning_unpaired)
+                    .then(|| call_item_id(metadata))
+                    .flatten();
+                input.push(function_call(id, name, args, item_id));
             }
         }
     }
@@ -333,19 +353,22 @@ fn followed_by_output(parts: &[Part]) -> Vec<bool> {
     followed
 }
 
-/// A tool call as a `function_call` item, with the item id the source gave it (`fc_...`).
-fn function_call(id: &str, name: &str, args: &Value, provider_metadata: Option<&Value>) -> Value {
+/// The item id the source gave a call (`fc_...`), where the API takes it as one.
+fn call_item_id(provider_metadata: Option<&Value>) -> Option<&str> {
+    provider_metadata
+        .and_then(|m| m.get(OPENAI)?.get("id")?.as_str())
+        .filter(|id| item_id_fits("function_call", id))
+}
+
+/// A tool call as a `function_call` item, with `item_id` ([`call_item_id`]) when it goes back.
+fn function_call(id: &str, name: &str, args: &Value, item_id: Option<&str>) -> Value {
     let mut call = json!({
         "type": "function_call",
         "call_id": id,
-        "name": name,
+        "name": Provider::Responses.tool_name(name),
         "arguments": args.to_string(),
     });
-    // The item id the source gave the call (`fc_...`) goes back with it.
-    if let Some(item_id) = provider_metadata
-        .and_then(|m| m.get(OPENAI)?.get("id")?.as_str())
-        .filter(|id| !id.is_empty())
-    {
+    if let Some(item_id) = item_id {
         call["id"] = json!(item_id);
     }
     call
@@ -415,7 +438,7 @@ fn reasoning_item(text: &str, metadata: Option<&Value>, encrypted: &str) -> Valu
     if let Some(id) = openai
         .and_then(|o| o.get("id"))
         .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
+        .filter(|id| item_id_fits("reasoning", id))
     {
         item.insert("id".to_owned(), json!(id));
     }
@@ -474,6 +497,93 @@ mod tests {
         assert_eq!(body["input"][1]["summary"][0]["text"], "r1");
         assert_eq!(body["input"][2]["arguments"], "{\"cmd\":\"ls\"}");
         assert!(body.get("instructions").is_none());
+    }
+
+    /// The API refuses an item id of the wrong kind ("Expected an ID that begins with 'rs'",
+    /// ids SDKs and gateways make up: `__fake_id__`, `item_...`) and a call's `fc_` id
+    /// without the reasoning item it came after: such ids are left out, the calls go by their
+    /// `call_id`, and an `rs_` reasoning before an `fc_` call keeps both.
+    #[test]
+    fn item_ids_go_back_only_where_the_api_takes_them() {
+        let with_item = |id: &str, item: &str| Part::ToolUse {
+            id: id.to_owned(),
+            name: "f".to_owned(),
+            input: json!({}),
+            provider_metadata: Some(json!({"openai": {"id": item}})),
+        };
+        let reasoning = |id: &str| {
+            Part::reasoning(
+                "r",
+                Some(json!({"openai": {"id": id, "encrypted_content": "E"}})),
+            )
+        };
+        let step = |parts: Vec<Part>, calls: &[&str]| {
+            vec![
+                (Role::Assistant, parts),
+                (
+                    Role::Tool,
+                    calls.iter().map(|c| Part::tool_result(*c, "ok")).collect(),
+                ),
+            ]
+        };
+        let mut messages = vec![(Role::User, vec![Part::text("q")])];
+        // Paired: kept.
+        messages.extend(step(
+            vec![reasoning("rs_1"), with_item("a", "fc_a")],
+            &["a"],
+        ));
+        // An id of the wrong kind, on the call and on the reasoning.
+        messages.extend(step(vec![with_item("b", "__fake_id__")], &["b"]));
+        messages.extend(step(
+            vec![reasoning("item_df7e"), with_item("c", "fc_c")],
+            &["c"],
+        ));
+        // Reasoning that cannot go (no encrypted content) takes its call's id with it.
+        messages.extend(step(
+            vec![Part::reasoning("r", None), with_item("d", "fc_d")],
+            &["d"],
+        ));
+        // No reasoning at all: the `fc_` id goes back as it came.
+        messages.extend(step(vec![with_item("e", "fc_e")], &["e"]));
+        let body = render(&sanitize(&history(messages)));
+        assert_eq!(crate::history::contract::check_responses(&body), vec![]);
+        let ids: Vec<(String, Value)> = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|item| item["type"] != "function_call_output" && item["type"] != "message")
+            .map(|item| {
+                (
+                    item["type"].as_str().unwrap_or_default().to_owned(),
+                    item["id"].clone(),
+                )
+            })
+            .collect();
+        let (reasoning_kind, call_kind) = ("reasoning".to_owned(), "function_call".to_owned());
+        assert_eq!(
+            ids,
+            [
+                (reasoning_kind.clone(), json!("rs_1")),
+                (call_kind.clone(), json!("fc_a")),
+                (call_kind.clone(), Value::Null),
+                (reasoning_kind, Value::Null),
+                (call_kind.clone(), Value::Null),
+                (call_kind.clone(), Value::Null),
+                (call_kind, json!("fc_e")),
+            ],
+            "{body:#}"
+        );
+        let refused = json!({"input": [
+            {"role": "user", "content": "q"},
+            {"type": "reasoning", "id": "item_1", "summary": [], "encrypted_content": "E"},
+            {"type": "function_call", "id": "__fake_id__", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"},
+        ]});
+        let named: Vec<String> = crate::history::contract::check_responses(&refused)
+            .into_iter()
+            .map(|violation| violation.path)
+            .collect();
+        assert_eq!(named, ["/input/1/id", "/input/2/id"]);
     }
 
     #[test]
