@@ -25,7 +25,8 @@ mod signed_by;
 
 pub use anthropic::check_anthropic;
 pub(crate) use anthropic::{
-    counted, result_item_fault, source_fit, SourceFit, CACHE_MARKS_MAX, MEDIA_MAX,
+    counted, result_item_fault, source_fit, too_large_among_many, Media, SourceFit,
+    CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
 };
 pub use gemini::check_gemini;
 pub(crate) use gemini::DATA_KEYS as GEMINI_PART_DATA;
@@ -103,6 +104,10 @@ pub enum ProviderRule {
     CacheControlLimit,
     /// Anthropic: at most 100 images and documents in a request.
     MediaLimit,
+    /// Anthropic: a request is at most 32 MB of JSON.
+    RequestTooLarge,
+    /// Anthropic: in a request of more than 20 images, no image is over 2000 pixels a side.
+    ManyImagesSize,
 }
 
 impl ProviderRule {
@@ -135,6 +140,8 @@ impl ProviderRule {
             ProviderRule::ServerToolPaired => "server_tool_paired",
             ProviderRule::CacheControlLimit => "cache_control_limit",
             ProviderRule::MediaLimit => "media_limit",
+            ProviderRule::RequestTooLarge => "request_too_large",
+            ProviderRule::ManyImagesSize => "many_images_size",
         }
     }
 }
@@ -276,7 +283,8 @@ pub fn check_openai(body: &Value) -> Vec<ProviderViolation> {
             }
         }
         match role {
-            "system" | "developer" | "user" => {}
+            "system" | "developer" => {}
+            "user" => check_openai_images(message, &path, &mut out),
             "assistant" => {
                 open = check_openai_assistant(message, &path, &mut seen_ids, &mut out);
             }
@@ -299,6 +307,25 @@ pub fn check_openai(body: &Value) -> Vec<ProviderViolation> {
         }
     }
     out
+}
+
+/// The image parts of a user message at `path`: a `data:` URL's bytes are an image OpenAI
+/// takes ([`crate::history::media::image_url_fault`]).
+fn check_openai_images(message: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
+    let Some(Value::Array(parts)) = message.get("content") else {
+        return;
+    };
+    for (index, part) in parts.iter().enumerate() {
+        let url = part.pointer("/image_url/url").and_then(Value::as_str);
+        if let Some(fault) = url.and_then(crate::history::media::image_url_fault) {
+            push(
+                out,
+                ProviderRule::Shape,
+                &format!("{path}/content/{index}/image_url"),
+                fault,
+            );
+        }
+    }
 }
 
 /// Rule 12 and the shape of one `tool` message at `path`: it answers (and removes) a

@@ -9,6 +9,7 @@ pub mod blank;
 pub mod budget;
 pub mod compaction;
 pub mod grammar;
+pub(crate) mod media;
 pub mod mend;
 pub mod models;
 pub mod paging;

@@ -22,6 +22,62 @@ pub(crate) const CACHE_MARKS_MAX: usize = 4;
 /// session that went past it was dead: every later request, a compaction's too, was refused.
 pub(crate) const MEDIA_MAX: usize = 100;
 
+/// The largest request Anthropic takes, in bytes of JSON ("413 request_too_large: Request
+/// exceeds the maximum size"): 32 MB. Base64 images add up to it long before the context
+/// window fills, and every later request of the session was refused.
+pub(crate) const REQUEST_BYTES_MAX: usize = 32_000_000;
+
+/// The bytes of base64 data the images and documents of a request may hold: the rest of
+/// [`REQUEST_BYTES_MAX`] is left to the text.
+pub(crate) const MEDIA_BYTES_MAX: usize = 24_000_000;
+
+/// The most base64 data one image may hold ("image exceeds 5 MB maximum: 10053760 bytes >
+/// 5242880 bytes"; the session stayed stuck on it, whatever was sent after).
+pub(crate) const IMAGE_BYTES_MAX: usize = 5 * 1024 * 1024;
+
+/// Past this many images in one request, every image is held to [`MANY_IMAGES_SIDE_MAX`]
+/// pixels a side ("At least one of the image dimensions exceed max allowed size for
+/// many-image requests: 2000 pixels"); images from earlier turns and inside tool_results
+/// count. Below it Anthropic scales a large image down; past it, it refuses the request,
+/// and every later one of the session.
+pub(crate) const MANY_IMAGES: usize = 20;
+
+/// The longest side an image may have in a request of more than [`MANY_IMAGES`] images.
+pub(crate) const MANY_IMAGES_SIDE_MAX: u32 = 2000;
+
+/// One image or document block of a request: where it is, and how many bytes of data its
+/// source holds inline (base64 or text; none for a URL or a file).
+#[derive(Debug)]
+pub(crate) struct Media {
+    /// Its JSON pointer.
+    pub(crate) path: String,
+    /// Bytes of inline data.
+    pub(crate) bytes: usize,
+    /// An image (else a document).
+    pub(crate) image: bool,
+}
+
+/// The images of `media` (in a request of more than [`MANY_IMAGES`] images) whose base64
+/// data is larger than [`MANY_IMAGES_SIDE_MAX`] on a side: what the renderer describes and
+/// the check names. An image by URL or file is the server's to fetch and size.
+pub(crate) fn too_large_among_many<'a>(body: &Value, media: &'a [Media]) -> Vec<&'a Media> {
+    if media.iter().filter(|m| m.image).count() <= MANY_IMAGES {
+        return Vec::new();
+    }
+    media
+        .iter()
+        .filter(|m| m.image && m.bytes > 0)
+        .filter(|m| {
+            let data = body
+                .pointer(&m.path)
+                .and_then(|b| b.pointer("/source/data"));
+            data.and_then(Value::as_str)
+                .and_then(crate::history::media::image_size)
+                .is_some_and(|(width, height)| width.max(height) > MANY_IMAGES_SIDE_MAX)
+        })
+        .collect()
+}
+
 /// The blocks of a request that Anthropic counts, each by its JSON pointer, in request order:
 /// the system blocks, then each message's content blocks, a tool_result's content items
 /// right after their block.
@@ -31,9 +87,10 @@ pub(crate) struct Counted {
     /// a session grows: the renderer keeps the first [`CACHE_MARKS_MAX`] (the bytes before a
     /// new mark never change) and the check names one more.
     pub(crate) cache_marks: Vec<String>,
-    /// The image and document blocks. Past [`MEDIA_MAX`] the renderer describes the oldest
-    /// in text and the check names the one over.
-    pub(crate) media: Vec<String>,
+    /// The image and document blocks. Past [`MEDIA_MAX`] of them, or [`MEDIA_BYTES_MAX`] of
+    /// their data, the renderer describes the oldest in text; the check names the one over
+    /// the count (and a request over [`REQUEST_BYTES_MAX`]).
+    pub(crate) media: Vec<Media>,
 }
 
 /// [`Counted`] of `body`, in one pass.
@@ -50,7 +107,12 @@ pub(crate) fn counted(body: &Value) -> Counted {
             fields.get("type").and_then(Value::as_str),
             Some("image" | "document")
         ) {
-            counted.media.push(path());
+            let data = fields.get("source").and_then(|s| s.get("data"));
+            counted.media.push(Media {
+                path: path(),
+                bytes: data.and_then(Value::as_str).map_or(0, str::len),
+                image: fields.get("type").and_then(Value::as_str) == Some("image"),
+            });
         }
     };
     if let Some(Value::Array(system)) = body.get("system") {
@@ -77,6 +139,24 @@ pub(crate) fn counted(body: &Value) -> Counted {
     counted
 }
 
+/// The length of `value` written as JSON, counted without writing it out.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` fails only when the writer does, and this one never does.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// Every violation of the Anthropic Messages rules (1-10) in `body`.
 ///
 /// Rule 9's "the latest assistant message's thinking comes back unchanged" needs the original
@@ -89,12 +169,29 @@ pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
     if let Some(system) = body.get("system") {
         check_system(system, &mut out);
     }
+    let length = json_len(body);
+    if length > REQUEST_BYTES_MAX {
+        push(
+            &mut out,
+            ProviderRule::RequestTooLarge,
+            "",
+            format!("the request is {length} bytes of JSON; Anthropic takes at most {REQUEST_BYTES_MAX}"),
+        );
+    }
     let Counted { cache_marks, media } = counted(body);
+    for image in too_large_among_many(body, &media) {
+        push(
+            &mut out,
+            ProviderRule::ManyImagesSize,
+            &image.path,
+            format!("an image over {MANY_IMAGES_SIDE_MAX} pixels a side in a request of more than {MANY_IMAGES} images"),
+        );
+    }
     if let Some(over) = media.get(MEDIA_MAX) {
         push(
             &mut out,
             ProviderRule::MediaLimit,
-            over,
+            &over.path,
             format!(
                 "{} images and documents; Anthropic takes at most {MEDIA_MAX}",
                 media.len()
@@ -577,32 +674,6 @@ pub(crate) enum SourceFit {
     Unsendable(&'static str),
 }
 
-/// The image types Anthropic takes ("Input should be 'image/jpeg', 'image/png', 'image/gif'
-/// or 'image/webp'"), each with the first bytes that tell it.
-const IMAGE_TYPES: [(&str, &[u8], usize); 5] = [
-    ("image/png", b"\x89PNG\r\n\x1a\n", 0),
-    ("image/jpeg", b"\xff\xd8\xff", 0),
-    ("image/gif", b"GIF87a", 0),
-    ("image/gif", b"GIF89a", 0),
-    ("image/webp", b"WEBP", 8),
-];
-
-/// The type the bytes of base64 `data` are, among `types`, read from their first bytes only.
-fn sniffed(data: &str, types: &[(&'static str, &[u8], usize)]) -> Option<&'static str> {
-    use base64::Engine;
-    // 16 characters are 12 bytes: enough for every signature above.
-    let head = data.get(..data.len().min(16) / 4 * 4)?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(head)
-        .ok()?;
-    types.iter().find_map(|(kind, signature, at)| {
-        bytes
-            .get(*at..at + signature.len())
-            .is_some_and(|b| b == *signature)
-            .then_some(*kind)
-    })
-}
-
 /// Whether an image's or a document's (`kind`) stored source can be sent to Anthropic as its
 /// block's `source`: an object with a non-empty string `type`; base64 data a string, an
 /// image's bytes one of the four image types Anthropic takes (whatever `media_type` says: a
@@ -620,10 +691,13 @@ pub(crate) fn source_fit(kind: &str, source: &Value) -> SourceFit {
             let Some(data) = source.get("data").and_then(Value::as_str) else {
                 return SourceFit::Unsendable("base64 source without its data");
             };
+            if kind == "image" && data.len() > IMAGE_BYTES_MAX {
+                return SourceFit::Unsendable("image data over 5 MB, the most Anthropic takes");
+            }
             let declared = source.get("media_type").and_then(Value::as_str);
             let actual = match kind {
-                "image" => sniffed(data, &IMAGE_TYPES),
-                _ => sniffed(data, &[("application/pdf", b"%PDF-", 0)]),
+                "image" => crate::history::media::image_type(data),
+                _ => crate::history::media::is_pdf(data).then_some("application/pdf"),
             };
             match actual {
                 None if kind == "image" => {

@@ -318,6 +318,10 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
                     );
                     continue;
                 }
+                let url = part.get("image_url").and_then(Value::as_str);
+                if let Some(fault) = url.and_then(crate::history::media::image_url_fault) {
+                    push(out, ProviderRule::Shape, &part_path, fault);
+                }
                 let field = if kind == "refusal" { "refusal" } else { "text" };
                 if kind.ends_with("text") || kind == "refusal" {
                     match part.get(field).and_then(Value::as_str) {

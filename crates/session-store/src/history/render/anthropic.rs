@@ -23,7 +23,8 @@ use serde_json::{Map, Value};
 
 use crate::history::blank::is_blank;
 use crate::history::contract::{
-    counted, result_item_fault, source_fit, SourceFit, CACHE_MARKS_MAX, MEDIA_MAX,
+    counted, result_item_fault, source_fit, too_large_among_many, Media, SourceFit,
+    CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
 };
 use crate::history::provider::Provider;
 use crate::history::sanitize::View;
@@ -128,20 +129,46 @@ pub(crate) fn render_owned(view: View) -> Value {
 /// for each (every change costs the prompt cache its prefix).
 const MEDIA_DESCRIBED_STEP: usize = 20;
 
-/// Rule 10e: past [`MEDIA_MAX`] images and documents (`media`, [`counted`]), the oldest are
-/// sent as text saying what they were, in steps of [`MEDIA_DESCRIBED_STEP`], so the latest
-/// stay. True when it described any.
-fn describe_oldest_media(body: &mut Value, media: &[String]) -> bool {
-    let Some(over) = media.len().checked_sub(MEDIA_MAX).filter(|over| *over > 0) else {
-        return false;
-    };
-    let described = over.div_ceil(MEDIA_DESCRIBED_STEP) * MEDIA_DESCRIBED_STEP;
-    for path in media.iter().take(described) {
+/// Rules 10e and 10g: past [`MEDIA_MAX`] images and documents (`media`, [`counted`]), or
+/// past [`MEDIA_BYTES_MAX`] bytes of their data, the oldest are sent as text saying what they
+/// were, in steps of [`MEDIA_DESCRIBED_STEP`], so the latest stay. True when it described
+/// any.
+fn describe_oldest_media(body: &mut Value, media: &[Media]) -> bool {
+    let described = media_described(media);
+    // Rule 10h: among more than 20 images, one over 2000 pixels a side is described too.
+    let kept = &media[described..];
+    let too_large: Vec<String> = too_large_among_many(body, kept)
+        .into_iter()
+        .map(|m| m.path.clone())
+        .collect();
+    let paths = media[..described].iter().map(|m| &m.path).chain(&too_large);
+    let mut any = false;
+    for path in paths {
         if let Some(block) = body.pointer_mut(path) {
             *block = text_block(&describe_media_block(block));
+            any = true;
         }
     }
-    true
+    any
+}
+
+/// How many of the oldest of `media` are described: the fewest, in steps of
+/// [`MEDIA_DESCRIBED_STEP`], that leave at most [`MEDIA_MAX`] of them holding at most
+/// [`MEDIA_BYTES_MAX`]. As a session grows it only grows, and only by whole steps.
+fn media_described(media: &[Media]) -> usize {
+    let mut bytes: usize = media.iter().map(|m| m.bytes).sum();
+    let mut described = 0;
+    while described < media.len()
+        && (media.len() - described > MEDIA_MAX || bytes > MEDIA_BYTES_MAX)
+    {
+        let step = (described + MEDIA_DESCRIBED_STEP).min(media.len());
+        bytes -= media[described..step]
+            .iter()
+            .map(|m| m.bytes)
+            .sum::<usize>();
+        described = step;
+    }
+    described
 }
 
 /// Rule 7b: a final assistant message (a prefill or a continuation) may not end with
@@ -732,6 +759,99 @@ mod tests {
         );
     }
 
+    /// Anthropic refuses a request over 32 MB (413 `request_too_large`), and base64
+    /// screenshots get there long before the context window fills: past 24 MB of media data
+    /// the oldest are described too, 20 at a time, and the check names a request over 32 MB.
+    #[test]
+    fn media_past_their_byte_budget_are_described_oldest_first() {
+        let media = |sizes: &[usize]| -> Vec<Media> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(at, bytes)| Media {
+                    path: format!("/messages/{at}/content/0"),
+                    bytes: *bytes,
+                    image: true,
+                })
+                .collect()
+        };
+        let mb = 1_000_000;
+        assert_eq!(media_described(&media(&[mb; 24])), 0);
+        assert_eq!(media_described(&media(&[mb; 25])), 20);
+        assert_eq!(media_described(&media(&[mb; 44])), 20);
+        assert_eq!(media_described(&media(&[mb; 45])), 40);
+        assert_eq!(media_described(&media(&[0; 100])), 0);
+        assert_eq!(media_described(&media(&[0; 101])), 20);
+        // One image larger than the budget: everything up to it and it go.
+        assert_eq!(media_described(&media(&[30 * mb])), 1);
+        // Rendered: 30 images of a megabyte each keep the latest 10.
+        let data = format!("iVBORw0KGgo{}", "A".repeat(mb - 11));
+        let mut messages = Vec::new();
+        for _ in 0..30 {
+            let image =
+                Part::image(json!({"type": "base64", "media_type": "image/png", "data": data}));
+            messages.push((Role::User, vec![Part::text("and this"), image]));
+            messages.push((Role::Assistant, vec![Part::text("seen")]));
+        }
+        let body = render(&sanitize(&history(messages)));
+        assert_eq!(check_anthropic(&body), vec![]);
+        assert_eq!(counted(&body).media.len(), 10);
+        assert_eq!(body["messages"][0]["content"][1]["type"], "text");
+        assert_eq!(body["messages"][58]["content"][1]["type"], "image");
+        let big = json!({"messages": [{"role": "user", "content": "x".repeat(32 * mb)}]});
+        let named: Vec<_> = check_anthropic(&big)
+            .into_iter()
+            .map(|violation| violation.rule.as_str())
+            .collect();
+        assert_eq!(named, ["request_too_large"]);
+    }
+
+    /// Past 20 images in a request, Anthropic refuses any over 2000 pixels a side (below,
+    /// it scales them down), and the session was stuck from there: past 20, such images are
+    /// described; at 20 they go as they are; the check names one left in.
+    #[test]
+    fn among_more_than_twenty_images_the_oversized_are_described() {
+        use base64::Engine;
+        let png = |side: u32| {
+            let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+            bytes.extend(side.to_be_bytes());
+            bytes.extend(600u32.to_be_bytes());
+            bytes.extend([8, 6, 0, 0, 0]);
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        };
+        let session = |count: usize| {
+            let mut messages = Vec::new();
+            for at in 0..count {
+                let side = if at % 7 == 0 { 4832 } else { 800 };
+                let image = Part::image(
+                    json!({"type": "base64", "media_type": "image/png", "data": png(side)}),
+                );
+                messages.push((Role::User, vec![Part::text("and this"), image]));
+                messages.push((Role::Assistant, vec![Part::text("seen")]));
+            }
+            render(&sanitize(&history(messages)))
+        };
+        let twenty = session(20);
+        assert_eq!(check_anthropic(&twenty), vec![]);
+        assert_eq!(counted(&twenty).media.len(), 20);
+        let more = session(25);
+        assert_eq!(check_anthropic(&more), vec![], "{more:#}");
+        // 0, 7, 14 and 21 were the large ones.
+        assert_eq!(counted(&more).media.len(), 21);
+        assert_eq!(more["messages"][14]["content"][1]["type"], "text");
+        assert_eq!(more["messages"][16]["content"][1]["type"], "image");
+        let mut left_in = more.clone();
+        left_in["messages"][14]["content"][1] = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png(2001)}});
+        let named: Vec<_> = check_anthropic(&left_in)
+            .into_iter()
+            .map(|violation| (violation.rule.as_str(), violation.path))
+            .collect();
+        assert_eq!(
+            named,
+            [("many_images_size", "/messages/14/content/1".to_owned())]
+        );
+    }
+
     /// Anthropic refuses an image whose declared type is not what its bytes are, or not one
     /// of the four it takes, and users report the session stuck from there: an image goes
     /// under the type its bytes are; one whose bytes are none of the four (HEIC), or a
@@ -771,6 +891,9 @@ mod tests {
             "image/webp"
         );
         assert_eq!(sent_as(image("image/heic", &heic))["type"], "text");
+        // Over the 5 MB Anthropic takes for one image ("image exceeds 5 MB maximum").
+        let big = format!("{png}{}", "A".repeat(5 * 1024 * 1024));
+        assert_eq!(sent_as(image("image/png", &big))["type"], "text");
         assert_eq!(sent_as(image("image/png", "not base64!"))["type"], "text");
         let document = |media_type: &str, data: &str| Part::document(base64(media_type, data));
         assert_eq!(

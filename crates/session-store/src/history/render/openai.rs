@@ -21,6 +21,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
+use crate::history::media::openai_image_url;
 use crate::history::provider::Provider;
 use crate::history::sanitize::View;
 use crate::history::texts::describe;
@@ -126,7 +127,7 @@ fn user_content(parts: &[Part]) -> Option<Value> {
     let mut content = Vec::new();
     for part in parts {
         match part {
-            Part::Image { source, .. } => match image_url(source) {
+            Part::Image { source, .. } => match openai_image_url(source) {
                 Some(url) => content.push(json!({"type": "image_url", "image_url": {"url": url}})),
                 None => content.push(json!({"type": "text", "text": describe(part)})),
             },
@@ -145,19 +146,6 @@ fn user_content(parts: &[Part]) -> Option<Value> {
         }
     }
     (!content.is_empty()).then_some(Value::Array(content))
-}
-
-/// An image source as Chat Completions takes it: a URL, or base64 data as a data URL.
-fn image_url(source: &Value) -> Option<String> {
-    match source.get("type")?.as_str()? {
-        "url" => source.get("url")?.as_str().map(str::to_owned),
-        "base64" => {
-            let media_type = source.get("media_type")?.as_str()?;
-            let data = source.get("data")?.as_str()?;
-            Some(format!("data:{media_type};base64,{data}"))
-        }
-        _ => None,
-    }
 }
 
 /// A document as a Chat Completions `file` part: PDF data, or a file id. Plain-text sources
@@ -284,13 +272,30 @@ mod tests {
             Role::User,
             vec![
                 Part::text("look"),
-                Part::image(json!({"type": "base64", "media_type": "image/png", "data": "AA=="})),
+                // A PNG's first bytes, declared as a JPEG.
+                Part::image(
+                    json!({"type": "base64", "media_type": "image/jpeg", "data": "iVBORw0KGgo="}),
+                ),
                 Part::document(json!({"type": "url", "url": "https://example.com/a.pdf"})),
+                // Bytes that are no image OpenAI takes ("You uploaded an unsupported image").
+                Part::image(json!({"type": "base64", "media_type": "image/heic", "data": "AA=="})),
             ],
         )]);
         let body = render(&sanitize(&messages));
+        assert_eq!(crate::history::contract::check_openai(&body), vec![]);
         let content = &body["messages"][0]["content"];
-        assert_eq!(content[1]["image_url"]["url"], "data:image/png;base64,AA==");
+        assert_eq!(
+            content[1]["image_url"]["url"],
+            "data:image/png;base64,iVBORw0KGgo="
+        );
+        assert_eq!(content[3]["type"], "text");
+        let refused = json!({"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/heic;base64,AA=="}}]}]});
+        let named: Vec<String> = crate::history::contract::check_openai(&refused)
+            .into_iter()
+            .map(|violation| violation.path)
+            .collect();
+        assert_eq!(named, ["/messages/0/content/0/image_url"]);
         assert!(
             content[2]["text"].as_str().is_some_and(
                 |t| t.starts_with("[document") && t.contains("https://example.com/a.pdf")

@@ -30,6 +30,7 @@ use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
 use crate::history::contract::item_id_fits;
+use crate::history::media::openai_image_url;
 use crate::history::models::{encrypted_content, meta_str, OPENAI};
 use crate::history::provider::Provider;
 use crate::history::render::anthropic::join_text;
@@ -98,16 +99,13 @@ pub fn render(view: &View) -> Value {
 /// One part of a user message: text, an image (`input_image`), a document (`input_file`),
 /// or a part OpenAI made, as it came.
 fn user_part(part: &Part) -> Option<Value> {
-    let as_url = |source: &Value| -> Option<String> {
-        match source.get("type").and_then(Value::as_str)? {
-            "url" => source.get("url").and_then(Value::as_str).map(str::to_owned),
-            "base64" => Some(format!(
-                "data:{};base64,{}",
-                source.get("media_type").and_then(Value::as_str)?,
-                source.get("data").and_then(Value::as_str)?
-            )),
-            _ => None,
-        }
+    // A document's base64 data as a `data:` URL under its declared type.
+    let data_url = |source: &Value| -> Option<String> {
+        Some(format!(
+            "data:{};base64,{}",
+            source.get("media_type").and_then(Value::as_str)?,
+            source.get("data").and_then(Value::as_str)?
+        ))
     };
     match part {
         Part::Text { text, .. } if !is_blank(text) => {
@@ -120,7 +118,7 @@ fn user_part(part: &Part) -> Option<Value> {
         } => {
             let mut image = Map::new();
             image.insert("type".to_owned(), json!("input_image"));
-            if let Some(url) = as_url(source) {
+            if let Some(url) = openai_image_url(source) {
                 image.insert("image_url".to_owned(), json!(url));
             } else if let Some(id) = file_id(source) {
                 image.insert("file_id".to_owned(), json!(id));
@@ -142,7 +140,7 @@ fn user_part(part: &Part) -> Option<Value> {
             let mut file = Map::new();
             file.insert("type".to_owned(), json!("input_file"));
             let base64 = source.get("type").and_then(Value::as_str) == Some("base64");
-            match (base64.then(|| as_url(source)).flatten(), file_id(source)) {
+            match (base64.then(|| data_url(source)).flatten(), file_id(source)) {
                 (Some(data), _) => {
                     file.insert("file_data".to_owned(), json!(data));
                 }
@@ -497,6 +495,37 @@ mod tests {
         assert_eq!(body["input"][1]["summary"][0]["text"], "r1");
         assert_eq!(body["input"][2]["arguments"], "{\"cmd\":\"ls\"}");
         assert!(body.get("instructions").is_none());
+    }
+
+    /// An image goes under the type its bytes are; bytes that are no image OpenAI takes are
+    /// described; the check names such a data URL.
+    #[test]
+    fn images_go_under_the_type_their_bytes_are_or_are_described() {
+        let image = |media_type: &str, data: &str| {
+            Part::image(json!({"type": "base64", "media_type": media_type, "data": data}))
+        };
+        let view = sanitize(&history(vec![(
+            Role::User,
+            vec![
+                image("image/jpeg", "iVBORw0KGgo="),
+                image("image/heic", "AA=="),
+            ],
+        )]));
+        let body = render(&view);
+        assert_eq!(crate::history::contract::check_responses(&body), vec![]);
+        let content = &body["input"][0]["content"];
+        assert_eq!(
+            content[0]["image_url"],
+            "data:image/png;base64,iVBORw0KGgo="
+        );
+        assert_eq!(content[1]["type"], "input_text");
+        let refused = json!({"input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "data:image/heic;base64,AA=="}]}]});
+        let named: Vec<String> = crate::history::contract::check_responses(&refused)
+            .into_iter()
+            .map(|violation| violation.path)
+            .collect();
+        assert_eq!(named, ["/input/0/content/0"]);
     }
 
     /// The API refuses an item id of the wrong kind ("Expected an ID that begins with 'rs'",

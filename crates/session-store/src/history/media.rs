@@ -1,0 +1,205 @@
+//! What the bytes of a stored image or document are, read from their first bytes: the one
+//! place every renderer and check asks. Providers read the bytes, not the declared type:
+//! Anthropic refuses an image whose `media_type` is not what its data is ("Image does not
+//! match the provided media type image/png") or none of the four it takes; OpenAI refuses
+//! data that is none of the four it takes ("You uploaded an unsupported image. Please make
+//! sure your image has of one the following formats: ['png', 'jpeg', 'gif', 'webp']").
+
+use base64::Engine;
+use serde_json::Value;
+
+/// The image types Anthropic and OpenAI both take, each with the bytes that tell it and
+/// where they stand.
+const IMAGE_TYPES: [(&str, &[u8], usize); 5] = [
+    ("image/png", b"\x89PNG\r\n\x1a\n", 0),
+    ("image/jpeg", b"\xff\xd8\xff", 0),
+    ("image/gif", b"GIF87a", 0),
+    ("image/gif", b"GIF89a", 0),
+    ("image/webp", b"WEBP", 8),
+];
+
+/// The first bytes of base64 `data`: 16 characters are 12 bytes, enough for every
+/// signature here. `None` when they are not base64.
+fn head(data: &str) -> Option<Vec<u8>> {
+    let head = data.get(..data.len().min(16) / 4 * 4)?;
+    base64::engine::general_purpose::STANDARD.decode(head).ok()
+}
+
+/// The image type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`) base64 `data` is,
+/// or `None` when it is none of them (HEIC, TIFF, SVG, not base64 at all).
+pub(crate) fn image_type(data: &str) -> Option<&'static str> {
+    let bytes = head(data)?;
+    IMAGE_TYPES.iter().find_map(|(kind, signature, at)| {
+        bytes
+            .get(*at..at + signature.len())
+            .is_some_and(|b| b == *signature)
+            .then_some(*kind)
+    })
+}
+
+/// The width and height in pixels of the image base64 `data` holds, read from its header
+/// (PNG, GIF, WebP) or its frame marker (JPEG, after whatever metadata comes first); `None`
+/// when it is none of them or the header is not within the first 256 KiB.
+pub(crate) fn image_size(data: &str) -> Option<(u32, u32)> {
+    // A JPEG's frame marker may come after its metadata; every other header is in 30 bytes.
+    let kind = image_type(data)?;
+    let max = if kind == "image/jpeg" { 256 * 1024 } else { 48 };
+    let bytes = decoded_head(data, max)?;
+    let be16 = |at: usize| {
+        Some(u32::from(u16::from_be_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+        ])))
+    };
+    let le16 = |at: usize| {
+        Some(u32::from(u16::from_le_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+        ])))
+    };
+    let le24 = |at: usize| {
+        Some(u32::from_le_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+            *bytes.get(at + 2)?,
+            0,
+        ]))
+    };
+    let be32 = |at: usize| Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
+    match kind {
+        "image/png" => Some((be32(16)?, be32(20)?)),
+        "image/gif" => Some((le16(6)?, le16(8)?)),
+        "image/webp" => match bytes.get(12..16)? {
+            b"VP8 " => Some((le16(26)? & 0x3fff, le16(28)? & 0x3fff)),
+            b"VP8L" => {
+                let bits = u32::from_le_bytes(bytes.get(21..25)?.try_into().ok()?);
+                Some(((bits & 0x3fff) + 1, ((bits >> 14) & 0x3fff) + 1))
+            }
+            b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
+            _ => None,
+        },
+        _ => {
+            // JPEG: segments from byte 2 until a start-of-frame marker, which holds the size.
+            let mut at = 2;
+            loop {
+                if *bytes.get(at)? != 0xff {
+                    return None;
+                }
+                let marker = *bytes.get(at + 1)?;
+                match marker {
+                    0xff => at += 1,
+                    0x01 | 0xd0..=0xd9 => at += 2,
+                    0xc0..=0xcf if !matches!(marker, 0xc4 | 0xc8 | 0xcc) => {
+                        return Some((be16(at + 7)?, be16(at + 5)?));
+                    }
+                    _ => at += 2 + usize::try_from(be16(at + 2)?).ok()?,
+                }
+            }
+        }
+    }
+}
+
+/// The first `max` bytes (or fewer) of base64 `data`, decoded.
+fn decoded_head(data: &str, max: usize) -> Option<Vec<u8>> {
+    let chars = data.len().min(max / 3 * 4) / 4 * 4;
+    base64::engine::general_purpose::STANDARD
+        .decode(data.get(..chars)?)
+        .ok()
+}
+
+/// Whether base64 `data` is a PDF.
+pub(crate) fn is_pdf(data: &str) -> bool {
+    head(data).is_some_and(|bytes| bytes.starts_with(b"%PDF-"))
+}
+
+/// An image `source` as an OpenAI image URL (Chat Completions `image_url.url`, Responses
+/// `image_url`): a URL as it is; base64 data as a `data:` URL under the type its bytes are;
+/// `None` when it is neither, or its bytes are no image OpenAI takes (the renderer describes
+/// the part instead).
+pub(crate) fn openai_image_url(source: &Value) -> Option<String> {
+    match source.get("type")?.as_str()? {
+        "url" => source.get("url")?.as_str().map(str::to_owned),
+        "base64" => {
+            let data = source.get("data")?.as_str()?;
+            Some(format!("data:{};base64,{data}", image_type(data)?))
+        }
+        _ => None,
+    }
+}
+
+/// Why OpenAI refuses the image URL `url`: a `data:` URL whose base64 bytes are no image it
+/// takes. Other URLs are the server's to fetch.
+pub(crate) fn image_url_fault(url: &str) -> Option<&'static str> {
+    let data = url.strip_prefix("data:")?;
+    let data = data.split_once(";base64,").map(|(_, data)| data)?;
+    image_type(data)
+        .is_none()
+        .then_some("image data that is not a PNG, JPEG, GIF or WebP")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    #[test]
+    fn an_image_is_the_type_its_first_bytes_are() {
+        let cases: [(&[u8], Option<&str>); 7] = [
+            (b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", Some("image/png")),
+            (b"\xff\xd8\xff\xe0\0\x10JFIF", Some("image/jpeg")),
+            (b"GIF89a\x01\0\x01\0", Some("image/gif")),
+            (b"RIFF\x10\0\0\0WEBPVP8 ", Some("image/webp")),
+            (b"\0\0\0\x18ftypheic\0\0", None),
+            (b"<svg xmlns=", None),
+            (b"", None),
+        ];
+        for (bytes, kind) in cases {
+            assert_eq!(image_type(&encode(bytes)), kind, "{bytes:?}");
+        }
+        assert_eq!(image_type("not base64 at all!"), None);
+        assert!(is_pdf(&encode(b"%PDF-1.7\n")));
+        assert!(!is_pdf(&encode(b"\x89PNG\r\n\x1a\n")));
+    }
+
+    #[test]
+    fn an_images_size_is_read_from_its_header() {
+        let png = |w: u32, h: u32| {
+            let mut bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+            bytes.extend(w.to_be_bytes());
+            bytes.extend(h.to_be_bytes());
+            bytes.extend([8, 6, 0, 0, 0]);
+            encode(&bytes)
+        };
+        assert_eq!(image_size(&png(4832, 2756)), Some((4832, 2756)));
+        let gif = encode(b"GIF89a\x40\x01\xf0\x00\0\0");
+        assert_eq!(image_size(&gif), Some((320, 240)));
+        // JPEG: an APP0 segment, then a baseline frame of 3000 x 2000.
+        let mut jpeg =
+            b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00".to_vec();
+        jpeg.extend(b"\xff\xc0\x00\x11\x08\x07\xd0\x0b\xb8\x03\x01\x22\x00");
+        assert_eq!(image_size(&encode(&jpeg)), Some((3000, 2000)));
+        let mut webp = b"RIFF\x30\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
+        webp.extend([0x9f, 0x0f, 0x00, 0xff, 0x07, 0x00]);
+        assert_eq!(image_size(&encode(&webp)), Some((4000, 2048)));
+        assert_eq!(image_size(&encode(b"\xff\xd8\xff")), None);
+        assert_eq!(image_size("AA=="), None);
+    }
+
+    #[test]
+    fn openai_gets_a_data_url_under_the_type_the_bytes_are() {
+        let jpeg = encode(b"\xff\xd8\xff\xe0\0\x10JFIF");
+        let source = serde_json::json!({"type": "base64", "media_type": "image/png", "data": jpeg});
+        let url = openai_image_url(&source).expect("an image");
+        assert_eq!(url, format!("data:image/jpeg;base64,{jpeg}"));
+        assert_eq!(image_url_fault(&url), None);
+        let heic = encode(b"\0\0\0\x18ftypheic\0\0");
+        let source =
+            serde_json::json!({"type": "base64", "media_type": "image/heic", "data": heic});
+        assert_eq!(openai_image_url(&source), None);
+        assert!(image_url_fault(&format!("data:image/heic;base64,{heic}")).is_some());
+        assert_eq!(image_url_fault("https://example.com/a.heic"), None);
+    }
+}
