@@ -246,32 +246,51 @@ mod tests {
         let unique: std::collections::HashSet<_> = ids.iter().collect();
         assert_eq!(unique.len(), 5, "{ids:?}");
         for provider in Provider::ALL {
-            let body = render(&view, provider);
-            assert_eq!(
-                crate::history::contract::check(provider, &body),
-                vec![],
-                "{body:#}"
-            );
+            rendered_valid(&view, provider);
         }
         let over = |max: usize| "i".repeat(max + 1);
+        let [chat, _] = one_call(&over(40), "t");
+        let [_, responses] = one_call(&over(64), "t");
+        names_one([chat, responses], "characters long");
+    }
+
+    /// `view` rendered for `provider`, which its check passes.
+    fn rendered_valid(view: &View, provider: Provider) -> Value {
+        let body = render(view, provider);
+        assert_eq!(
+            crate::history::contract::check(provider, &body),
+            vec![],
+            "{body:#}"
+        );
+        body
+    }
+
+    /// A Chat Completions and a Responses body, each of one call `id` to `name` and its
+    /// answer.
+    fn one_call(id: &str, name: &str) -> [(Provider, Value); 2] {
         let chat = json!({"messages": [
             {"role": "user", "content": "q"},
             {"role": "assistant", "content": null, "tool_calls": [
-                {"id": over(40), "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": over(40), "content": "r"},
+                {"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": id, "content": "r"},
         ]});
         let responses = json!({"input": [
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
-            {"type": "function_call", "call_id": over(64), "name": "t", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": over(64), "output": "r"},
+            {"type": "function_call", "call_id": id, "name": name, "arguments": "{}"},
+            {"type": "function_call_output", "call_id": id, "output": "r"},
         ]});
-        for (provider, body) in [(Provider::OpenAi, chat), (Provider::Responses, responses)] {
+        [(Provider::OpenAi, chat), (Provider::Responses, responses)]
+    }
+
+    /// Each body's check names exactly one violation, and it says `what`.
+    fn names_one(bodies: [(Provider, Value); 2], what: &str) {
+        for (provider, body) in bodies {
             let named: Vec<_> = crate::history::contract::check(provider, &body)
                 .into_iter()
                 .map(|violation| violation.detail)
                 .collect();
             assert_eq!(named.len(), 1, "{provider}: {named:?}");
-            assert!(named[0].contains("characters long"), "{named:?}");
+            assert!(named[0].contains(what), "{named:?}");
         }
     }
 
@@ -297,12 +316,7 @@ mod tests {
         }
         let view = sanitize(&history(messages));
         for provider in Provider::ALL {
-            let body = render(&view, provider);
-            assert_eq!(
-                crate::history::contract::check(provider, &body),
-                vec![],
-                "{body:#}"
-            );
+            let body = rendered_valid(&view, provider);
             let text = body.to_string();
             for name in names {
                 let sent = provider.tool_name(name);
@@ -326,25 +340,9 @@ mod tests {
             2,
             "call and response: {gemini}"
         );
-        let chat = json!({"messages": [
-            {"role": "user", "content": "q"},
-            {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "c", "type": "function", "function": {"name": "a.b", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c", "content": "r"},
-        ]});
-        let responses = json!({"input": [
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]},
-            {"type": "function_call", "call_id": "c", "name": "a b", "arguments": "{}"},
-            {"type": "function_call_output", "call_id": "c", "output": "r"},
-        ]});
-        for (provider, body) in [(Provider::OpenAi, chat), (Provider::Responses, responses)] {
-            let named: Vec<_> = crate::history::contract::check(provider, &body)
-                .into_iter()
-                .map(|violation| violation.detail)
-                .collect();
-            assert_eq!(named.len(), 1, "{provider}: {named:?}");
-            assert!(named[0].contains("tool name"), "{named:?}");
-        }
+        let [chat, _] = one_call("c", "a.b");
+        let [_, responses] = one_call("c", "a b");
+        names_one([chat, responses], "tool name");
     }
 
     /// A turn to append: a user message that opens it, then any messages but system ones
