@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::backends::pg_url;
+use crate::backends::{change_schemas, pg_url, SCHEMA_CHANGES};
 
 /// The role `.ci/postgres` creates for this module (password = name).
 pub const COUNTED_ROLE: &str = "session_store_counted";
@@ -50,11 +50,11 @@ impl Counted {
             return None;
         }
         let schema = format!("counted_{}", std::process::id());
-        client
-            .batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-            ))
-            .expect("create the counted schema");
+        change_schemas(
+            &mut client,
+            &format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+        )
+        .expect("create the counted schema");
         let url = format!(
             "postgres://{COUNTED_ROLE}:{COUNTED_ROLE}@{}/{}?options=-c%20search_path%3D{schema}",
             host_port(&base),
@@ -156,6 +156,8 @@ impl Counted {
                 .map(|row| (row.get(0), (row.get(1), row.get(2), row.get(3))))
                 .collect()
         };
+        // No schema made or dropped beside while counting ([`SCHEMA_CHANGES`]).
+        let _counting = SCHEMA_CHANGES.write().unwrap_or_else(|e| e.into_inner());
         let before = read(&mut self.client);
         work();
         let after = read(&mut self.client);
@@ -201,9 +203,8 @@ impl Counted {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let _ = self
-            .client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        let drop = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+        let _ = change_schemas(&mut self.client, &drop);
     }
 }
 
