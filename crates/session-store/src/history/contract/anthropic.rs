@@ -623,15 +623,25 @@ fn check_joined_blocks<'a>(
     }
 }
 
-/// Why Anthropic refuses `item` in a tool_result's content list, or `None` when it takes
-/// it: an item is an object with a type; a text item has non-blank text; an image or a
-/// document item has a source it can take as it is ([`source_fit`]). The renderer keeps the
-/// items that pass and describes or leaves out the others (`history/render/anthropic.rs`).
-pub(crate) fn result_item_fault(item: &Value) -> Option<(ProviderRule, &'static str)> {
+/// Why Anthropic refuses `item` in the content list of a tool_result (an error one when
+/// `is_error`), or `None` when it takes it: an item is an object of a type a result holds
+/// (`text`, `image`, `document`, `search_result`); an error result holds text only ("all
+/// content must be type 'text' if 'is_error' is true"); a text item has non-blank text; an
+/// image or a document item has a source it can take as it is ([`source_fit`]). The
+/// renderer keeps the items that pass and describes or leaves out the others
+/// (`history/render/anthropic.rs`).
+pub(crate) fn result_item_fault(
+    item: &Value,
+    is_error: bool,
+) -> Option<(ProviderRule, &'static str)> {
     match item.get("type").and_then(Value::as_str) {
         None | Some("") => Some((
             ProviderRule::Shape,
             "tool_result content item without a type",
+        )),
+        Some(kind) if is_error && kind != "text" => Some((
+            ProviderRule::ErrorResultContent,
+            "an error tool_result holds text only",
         )),
         Some("text")
             if item
@@ -657,7 +667,11 @@ pub(crate) fn result_item_fault(item: &Value) -> Option<(ProviderRule, &'static 
                 )),
             }
         }
-        Some(_) => None,
+        Some("text" | "search_result") => None,
+        Some(_) => Some((
+            ProviderRule::Shape,
+            "tool_result content item of a type a result does not hold",
+        )),
     }
 }
 
@@ -885,7 +899,7 @@ fn check_result_content(block: &Block<'_>, out: &mut Vec<ProviderViolation>) {
         Some(Value::String(text)) => !is_blank(text),
         Some(Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
-                if let Some((rule, detail)) = result_item_fault(item) {
+                if let Some((rule, detail)) = result_item_fault(item, is_error) {
                     push(
                         out,
                         rule,

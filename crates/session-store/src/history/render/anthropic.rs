@@ -371,7 +371,8 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
             result.insert("tool_use_id".to_owned(), string(tool_use_id));
             // A structured result goes back with the items Anthropic takes; empty content
             // is left out rather than sent as an empty string.
-            match blocks.map(result_items).filter(|items| !items.is_empty()) {
+            let items = blocks.map(|blocks| result_items(blocks, is_error));
+            match items.filter(|items| !items.is_empty()) {
                 Some(items) => {
                     result.insert("content".to_owned(), Value::Array(items));
                 }
@@ -421,18 +422,19 @@ fn bare_block(part: Part, signature: Option<String>, ours: bool) -> Option<Value
     })
 }
 
-/// A structured tool_result's content list as Anthropic takes it ([`result_item_fault`]):
-/// media whose source it cannot take described in a text item, other faulty items (a blank
-/// text, an item without a type) left out; empty when nothing is left, or when the stored
-/// value is not a list (the result's plain text goes instead).
-fn result_items(blocks: Value) -> Vec<Value> {
+/// A structured tool_result's content list (an error result's when `is_error`) as Anthropic
+/// takes it ([`result_item_fault`]): media whose source it cannot take, or in an error
+/// result, described in a text item; other faulty items (a blank text, an item without a
+/// type or of a type a result does not hold) left out; empty when nothing is left, or when
+/// the stored value is not a list (the result's plain text goes instead).
+fn result_items(blocks: Value, is_error: bool) -> Vec<Value> {
     let Value::Array(items) = blocks else {
         return Vec::new();
     };
     items
         .into_iter()
         .filter_map(|mut item| {
-            if result_item_fault(&item).is_none() {
+            if result_item_fault(&item, is_error).is_none() {
                 return Some(item);
             }
             let kind = match item.get("type").and_then(Value::as_str) {
@@ -441,7 +443,8 @@ fn result_items(blocks: Value) -> Vec<Value> {
                 _ => return None,
             };
             let source = item.get_mut("source").map(Value::take).unwrap_or_default();
-            if let SourceFit::AsMediaType(_) = source_fit(kind, &source) {
+            let retyped = matches!(source_fit(kind, &source), SourceFit::AsMediaType(_));
+            if retyped && !is_error {
                 item["source"] = sent_source(kind, source);
                 return Some(item);
             }
@@ -804,6 +807,60 @@ mod tests {
             .map(|violation| violation.rule.as_str())
             .collect();
         assert_eq!(named, ["request_too_large"]);
+    }
+
+    /// Anthropic refuses an error tool_result holding anything but text ("all content must
+    /// be type 'text' if 'is_error' is true") and a result item of a type a result does not
+    /// hold: an error result's image is described, an unknown item left out, a
+    /// `search_result` kept; the check names both.
+    #[test]
+    fn result_items_are_what_a_result_holds_and_an_error_result_holds_text() {
+        let image =
+            json!({"type": "image", "source": {"type": "url", "url": "https://example.com/s.png"}});
+        let search = json!({"type": "search_result", "source": "https://example.com", "title": "t",
+            "content": [{"type": "text", "text": "found"}]});
+        let result = |id: &str, is_error: bool| Part::ToolResult {
+            tool_use_id: id.into(),
+            content: "failed".into(),
+            is_error,
+            blocks: Some(json!([{"type": "text", "text": "shot"}, image, search,
+                {"type": "tool_reference", "tool_name": "x"}])),
+            provider_metadata: None,
+        };
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![
+                    Part::tool_use("a", "shot", json!({})),
+                    Part::tool_use("b", "shot", json!({})),
+                ],
+            ),
+            (Role::Tool, vec![result("a", true), result("b", false)]),
+        ]));
+        let body = render(&view);
+        assert_eq!(check_anthropic(&body), vec![], "{body:#}");
+        let kinds = |at: usize| -> Vec<String> {
+            body["messages"][2]["content"][at]["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|item| item["type"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        assert_eq!(kinds(0), ["text", "text"]);
+        assert_eq!(kinds(1), ["text", "image", "search_result"]);
+        let refused = json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": true,
+                "content": [image, {"type": "tool_reference", "tool_name": "x"}]}]},
+        ]});
+        let named: Vec<_> = check_anthropic(&refused)
+            .into_iter()
+            .map(|violation| violation.rule.as_str())
+            .collect();
+        assert_eq!(named, ["error_result_content", "error_result_content"]);
     }
 
     /// Past 20 images in a request, Anthropic refuses any over 2000 pixels a side (below,
