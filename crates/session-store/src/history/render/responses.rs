@@ -143,6 +143,9 @@ fn user_part(part: &Part) -> Option<Value> {
             match (base64.then(|| data_url(source)).flatten(), file_id(source)) {
                 (Some(data), _) => {
                     file.insert("file_data".to_owned(), json!(data));
+                    // Inline data needs its file's name ("Missing required parameter").
+                    let name = title.as_deref().unwrap_or("document.pdf");
+                    file.insert("filename".to_owned(), json!(name));
                 }
                 (None, Some(id)) => {
                     file.insert("file_id".to_owned(), json!(id));
@@ -150,7 +153,7 @@ fn user_part(part: &Part) -> Option<Value> {
                 (None, None) => return Some(json!({"type": "input_text", "text": describe(part)})),
             }
             if let Some(title) = title {
-                file.insert("filename".to_owned(), json!(title));
+                file.entry("filename").or_insert_with(|| json!(title));
             }
             Some(Value::Object(file))
         }
@@ -509,6 +512,10 @@ mod tests {
             vec![
                 image("image/jpeg", "iVBORw0KGgo="),
                 image("image/heic", "AA=="),
+                // Inline data without a title still goes with a file name.
+                Part::document(
+                    json!({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjcK"}),
+                ),
             ],
         )]));
         let body = render(&view);
@@ -519,13 +526,15 @@ mod tests {
             "data:image/png;base64,iVBORw0KGgo="
         );
         assert_eq!(content[1]["type"], "input_text");
+        assert_eq!(content[2]["filename"], "document.pdf");
         let refused = json!({"input": [{"role": "user", "content": [
-            {"type": "input_image", "image_url": "data:image/heic;base64,AA=="}]}]});
+            {"type": "input_image", "image_url": "data:image/heic;base64,AA=="},
+            {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0xLjcK"}]}]});
         let named: Vec<String> = crate::history::contract::check_responses(&refused)
             .into_iter()
             .map(|violation| violation.path)
             .collect();
-        assert_eq!(named, ["/input/0/content/0"]);
+        assert_eq!(named, ["/input/0/content/0", "/input/0/content/1"]);
     }
 
     /// The API refuses an item id of the wrong kind ("Expected an ID that begins with 'rs'",
