@@ -107,6 +107,29 @@ fn decoded_head(data: &str, max: usize) -> Option<Vec<u8>> {
         .ok()
 }
 
+/// The image type Gemini is sent base64 `data` under, among those it takes ("MIME type must
+/// be image/png, image/jpeg, image/webp, image/heic, or image/heif"): `None` for a GIF, a
+/// BMP, a TIFF, an SVG (each refused, "Unsupported MIME type: image/gif", and every later
+/// request of the session with it).
+pub(crate) fn gemini_image_type(data: &str) -> Option<&'static str> {
+    match image_type(data) {
+        Some("image/gif") => None,
+        Some(kind) => Some(kind),
+        // HEIC and HEIF: an ISO media file (`ftyp` at byte 4) of one of their brands.
+        None => {
+            let bytes = head(data)?;
+            if bytes.get(4..8)? != b"ftyp" {
+                return None;
+            }
+            match bytes.get(8..12)? {
+                b"heic" | b"heix" | b"heim" | b"heis" => Some("image/heic"),
+                b"mif1" | b"msf1" => Some("image/heif"),
+                _ => None,
+            }
+        }
+    }
+}
+
 /// Whether base64 `data` is a PDF.
 pub(crate) fn is_pdf(data: &str) -> bool {
     head(data).is_some_and(|bytes| bytes.starts_with(b"%PDF-"))
@@ -186,6 +209,21 @@ mod tests {
         assert_eq!(image_size(&encode(&webp)), Some((4000, 2048)));
         assert_eq!(image_size(&encode(b"\xff\xd8\xff")), None);
         assert_eq!(image_size("AA=="), None);
+    }
+
+    #[test]
+    fn gemini_takes_png_jpeg_webp_heic_and_heif_but_not_gif() {
+        let cases: [(&[u8], Option<&str>); 6] = [
+            (b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR", Some("image/png")),
+            (b"\xff\xd8\xff\xe0\0\x10JFIF", Some("image/jpeg")),
+            (b"\0\0\0\x18ftypheic\0\0", Some("image/heic")),
+            (b"\0\0\0\x18ftypmif1\0\0", Some("image/heif")),
+            (b"GIF89a\x01\0\x01\0", None),
+            (b"BM\x36\x00\x0c\x00\0\0\0\0", None),
+        ];
+        for (bytes, kind) in cases {
+            assert_eq!(gemini_image_type(&encode(bytes)), kind, "{bytes:?}");
+        }
     }
 
     #[test]

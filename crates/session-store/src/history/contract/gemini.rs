@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{push, require_name, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
+use crate::history::media::gemini_image_type;
 
 /// The keys that hold a part's data; a part has exactly one.
 pub(crate) const DATA_KEYS: &[&str] = &[
@@ -316,6 +317,19 @@ fn check_part(part: &Value, path: &str, model: bool, out: &mut Vec<ProviderViola
                 push(out, ProviderRule::NonEmptyText, path, "blank text part");
             }
             Some(_) => {}
+        }
+    }
+    if let Some(inline) = object.get("inlineData") {
+        let field = |key| inline.get(key).and_then(Value::as_str);
+        if let (Some(mime), Some(data)) = (field("mimeType"), field("data")) {
+            if mime.starts_with("image/") && gemini_image_type(data) != Some(mime) {
+                push(
+                    out,
+                    ProviderRule::Shape,
+                    path,
+                    format!("inlineData declared {mime} whose data is no image of that type Gemini takes"),
+                );
+            }
         }
     }
     if let Some(call) = object.get("functionCall") {

@@ -34,6 +34,7 @@ use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
 use crate::history::contract::GEMINI_PART_DATA;
+use crate::history::media::gemini_image_type;
 use crate::history::models::{
     gemini_signature, meta_flag, FOREIGN_THOUGHT_SIGNATURE, GEMINI, THOUGHT_SIGNATURE,
 };
@@ -132,6 +133,14 @@ fn media(part: &Part, model: bool) -> Option<Value> {
     match part {
         Part::Image { source, .. } | Part::Document { source, .. } => {
             let field = |key| source.get(key).and_then(Value::as_str);
+            if let (Part::Image { .. }, Some("base64")) = (part, field("type")) {
+                // An image goes under the type its bytes are, when Gemini takes it.
+                let mime = field("data").and_then(gemini_image_type);
+                return Some(match mime {
+                    Some(mime) => json!({"inlineData": {"mimeType": mime, "data": field("data")}}),
+                    None => json!({"text": describe(part)}),
+                });
+            }
             match (field("type"), field("media_type")) {
                 (Some("base64"), Some(mime)) if field("data").is_some() => {
                     Some(json!({"inlineData": {"mimeType": mime, "data": field("data")}}))
@@ -299,6 +308,46 @@ mod tests {
     use crate::history::contract::check_gemini;
     use crate::history::sanitize::sanitize;
     use crate::history::testing::history;
+
+    /// Gemini takes PNG, JPEG, WebP, HEIC and HEIF images, by what their bytes are ("MIME
+    /// type must be image/png, image/jpeg, image/webp, image/heic, or image/heif"; an
+    /// `image/jpg` or a GIF kept the session failing): each goes under the type its bytes
+    /// are, a GIF is described, and the check names a GIF sent inline.
+    #[test]
+    fn images_go_under_the_type_their_bytes_are_and_gifs_are_described() {
+        let image = |media_type: &str, data: &str| {
+            Part::image(json!({"type": "base64", "media_type": media_type, "data": data}))
+        };
+        let jpeg = "/9j/4AAQSkZJRgAB";
+        let gif = "R0lGODlhAQABAAAAACw=";
+        let heic = "AAAAGGZ0eXBoZWljAAAA";
+        let view = sanitize(&history(vec![(
+            Role::User,
+            vec![
+                Part::text("look"),
+                image("image/png", jpeg),
+                image("image/jpg", jpeg),
+                image("image/gif", gif),
+                image("image/heic", heic),
+            ],
+        )]));
+        let body = render(&view);
+        assert_eq!(check_gemini(&body), vec![], "{body:#}");
+        let parts = &body["contents"][0]["parts"];
+        assert_eq!(parts[1]["inlineData"]["mimeType"], "image/jpeg");
+        assert_eq!(parts[2]["inlineData"]["mimeType"], "image/jpeg");
+        assert!(parts[3]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[image")));
+        assert_eq!(parts[4]["inlineData"]["mimeType"], "image/heic");
+        let refused = json!({"contents": [{"role": "user", "parts": [
+            {"inlineData": {"mimeType": "image/gif", "data": gif}}]}]});
+        let named: Vec<String> = check_gemini(&refused)
+            .into_iter()
+            .map(|violation| violation.path)
+            .collect();
+        assert_eq!(named, ["/contents/0/parts/0"]);
+    }
 
     #[test]
     fn a_block_kept_verbatim_goes_back_as_it_came_only_when_gemini_takes_it_there() {
