@@ -15,6 +15,10 @@
 //!   its type is not one this renderer writes from typed parts, else as text saying what it
 //!   was.
 //! - At most four `cache_control` marks go (the first ones in request order; rule 10d).
+//! - Images and documents go as Anthropic takes them (rules 10e-10h): an image under the
+//!   type its bytes are, one it cannot take described; past 100 of them or 24 MB of their
+//!   data the oldest described, 20 at a time; past 20 images each over 2000 pixels a side
+//!   described.
 //! - The first message must be `user` (rule 1; Bedrock enforces it): when the view starts
 //!   with an assistant message, a user message holding [`crate::history::texts::PLACEHOLDER_USER`] is put
 //!   first. It depends on nothing that follows, so it stays stable as the session grows.
