@@ -139,7 +139,41 @@ pub(crate) fn counted(body: &Value) -> Counted {
     counted
 }
 
-/// The length of `value` written as JSON, counted without writing it out.
+/// Whether `body` written as JSON is longer than [`REQUEST_BYTES_MAX`]. Writing it out costs
+/// as much as rendering it, and every export is checked: a walk that adds up its strings'
+/// lengths (a floor of the JSON's length: escapes only add) decides unless the floor comes
+/// within a fifth of the limit, and only then is the body written out and counted.
+fn longer_than_a_request(body: &Value) -> Option<usize> {
+    let floor = json_len_floor(body);
+    if floor <= REQUEST_BYTES_MAX / 5 * 4 {
+        return None;
+    }
+    let length = json_len(body);
+    (length > REQUEST_BYTES_MAX).then_some(length)
+}
+
+/// A floor of `value`'s length written as JSON: every string's bytes and quotes, every
+/// key's, one byte for each separator and scalar.
+fn json_len_floor(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len() + 2,
+        // Brackets, the items, a comma between two.
+        Value::Array(items) => {
+            1 + items.len().max(1) + items.iter().map(json_len_floor).sum::<usize>()
+        }
+        // Braces, each key quoted with its colon and value, a comma between two.
+        Value::Object(fields) => {
+            1 + fields.len().max(1)
+                + fields
+                    .iter()
+                    .map(|(key, value)| key.len() + 3 + json_len_floor(value))
+                    .sum::<usize>()
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 1,
+    }
+}
+
+/// The length of `value` written as JSON, counted without keeping the text.
 fn json_len(value: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
@@ -169,8 +203,7 @@ pub fn check_anthropic(body: &Value) -> Vec<ProviderViolation> {
     if let Some(system) = body.get("system") {
         check_system(system, &mut out);
     }
-    let length = json_len(body);
-    if length > REQUEST_BYTES_MAX {
+    if let Some(length) = longer_than_a_request(body) {
         push(
             &mut out,
             ProviderRule::RequestTooLarge,
@@ -1027,6 +1060,37 @@ mod tests {
     use crate::history::render::anthropic::render;
     use crate::history::sanitize::sanitize;
     use crate::history::testing::{arb, history};
+
+    /// Any JSON value: strings with quotes, backslashes, control and non-ASCII characters,
+    /// numbers of every kind, nested lists and objects.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[\\\"\\\\\\x00-\\x1f a-zé😀]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-z\\\"]{0,6}", inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The walk that spares an export from writing its body out never says more than
+        /// the body's JSON length: it may only let the exact count decide.
+        #[test]
+        fn the_length_floor_is_never_above_the_json_length(value in any_json()) {
+            prop_assert!(super::json_len_floor(&value) <= super::json_len(&value));
+            prop_assert_eq!(super::json_len(&value), serde_json::to_string(&value).map_or(0, |t| t.len()));
+        }
+    }
 
     /// One change to a body, the kinds other code (or a renderer bug) makes: a key removed,
     /// a value of another type, a role changed, a block repeated, two messages swapped.
