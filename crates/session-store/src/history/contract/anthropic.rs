@@ -94,26 +94,36 @@ pub(crate) struct Counted {
 }
 
 /// [`Counted`] of `body`, in one pass.
-pub(crate) fn counted(body: &Value) -> Counted {
+pub(crate) fn counted<'a>(body: &'a Value) -> Counted {
     let mut counted = Counted::default();
-    let mut count = |block: &Value, path: &dyn Fn() -> String| {
+    // One pass over a block's keys (a hashed lookup per key cost an export a tenth more):
+    // its mark, its type, its source's data; its own content list comes back.
+    let mut count = |block: &'a Value, path: &dyn Fn() -> String| -> Option<&'a Vec<Value>> {
         let Value::Object(fields) = block else {
-            return;
+            return None;
         };
-        if fields.contains_key("cache_control") {
+        let (mut marked, mut kind, mut source, mut content) = (false, None, None, None);
+        for (key, value) in fields {
+            match key.as_str() {
+                "cache_control" => marked = true,
+                "type" => kind = value.as_str(),
+                "source" => source = Some(value),
+                "content" => content = value.as_array(),
+                _ => {}
+            }
+        }
+        if marked {
             counted.cache_marks.push(path());
         }
-        if matches!(
-            fields.get("type").and_then(Value::as_str),
-            Some("image" | "document")
-        ) {
-            let data = fields.get("source").and_then(|s| s.get("data"));
+        if let Some(kind @ ("image" | "document")) = kind {
+            let data = source.and_then(|s| s.get("data")).and_then(Value::as_str);
             counted.media.push(Media {
                 path: path(),
-                bytes: data.and_then(Value::as_str).map_or(0, str::len),
-                image: fields.get("type").and_then(Value::as_str) == Some("image"),
+                bytes: data.map_or(0, str::len),
+                image: kind == "image",
             });
         }
+        content
     };
     if let Some(Value::Array(system)) = body.get("system") {
         for (index, block) in system.iter().enumerate() {
@@ -126,13 +136,11 @@ pub(crate) fn counted(body: &Value) -> Counted {
             continue;
         };
         for (index, block) in content.iter().enumerate() {
-            count(block, &|| format!("/messages/{at}/content/{index}"));
-            if let Some(Value::Array(items)) = block.get("content") {
-                for (item, inner) in items.iter().enumerate() {
-                    count(inner, &|| {
-                        format!("/messages/{at}/content/{index}/content/{item}")
-                    });
-                }
+            let items = count(block, &|| format!("/messages/{at}/content/{index}"));
+            for (item, inner) in items.into_iter().flatten().enumerate() {
+                count(inner, &|| {
+                    format!("/messages/{at}/content/{index}/content/{item}")
+                });
             }
         }
     }
