@@ -8,6 +8,9 @@
 use base64::Engine;
 use serde_json::Value;
 
+/// How many first bytes tell every type here: the signatures below end by byte 12.
+const SIGNATURE_BYTES: usize = 12;
+
 /// The image types Anthropic and OpenAI both take, each with the bytes that tell it and
 /// where they stand.
 const IMAGE_TYPES: [(&str, &[u8], usize); 5] = [
@@ -18,17 +21,10 @@ const IMAGE_TYPES: [(&str, &[u8], usize); 5] = [
     ("image/webp", b"WEBP", 8),
 ];
 
-/// The first bytes of base64 `data`: 16 characters are 12 bytes, enough for every
-/// signature here. `None` when they are not base64.
-fn head(data: &str) -> Option<Vec<u8>> {
-    let head = data.get(..data.len().min(16) / 4 * 4)?;
-    base64::engine::general_purpose::STANDARD.decode(head).ok()
-}
-
 /// The image type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`) base64 `data` is,
 /// or `None` when it is none of them (HEIC, TIFF, SVG, not base64 at all).
 pub(crate) fn image_type(data: &str) -> Option<&'static str> {
-    let bytes = head(data)?;
+    let bytes = decoded_head(data, SIGNATURE_BYTES)?;
     IMAGE_TYPES.iter().find_map(|(kind, signature, at)| {
         bytes
             .get(*at..at + signature.len())
@@ -39,18 +35,14 @@ pub(crate) fn image_type(data: &str) -> Option<&'static str> {
 
 /// The width and height in pixels of the image base64 `data` holds, read from its header
 /// (PNG, GIF, WebP) or its frame marker (JPEG, after whatever metadata comes first); `None`
-/// when it is none of them or the header is not within the first 256 KiB.
+/// when it is none of them or its header cannot be read.
 pub(crate) fn image_size(data: &str) -> Option<(u32, u32)> {
-    // A JPEG's frame marker may come after its metadata; every other header is in 30 bytes.
     let kind = image_type(data)?;
-    let max = if kind == "image/jpeg" { 256 * 1024 } else { 48 };
-    let bytes = decoded_head(data, max)?;
-    let be16 = |at: usize| {
-        Some(u32::from(u16::from_be_bytes([
-            *bytes.get(at)?,
-            *bytes.get(at + 1)?,
-        ])))
-    };
+    if kind == "image/jpeg" {
+        return jpeg_size(data);
+    }
+    // Every other header is in its first 30 bytes.
+    let bytes = decoded_head(data, 48)?;
     let le16 = |at: usize| {
         Some(u32::from(u16::from_le_bytes([
             *bytes.get(at)?,
@@ -78,25 +70,53 @@ pub(crate) fn image_size(data: &str) -> Option<(u32, u32)> {
             b"VP8X" => Some((le24(24)? + 1, le24(27)? + 1)),
             _ => None,
         },
-        _ => {
-            // JPEG: segments from byte 2 until a start-of-frame marker, which holds the size.
-            let mut at = 2;
-            loop {
-                if *bytes.get(at)? != 0xff {
-                    return None;
-                }
-                let marker = *bytes.get(at + 1)?;
-                match marker {
-                    0xff => at += 1,
-                    0x01 | 0xd0..=0xd9 => at += 2,
-                    0xc0..=0xcf if !matches!(marker, 0xc4 | 0xc8 | 0xcc) => {
-                        return Some((be16(at + 7)?, be16(at + 5)?));
-                    }
-                    _ => at += 2 + usize::try_from(be16(at + 2)?).ok()?,
-                }
+        _ => None,
+    }
+}
+
+/// A JPEG's size, from its start-of-frame marker: the segments before it (metadata, often
+/// tens of kilobytes) are stepped over by their lengths, each read from the few bytes that
+/// hold it, so nothing else of the data is decoded.
+fn jpeg_size(data: &str) -> Option<(u32, u32)> {
+    let be16 = |bytes: &[u8], at: usize| {
+        Some(u32::from(u16::from_be_bytes([
+            *bytes.get(at)?,
+            *bytes.get(at + 1)?,
+        ])))
+    };
+    let mut at = 2;
+    // A JPEG has tens of segments; a run of fill bytes or markers longer than this is no
+    // JPEG to size, and is not walked to its end on every export.
+    for _ in 0..1024 {
+        let head = bytes_at(data, at, 9)?;
+        if *head.first()? != 0xff {
+            return None;
+        }
+        let marker = *head.get(1)?;
+        match marker {
+            0xff => at += 1,
+            0x01 | 0xd0..=0xd9 => at += 2,
+            0xc0..=0xcf if !matches!(marker, 0xc4 | 0xc8 | 0xcc) => {
+                return Some((be16(&head, 7)?, be16(&head, 5)?));
             }
+            _ => at += 2 + usize::try_from(be16(&head, 2)?).ok()?,
         }
     }
+    None
+}
+
+/// The bytes `at..at + len` of base64 `data` (fewer at its end), decoding only the
+/// characters that hold them: every 4 characters are 3 bytes.
+fn bytes_at(data: &str, at: usize, len: usize) -> Option<Vec<u8>> {
+    let first = at / 3 * 4;
+    let last = (at + len).div_ceil(3) * 4;
+    let chars = data.get(first..last.min(data.len()) / 4 * 4)?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(chars)
+        .ok()?;
+    decoded
+        .get(at % 3..)
+        .map(|rest| rest.iter().take(len).copied().collect())
 }
 
 /// The first `max` bytes (or fewer) of base64 `data`, decoded.
@@ -117,7 +137,7 @@ pub(crate) fn gemini_image_type(data: &str) -> Option<&'static str> {
         Some(kind) => Some(kind),
         // HEIC and HEIF: an ISO media file (`ftyp` at byte 4) of one of their brands.
         None => {
-            let bytes = head(data)?;
+            let bytes = decoded_head(data, SIGNATURE_BYTES)?;
             if bytes.get(4..8)? != b"ftyp" {
                 return None;
             }
@@ -132,7 +152,7 @@ pub(crate) fn gemini_image_type(data: &str) -> Option<&'static str> {
 
 /// Whether base64 `data` is a PDF.
 pub(crate) fn is_pdf(data: &str) -> bool {
-    head(data).is_some_and(|bytes| bytes.starts_with(b"%PDF-"))
+    decoded_head(data, SIGNATURE_BYTES).is_some_and(|bytes| bytes.starts_with(b"%PDF-"))
 }
 
 /// An image `source` as an OpenAI image URL (Chat Completions `image_url.url`, Responses
@@ -204,6 +224,15 @@ mod tests {
             b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00".to_vec();
         jpeg.extend(b"\xff\xc0\x00\x11\x08\x07\xd0\x0b\xb8\x03\x01\x22\x00");
         assert_eq!(image_size(&encode(&jpeg)), Some((3000, 2000)));
+        // Metadata of 300 KB before the frame (EXIF with a thumbnail, several segments):
+        // stepped over, not decoded.
+        let mut exif = b"\xff\xd8".to_vec();
+        for _ in 0..5 {
+            exif.extend(b"\xff\xe1\xea\x60");
+            exif.extend(std::iter::repeat_n(0x41, 0xea60 - 2));
+        }
+        exif.extend(b"\xff\xc2\x00\x11\x08\x0b\x40\x13\x40\x03\x01\x22\x00");
+        assert_eq!(image_size(&encode(&exif)), Some((4928, 2880)));
         let mut webp = b"RIFF\x30\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
         webp.extend([0x9f, 0x0f, 0x00, 0xff, 0x07, 0x00]);
         assert_eq!(image_size(&encode(&webp)), Some((4000, 2048)));

@@ -318,19 +318,9 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
                     );
                     continue;
                 }
-                if kind == "input_file"
-                    && part.get("file_data").is_some()
-                    && part
-                        .get("filename")
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty)
-                {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        &part_path,
-                        "input_file with file_data but no filename",
-                    );
+                if kind == "input_file" && part.get("file_data").is_some() {
+                    let missing = ("input_file with file_data but no filename", None);
+                    require_name(part, "/filename", &part_path, missing, out);
                 }
                 let url = part.get("image_url").and_then(Value::as_str);
                 if let Some(fault) = url.and_then(crate::history::media::image_url_fault) {
