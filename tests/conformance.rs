@@ -2157,6 +2157,48 @@ fn a_nul_in_a_text_is_refused_alike_on_every_engine_with_where_it_is() -> Result
     Ok(())
 }
 
+/// An id longer than `MAX_ID_BYTES` that other code (or a build before the limit) put into
+/// a SQLite database copies exactly to SQLite, and a copy to PostgreSQL, whose B-tree keys
+/// hold about 2.7 KB, refuses it by name before anything is written (it failed untyped,
+/// half-way through the rows: "index row size exceeds btree version 4 maximum").
+#[test]
+fn a_copy_to_postgres_refuses_an_id_longer_than_the_limit_by_name_before_writing() -> Result<()> {
+    let source = crate::backends::sqlite();
+    let session = session_of(&source, &[1])?;
+    // Random hex: a repeated character compresses into PostgreSQL's index row.
+    source.exec(&format!(
+        "UPDATE parts SET tool_use_id = hex(randomblob(1500)) WHERE kind = 'tool_use' AND message_id =
+         (SELECT id FROM messages WHERE session_id = '{session}' AND seq = 2)"
+    ));
+    for dest in backends() {
+        let copied = source.store.copy_to(&dest.store, &[]);
+        if dest.name == "postgres" {
+            match &copied {
+                Err(Error::LongIdInCopiedRow {
+                    session: s,
+                    place,
+                    bytes,
+                }) => {
+                    assert_eq!(s, &session);
+                    assert_eq!(place, "message seq 2, part 0, column tool_use_id");
+                    assert_eq!(*bytes, 3000);
+                }
+                other => panic!("copy to postgres: {other:?}"),
+            }
+            assert!(dest.store.sessions()?.is_empty(), "a refused copy wrote");
+        } else {
+            copied?;
+            let copied = dest.store.messages(&session)?;
+            assert!(
+                copied[1].parts == source.store.messages(&session)?[1].parts,
+                "{:?}",
+                copied[1].parts
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Texts that a bulk format must escape (`COPY`'s text format on PostgreSQL: tab, newline,
 /// carriage return, backslash, a line that is `\.`, the text `\N` beside a NULL, an empty
 /// text) come out of a copy between any two backends as they went in, in every column that

@@ -243,6 +243,18 @@ pub enum Error {
         /// Where: message seq, part ordinal and column.
         place: String,
     },
+    /// `copy` to PostgreSQL refused before writing anything: an id of the source (the
+    /// session's, a call's, a key) is longer than [`crate::MAX_ID_BYTES`], which the store
+    /// refuses on every write and PostgreSQL's indexes cannot keep past about 2.7 KB.
+    #[error("session {session}: {place} is {bytes} bytes long, more than the {max} an id may be on every engine; nothing was copied", max = crate::MAX_ID_BYTES)]
+    LongIdInCopiedRow {
+        /// The session.
+        session: SessionId,
+        /// Where: message seq, part ordinal and column.
+        place: String,
+        /// The id's length in bytes.
+        bytes: usize,
+    },
     /// An operation this backend does not have (e.g. a file backup of a PostgreSQL store).
     #[error("{operation} is not supported on a {backend} store")]
     Unsupported {

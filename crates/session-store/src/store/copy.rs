@@ -587,9 +587,12 @@ fn first_difference(ours: &SessionRows, theirs: &SessionRows) -> Option<String> 
         })
 }
 
-/// The first text of `rows` that holds a NUL character, as [`Error::NulInCopiedText`]
-/// naming the session, the message's seq, the part's ordinal and the column: PostgreSQL's
-/// text cannot keep it, while rows SQLite already holds may.
+/// The first text of `rows` that PostgreSQL cannot keep, as the error that names the
+/// session and where (the message's seq, the part's ordinal, the column): a NUL character
+/// in any text ([`Error::NulInCopiedText`]), or an id longer than [`crate::MAX_ID_BYTES`]
+/// ([`Error::LongIdInCopiedRow`]: every id is in one of PostgreSQL's B-tree keys, which
+/// take about 2.7 KB a row). The store refuses both on every write; rows SQLite already
+/// holds (written by other code, or before the limit) may hold either.
 fn unkeepable_text(session: &SessionId, rows: &SessionRows) -> Option<Error> {
     let column_at = |table: &Table, name: &str| table.columns.iter().position(|(c, _)| *c == name);
     let int_at =
@@ -606,10 +609,10 @@ fn unkeepable_text(session: &SessionId, rows: &SessionRows) -> Option<Error> {
                     seqs.insert(id, seq);
                 }
             }
-            let Some(at) = row
-                .iter()
-                .position(|cell| matches!(cell, Cell::Text(t) if t.contains('\0')))
-            else {
+            let Some((at, fault)) = row.iter().enumerate().find_map(|(at, cell)| match cell {
+                Cell::Text(t) => text_fault(table.columns[at].0, t).map(|fault| (at, fault)),
+                _ => None,
+            }) else {
                 continue;
             };
             let column = table.columns[at].0;
@@ -629,13 +632,39 @@ fn unkeepable_text(session: &SessionId, rows: &SessionRows) -> Option<Error> {
                 ),
                 name => format!("{name} row {}, column {column}", position + 1),
             };
-            return Some(Error::NulInCopiedText {
-                session: session.clone(),
-                place,
+            let session = session.clone();
+            return Some(match fault {
+                TextFault::Nul => Error::NulInCopiedText { session, place },
+                TextFault::LongId(bytes) => Error::LongIdInCopiedRow {
+                    session,
+                    place,
+                    bytes,
+                },
             });
         }
     }
     None
+}
+
+/// What PostgreSQL cannot keep of a text of the source.
+enum TextFault {
+    /// A NUL character.
+    Nul,
+    /// An id (a column named `id`, `key` or `..._id`) of this many bytes, more than
+    /// [`crate::MAX_ID_BYTES`].
+    LongId(usize),
+}
+
+/// [`TextFault`] of the text `value` of `column`, if any.
+fn text_fault(column: &str, value: &str) -> Option<TextFault> {
+    if value.contains('\0') {
+        return Some(TextFault::Nul);
+    }
+    let is_id = column == "id" || column == "key" || column.ends_with("_id");
+    is_id
+        .then(|| crate::model::id_too_long(value))
+        .flatten()
+        .map(TextFault::LongId)
 }
 
 /// How the destination holds a session the copy is asked for.
