@@ -74,15 +74,21 @@ fn assert_message_counts_true_on_postgres(client: &mut postgres::Client) {
     );
 }
 
-/// A stored state without its last two elements, the part ids the rows do not say (the
-/// largest before the open block's first message, where known, and the largest when the
-/// state was written: at most today's largest id), and the last.
+/// A stored state without its last three elements, what the rows do not say (the largest
+/// part id before the open block's first message, where known; the run of appends, never 0;
+/// and the largest part id when the state was written: at most today's largest id), and the
+/// last.
 fn split_parts_through(mut state: Value) -> (Value, i64) {
     let items = state.as_array_mut().expect("a stored state is an array");
     let parts_through = items
         .pop()
         .and_then(|v| v.as_i64())
         .expect("a stored state ends with parts_through");
+    let epoch = items.pop().and_then(|v| v.as_i64());
+    assert!(
+        epoch.is_some_and(|epoch| epoch > 0),
+        "a stored state names its run: {epoch:?}"
+    );
     let block_after = items.pop().expect("a stored state names block_after");
     assert!(
         block_after.is_null() || block_after.as_i64().is_some_and(|id| id <= parts_through),
@@ -428,7 +434,7 @@ fn expected_from(messages: &[Message]) -> Value {
         .map(|m| m.parts.len())
         .sum();
     json!([
-        3,
+        4,
         last_seq,
         last_user_turn,
         end.message.map(|m| m.role.as_str()),

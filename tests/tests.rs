@@ -39,6 +39,7 @@ mod idempotency;
 mod import_fixtures;
 mod import_runs;
 mod import_stream;
+mod kept_call_ids;
 mod last_turns;
 mod lossless;
 mod manage_cli;

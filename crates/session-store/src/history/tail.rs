@@ -41,27 +41,37 @@ pub struct TailState {
     /// (`None`: not known): the block's parts are then the session's parts above it, which
     /// PostgreSQL's append counts by key to check the state (`TailCheck` in `store/write.rs`).
     pub block_after: Option<i64>,
+    /// Which unbroken run of appends wrote the state: a random number drawn when an append
+    /// found no state to go on from (none kept, or none it could read), and carried by every
+    /// append after it, also past a state that is stale (the rows are then read, the epoch
+    /// kept). Whatever may remove or rewrite a call clears the state (SQLite's triggers on a
+    /// delete or an update of a message or a tool part, a revert, an undo, a mend), so while a
+    /// session's state names the same epoch its calls were only added to, at its end:
+    /// SQLite's write connection keeps the session's call ids under it
+    /// (`store/memory.rs`). 0: not known (a state written before epochs).
+    pub epoch: i64,
     /// The largest part id in the database when the state was written: while it still is,
     /// no part went anywhere since, so the block's count needs no reading.
     pub parts_through: i64,
 }
 
-/// The encoding's version, the first element of the stored array (3: with `block_after`;
-/// a version 2 state, without it, is read with `block_after` unknown; a version 1 state is
-/// read as unknown, and the next append writes version 3).
-const VERSION: i64 = 3;
+/// The encoding's version, the first element of the stored array (4: with `epoch`; a
+/// version 3 state, without it, is read with the epoch unknown; a version 2 state, without
+/// `block_after` either, with both unknown; a version 1 state is read as unknown, and the
+/// next append writes version 4).
+const VERSION: i64 = 4;
 
 impl TailState {
     /// The state after `walk` (which resumed from a state and walked the appended messages),
     /// with the appended messages' last `seq` and last user turn, the block's part count (see
-    /// [`block_parts_after`]) and the largest part id; normalised: open calls in part order,
-    /// answered ids sorted and once.
+    /// [`block_parts_after`]), the run's `epoch` and the largest part id; normalised: open
+    /// calls in part order, answered ids sorted and once.
     pub fn after(
         walk: &Walk,
         last_seq: i64,
         last_user_turn: Option<i64>,
         (block_parts, block_after): (i64, Option<i64>),
-        parts_through: i64,
+        (epoch, parts_through): (i64, i64),
     ) -> Self {
         let resume = walk.resume_point();
         let speaker = resume
@@ -88,6 +98,7 @@ impl TailState {
             answered,
             block_parts,
             block_after,
+            epoch,
             parts_through,
         }
     }
@@ -108,8 +119,8 @@ impl TailState {
         }
     }
 
-    /// The stored text: a JSON array `[3, last_seq, last_user_turn, speaker, open, answered,
-    /// block_parts, block_after, parts_through]`.
+    /// The stored text: a JSON array `[4, last_seq, last_user_turn, speaker, open, answered,
+    /// block_parts, block_after, epoch, parts_through]`.
     pub fn encode(&self) -> String {
         let stored = (
             VERSION,
@@ -120,6 +131,7 @@ impl TailState {
             &self.answered,
             self.block_parts,
             self.block_after,
+            self.epoch,
             self.parts_through,
         );
         // Serialising integers, strings and lists of strings into a String cannot fail.
@@ -149,18 +161,24 @@ impl TailState {
             i64,
             Option<i64>,
             i64,
+            i64,
         );
         let stored: Stored = match serde_json::from_str::<Stored>(text) {
             Ok(stored) if stored.0 == VERSION => stored,
             Ok(_) => return None,
-            // Version 2 had no `block_after`: read as unknown.
+            // Version 3 had no epoch, version 2 no `block_after` either: read as unknown.
             Err(_) => {
                 use serde_json::Value;
                 let mut items: Vec<Value> = serde_json::from_str(text).ok()?;
-                if items.len() != 8 || items.first().and_then(Value::as_i64) != Some(2) {
-                    return None;
+                match (items.first().and_then(Value::as_i64), items.len()) {
+                    (Some(3), 9) => items.insert(8, Value::from(0)),
+                    (Some(2), 8) => {
+                        items.insert(7, Value::Null);
+                        items.insert(8, Value::from(0));
+                    }
+                    _ => return None,
                 }
-                items.insert(7, Value::Null);
+                items[0] = Value::from(VERSION);
                 serde_json::from_value(Value::Array(items)).ok()?
             }
         };
@@ -173,6 +191,7 @@ impl TailState {
             answered,
             block_parts,
             block_after,
+            epoch,
             parts_through,
         ) = stored;
         let speaker = match speaker.as_deref().map(str::parse::<Role>) {
@@ -191,6 +210,7 @@ impl TailState {
             answered,
             block_parts,
             block_after,
+            epoch,
             parts_through,
         })
     }
@@ -230,6 +250,7 @@ mod tests {
                 answered: vec![],
                 block_parts: 4,
                 block_after: Some(5),
+                epoch: 77,
                 parts_through: 1,
             };
             let text = format!("{}{parts_through}]", state.encode_open_ended());
@@ -237,8 +258,13 @@ mod tests {
             assert_eq!(read.parts_through, parts_through);
             assert_eq!(read.open, open);
             assert_eq!(
-                (read.last_seq, read.block_parts, read.block_after),
-                (12, 4, Some(5))
+                (
+                    read.last_seq,
+                    read.block_parts,
+                    read.block_after,
+                    read.epoch
+                ),
+                (12, 4, Some(5), 77)
             );
         }
     }
@@ -252,6 +278,7 @@ mod tests {
             answered: vec!["c".into()],
             block_parts: 4,
             block_after: Some(80),
+            epoch: 1 << 62,
             parts_through: 90,
         }
     }
@@ -269,6 +296,8 @@ mod tests {
             "[1,7,2,\"assistant\",[],[]]",
             "[3,7,2,\"assistant\",[],[],1,9]",
             "[4,7,2,\"assistant\",[],[],1,null,9]",
+            "[3,7,2,\"assistant\",[],[],1,null,5,9]",
+            "[5,7,2,\"assistant\",[],[],1,null,5,9]",
             "[2,7,2,\"assistant\",[],[],1,null,9]",
             "[3,7,2,\"tool\",[],[],1,null,9]",
             "[2,7,2,\"assistant\",[],[],1]",
@@ -285,7 +314,7 @@ mod tests {
     fn a_state_written_before_block_after_reads_with_it_unknown() {
         let before = "[2,7,2,\"assistant\",[\"b\"],[\"c\"],4,90]";
         let read = TailState::decode(before).expect("a version 2 state reads");
-        assert_eq!(read.block_after, None);
+        assert_eq!((read.block_after, read.epoch), (None, 0));
         assert_eq!(
             (read.last_seq, read.block_parts, read.parts_through),
             (7, 4, 90)
@@ -297,6 +326,20 @@ mod tests {
     }
 
     #[test]
+    fn a_state_written_before_epochs_reads_with_the_epoch_unknown() {
+        let before = "[3,7,2,\"assistant\",[\"b\"],[\"c\"],4,80,90]";
+        let read = TailState::decode(before).expect("a version 3 state reads");
+        assert_eq!(
+            read,
+            TailState {
+                open: vec!["b".into()],
+                epoch: 0,
+                ..state()
+            }
+        );
+    }
+
+    #[test]
     fn a_walk_resumed_from_the_state_after_a_walk_decides_as_that_walk() {
         let call = |id: &str| Part::tool_use(id, "t", json!({}));
         let result = |id: &str| Part::tool_result(id, "ok");
@@ -304,7 +347,7 @@ mod tests {
         walk.feed(Role::User, &[Part::text("go")]);
         walk.feed(Role::Assistant, &[call("x"), call("y"), call("z")]);
         walk.feed(Role::Tool, &[result("y")]);
-        let tail = TailState::after(&walk, 3, Some(0), (4, Some(2)), 9);
+        let tail = TailState::after(&walk, 3, Some(0), (4, Some(2)), (5, 9));
         assert_eq!(tail.open, ["x", "z"]);
         assert_eq!(tail.answered, ["y"]);
         let resumed = Walk::resume(tail.resume());

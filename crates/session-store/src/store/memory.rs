@@ -1,9 +1,12 @@
-//! What an SQLite write connection remembers between its own appends: the tail state each of
-//! its appends wrote, so the next append to that session need not read it back
-//! (`store/write.rs`, [`Sql::remembered_tail`](super::sql::Sql::remembered_tail)).
+//! What an SQLite write connection remembers between its own writes: the tail state each of
+//! its appends wrote ([`TailMemory`]), so the next append to that session need not read it
+//! back (`store/write.rs`, [`Sql::remembered_tail`](super::sql::Sql::remembered_tail)); and
+//! the call ids of the sessions it appended to ([`CallMemory`]), so that an append's check
+//! that its calls are new in the session reads no index of every call (whose random leaves
+//! were a page each in every commit, BENCHMARKS.md).
 //!
-//! The memory is true only while nothing but this connection's appends has written the
-//! database. Two facts keep it so, and nothing else is trusted:
+//! The tails are true only while nothing but this connection's appends has written the
+//! database. Two facts keep them so, and nothing else is trusted:
 //! - another connection's commit (another pool, another process, the `sqlite3` shell) moves
 //!   the file's `PRAGMA data_version`, which the append reads under its write lock
 //!   ([`TailMemory::since`]): a new version forgets everything;
@@ -13,6 +16,14 @@
 //!
 //! An append changes only its own session's rows, so it keeps the other sessions' tails and
 //! replaces its own.
+//!
+//! The call ids outlive both: each session's are kept under the run of appends they were
+//! read in ([`TailState::epoch`]), which whatever removes or rewrites a call ends (it clears
+//! the state the session row keeps, and the append after it starts a new run). While the
+//! state names the same run, the session only grew at its end: the ids of its messages
+//! from the last one read on ([`Calls::through_seq`]) are read again and added, whoever
+//! wrote them (an append, a streamed part, another process), and nothing else can be
+//! missing.
 
 use std::collections::HashMap;
 
@@ -75,6 +86,73 @@ impl TailMemory {
     }
 }
 
+/// The call ids of the sessions a write connection appended to, each session's under the
+/// run of appends it was read in.
+#[derive(Debug, Default)]
+pub(crate) struct CallMemory {
+    sessions: HashMap<SessionId, Calls, RandomState>,
+}
+
+impl CallMemory {
+    /// The calls of `session` kept under the run `epoch`, taken out (put back with
+    /// [`CallMemory::keep`]); `None` when none are, or they are another run's.
+    pub(crate) fn take(&mut self, session: &SessionId, epoch: i64) -> Option<Calls> {
+        self.sessions
+            .remove(session)
+            .filter(|calls| calls.epoch == epoch)
+    }
+
+    /// Keeps `calls` for `session`; one session more than [`SESSIONS`] forgets the others.
+    pub(crate) fn keep(&mut self, session: &SessionId, calls: Calls) {
+        if self.sessions.len() >= SESSIONS && !self.sessions.contains_key(session) {
+            self.sessions.clear();
+        }
+        self.sessions.insert(session.clone(), calls);
+    }
+}
+
+/// One session's call ids, each with its message's seq, as read under one run of appends.
+#[derive(Debug, Default)]
+pub(crate) struct Calls {
+    /// The run ([`TailState::epoch`]).
+    epoch: i64,
+    /// Every call of the session's messages up to this seq is in `ids`; the message at it,
+    /// the session's last when it was read, may get more (a streamed message), so it is read
+    /// again with the ones after it.
+    through_seq: i64,
+    ids: HashMap<String, i64, RandomState>,
+}
+
+impl Calls {
+    /// None yet, of the run `epoch`: every message is to be read.
+    pub(crate) fn of_run(epoch: i64) -> Self {
+        Calls {
+            epoch,
+            ..Calls::default()
+        }
+    }
+
+    /// The seq from which the session's messages are to be read to catch up.
+    pub(crate) fn through_seq(&self) -> i64 {
+        self.through_seq
+    }
+
+    /// Adds the call `id` of the message at `seq`.
+    pub(crate) fn add(&mut self, id: String, seq: i64) {
+        self.ids.insert(id, seq);
+    }
+
+    /// Every call up to the session's last message, at `last_seq`, is in.
+    pub(crate) fn caught_up_to(&mut self, last_seq: i64) {
+        self.through_seq = self.through_seq.max(last_seq);
+    }
+
+    /// Whether the session uses `id` in a message other than the one at `except_seq`.
+    pub(crate) fn uses(&self, id: &str, except_seq: Option<i64>) -> bool {
+        self.ids.get(id).is_some_and(|seq| Some(*seq) != except_seq)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +200,31 @@ mod tests {
         assert_eq!(memory.sessions.len(), SESSIONS);
         memory.keep(&SessionId::new("one more"), tail(1, 3));
         assert_eq!(memory.sessions.len(), 1);
+    }
+
+    #[test]
+    fn calls_are_kept_for_their_run_only() {
+        let a = SessionId::new("a");
+        let mut memory = CallMemory::default();
+        let mut calls = Calls::of_run(5);
+        calls.add("c1".into(), 2);
+        calls.caught_up_to(4);
+        memory.keep(&a, calls);
+        assert!(
+            memory.take(&a, 6).is_none(),
+            "another run's calls are dropped"
+        );
+        assert!(memory.take(&a, 5).is_none(), "and gone");
+        let mut calls = Calls::of_run(5);
+        calls.add("c1".into(), 2);
+        calls.caught_up_to(4);
+        calls.caught_up_to(3);
+        memory.keep(&a, calls);
+        let calls = memory.take(&a, 5).expect("kept for its run");
+        assert_eq!(calls.through_seq(), 4, "never moves back");
+        assert!(calls.uses("c1", None));
+        assert!(calls.uses("c1", Some(3)));
+        assert!(!calls.uses("c1", Some(2)), "its own message is not another");
+        assert!(!calls.uses("c2", None));
     }
 }

@@ -10,7 +10,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::file::{self, not_a_database};
-use super::memory::TailMemory;
+use super::memory::{CallMemory, TailMemory};
 use super::options::{ConnectionSettings, Durability, StoreOptions};
 use super::{schema, views};
 use crate::error::Result;
@@ -112,10 +112,28 @@ impl SqliteEngine {
         Ok(value)
     }
 
+    /// [`SqliteEngine::write`] for the store's writes through [`Sql`](super::sql::Sql) (a
+    /// streamed part, a cancel, an import...): `f` also gets the call ids the connection
+    /// keeps (`store/memory.rs`), which stay only if the transaction commits.
+    pub(crate) fn write_keeping_calls<T>(
+        &self,
+        f: impl FnOnce(&Connection, &mut CallMemory) -> Result<T>,
+    ) -> Result<T> {
+        let mut writer = self.writers.get()?;
+        writer.memory = None;
+        writer.enforce_foreign_keys(true)?;
+        let mut calls = writer.calls.take().unwrap_or_default();
+        let open = begin(&writer.conn)?;
+        let value = f(open.0, &mut calls)?;
+        open.commit()?;
+        writer.calls = Some(calls);
+        Ok(value)
+    }
+
     /// [`SqliteEngine::write`] for an append to `session`: `f` also gets the tails this
     /// connection's earlier appends left, still true if no other connection wrote since
-    /// (`PRAGMA data_version`, read under the write lock), and what it keeps there stays only
-    /// if the transaction commits.
+    /// (`PRAGMA data_version`, read under the write lock), and the call ids it keeps; what it
+    /// keeps in either stays only if the transaction commits.
     ///
     /// An append that takes its session's remembered tail runs without SQLite's foreign-key
     /// checks ([`Writer::enforce_foreign_keys`]): each row it inserts names its session, which
@@ -127,10 +145,11 @@ impl SqliteEngine {
     pub(crate) fn append<T>(
         &self,
         session: &SessionId,
-        f: impl FnOnce(&Connection, &mut TailMemory) -> Result<T>,
+        f: impl FnOnce(&Connection, &mut TailMemory, &mut CallMemory) -> Result<T>,
     ) -> Result<T> {
         let mut writer = self.writers.get()?;
         let memory = writer.memory.take().unwrap_or_default();
+        let mut calls = writer.calls.take().unwrap_or_default();
         let remembered = memory.remembers(session);
         writer.enforce_foreign_keys(!remembered)?;
         let mut open = begin(&writer.conn)?;
@@ -142,9 +161,10 @@ impl SqliteEngine {
             open = begin(&writer.conn)?;
             memory = memory.since(data_version(open.0)?);
         }
-        let value = f(open.0, &mut memory)?;
+        let value = f(open.0, &mut memory, &mut calls)?;
         open.commit()?;
         writer.memory = Some(memory);
+        writer.calls = Some(calls);
         Ok(value)
     }
 
@@ -199,6 +219,8 @@ fn data_version(conn: &Connection) -> Result<i64> {
 pub(crate) struct Writer {
     conn: Connection,
     memory: Option<TailMemory>,
+    /// The call ids of the sessions it appended to (`None` after a write that failed).
+    calls: Option<CallMemory>,
     /// Whether SQLite enforces foreign keys on the connection now (`PRAGMA foreign_keys`,
     /// on as configured; off only for the appends [`SqliteEngine::append`] describes).
     foreign_keys: bool,
@@ -230,6 +252,7 @@ impl ManageConnection for Writers {
         Ok(Writer {
             conn: self.0.connect()?,
             memory: None,
+            calls: None,
             foreign_keys: true,
         })
     }
@@ -435,10 +458,10 @@ mod tests {
             .expect("create");
         let append = |text: &str| {
             engine
-                .append(&session, |conn, memory| {
+                .append(&session, |conn, memory, calls| {
                     let messages = [NewMessage::user(text)];
                     crate::store::write::append_in(
-                        &mut SqliteTx::remembering(conn, memory),
+                        &mut SqliteTx::remembering(conn, memory, calls),
                         &session,
                         &messages,
                     )

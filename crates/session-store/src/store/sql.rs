@@ -10,7 +10,7 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
-use super::write::{Remembered, TailRow};
+use super::write::{Remembered, Run, TailRow};
 use crate::error::Result;
 use crate::history::tail::TailState;
 use crate::model::{Message, SessionId};
@@ -194,10 +194,30 @@ pub(crate) trait Sql {
         let _ = (session, tail, version);
     }
 
-    /// How many tool_use ids of an append are probed one statement each before they are
-    /// asked in groups (SQLite plans the one-id probe best; PostgreSQL asks one group).
-    fn ids_probed_one_by_one(&self) -> usize {
-        0
+    /// Which of `calls` (tool_use ids) the session already uses in a message other than
+    /// `run.except_seq`, where the engine keeps each session's call ids (SQLite's write
+    /// connection, `store/memory.rs`); `None` where it keeps none, and the rows are asked
+    /// (PostgreSQL's index of call ids).
+    fn calls_used(
+        &mut self,
+        session: &SessionId,
+        run: &Run,
+        calls: &[&str],
+    ) -> Result<Option<Vec<String>>> {
+        let _ = (session, run, calls);
+        Ok(None)
+    }
+
+    /// Adds the call ids an append just wrote to `session` in the run `epoch` (each with its
+    /// message's seq; `last_seq` the session's last after it) to what the engine keeps,
+    /// which [`Sql::calls_used`] caught up in the same transaction.
+    fn remember_calls(
+        &mut self,
+        session: &SessionId,
+        (epoch, last_seq): (i64, i64),
+        added: &[(&str, i64)],
+    ) {
+        let _ = (session, epoch, last_seq, added);
     }
 
     /// After the store rewrote what the parts `parts` of `session` say (a mend turned a
@@ -323,8 +343,22 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         (**self).remember_tail(session, tail, version)
     }
 
-    fn ids_probed_one_by_one(&self) -> usize {
-        (**self).ids_probed_one_by_one()
+    fn calls_used(
+        &mut self,
+        session: &SessionId,
+        run: &Run,
+        calls: &[&str],
+    ) -> Result<Option<Vec<String>>> {
+        (**self).calls_used(session, run, calls)
+    }
+
+    fn remember_calls(
+        &mut self,
+        session: &SessionId,
+        (epoch, last_seq): (i64, i64),
+        added: &[(&str, i64)],
+    ) {
+        (**self).remember_calls(session, (epoch, last_seq), added)
     }
 
     fn load_for_check(

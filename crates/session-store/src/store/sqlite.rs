@@ -7,14 +7,14 @@ use std::path::Path;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use super::engine::{Engine, Work};
-use super::memory::TailMemory;
+use super::memory::{CallMemory, TailMemory};
 use super::options::ConnectionSettings;
 use super::pool::SqliteEngine;
 use super::reports::SessionRows;
 use super::reports::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 use super::rows::{Cells, Loaded, Range, Unreadable};
 use super::sql::{Sql, Value};
-use super::write::{Remembered, TailRow};
+use super::write::{Remembered, Run, TailRow};
 use crate::error::Result;
 use crate::history::tail::TailState;
 use crate::model::{Message, SessionId, SessionInfo};
@@ -37,12 +37,12 @@ impl Engine for SqliteEngine {
     }
 
     fn run_write(&self, work: Work<'_>) -> Result<()> {
-        self.write(|tx| work(&mut SqliteTx::of(tx)))
+        self.write_keeping_calls(|tx, calls| work(&mut SqliteTx::keeping_calls(tx, calls)))
     }
 
     fn run_append(&self, session: &SessionId, _: bool, work: Work<'_>) -> Result<()> {
-        self.append(session, |tx, memory| {
-            work(&mut SqliteTx::remembering(tx, memory))
+        self.append(session, |tx, memory, calls| {
+            work(&mut SqliteTx::remembering(tx, memory, calls))
         })
     }
 
@@ -105,23 +105,43 @@ impl Engine for SqliteEngine {
 
 /// An SQLite transaction as the operations of `store/` run their statements in ([`Sql`]);
 /// an append's ([`Engine::run_append`]) also holds what the connection remembers of the tails
-/// its own appends wrote (`store/memory.rs`).
+/// its own appends wrote, and every write of the store's the call ids it keeps
+/// (`store/memory.rs`).
 pub(crate) struct SqliteTx<'c> {
     conn: &'c Connection,
     memory: Option<&'c mut TailMemory>,
+    calls: Option<&'c mut CallMemory>,
 }
 
 impl<'c> SqliteTx<'c> {
-    /// The transaction open on `conn`, with no memory of tails.
+    /// The transaction open on `conn`, with no memory.
     pub(crate) fn of(conn: &'c Connection) -> Self {
-        Self { conn, memory: None }
+        Self {
+            conn,
+            memory: None,
+            calls: None,
+        }
+    }
+
+    /// A write's transaction open on `conn`, with the call ids the connection keeps.
+    pub(crate) fn keeping_calls(conn: &'c Connection, calls: &'c mut CallMemory) -> Self {
+        Self {
+            conn,
+            memory: None,
+            calls: Some(calls),
+        }
     }
 
     /// An append's transaction open on `conn`, with what the connection remembers.
-    pub(crate) fn remembering(conn: &'c Connection, memory: &'c mut TailMemory) -> Self {
+    pub(crate) fn remembering(
+        conn: &'c Connection,
+        memory: &'c mut TailMemory,
+        calls: &'c mut CallMemory,
+    ) -> Self {
         Self {
             conn,
             memory: Some(memory),
+            calls: Some(calls),
         }
     }
 }
@@ -207,14 +227,6 @@ impl Sql for SqliteTx<'_> {
         super::write::sqlite_tail_row(self, session)
     }
 
-    fn tail_row_for_append(
-        &mut self,
-        session: &SessionId,
-        calls: &[&str],
-    ) -> Result<Option<TailRow>> {
-        super::write::sqlite_tail_row_for_append(self, session, calls)
-    }
-
     fn remembered_tail(
         &mut self,
         session: &SessionId,
@@ -223,8 +235,19 @@ impl Sql for SqliteTx<'_> {
         let Some(tail) = self.memory.as_deref_mut().and_then(|m| m.take(session)) else {
             return Ok(None);
         };
-        let taken = super::write::sqlite_calls_taken(self.conn, session, calls)?;
         // `data_version` proved the memory current: nothing to check.
+        let run = Run {
+            epoch: Some(tail.epoch),
+            last_seq: tail.last_seq,
+            except_seq: None,
+        };
+        let taken = match calls.is_empty() {
+            true => Vec::new(),
+            false => {
+                let memory = self.calls.as_deref_mut();
+                super::write::sqlite_calls_used(self.conn, memory, session, &run, calls)?
+            }
+        };
         Ok(Some(Remembered {
             tail,
             taken,
@@ -239,10 +262,27 @@ impl Sql for SqliteTx<'_> {
         }
     }
 
-    /// Every id: one index probe costs SQLite less than its share of any `IN` list (measured
-    /// with callgrind on the agent shape, BENCHMARKS.md).
-    fn ids_probed_one_by_one(&self) -> usize {
-        usize::MAX
+    /// Always: from the ids the write connection keeps, or read from the rows when the
+    /// transaction has none of them (SQLite has no index of every call id).
+    fn calls_used(
+        &mut self,
+        session: &SessionId,
+        run: &Run,
+        calls: &[&str],
+    ) -> Result<Option<Vec<String>>> {
+        let memory = self.calls.as_deref_mut();
+        super::write::sqlite_calls_used(self.conn, memory, session, run, calls).map(Some)
+    }
+
+    fn remember_calls(
+        &mut self,
+        session: &SessionId,
+        (epoch, last_seq): (i64, i64),
+        added: &[(&str, i64)],
+    ) {
+        if let Some(memory) = self.calls.as_deref_mut() {
+            super::write::sqlite_remember_calls(memory, session, (epoch, last_seq), added);
+        }
     }
 
     fn load_for_check(

@@ -20,12 +20,13 @@ use super::rows::Range;
 use super::sql::{int_at, keyed, text_at, values, Sql};
 use super::time::parse_time;
 use super::time::{format_time, now};
-use super::write::{append_in, stored_tail};
+use super::write::{append_in, stored_tail, Run};
 use super::writer::{self, Lease};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
 use crate::history::pairing;
 use crate::history::rules::{HealthRule, Problem};
+use crate::history::tail::TailState;
 use crate::history::turns::next_turn_index;
 use crate::model::{Appended, Part, Role, SessionId};
 
@@ -196,11 +197,10 @@ const INSERT_OPEN: &str = "
     INSERT INTO messages (session_id, seq, turn_index, role, compacted, created_at, state, writer)
     VALUES (?1, ?2, ?3, ?4, 0, ?5, 'open', ?6)";
 const MESSAGE_STATE: &str = "SELECT state, writer FROM messages WHERE id = ?1 AND session_id = ?2";
+/// Whether the session uses the call id `?1` in a message other than `?3`, where the
+/// engine keeps no call ids ([`Sql::calls_used`]; rows carry their session there): the
+/// parts' own index, no join.
 const CALL_USED_ELSEWHERE: &str = "
-    SELECT 1 FROM parts p JOIN messages m ON m.id = p.message_id
-    WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND m.session_id = ?2 AND m.id <> ?3 LIMIT 1";
-/// [`CALL_USED_ELSEWHERE`] where rows carry their session: the parts' own index, no join.
-const CALL_USED_ELSEWHERE_KEYED: &str = "
     SELECT 1 FROM parts p
     WHERE p.tool_use_id = ?1 AND p.kind = 'tool_use' AND p.session_id = ?2 AND p.message_id <> ?3
     LIMIT 1";
@@ -211,10 +211,15 @@ const PARTS_OF_KEYED: &str = "SELECT COUNT(*) FROM parts WHERE session_id = ?1 A
 const SET_MODEL: &str = "UPDATE messages SET model = ?2 WHERE session_id = ?3 AND id = ?1";
 const COMPLETE: &str =
     "UPDATE messages SET state = 'complete', writer = NULL WHERE session_id = ?2 AND id = ?1";
-const TOUCH: &str = "UPDATE sessions SET updated_at = ?2, tail_state = NULL WHERE id = ?1";
+/// The tail state stays: an open message is the session's last, past the state's `seq`, so
+/// every reader takes the state as stale and reads the rows; a streamed part only adds, so
+/// the state still names the run of appends (whose kept call ids the next write catches up,
+/// `store/memory.rs`).
+const TOUCH: &str = "UPDATE sessions SET updated_at = ?2 WHERE id = ?1";
 const TOUCH_COUNTED: &str = "
-    UPDATE sessions SET updated_at = ?2, tail_state = NULL, message_count = message_count + 1
-    WHERE id = ?1";
+    UPDATE sessions SET updated_at = ?2, message_count = message_count + 1 WHERE id = ?1";
+/// The state the session row keeps, for its run of appends ([`TailState::epoch`]).
+const STATE: &str = "SELECT tail_state FROM sessions WHERE id = ?1";
 
 /// An open message as a settle reads it.
 struct OpenRow {
@@ -466,17 +471,8 @@ fn push_in(
         .map(|m| m.parts)
         .unwrap_or_default();
     let taken = match part.call_id() {
-        Some(id)
-            if db
-                .optional_int(
-                    keyed(db, CALL_USED_ELSEWHERE, CALL_USED_ELSEWHERE_KEYED),
-                    &values![id, session.as_str(), message.id],
-                )?
-                .is_some() =>
-        {
-            vec![id.to_owned()]
-        }
-        _ => Vec::new(),
+        Some(id) => used_elsewhere(db, session, message, id)?,
+        None => Vec::new(),
     };
     let before = Resume {
         messages: usize::try_from(message.seq - 1).unwrap_or_default(),
@@ -493,6 +489,39 @@ fn push_in(
     let now = format_time(now());
     db.run(TOUCH, &values![session.as_str(), now.as_str()])?;
     Ok(())
+}
+
+/// `[id]` when the session uses the call id `id` in a message other than `message`, else
+/// none: from the call ids the engine keeps for the session's run of appends
+/// ([`Sql::calls_used`]), else by the parts' index.
+fn used_elsewhere(
+    db: &mut impl Sql,
+    session: &SessionId,
+    message: &Appended,
+    id: &str,
+) -> Result<Vec<String>> {
+    let mut state = None;
+    db.each_row(STATE, &values![session.as_str()], &mut |r| {
+        state = text_at(r, 0)?;
+        Ok(())
+    })?;
+    let run = Run {
+        epoch: state
+            .as_deref()
+            .and_then(TailState::decode)
+            .map(|tail| tail.epoch)
+            .filter(|epoch| *epoch != 0),
+        last_seq: message.seq,
+        except_seq: Some(message.seq),
+    };
+    if let Some(used) = db.calls_used(session, &run, &[id])? {
+        return Ok(used);
+    }
+    let found = db.optional_int(
+        CALL_USED_ELSEWHERE,
+        &values![id, session.as_str(), message.id],
+    )?;
+    Ok(found.map(|_| vec![id.to_owned()]).unwrap_or_default())
 }
 
 /// [`OpenMessage::set_model`] in the caller's write transaction, on either engine.

@@ -5,8 +5,9 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::encode::{insert_message, Guard, MessageRow, Touch};
 use super::handle::Store;
+use super::memory::{CallMemory, Calls};
 use super::rows::Range;
-use super::sql::{keyed, text_at, values, Sql, Value};
+use super::sql::{text_at, values, Sql, Value};
 use super::time::{format_time, now};
 use crate::error::{Error, Result};
 use crate::history::grammar::{Resume, Walk};
@@ -232,15 +233,29 @@ fn append_on(
         reason,
     };
     let mut resume = std::mem::take(&mut position.resume);
+    let calls_left: Vec<&str> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
+        .collect();
     resume.taken = match taken {
-        // Read with the lock: the ids of the messages still to append that are taken.
-        Some(taken) => messages
+        // Read with the lock or remembered: the ids of the messages still to append taken.
+        Some(taken) => calls_left
             .iter()
-            .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
-            .filter(|id| taken.iter().any(|t| t == id))
-            .map(str::to_owned)
+            .filter(|id| taken.iter().any(|t| t == *id))
+            .map(|id| (*id).to_owned())
             .collect(),
-        None => used_tool_use_ids(db, session, messages)?,
+        None if calls_left.is_empty() => Vec::new(),
+        None => {
+            let run = Run {
+                epoch: Some(position.epoch),
+                last_seq: position.last_seq,
+                except_seq: None,
+            };
+            match db.calls_used(session, &run, &calls_left)? {
+                Some(used) => used,
+                None => used_tool_use_ids(db, session, &calls_left)?,
+            }
+        }
     };
     let mut walk = Walk::resume(resume);
     for (index, message) in messages.iter().enumerate() {
@@ -299,6 +314,19 @@ fn append_on(
         appended.push(one);
         touched |= wrote_session;
         version = version.or(left);
+    }
+    if !calls_left.is_empty() {
+        let added: Vec<(&str, i64)> = messages
+            .iter()
+            .zip(&appended[skip..])
+            .flat_map(|(m, one)| {
+                m.parts
+                    .iter()
+                    .filter_map(Part::call_id)
+                    .map(|id| (id, one.seq))
+            })
+            .collect();
+        db.remember_calls(session, (position.epoch, position.last_seq), &added);
     }
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
@@ -445,6 +473,15 @@ pub(crate) struct Position {
     pub(crate) unproved: bool,
     /// The session row's version the tail was remembered at ([`Remembered::version`]).
     pub(crate) version: Option<i64>,
+    /// The run of appends this one goes on ([`TailState::epoch`]): the stored state's,
+    /// else a new one.
+    pub(crate) epoch: i64,
+}
+
+/// A new run of appends' [`TailState::epoch`]: random, never 0 (not known).
+fn new_epoch() -> i64 {
+    let (high, _) = uuid::Uuid::new_v4().as_u64_pair();
+    i64::try_from(high >> 1).unwrap_or(i64::MAX).max(1)
 }
 
 impl Position {
@@ -460,6 +497,10 @@ impl Position {
             block_after: tail.block_after,
             unproved: false,
             version: None,
+            epoch: match tail.epoch {
+                0 => new_epoch(),
+                epoch => epoch,
+            },
         }
     }
 
@@ -506,7 +547,7 @@ impl Position {
             self.last_seq,
             self.last_user_turn,
             (block_parts, self.block_after),
-            self.parts_max,
+            (self.epoch, self.parts_max),
         )
     }
 }
@@ -595,145 +636,107 @@ pub(crate) struct TailRow {
 }
 
 /// The row's tail state with what it must match: the session's last seq, and the largest
-/// part id in the database; and whether a message is open. [`call_probes`] adds
-/// columns before [`TAIL_FROM`].
-const TAIL_COLUMNS: &str = "
+/// part id in the database; and whether a message is open.
+const TAIL_ROW: &str = "
     SELECT tail_state, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1),
            (SELECT COALESCE(MAX(id), 0) FROM parts),
-           EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND state = 'open')";
-
-/// The session whose tail [`TAIL_COLUMNS`] read.
-const TAIL_FROM: &str = "
+           EXISTS (SELECT 1 FROM messages WHERE session_id = ?1 AND state = 'open')
     FROM sessions WHERE id = ?1";
 
-/// How many of an append's call ids SQLite's tail statement asks about itself, and each
-/// statement of probes after it ([`call_probes`], [`sqlite_calls_taken`]).
-const CALLS_WITH_TAIL: usize = 4;
-
-/// The statements an append of `calls` (0 to [`CALLS_WITH_TAIL`]) call ids, bound from `?2`
-/// on, asks whether the session already uses each in: one column each, the index probe of
-/// [`TOOL_USE_ID_TAKEN`]; with the session's tail ([`TAIL_COLUMNS`], the column after its
-/// four) or alone (a remembered tail, `store/memory.rs`). Built once per process.
-fn call_probes(calls: usize) -> &'static Probes {
-    static SQL: std::sync::OnceLock<Vec<Probes>> = std::sync::OnceLock::new();
-    let texts = SQL.get_or_init(|| {
-        (0..=CALLS_WITH_TAIL)
-            .map(|calls| {
-                let probes: Vec<String> = (0..calls)
-                    .map(|at| {
-                        format!(
-                            "EXISTS (SELECT 1 FROM parts p CROSS JOIN messages m \
-                             WHERE m.id = p.message_id AND p.tool_use_id = ?{} \
-                             AND p.kind = 'tool_use' AND m.session_id = ?1)",
-                            at + 2
-                        )
-                    })
-                    .collect();
-                let mut with_tail = TAIL_COLUMNS.to_owned();
-                for probe in &probes {
-                    with_tail.push_str(",\n           ");
-                    with_tail.push_str(probe);
-                }
-                with_tail.push_str(TAIL_FROM);
-                // `?1` is named in every probe, so the statement binds it.
-                let alone = format!("SELECT {}", probes.join(", "));
-                Probes { with_tail, alone }
-            })
-            .collect()
-    });
-    &texts[calls.min(CALLS_WITH_TAIL)]
-}
-
-/// The two statements of [`call_probes`] for one number of calls.
-struct Probes {
-    /// The session's tail, then one column per call.
-    with_tail: String,
-    /// One column per call.
-    alone: String,
-}
-
-/// Which of `calls` the session uses, from the probe columns of `row` from `first` on.
-fn taken_in(
-    row: &rusqlite::Row<'_>,
-    calls: &[&str],
-    first: usize,
-) -> rusqlite::Result<Vec<String>> {
-    let mut taken = Vec::new();
-    for (at, call) in calls.iter().enumerate() {
-        if row.get::<_, bool>(first + at)? {
-            taken.push((*call).to_owned());
-        }
-    }
-    Ok(taken)
-}
-
-/// Which of an append's `calls` the session uses, asked alone (after a remembered tail,
-/// [`Sql::remembered_tail`] on SQLite, or after the tail statement's first
-/// [`CALLS_WITH_TAIL`]): [`CALLS_WITH_TAIL`] probes per statement.
-pub(crate) fn sqlite_calls_taken(
-    conn: &Connection,
-    session: &SessionId,
-    calls: &[&str],
-) -> Result<Vec<String>> {
-    let mut taken = Vec::new();
-    for chunk in calls.chunks(CALLS_WITH_TAIL) {
-        let params = std::iter::once(session.as_str()).chain(chunk.iter().copied());
-        taken.extend(
-            conn.prepare_cached(&call_probes(chunk.len()).alone)?
-                .query_row(rusqlite::params_from_iter(params), |row| {
-                    taken_in(row, chunk, 0)
-                })?,
-        );
-    }
-    Ok(taken)
-}
-
-/// [`Sql::tail_row_for_append`] on SQLite: the tail's own statement asks about the first
-/// [`CALLS_WITH_TAIL`] calls ([`call_probes`]), [`sqlite_calls_taken`] about the rest.
-pub(crate) fn sqlite_tail_row_for_append(
-    conn: &Connection,
-    session: &SessionId,
-    calls: &[&str],
-) -> Result<Option<TailRow>> {
-    let (first, rest) = calls.split_at(calls.len().min(CALLS_WITH_TAIL));
-    let mut row = tail_row_with_calls(conn, session, first)?;
-    if let Some(TailRow {
-        taken: Some(taken), ..
-    }) = row.as_mut()
-    {
-        taken.extend(sqlite_calls_taken(conn, session, rest)?);
-    }
-    Ok(row)
-}
-
-/// [`Sql::tail_row`] on SQLite ([`TAIL_COLUMNS`]).
+/// [`Sql::tail_row`] on SQLite ([`TAIL_ROW`]).
 pub(crate) fn sqlite_tail_row(conn: &Connection, session: &SessionId) -> Result<Option<TailRow>> {
-    let row = tail_row_with_calls(conn, session, &[])?;
-    Ok(row.map(|row| TailRow { taken: None, ..row }))
-}
-
-/// The tail statement for `calls` (0 to [`CALLS_WITH_TAIL`]) and what it read, with which of
-/// `calls` the session uses in [`TailRow::taken`].
-fn tail_row_with_calls(
-    conn: &Connection,
-    session: &SessionId,
-    calls: &[&str],
-) -> Result<Option<TailRow>> {
-    let params = std::iter::once(session.as_str()).chain(calls.iter().copied());
     Ok(conn
-        .prepare_cached(&call_probes(calls.len()).with_tail)?
-        .query_row(rusqlite::params_from_iter(params), |r| {
-            let taken = taken_in(r, calls, 4)?;
+        .prepare_cached(TAIL_ROW)?
+        .query_row([session.as_str()], |r| {
             Ok(TailRow {
                 state: r.get(0)?,
                 last_seq: r.get(1)?,
                 parts_max: Some(r.get(2)?),
                 block_parts: None,
                 open_messages: r.get(3)?,
-                taken: Some(taken),
+                taken: None,
             })
         })
         .optional()?)
+}
+
+/// The call ids of the session's messages from seq `?2` on, with their message's seq:
+/// SQLite's catch-up of the ids its write connection keeps ([`sqlite_calls_used`]). Each
+/// message is looked up in `parts_calls` (the calls by message, whose new entries go at
+/// its end), none of the session's other parts read.
+const SESSION_CALLS_FROM: &str = "
+    SELECT m.seq, p.tool_use_id FROM messages m JOIN parts p ON p.message_id = m.id
+    WHERE m.session_id = ?1 AND m.seq >= ?2
+      AND p.kind = 'tool_use' AND p.tool_use_id IS NOT NULL";
+
+/// Where an SQLite write asks which of its call ids its session uses
+/// ([`Sql::calls_used`]): the session's run of appends and last seq, as the write knows
+/// them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    /// The run ([`TailState::epoch`]); `None`: not known (the state the row keeps is gone),
+    /// so the ids are read and not kept.
+    pub(crate) epoch: Option<i64>,
+    /// The session's last seq.
+    pub(crate) last_seq: i64,
+    /// A message whose calls do not count (the streamed message a part goes into).
+    pub(crate) except_seq: Option<i64>,
+}
+
+/// Which of `calls` the session uses in a message other than `run.except_seq`, from the ids
+/// `memory` keeps for it under `run.epoch`, caught up from the rows first (every id read
+/// when none are kept, and then kept). Always caught up, also on a tail the connection
+/// remembers: that proves no other write since its last append, not that the kept ids saw
+/// every write before it (an append without calls reads none).
+pub(crate) fn sqlite_calls_used(
+    conn: &Connection,
+    memory: Option<&mut CallMemory>,
+    session: &SessionId,
+    run: &Run,
+    calls: &[&str],
+) -> Result<Vec<String>> {
+    let mut memory = memory.filter(|_| run.epoch.is_some());
+    let kept = match (memory.as_deref_mut(), run.epoch) {
+        (Some(memory), Some(epoch)) => memory.take(session, epoch),
+        _ => None,
+    };
+    let from = kept.as_ref().map_or(i64::MIN, Calls::through_seq);
+    let mut ids = kept.unwrap_or_else(|| Calls::of_run(run.epoch.unwrap_or(0)));
+    let mut statement = conn.prepare_cached(SESSION_CALLS_FROM)?;
+    let mut rows = statement.query(rusqlite::params![session.as_str(), from])?;
+    while let Some(row) = rows.next()? {
+        if let Some(id) = row.get::<_, Option<String>>(1)? {
+            ids.add(id, row.get(0)?);
+        }
+    }
+    ids.caught_up_to(run.last_seq);
+    let used = calls
+        .iter()
+        .filter(|id| ids.uses(id, run.except_seq))
+        .map(|id| (*id).to_owned())
+        .collect();
+    if let Some(memory) = memory {
+        memory.keep(session, ids);
+    }
+    Ok(used)
+}
+
+/// Adds the call ids an append wrote to `session` in the run `epoch` (each with its
+/// message's seq) to what `memory` keeps, which [`sqlite_calls_used`] caught up in the same
+/// transaction: every id up to `last_seq`, the append's last message, is then in.
+pub(crate) fn sqlite_remember_calls(
+    memory: &mut CallMemory,
+    session: &SessionId,
+    (epoch, last_seq): (i64, i64),
+    added: &[(&str, i64)],
+) {
+    if let Some(mut ids) = memory.take(session, epoch) {
+        for (id, seq) in added {
+            ids.add((*id).to_owned(), *seq);
+        }
+        ids.caught_up_to(last_seq);
+        memory.keep(session, ids);
+    }
 }
 
 /// The number of parts in the session's open block: the messages from the last user or
@@ -778,10 +781,15 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         block_parts: row_block_parts,
         ..
     } = row;
-    let tail = state
-        .as_deref()
-        .and_then(TailState::decode)
-        .filter(|tail| tail.last_seq == last_seq);
+    let decoded = state.as_deref().and_then(TailState::decode);
+    // A stale state still names its run: only additions made it stale (whatever removes or
+    // rewrites a call clears it), so the run goes on past the rows read below.
+    let epoch = decoded
+        .as_ref()
+        .map(|tail| tail.epoch)
+        .filter(|epoch| *epoch != 0)
+        .unwrap_or_else(new_epoch);
+    let tail = decoded.filter(|tail| tail.last_seq == last_seq);
     if let Some(tail) = tail {
         let current = match (parts_max, row_block_parts) {
             (Some(max), Some(count)) => tail.parts_through == max && tail.block_parts == count,
@@ -808,6 +816,7 @@ fn position_of(db: &mut impl Sql, session: &SessionId, row: TailRow) -> Result<P
         block_after: None,
         unproved: false,
         version: None,
+        epoch,
     })
 }
 
@@ -858,81 +867,39 @@ fn texts(db: &mut impl Sql, sql: &str, params: &[Value<'_>]) -> Result<Vec<Strin
     Ok(found)
 }
 
-/// `CROSS JOIN` makes SQLite look the id up in `parts_tool_use_ids` first and then check
-/// each hit's session (a few rows), never the other way round: without statistics its
-/// planner took the session's messages as the outer loop for an `IN` list (every part of the
-/// session read, per append: quadratic in the session's length). PostgreSQL plans it as the
-/// inner join it is.
-const TOOL_USE_ID_TAKEN: &str = "
-    SELECT 1 FROM parts p CROSS JOIN messages m
-    WHERE m.id = p.message_id AND p.tool_use_id = ?1 AND p.kind = 'tool_use'
-      AND m.session_id = ?2 LIMIT 1";
-
-/// [`TOOL_USE_ID_TAKEN`] where rows carry their session: the parts' own index, no join.
-const TOOL_USE_ID_TAKEN_KEYED: &str = "
-    SELECT 1 FROM parts p
-    WHERE p.session_id = ?2 AND p.tool_use_id = ?1 AND p.kind = 'tool_use' LIMIT 1";
+/// Which of the call ids `?2` to `?33` the session uses, on PostgreSQL (SQLite's write
+/// connection keeps the ids, [`sqlite_calls_used`]): the parts' own index, no join.
+const TOOL_USE_IDS_TAKEN: &str = "
+    SELECT DISTINCT p.tool_use_id FROM parts p
+    WHERE p.session_id = ?1 AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+        ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
+      AND p.kind = 'tool_use'";
 
 /// How many ids [`TOOL_USE_IDS_TAKEN`] asks about at once (the unused ones bound to NULL,
 /// which matches nothing), so that a batch of many calls (an import) costs one statement per
 /// this many, and the statement's text stays one.
 const IDS_AT_ONCE: usize = 32;
 
-/// [`TOOL_USE_ID_TAKEN`] for [`IDS_AT_ONCE`] ids (`?2` to `?33`), the same join order.
-const TOOL_USE_IDS_TAKEN: &str = "
-    SELECT DISTINCT p.tool_use_id FROM parts p CROSS JOIN messages m
-    WHERE m.id = p.message_id AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-        ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
-      AND p.kind = 'tool_use' AND m.session_id = ?1";
-
-/// [`TOOL_USE_IDS_TAKEN`] where rows carry their session: the parts' own index, no join.
-const TOOL_USE_IDS_TAKEN_KEYED: &str = "
-    SELECT DISTINCT p.tool_use_id FROM parts p
-    WHERE p.session_id = ?1 AND p.tool_use_id IN (?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-        ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
-      AND p.kind = 'tool_use'";
-
-/// The tool_use ids of `messages` that the session already uses, in the messages' order. A
-/// few ids (an append's usual calls) are asked one by one, each an index probe; more, in
-/// groups of [`IDS_AT_ONCE`].
+/// Which of `calls` the session already uses, in their order, asked of the rows in groups
+/// of [`IDS_AT_ONCE`] where the engine keeps no call ids ([`Sql::calls_used`]).
 fn used_tool_use_ids(
     db: &mut impl Sql,
     session: &SessionId,
-    messages: &[NewMessage],
+    calls: &[&str],
 ) -> Result<Vec<String>> {
-    let ids: Vec<&str> = messages
-        .iter()
-        .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
-        .collect();
-    if ids.len() <= db.ids_probed_one_by_one() {
-        let mut used = Vec::new();
-        for id in ids {
-            if db
-                .optional_int(
-                    keyed(db, TOOL_USE_ID_TAKEN, TOOL_USE_ID_TAKEN_KEYED),
-                    &values![id, session.as_str()],
-                )?
-                .is_some()
-            {
-                used.push(id.to_owned());
-            }
-        }
-        return Ok(used);
-    }
     let mut taken = std::collections::HashSet::new();
-    for group in ids.chunks(IDS_AT_ONCE) {
+    for group in calls.chunks(IDS_AT_ONCE) {
         let mut params = [Value::Text(None); IDS_AT_ONCE + 1];
         params[0] = Value::from(session.as_str());
         for (param, id) in params[1..].iter_mut().zip(group) {
             *param = Value::from(*id);
         }
-        let sql = keyed(db, TOOL_USE_IDS_TAKEN, TOOL_USE_IDS_TAKEN_KEYED);
-        taken.extend(texts(db, sql, &params)?);
+        taken.extend(texts(db, TOOL_USE_IDS_TAKEN, &params)?);
     }
-    Ok(ids
-        .into_iter()
-        .filter(|id| taken.contains(*id))
-        .map(str::to_owned)
+    Ok(calls
+        .iter()
+        .filter(|id| taken.contains(**id))
+        .map(|id| (*id).to_owned())
         .collect())
 }
 
@@ -950,55 +917,55 @@ pub(crate) fn forget_reverts(db: &mut impl Sql, session: &SessionId) -> Result<(
 mod tests {
     use super::*;
 
-    /// The plan of `sql` (one of [`call_probes`]' statements for `calls` calls) on the
-    /// migrated schema, held to searching `parts_tool_use_ids` once per call and scanning
-    /// nothing (a constant row aside) nor sorting.
-    fn searched_by_index(conn: &Connection, sql: &str, calls: usize) -> Vec<String> {
-        let steps = crate::store::sql::sqlite_plan(conn, sql);
-        let probes = steps
-            .iter()
-            .filter(|step| step.contains("parts_tool_use_ids"))
-            .count();
-        assert_eq!(probes, calls, "{sql}: {steps:?}");
+    /// The plan of `sql` on the migrated schema: each step an index search, nothing
+    /// scanned nor sorted, and the parts read from `parts_calls` alone.
+    fn searched_by_keys(sql: &str) -> Vec<String> {
+        let mut conn = Connection::open_in_memory().expect("open");
+        crate::store::schema::migrate(&mut conn).expect("migrate");
+        let steps = crate::store::sql::sqlite_plan(&conn, sql);
         assert!(
-            !steps.iter().any(
-                |step| (step.contains("SCAN") && step != "SCAN CONSTANT ROW")
-                    || step.contains("TEMP B-TREE")
-            ),
+            steps
+                .iter()
+                .all(|step| step.starts_with("SEARCH") && !step.contains("TEMP B-TREE")),
+            "{sql}: {steps:?}"
+        );
+        assert!(
+            steps
+                .iter()
+                .any(|step| step.contains("USING COVERING INDEX parts_calls")),
             "{sql}: {steps:?}"
         );
         steps
     }
 
-    /// Every append reads the session's tail, with its call ids' probes for up to
-    /// [`CALLS_WITH_TAIL`] calls, in one statement whose every step is an index search: a
-    /// probe that walked the session's messages or the parts table would read the whole
-    /// session on every append (quadratic in its length).
+    /// The catch-up of the call ids an SQLite write connection keeps reads the session's
+    /// messages from a seq on by their key and each one's calls from `parts_calls`, no part's
+    /// row: reading every part of the session (or of the database) on an append would be
+    /// quadratic in its length.
     #[test]
-    fn the_tail_statement_of_every_append_probes_each_call_id_by_its_index() {
-        let mut conn = Connection::open_in_memory().expect("open");
-        crate::store::schema::migrate(&mut conn).expect("migrate");
-        for calls in 1..=CALLS_WITH_TAIL {
-            let sql = &call_probes(calls).with_tail;
-            let steps = searched_by_index(&conn, sql, calls);
-            assert!(
-                steps.iter().any(|step| step.contains("messages_open")),
-                "{sql}: {steps:?}"
-            );
-        }
-        assert_eq!(
-            call_probes(0).with_tail,
-            format!("{TAIL_COLUMNS}{TAIL_FROM}")
+    fn the_catch_up_of_kept_call_ids_reads_the_calls_index_by_message() {
+        let steps = searched_by_keys(SESSION_CALLS_FROM);
+        assert!(
+            steps[0].contains("messages") && steps[0].contains("session_id=? AND seq>?"),
+            "{steps:?}"
         );
     }
 
-    /// After a remembered tail the probes run alone, each still an index search.
+    /// The tail statement of every append is index searches only.
     #[test]
-    fn the_call_probes_after_a_remembered_tail_search_their_index() {
+    fn the_tail_statement_reads_by_keys() {
         let mut conn = Connection::open_in_memory().expect("open");
         crate::store::schema::migrate(&mut conn).expect("migrate");
-        for calls in 1..=CALLS_WITH_TAIL {
-            searched_by_index(&conn, &call_probes(calls).alone, calls);
-        }
+        let steps = crate::store::sql::sqlite_plan(&conn, TAIL_ROW);
+        assert!(
+            steps
+                .iter()
+                .all(|step| !step.contains("SCAN ") || step.contains("CONSTANT ROW")),
+            "{steps:?}"
+        );
+        assert!(
+            steps.iter().any(|step| step.contains("messages_open")),
+            "{steps:?}"
+        );
     }
 }
