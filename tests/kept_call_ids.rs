@@ -172,6 +172,8 @@ fn append_with_sql(path: &Path, session: &SessionId, id: &str) {
 enum Op {
     /// A whole turn calling the id, by store 0 or 1.
     Turn(usize, usize),
+    /// A turn without a call, one message per append.
+    Chat(usize),
     /// The same call streamed (a text part first, so a refused call leaves a message).
     Stream(usize, usize),
     /// The session's last turn reverted.
@@ -189,6 +191,7 @@ fn op() -> impl Strategy<Value = Op> {
     let id = 0..6usize;
     prop_oneof![
         4 => (store.clone(), id.clone()).prop_map(|(s, i)| Op::Turn(s, i)),
+        2 => store.clone().prop_map(Op::Chat),
         2 => (store.clone(), id.clone()).prop_map(|(s, i)| Op::Stream(s, i)),
         2 => store.clone().prop_map(Op::RevertLast),
         1 => store.clone().prop_map(Op::Undo),
@@ -212,6 +215,15 @@ fn run(op: &Op, stores: &[Store], path: &Path, session: &SessionId, undoable: &m
                 true => assert!(is_reused(&result, &id), "{op:?}: {result:?}"),
                 false => assert!(result.is_ok(), "{op:?}: {result:?}"),
             }
+        }
+        Op::Chat(s) => {
+            stores[*s]
+                .append(session, NewMessage::user("hi"))
+                .expect("prompt");
+            stores[*s]
+                .append(session, NewMessage::assistant(vec![Part::text("hello")]))
+                .expect("answer");
+            *undoable = false;
         }
         Op::Stream(s, i) => {
             let id = id_of(i);

@@ -10,7 +10,7 @@
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use super::rows::{self, Cells, Loaded, Range, Unreadable};
-use super::write::{Remembered, Run, TailRow};
+use super::write::{AppendedCalls, Remembered, Run, TailRow};
 use crate::error::Result;
 use crate::history::tail::TailState;
 use crate::model::{Message, SessionId};
@@ -208,16 +208,10 @@ pub(crate) trait Sql {
         Ok(None)
     }
 
-    /// Adds the call ids an append just wrote to `session` in the run `epoch` (each with its
-    /// message's seq; `last_seq` the session's last after it) to what the engine keeps,
-    /// which [`Sql::calls_used`] caught up in the same transaction.
-    fn remember_calls(
-        &mut self,
-        session: &SessionId,
-        (epoch, last_seq): (i64, i64),
-        added: &[(&str, i64)],
-    ) {
-        let _ = (session, epoch, last_seq, added);
+    /// After every append: what it wrote to `session`, for the call ids the engine keeps
+    /// ([`Sql::calls_used`]).
+    fn remember_calls(&mut self, session: &SessionId, appended: &AppendedCalls<'_>) {
+        let _ = (session, appended);
     }
 
     /// After the store rewrote what the parts `parts` of `session` say (a mend turned a
@@ -352,13 +346,8 @@ impl<S: Sql + ?Sized> Sql for &mut S {
         (**self).calls_used(session, run, calls)
     }
 
-    fn remember_calls(
-        &mut self,
-        session: &SessionId,
-        (epoch, last_seq): (i64, i64),
-        added: &[(&str, i64)],
-    ) {
-        (**self).remember_calls(session, (epoch, last_seq), added)
+    fn remember_calls(&mut self, session: &SessionId, appended: &AppendedCalls<'_>) {
+        (**self).remember_calls(session, appended)
     }
 
     fn load_for_check(

@@ -14,7 +14,7 @@ use super::reports::SessionRows;
 use super::reports::{Lineage, Reclaimed, SearchHit, SearchOptions, SessionOverview, SizeReport};
 use super::rows::{Cells, Loaded, Range, Unreadable};
 use super::sql::{Sql, Value};
-use super::write::{Remembered, Run, TailRow};
+use super::write::{AppendedCalls, Remembered, Run, TailRow};
 use crate::error::Result;
 use crate::history::tail::TailState;
 use crate::model::{Message, SessionId, SessionInfo};
@@ -240,6 +240,7 @@ impl Sql for SqliteTx<'_> {
             epoch: Some(tail.epoch),
             last_seq: tail.last_seq,
             except_seq: None,
+            remembered: true,
         };
         let taken = match calls.is_empty() {
             true => Vec::new(),
@@ -274,14 +275,9 @@ impl Sql for SqliteTx<'_> {
         super::write::sqlite_calls_used(self.conn, memory, session, run, calls).map(Some)
     }
 
-    fn remember_calls(
-        &mut self,
-        session: &SessionId,
-        (epoch, last_seq): (i64, i64),
-        added: &[(&str, i64)],
-    ) {
+    fn remember_calls(&mut self, session: &SessionId, appended: &AppendedCalls<'_>) {
         if let Some(memory) = self.calls.as_deref_mut() {
-            super::write::sqlite_remember_calls(memory, session, (epoch, last_seq), added);
+            super::write::sqlite_remember_calls(memory, session, appended);
         }
     }
 

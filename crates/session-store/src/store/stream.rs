@@ -513,6 +513,7 @@ fn used_elsewhere(
             .filter(|epoch| *epoch != 0),
         last_seq: message.seq,
         except_seq: Some(message.seq),
+        remembered: false,
     };
     if let Some(used) = db.calls_used(session, &run, &[id])? {
         return Ok(used);

@@ -191,6 +191,7 @@ fn append_on(
         true => db.remembered_tail(session, calls)?,
         false => None,
     };
+    let on_remembered = memory.is_some();
     let (mut position, taken) = match memory {
         Some(Remembered {
             tail,
@@ -237,6 +238,7 @@ fn append_on(
         .iter()
         .flat_map(|m| m.parts.iter().filter_map(Part::call_id))
         .collect();
+    let last_seq_before = position.last_seq;
     resume.taken = match taken {
         // Read with the lock or remembered: the ids of the messages still to append taken.
         Some(taken) => calls_left
@@ -250,6 +252,7 @@ fn append_on(
                 epoch: Some(position.epoch),
                 last_seq: position.last_seq,
                 except_seq: None,
+                remembered: false,
             };
             match db.calls_used(session, &run, &calls_left)? {
                 Some(used) => used,
@@ -315,19 +318,29 @@ fn append_on(
         touched |= wrote_session;
         version = version.or(left);
     }
-    if !calls_left.is_empty() {
-        let added: Vec<(&str, i64)> = messages
-            .iter()
-            .zip(&appended[skip..])
-            .flat_map(|(m, one)| {
-                m.parts
-                    .iter()
-                    .filter_map(Part::call_id)
-                    .map(|id| (id, one.seq))
-            })
-            .collect();
-        db.remember_calls(session, (position.epoch, position.last_seq), &added);
-    }
+    let added: Vec<(&str, i64)> = messages
+        .iter()
+        .zip(&appended[skip..])
+        .flat_map(|(m, one)| {
+            m.parts
+                .iter()
+                .filter_map(Part::call_id)
+                .map(|id| (id, one.seq))
+        })
+        .collect();
+    db.remember_calls(
+        session,
+        &AppendedCalls {
+            epoch: position.epoch,
+            seqs: (last_seq_before, position.last_seq),
+            added: &added,
+            checked: match on_remembered {
+                true => !calls.is_empty(),
+                false => !calls_left.is_empty(),
+            },
+            remembered: on_remembered,
+        },
+    );
     // The walk that checked the append states the new tail; no trigger counts the inserted
     // messages (V14 on both engines), this UPDATE does.
     let tail = position.after(&walk, messages);
@@ -681,13 +694,33 @@ pub(crate) struct Run {
     pub(crate) last_seq: i64,
     /// A message whose calls do not count (the streamed message a part goes into).
     pub(crate) except_seq: Option<i64>,
+    /// Whether the write is an append on the tail its connection remembers: nothing wrote
+    /// the database since this connection's last append to the session, so ids kept up to
+    /// that append's last message ([`AppendedCalls`]) are every id of the session.
+    pub(crate) remembered: bool,
+}
+
+/// What an append wrote, for the call ids an engine keeps ([`Sql::remember_calls`]).
+#[derive(Debug)]
+pub(crate) struct AppendedCalls<'a> {
+    /// The run of appends ([`TailState::epoch`]).
+    pub(crate) epoch: i64,
+    /// The session's last seq before the append, and after it.
+    pub(crate) seqs: (i64, i64),
+    /// Each call id the append wrote, with its message's seq.
+    pub(crate) added: &'a [(&'a str, i64)],
+    /// Whether the append asked [`Sql::calls_used`], which caught the kept ids up to the
+    /// last seq before it in the same transaction.
+    pub(crate) checked: bool,
+    /// Whether the append went on the tail its connection remembers ([`Run::remembered`]).
+    pub(crate) remembered: bool,
 }
 
 /// Which of `calls` the session uses in a message other than `run.except_seq`, from the ids
 /// `memory` keeps for it under `run.epoch`, caught up from the rows first (every id read
-/// when none are kept, and then kept). Always caught up, also on a tail the connection
-/// remembers: that proves no other write since its last append, not that the kept ids saw
-/// every write before it (an append without calls reads none).
+/// when none are kept, and then kept). No rows are read only on a tail the connection
+/// remembers whose kept ids reach its last seq: they were kept up to the connection's last
+/// append to the session, and nothing wrote since ([`Run::remembered`]).
 pub(crate) fn sqlite_calls_used(
     conn: &Connection,
     memory: Option<&mut CallMemory>,
@@ -700,16 +733,21 @@ pub(crate) fn sqlite_calls_used(
         (Some(memory), Some(epoch)) => memory.take(session, epoch),
         _ => None,
     };
+    let current = kept
+        .as_ref()
+        .is_some_and(|ids| run.remembered && ids.through_seq() == run.last_seq);
     let from = kept.as_ref().map_or(i64::MIN, Calls::through_seq);
     let mut ids = kept.unwrap_or_else(|| Calls::of_run(run.epoch.unwrap_or(0)));
-    let mut statement = conn.prepare_cached(SESSION_CALLS_FROM)?;
-    let mut rows = statement.query(rusqlite::params![session.as_str(), from])?;
-    while let Some(row) = rows.next()? {
-        if let Some(id) = row.get::<_, Option<String>>(1)? {
-            ids.add(id, row.get(0)?);
+    if !current {
+        let mut statement = conn.prepare_cached(SESSION_CALLS_FROM)?;
+        let mut rows = statement.query(rusqlite::params![session.as_str(), from])?;
+        while let Some(row) = rows.next()? {
+            if let Some(id) = row.get::<_, Option<String>>(1)? {
+                ids.add(id, row.get(0)?);
+            }
         }
+        ids.caught_up_to(run.last_seq);
     }
-    ids.caught_up_to(run.last_seq);
     let used = calls
         .iter()
         .filter(|id| ids.uses(id, run.except_seq))
@@ -721,22 +759,26 @@ pub(crate) fn sqlite_calls_used(
     Ok(used)
 }
 
-/// Adds the call ids an append wrote to `session` in the run `epoch` (each with its
-/// message's seq) to what `memory` keeps, which [`sqlite_calls_used`] caught up in the same
-/// transaction: every id up to `last_seq`, the append's last message, is then in.
+/// Adds the call ids an append wrote to what `memory` keeps for its session, when the kept
+/// ids held every id of the session before it: caught up in the same transaction
+/// ([`AppendedCalls::checked`]), or reaching the last seq of a remembered tail. Every id up
+/// to the append's last message is then in; otherwise the next check catches up.
 pub(crate) fn sqlite_remember_calls(
     memory: &mut CallMemory,
     session: &SessionId,
-    (epoch, last_seq): (i64, i64),
-    added: &[(&str, i64)],
+    appended: &AppendedCalls<'_>,
 ) {
-    if let Some(mut ids) = memory.take(session, epoch) {
-        for (id, seq) in added {
+    let Some(mut ids) = memory.take(session, appended.epoch) else {
+        return;
+    };
+    let (before, after) = appended.seqs;
+    if appended.checked || (appended.remembered && ids.through_seq() == before) {
+        for (id, seq) in appended.added {
             ids.add((*id).to_owned(), *seq);
         }
-        ids.caught_up_to(last_seq);
-        memory.keep(session, ids);
+        ids.caught_up_to(after);
     }
+    memory.keep(session, ids);
 }
 
 /// The number of parts in the session's open block: the messages from the last user or
