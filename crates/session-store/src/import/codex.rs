@@ -18,6 +18,14 @@
 //!   this importer does not know.
 //! - Timestamps become the messages' `created_at`.
 //!
+//! The older layout (Codex CLI before the envelope, up to about August-September 2025; its
+//! `codex-rs/core/src/rollout.rs` wrote it) is read too: the first line is the session header
+//! `{"id", "timestamp", "instructions", "git"?}` (what `session_meta.payload` became), then
+//! `{"record_type": "state"}` snapshots (skipped) and the Responses items themselves, one per
+//! line with no envelope and no timestamp. The header is read as a `session_meta` payload and
+//! each bare item as a `response_item` payload, so both layouts give the same messages for
+//! the same items ([`older_header`] tells the layout, here and in `detect`).
+//!
 //! Sub-agents. The format, as the Codex sources define it (openai/codex,
 //! `codex-rs/protocol/src/protocol.rs`: `SessionMeta`, `SessionSource`, `SubAgentSource`;
 //! `codex-rs/core/src/tools/handlers/multi_agents` (`collab.rs` in older trees): `spawn_agent`):
@@ -81,6 +89,8 @@ pub(crate) struct Rollout {
     first_line: usize,
     /// See [`Imported::subagent`].
     subagent: Option<SubagentOrigin>,
+    /// The older layout: bare items after a header line ([`older_header`]).
+    older: bool,
     /// The rollout's own thread id ([`Imported::source_thread_id`]).
     thread_id: Option<String>,
 }
@@ -91,8 +101,12 @@ struct Meta {
     payload: Value,
 }
 
-/// Every `session_meta` line of a rollout, in order.
-struct Metas(Vec<Meta>);
+/// Every `session_meta` line of a rollout, in order (of the older layout: its header).
+struct Metas {
+    metas: Vec<Meta>,
+    /// The rollout is of the older layout (no envelope).
+    older: bool,
+}
 
 impl Metas {
     /// Reads the `session_meta` lines up to the end, or up to a line naming `session_meta`
@@ -101,6 +115,7 @@ impl Metas {
         let mut metas = Vec::new();
         let mut line = String::new();
         let mut number = 0;
+        let mut first = true;
         loop {
             line.clear();
             if input
@@ -111,6 +126,21 @@ impl Metas {
                 break;
             }
             number += 1;
+            if first && !line.trim().is_empty() {
+                first = false;
+                // The older layout's header: the whole line is what `payload` became.
+                if let Ok(Value::Object(header)) = serde_json::from_str::<Value>(&line) {
+                    if older_header(&header) {
+                        return Ok(Self {
+                            metas: vec![Meta {
+                                line: number,
+                                payload: Value::Object(header),
+                            }],
+                            older: true,
+                        });
+                    }
+                }
+            }
             if !line.contains("session_meta") {
                 continue;
             }
@@ -128,25 +158,28 @@ impl Metas {
                 });
             }
         }
-        Ok(Self(metas))
+        Ok(Self {
+            metas,
+            older: false,
+        })
     }
 
     /// The rollout's own `session_meta`: the last one that names an earlier one's thread
     /// as its `thread_spawn` parent (what comes before it was copied from its ancestors),
     /// else the first.
     fn own(&self) -> Option<&Meta> {
-        let spawned = self.0.iter().enumerate().rev().find(|(k, meta)| {
+        let spawned = self.metas.iter().enumerate().rev().find(|(k, meta)| {
             let parent = meta
                 .payload
                 .pointer("/source/subagent/thread_spawn/parent_thread_id")
                 .and_then(Value::as_str);
             parent.is_some_and(|parent| {
-                self.0[..*k].iter().any(|earlier| {
+                self.metas[..*k].iter().any(|earlier| {
                     earlier.payload.get("id").and_then(Value::as_str) == Some(parent)
                 })
             })
         });
-        spawned.map(|(_, meta)| meta).or_else(|| self.0.first())
+        spawned.map(|(_, meta)| meta).or_else(|| self.metas.first())
     }
 }
 
@@ -199,7 +232,7 @@ impl Log for Rollout {
         }
         let first_line = own.map_or(1, |meta| meta.line);
         let system = metas
-            .0
+            .metas
             .iter()
             .filter(|meta| meta.line >= first_line)
             .find_map(|meta| instructions(&meta.payload))
@@ -213,6 +246,7 @@ impl Log for Rollout {
             lines: 0,
             first_line,
             subagent: own.and_then(|meta| subagent(&meta.payload)),
+            older: metas.older,
             thread_id: own
                 .and_then(|meta| meta.payload.get("id"))
                 .and_then(Value::as_str)
@@ -256,12 +290,16 @@ impl Log for Rollout {
                 items.flush()?;
                 self.markers.push((items.len(), summary));
             }
-            "response_item" => match payload.get("type").and_then(Value::as_str) {
-                Some("ghost_snapshot") => {}
-                // The encrypted form of a compaction; its summary is the `compacted` line's.
-                Some("compaction" | "compaction_summary") => {}
-                _ => items.item(&at, payload, created_at)?,
-            },
+            "response_item" => response_item(items, &at, payload, created_at)?,
+            // The older layout: past its header (read by `begin`) and its state snapshots, a
+            // bare item, read as a `response_item`'s payload is.
+            _ if self.older
+                && number != self.first_line
+                && !object.contains_key("payload")
+                && !object.contains_key("record_type") =>
+            {
+                response_item(items, &Location::line(number), &value, created_at)?
+            }
             _ => {}
         }
         Ok(())
@@ -291,6 +329,37 @@ impl Log for Rollout {
         };
         Ok((vec![(0, rest.messages)], streamed))
     }
+}
+
+/// One Responses item the model saw or made (a `response_item`'s payload, or a bare line of
+/// the older layout), into `items`; Codex's own bookkeeping items are skipped.
+fn response_item(
+    items: &mut Items,
+    at: &Location,
+    item: &Value,
+    created_at: Option<DateTime<Utc>>,
+) -> Result<(), ImportError> {
+    match item.get("type").and_then(Value::as_str) {
+        Some("ghost_snapshot") => Ok(()),
+        // The encrypted form of a compaction; its summary is the `compacted` line's.
+        Some("compaction" | "compaction_summary") => Ok(()),
+        _ => items.item(at, item, created_at),
+    }
+}
+
+/// True when `line` is the header of a rollout of the older layout: `{"id", "timestamp",
+/// "instructions", "git"?}` with no `type` (Codex's `SessionMeta` then, whose `instructions`
+/// was always written, `null` when unset). Nothing else has these three fields without a
+/// `type`: an envelope line, a bare item and a state snapshot all differ.
+pub(crate) fn older_header(line: &Map<String, Value>) -> bool {
+    !line.contains_key("type")
+        && !line.contains_key("payload")
+        && !line.contains_key("record_type")
+        && line.get("id").is_some_and(Value::is_string)
+        && line.get("timestamp").is_some_and(Value::is_string)
+        && line
+            .get("instructions")
+            .is_some_and(|i| i.is_string() || i.is_null())
 }
 
 /// A `session_meta` payload's instructions: `instructions` (older CLIs) or
@@ -415,6 +484,69 @@ mod tests {
             }]
         );
         assert!(imported.system.is_none());
+    }
+
+    /// The older layout (a header line, state snapshots, bare items) gives what the envelope
+    /// gives for the same items, its `instructions` the system prompt; only the timestamps,
+    /// which its items do not carry, are missing.
+    #[test]
+    fn the_older_layout_reads_as_the_envelope_does() {
+        let items = [
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls"}]}),
+            json!({"type": "reasoning", "summary": [], "content": null, "encrypted_content": "E"}),
+            json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+            json!({"type": "function_call_output", "call_id": "c1", "output": "a.txt"}),
+            json!({"type": "local_shell_call", "call_id": "c2", "status": "completed", "action": {"type": "exec", "command": ["pwd"]}}),
+            json!({"type": "function_call_output", "call_id": "c2", "output": "/"}),
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}),
+        ];
+        let header = json!({"id": "T", "timestamp": "2025-08-01T10:00:00Z", "instructions": "be brief", "git": {"branch": "main"}});
+        let mut envelope = vec![
+            json!({"timestamp": "2025-08-01T10:00:00Z", "type": "session_meta", "payload": header}),
+        ];
+        envelope.extend(items.iter().cloned().map(item));
+        let mut older = vec![header.clone(), json!({"record_type": "state"})];
+        older.extend(items.iter().cloned());
+        older.push(json!({"record_type": "state"}));
+        let mut from_envelope = import(&rollout(&envelope)).expect("imports");
+        for message in &mut from_envelope.messages {
+            message.created_at = None;
+        }
+        let from_older = import(&rollout(&older)).expect("the older layout imports");
+        assert_eq!(from_older.messages, from_envelope.messages);
+        assert_eq!(from_older.messages.len(), 6);
+        assert_eq!(
+            from_older.system.as_ref().map(|s| &s.parts),
+            Some(&vec![Part::text("be brief")])
+        );
+        assert_eq!(from_older.system, from_envelope.system);
+        assert_eq!(from_older.source_thread_id.as_deref(), Some("T"));
+        // A null `instructions` (what Codex wrote when there were none) is no system prompt.
+        older[0] = json!({"id": "T", "timestamp": "2025-08-01T10:00:00Z", "instructions": null});
+        assert!(import(&rollout(&older)).expect("imports").system.is_none());
+    }
+
+    /// Only the first line can be the header; a line of the older layout that is no item is
+    /// refused at its number, as an envelope's broken item is.
+    #[test]
+    fn the_older_layout_refuses_what_is_no_item_by_line() {
+        let header = json!({"id": "T", "timestamp": "t", "instructions": null});
+        let text = rollout(&[header, json!({"role_of": "user"})]);
+        let err = import(&text).expect_err("no item");
+        assert_eq!(err.location().and_then(|l| l.line), Some(2));
+        let header = json!({"id": "T", "timestamp": "t", "instructions": null});
+        assert!(older_header(header.as_object().expect("object")));
+        for not_header in [
+            json!({"id": "T", "timestamp": "t"}),
+            json!({"id": "T", "timestamp": "t", "instructions": null, "type": "message"}),
+            json!({"id": 1, "timestamp": "t", "instructions": null}),
+            json!({"timestamp": "t", "type": "session_meta", "payload": {"id": "T", "timestamp": "t", "instructions": null}}),
+        ] {
+            assert!(
+                !older_header(not_header.as_object().expect("object")),
+                "{not_header}"
+            );
+        }
     }
 
     #[test]
