@@ -881,3 +881,87 @@ fn a_codex_rollout_of_the_older_layout_imports_like_the_envelope_layout() {
         assert_eq!(results.len(), 16, "{format}");
     }
 }
+
+/// Gemini's REST API takes every field under its proto name (`function_call`) as well as its
+/// JSON name (`functionCall`); llm-gemini sent `function_call` and `function_response` beside
+/// `thoughtSignature`, and gemini-3-flash-preview answered 200. `import` refused the body
+/// ("a part holds exactly one of text, inlineData, ... (found none)"). It must import as the
+/// same body spelled the JSON way, keep the signature on its call, and export valid bodies.
+#[test]
+fn a_gemini_body_with_snake_case_fields_imports_as_the_api_took_it() {
+    let path = crate::util::transcripts()
+        .join("llm-gemini/extracted/test_tools_with_gemini_3_thought_signatures.request2.json");
+    let text = read(&path);
+    assert_eq!(detect_format(&text), Ok(Format::Gemini));
+    for other in session_store::import::FORMATS
+        .iter()
+        .filter(|f| **f != Format::Gemini)
+    {
+        assert!(
+            session_store::import::confirm(*other, &text).is_err(),
+            "{other}"
+        );
+    }
+    let source: Value = serde_json::from_str(&text).expect("JSON");
+    let signature = source["contents"][1]["parts"][1]["thoughtSignature"]
+        .as_str()
+        .expect("the signature");
+
+    let imported = import_transcript(Format::Gemini, &text).expect("the snake_case body imports");
+    let camel = text
+        .replace("\"function_call\"", "\"functionCall\"")
+        .replace("\"function_response\"", "\"functionResponse\"");
+    assert_ne!(camel, text);
+    let from_camel = import_transcript(Format::Gemini, &camel).expect("imports");
+    assert_eq!(imported.messages, from_camel.messages);
+    let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    let Part::ToolUse {
+        id,
+        name,
+        input,
+        provider_metadata,
+    } = &imported.messages[1].parts[1]
+    else {
+        panic!("{:?}", imported.messages[1].parts);
+    };
+    assert_eq!(
+        (name.as_str(), input),
+        ("multiply", &json!({"y": 3, "x": 5}))
+    );
+    assert_eq!(
+        provider_metadata
+            .as_ref()
+            .and_then(|m| m.pointer("/gemini/thoughtSignature")),
+        Some(&json!(signature))
+    );
+    assert_eq!(
+        imported.messages[2].parts,
+        [Part::tool_result(id.clone(), "15")]
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let session = store.import(&imported).expect("stored").session;
+    let gemini = export(&store, &session, Provider::Gemini);
+    let call = &gemini["contents"][1]["parts"][0];
+    assert_eq!(call["functionCall"]["name"], "multiply");
+    assert_eq!(call["thoughtSignature"], signature);
+    assert_eq!(
+        gemini["contents"][2]["parts"][0]["functionResponse"]["response"],
+        json!({"output": "15"})
+    );
+    for provider in [Provider::Anthropic, Provider::OpenAi, Provider::Responses] {
+        let (calls, results) = calls_and_results(provider, &export(&store, &session, provider));
+        assert_eq!(calls, [(id.clone(), "multiply".to_owned())], "{provider}");
+        assert_eq!(results, std::slice::from_ref(id), "{provider}");
+    }
+
+    let db = dir.path().join("cli.db");
+    let output = session_store(&db, &["import", path.to_str().expect("utf-8")]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
