@@ -965,3 +965,61 @@ fn a_gemini_body_with_snake_case_fields_imports_as_the_api_took_it() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// The user texts of an import, in order.
+fn user_texts(imported: &session_store::import::Imported) -> Vec<&str> {
+    imported
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A rollout whose prompt is only an `event_msg` `user_message` (no `response_item` message
+/// carries it) lost the prompt: the session began with the assistant's call. The prompt is
+/// imported from the event where no item of its turn carries it, and once where one does,
+/// whichever comes first (the 0.40 rollouts write the item, then the event; the
+/// claude-code-log fixture the event, then the item).
+#[test]
+fn a_codex_prompt_only_in_a_user_message_event_is_imported_once() {
+    let dir = crate::util::transcripts().join("claude-code-log/codex");
+    let only_event =
+        read(&dir.join("rollout-2026-01-03T04-05-06-22222222-2222-4222-8222-222222222222.jsonl"));
+    let imported = import_transcript(Format::Codex, &only_event).expect("imports");
+    let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    assert_eq!(user_texts(&imported), ["Spawn a synthetic researcher."]);
+    assert_eq!(
+        imported.messages[0].created_at.map(|t| t.to_rfc3339()),
+        Some("2026-01-03T04:05:07+00:00".to_owned())
+    );
+
+    let event_then_item =
+        read(&dir.join("rollout-2026-01-02T03-04-05-11111111-1111-4111-8111-111111111111.jsonl"));
+    let imported = import_transcript(Format::Codex, &event_then_item).expect("imports");
+    assert_eq!(user_texts(&imported), ["List the synthetic files."]);
+
+    // The real rollouts: as many user texts as their user items' texts, none from the events.
+    for path in codex_rollouts() {
+        let text = read(&path);
+        let items = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["type"] == "response_item" && l["payload"]["role"] == "user")
+            .flat_map(|l| {
+                l["payload"]["content"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|part| part["type"] == "input_text")
+            .count();
+        let imported = import_transcript(Format::Codex, &text).expect("imports");
+        assert_eq!(user_texts(&imported).len(), items, "{}", path.display());
+    }
+}

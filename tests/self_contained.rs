@@ -61,6 +61,7 @@ fn the_fixtures_carry_their_sources_and_licences() {
         "agentcmd",
         "pydantic-ai",
         "llm-gemini",
+        "claude-code-log",
     ] {
         assert!(fixtures.join(origin).is_dir(), "{origin}/ copied");
         assert!(

@@ -15,7 +15,10 @@
 //!   ([`Imported::compactions`]). `compaction` items (the encrypted form) are skipped.
 //! - `event_msg` lines repeat what the items hold for a UI (`user_message`, `agent_message`,
 //!   `agent_reasoning`, `token_count`, `turn_aborted`) and are skipped, as is any line type
-//!   this importer does not know.
+//!   this importer does not know; but a `user_message` whose prompt no `response_item` user
+//!   message of its turn carries becomes the user message ([`Prompts`]). Real rollouts (the
+//!   0.40 fixtures) write the item and, right after it, the event with the same text; a
+//!   rollout with the event alone would otherwise lose the prompt. Its `images` are not read.
 //! - Timestamps become the messages' `created_at`.
 //!
 //! The older layout (Codex CLI before the envelope, up to about August-September 2025; its
@@ -93,6 +96,84 @@ pub(crate) struct Rollout {
     older: bool,
     /// The rollout's own thread id ([`Imported::source_thread_id`]).
     thread_id: Option<String>,
+    /// `user_message` events and the user items they repeat.
+    prompts: Prompts,
+}
+
+/// The prompts of `user_message` events, against the `response_item` user messages of the same
+/// turn: an event is the item's echo when an item of its turn (before the next model item, or
+/// after the previous one) has a text equal to its message; otherwise it is the prompt, a user
+/// message placed where the event was (before the next item that is not a user message or an
+/// output, so a call and its output stay together).
+#[derive(Default)]
+struct Prompts {
+    /// The texts of the user items since the last model item.
+    recent: Vec<String>,
+    /// An event no item carried yet: where, when, its message.
+    pending: Option<(Location, Option<DateTime<Utc>>, String)>,
+}
+
+impl Prompts {
+    /// A `user_message` event.
+    fn event(
+        &mut self,
+        items: &mut Items,
+        at: Location,
+        message: &str,
+        created_at: Option<DateTime<Utc>>,
+    ) -> Result<(), ImportError> {
+        if self.recent.iter().any(|text| same_prompt(text, message)) {
+            return Ok(());
+        }
+        self.flush(items)?;
+        self.pending = Some((at, created_at, message.to_owned()));
+        Ok(())
+    }
+
+    /// Before a response item: a user message clears the event it carries; an item of the
+    /// model first places the event no item carried.
+    fn before(&mut self, items: &mut Items, item: &Value) -> Result<(), ImportError> {
+        let kind = item.get("type").and_then(Value::as_str);
+        if kind == Some("message") && item.get("role").and_then(Value::as_str) == Some("user") {
+            let texts = item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|part| part.get("text").and_then(Value::as_str));
+            for text in texts {
+                if self
+                    .pending
+                    .as_ref()
+                    .is_some_and(|(_, _, message)| same_prompt(text, message))
+                {
+                    self.pending = None;
+                }
+                self.recent.push(text.to_owned());
+            }
+            return Ok(());
+        }
+        if kind.is_some_and(|kind| kind.ends_with("_output")) {
+            return Ok(());
+        }
+        self.recent.clear();
+        self.flush(items)
+    }
+
+    /// Places the event no item carried, as the user message it was.
+    fn flush(&mut self, items: &mut Items) -> Result<(), ImportError> {
+        let Some((at, created_at, message)) = self.pending.take() else {
+            return Ok(());
+        };
+        let item = serde_json::json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": message}]});
+        items.item(&at, &item, created_at)
+    }
+}
+
+/// An event's message is its item's text, up to the whitespace at its ends.
+fn same_prompt(text: &str, message: &str) -> bool {
+    text == message || text.trim() == message.trim()
 }
 
 /// A `session_meta` line of a rollout: its line number and payload.
@@ -247,6 +328,7 @@ impl Log for Rollout {
             first_line,
             subagent: own.and_then(|meta| subagent(&meta.payload)),
             older: metas.older,
+            prompts: Prompts::default(),
             thread_id: own
                 .and_then(|meta| meta.payload.get("id"))
                 .and_then(Value::as_str)
@@ -287,10 +369,19 @@ impl Log for Rollout {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
+                self.prompts.flush(items)?;
                 items.flush()?;
                 self.markers.push((items.len(), summary));
             }
-            "response_item" => response_item(items, &at, payload, created_at)?,
+            "event_msg" if payload.get("type").and_then(Value::as_str) == Some("user_message") => {
+                if let Some(message) = payload.get("message").and_then(Value::as_str) {
+                    self.prompts.event(items, at, message, created_at)?;
+                }
+            }
+            "response_item" => {
+                self.prompts.before(items, payload)?;
+                response_item(items, &at, payload, created_at)?
+            }
             // The older layout: past its header (read by `begin`) and its state snapshots, a
             // bare item, read as a `response_item`'s payload is.
             _ if self.older
@@ -313,6 +404,7 @@ impl Log for Rollout {
         if self.lines == 0 {
             return Err(ImportError::Empty);
         }
+        self.prompts.flush(&mut self.items)?;
         self.items.flush()?;
         let rest = self
             .items
@@ -546,6 +638,55 @@ mod tests {
                 !older_header(not_header.as_object().expect("object")),
                 "{not_header}"
             );
+        }
+    }
+
+    /// A `user_message` event is the prompt only where no user item of its turn has its
+    /// text; it is placed before the next model item, never between a call and its output.
+    #[test]
+    fn a_prompt_event_is_imported_only_where_no_item_carries_it() {
+        let event = |text: &str| json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "event_msg", "payload": {"type": "user_message", "message": text}});
+        let call = item(
+            json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+        );
+        let output = item(json!({"type": "function_call_output", "call_id": "c1", "output": "ok"}));
+        let answer = item(
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}),
+        );
+        let cases: [(Vec<Value>, &[&str]); 4] = [
+            // The item, then its echo (the 0.40 rollouts).
+            (vec![said("one"), event("one"), answer.clone()], &["one"]),
+            // The echo first, then the item.
+            (vec![event("one\n"), said("one"), answer.clone()], &["one"]),
+            // The event alone, before the call; a later one alone, after an output.
+            (
+                vec![
+                    event("one"),
+                    call.clone(),
+                    output.clone(),
+                    event("two"),
+                    answer.clone(),
+                ],
+                &["one", "two"],
+            ),
+            // An event arriving between a call and its output waits for the output.
+            (
+                vec![said("one"), call, event("two"), output, answer],
+                &["one", "two"],
+            ),
+        ];
+        for (lines, expected) in cases {
+            let imported = import(&rollout(&lines)).expect("imports");
+            assert_eq!(
+                texts(&imported)
+                    .iter()
+                    .filter(|t| **t != "done")
+                    .copied()
+                    .collect::<Vec<_>>(),
+                expected,
+                "{lines:?}"
+            );
+            assert!(imported.tombstoned.is_empty(), "{lines:?}");
         }
     }
 
