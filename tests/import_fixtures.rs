@@ -19,10 +19,13 @@ fn fixtures() -> PathBuf {
 }
 
 /// Every Claude Code log and every derived request body (Codex rollouts are not a contract format).
-/// Whether the file lies in a folder named `codex` (the rollouts), judged on its own folder
+/// Whether the file lies in a folder named `codex` or `codex-older-layout` (the rollouts), judged on its own folder
 /// and not on the whole path, which holds the clone's location (a clone at `/x/codex/`).
 fn in_codex_folder(path: &Path) -> bool {
-    path.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new("codex"))
+    path.parent()
+        .and_then(Path::file_name)
+        .and_then(std::ffi::OsStr::to_str)
+        .is_some_and(|name| name == "codex" || name == "codex-older-layout")
 }
 
 pub(crate) fn transcripts() -> Vec<(PathBuf, Format)> {
@@ -546,8 +549,10 @@ fn every_real_transcript_is_detected_as_its_format_and_refused_as_any_other() {
             );
         }
     }
-    let codex = fixtures().join("agentcmd/codex");
-    for entry in std::fs::read_dir(&codex).expect("codex folder") {
+    let codex = ["agentcmd/codex", "agentcmd/codex-older-layout"]
+        .iter()
+        .flat_map(|folder| std::fs::read_dir(fixtures().join(folder)).expect("codex folder"));
+    for entry in codex {
         let path = entry.expect("entry").path();
         let text = read(&path);
         assert_eq!(detect(&text), Ok(Format::Codex), "{}", path.display());

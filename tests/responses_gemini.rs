@@ -735,3 +735,291 @@ mod any_stored_session_any_target {
         }
     }
 }
+
+/// The calls (id, name) and results (id, text) of an exported body, whatever its provider.
+fn calls_and_results(provider: Provider, body: &Value) -> (Vec<(String, String)>, Vec<String>) {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let (mut calls, mut results) = (Vec::new(), Vec::new());
+    let list = match provider {
+        Provider::Responses => &body["input"],
+        Provider::Gemini => &body["contents"],
+        _ => &body["messages"],
+    };
+    for entry in list.as_array().into_iter().flatten() {
+        match provider {
+            Provider::Anthropic => {
+                for block in entry["content"].as_array().into_iter().flatten() {
+                    match block["type"].as_str() {
+                        Some("tool_use") => calls.push((text(&block["id"]), text(&block["name"]))),
+                        Some("tool_result") => results.push(text(&block["tool_use_id"])),
+                        _ => {}
+                    }
+                }
+            }
+            Provider::OpenAi => {
+                for call in entry["tool_calls"].as_array().into_iter().flatten() {
+                    calls.push((text(&call["id"]), text(&call["function"]["name"])));
+                }
+                if entry["role"] == "tool" {
+                    results.push(text(&entry["tool_call_id"]));
+                }
+            }
+            Provider::Responses => match entry["type"].as_str() {
+                Some("function_call") => {
+                    calls.push((text(&entry["call_id"]), text(&entry["name"])))
+                }
+                Some("function_call_output") => results.push(text(&entry["call_id"])),
+                _ => {}
+            },
+            _ => {
+                for part in entry["parts"].as_array().into_iter().flatten() {
+                    if let Some(call) = part.get("functionCall") {
+                        calls.push((text(&call["id"]), text(&call["name"])));
+                    }
+                    if let Some(response) = part.get("functionResponse") {
+                        results.push(text(&response["id"]));
+                    }
+                }
+            }
+        }
+    }
+    (calls, results)
+}
+
+/// Codex CLI before the `{"type", "payload"}` envelope (to about August 2025) wrote a header
+/// line `{"id", "timestamp", "instructions", "git"}`, `{"record_type": "state"}` lines and the
+/// Responses items bare; `import` refused such a rollout ("no line looks like a Codex rollout
+/// line"). The fixture is a real 0.40 rollout (MIT) rewritten into that layout (SOURCES.md):
+/// it must be told as Codex, and give the messages, calls, results and exports of the
+/// envelope rollout it came from. It has no timestamps and no `turn_context`, so its
+/// messages have no `created_at` and no model.
+#[test]
+fn a_codex_rollout_of_the_older_layout_imports_like_the_envelope_layout() {
+    let older_path = crate::util::transcripts().join(
+        "agentcmd/codex-older-layout/rollout-2025-09-24T20-12-23-01997ea4-a70d-7da3-8c20-c736db82a7c5.older-layout.jsonl",
+    );
+    let envelope_path = &codex_rollouts()[1];
+    assert!(envelope_path
+        .ends_with("rollout-2025-09-24T20-12-23-01997ea4-a70d-7da3-8c20-c736db82a7c5.jsonl"));
+    let (older_text, envelope_text) = (read(&older_path), read(envelope_path));
+    assert_eq!(detect_format(&older_text), Ok(Format::Codex));
+
+    let older = import_transcript(Format::Codex, &older_text).expect("the older layout imports");
+    let envelope = import_transcript(Format::Codex, &envelope_text).expect("imports");
+    let shape = |imported: &session_store::import::Imported| {
+        imported
+            .messages
+            .iter()
+            .map(|m| (m.role, m.parts.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(older.messages.len(), 37);
+    assert_eq!(shape(&older), shape(&envelope));
+    assert_eq!(older.system, envelope.system);
+    assert_eq!(older.tombstoned, envelope.tombstoned);
+    assert!(older.messages.iter().all(|m| m.model.is_none()));
+
+    // Stored, each provider's request is the envelope's (every reasoning item kept).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let older_session = store.import(&older).expect("stored").session;
+    let envelope_session = store.import(&envelope).expect("stored").session;
+    let source = Inventory::of_rollout(&envelope_text);
+    assert_eq!(source.calls.len(), 16);
+    for provider in [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::Responses,
+        Provider::Gemini,
+    ] {
+        let body = export(&store, &older_session, provider);
+        assert_eq!(
+            body,
+            export(&store, &envelope_session, provider),
+            "{provider}"
+        );
+        let (calls, results) = calls_and_results(provider, &body);
+        let mut ids: Vec<&String> = calls.iter().map(|(id, _)| id).collect();
+        ids.sort();
+        let mut expected: Vec<&String> = source.calls.keys().collect();
+        expected.sort();
+        assert_eq!(ids, expected, "{provider}");
+        assert!(calls.iter().all(|(id, name)| source.calls[id] == *name));
+        assert_eq!(
+            results,
+            calls.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()
+        );
+    }
+    let responses = export(&store, &older_session, Provider::Responses);
+    assert_eq!(encrypted_in(&responses), source.encrypted);
+
+    // The CLI: `auto` takes it, and every export format answers with the calls and results.
+    let db = dir.path().join("cli.db");
+    let output = session_store(&db, &["import", older_path.to_str().expect("utf-8")]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    for (format, provider) in [
+        ("anthropic", Provider::Anthropic),
+        ("openai", Provider::OpenAi),
+        ("responses", Provider::Responses),
+        ("gemini", Provider::Gemini),
+    ] {
+        let output = session_store(&db, &["export", &id, "--format", format]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let body: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        assert_eq!(check(provider, &body), vec![], "{format}");
+        let (calls, results) = calls_and_results(provider, &body);
+        assert_eq!(calls.len(), 16, "{format}");
+        assert_eq!(results.len(), 16, "{format}");
+    }
+}
+
+/// Gemini's REST API takes every field under its proto name (`function_call`) as well as its
+/// JSON name (`functionCall`); llm-gemini sent `function_call` and `function_response` beside
+/// `thoughtSignature`, and gemini-3-flash-preview answered 200. `import` refused the body
+/// ("a part holds exactly one of text, inlineData, ... (found none)"). It must import as the
+/// same body spelled the JSON way, keep the signature on its call, and export valid bodies.
+#[test]
+fn a_gemini_body_with_snake_case_fields_imports_as_the_api_took_it() {
+    let path = crate::util::transcripts()
+        .join("llm-gemini/extracted/test_tools_with_gemini_3_thought_signatures.request2.json");
+    let text = read(&path);
+    assert_eq!(detect_format(&text), Ok(Format::Gemini));
+    for other in session_store::import::FORMATS
+        .iter()
+        .filter(|f| **f != Format::Gemini)
+    {
+        assert!(
+            session_store::import::confirm(*other, &text).is_err(),
+            "{other}"
+        );
+    }
+    let source: Value = serde_json::from_str(&text).expect("JSON");
+    let signature = source["contents"][1]["parts"][1]["thoughtSignature"]
+        .as_str()
+        .expect("the signature");
+
+    let imported = import_transcript(Format::Gemini, &text).expect("the snake_case body imports");
+    let camel = text
+        .replace("\"function_call\"", "\"functionCall\"")
+        .replace("\"function_response\"", "\"functionResponse\"");
+    assert_ne!(camel, text);
+    let from_camel = import_transcript(Format::Gemini, &camel).expect("imports");
+    assert_eq!(imported.messages, from_camel.messages);
+    let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    let Part::ToolUse {
+        id,
+        name,
+        input,
+        provider_metadata,
+    } = &imported.messages[1].parts[1]
+    else {
+        panic!("{:?}", imported.messages[1].parts);
+    };
+    assert_eq!(
+        (name.as_str(), input),
+        ("multiply", &json!({"y": 3, "x": 5}))
+    );
+    assert_eq!(
+        provider_metadata
+            .as_ref()
+            .and_then(|m| m.pointer("/gemini/thoughtSignature")),
+        Some(&json!(signature))
+    );
+    assert_eq!(
+        imported.messages[2].parts,
+        [Part::tool_result(id.clone(), "15")]
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path().join("s.db")).expect("open");
+    let session = store.import(&imported).expect("stored").session;
+    let gemini = export(&store, &session, Provider::Gemini);
+    let call = &gemini["contents"][1]["parts"][0];
+    assert_eq!(call["functionCall"]["name"], "multiply");
+    assert_eq!(call["thoughtSignature"], signature);
+    assert_eq!(
+        gemini["contents"][2]["parts"][0]["functionResponse"]["response"],
+        json!({"output": "15"})
+    );
+    for provider in [Provider::Anthropic, Provider::OpenAi, Provider::Responses] {
+        let (calls, results) = calls_and_results(provider, &export(&store, &session, provider));
+        assert_eq!(calls, [(id.clone(), "multiply".to_owned())], "{provider}");
+        assert_eq!(results, std::slice::from_ref(id), "{provider}");
+    }
+
+    let db = dir.path().join("cli.db");
+    let output = session_store(&db, &["import", path.to_str().expect("utf-8")]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The user texts of an import, in order.
+fn user_texts(imported: &session_store::import::Imported) -> Vec<&str> {
+    imported
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| &m.parts)
+        .filter_map(|p| match p {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A rollout whose prompt is only an `event_msg` `user_message` (no `response_item` message
+/// carries it) lost the prompt: the session began with the assistant's call. The prompt is
+/// imported from the event where no item of its turn carries it, and once where one does,
+/// whichever comes first (the 0.40 rollouts write the item, then the event; the
+/// claude-code-log fixture the event, then the item).
+#[test]
+fn a_codex_prompt_only_in_a_user_message_event_is_imported_once() {
+    let dir = crate::util::transcripts().join("claude-code-log/codex");
+    let only_event =
+        read(&dir.join("rollout-2026-01-03T04-05-06-22222222-2222-4222-8222-222222222222.jsonl"));
+    let imported = import_transcript(Format::Codex, &only_event).expect("imports");
+    let roles: Vec<Role> = imported.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    assert_eq!(user_texts(&imported), ["Spawn a synthetic researcher."]);
+    assert_eq!(
+        imported.messages[0].created_at.map(|t| t.to_rfc3339()),
+        Some("2026-01-03T04:05:07+00:00".to_owned())
+    );
+
+    let event_then_item =
+        read(&dir.join("rollout-2026-01-02T03-04-05-11111111-1111-4111-8111-111111111111.jsonl"));
+    let imported = import_transcript(Format::Codex, &event_then_item).expect("imports");
+    assert_eq!(user_texts(&imported), ["List the synthetic files."]);
+
+    // The real rollouts: as many user texts as their user items' texts, none from the events.
+    for path in codex_rollouts() {
+        let text = read(&path);
+        let items = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["type"] == "response_item" && l["payload"]["role"] == "user")
+            .flat_map(|l| {
+                l["payload"]["content"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|part| part["type"] == "input_text")
+            .count();
+        let imported = import_transcript(Format::Codex, &text).expect("imports");
+        assert_eq!(user_texts(&imported).len(), items, "{}", path.display());
+    }
+}

@@ -55,7 +55,14 @@ fn the_fixtures_carry_their_sources_and_licences() {
     let fixtures = crate::util::transcripts();
     let sources = std::fs::read_to_string(fixtures.join("SOURCES.md")).expect("SOURCES.md");
     let licences = std::fs::read_to_string(fixtures.join("LICENSES.md")).expect("LICENSES.md");
-    for origin in ["fasthooks", "spotter", "agentcmd", "pydantic-ai"] {
+    for origin in [
+        "fasthooks",
+        "spotter",
+        "agentcmd",
+        "pydantic-ai",
+        "llm-gemini",
+        "claude-code-log",
+    ] {
         assert!(fixtures.join(origin).is_dir(), "{origin}/ copied");
         assert!(
             sources.contains(&format!("`{origin}/`")),
@@ -67,6 +74,7 @@ fn the_fixtures_carry_their_sources_and_licences() {
         );
     }
     assert!(licences.contains("Permission is hereby granted, free of charge"));
+    assert!(fixtures.join("llm-gemini/LICENSE-APACHE-2.0").is_file());
     for doc in ["docs/CONTRACT.md", "docs/PROVIDER_RULES.md"] {
         assert!(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(doc).is_file(),

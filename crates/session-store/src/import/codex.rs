@@ -15,8 +15,19 @@
 //!   ([`Imported::compactions`]). `compaction` items (the encrypted form) are skipped.
 //! - `event_msg` lines repeat what the items hold for a UI (`user_message`, `agent_message`,
 //!   `agent_reasoning`, `token_count`, `turn_aborted`) and are skipped, as is any line type
-//!   this importer does not know.
+//!   this importer does not know; but a `user_message` whose prompt no `response_item` user
+//!   message of its turn carries becomes the user message ([`Prompts`]). Real rollouts (the
+//!   0.40 fixtures) write the item and, right after it, the event with the same text; a
+//!   rollout with the event alone would otherwise lose the prompt. Its `images` are not read.
 //! - Timestamps become the messages' `created_at`.
+//!
+//! The older layout (Codex CLI before the envelope, up to about August-September 2025; its
+//! `codex-rs/core/src/rollout.rs` wrote it) is read too: the first line is the session header
+//! `{"id", "timestamp", "instructions", "git"?}` (what `session_meta.payload` became), then
+//! `{"record_type": "state"}` snapshots (skipped) and the Responses items themselves, one per
+//! line with no envelope and no timestamp. The header is read as a `session_meta` payload and
+//! each bare item as a `response_item` payload, so both layouts give the same messages for
+//! the same items ([`older_header`] tells the layout, here and in `detect`).
 //!
 //! Sub-agents. The format, as the Codex sources define it (openai/codex,
 //! `codex-rs/protocol/src/protocol.rs`: `SessionMeta`, `SessionSource`, `SubAgentSource`;
@@ -81,8 +92,88 @@ pub(crate) struct Rollout {
     first_line: usize,
     /// See [`Imported::subagent`].
     subagent: Option<SubagentOrigin>,
+    /// The older layout: bare items after a header line ([`older_header`]).
+    older: bool,
     /// The rollout's own thread id ([`Imported::source_thread_id`]).
     thread_id: Option<String>,
+    /// `user_message` events and the user items they repeat.
+    prompts: Prompts,
+}
+
+/// The prompts of `user_message` events, against the `response_item` user messages of the same
+/// turn: an event is the item's echo when an item of its turn (before the next model item, or
+/// after the previous one) has a text equal to its message; otherwise it is the prompt, a user
+/// message placed where the event was (before the next item that is not a user message or an
+/// output, so a call and its output stay together).
+#[derive(Default)]
+struct Prompts {
+    /// The texts of the user items since the last model item.
+    recent: Vec<String>,
+    /// An event no item carried yet: where, when, its message.
+    pending: Option<(Location, Option<DateTime<Utc>>, String)>,
+}
+
+impl Prompts {
+    /// A `user_message` event.
+    fn event(
+        &mut self,
+        items: &mut Items,
+        at: Location,
+        message: &str,
+        created_at: Option<DateTime<Utc>>,
+    ) -> Result<(), ImportError> {
+        if self.recent.iter().any(|text| same_prompt(text, message)) {
+            return Ok(());
+        }
+        self.flush(items)?;
+        self.pending = Some((at, created_at, message.to_owned()));
+        Ok(())
+    }
+
+    /// Before a response item: a user message clears the event it carries; an item of the
+    /// model first places the event no item carried.
+    fn before(&mut self, items: &mut Items, item: &Value) -> Result<(), ImportError> {
+        let kind = item.get("type").and_then(Value::as_str);
+        if kind == Some("message") && item.get("role").and_then(Value::as_str) == Some("user") {
+            let texts = item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|part| part.get("text").and_then(Value::as_str));
+            for text in texts {
+                if self
+                    .pending
+                    .as_ref()
+                    .is_some_and(|(_, _, message)| same_prompt(text, message))
+                {
+                    self.pending = None;
+                }
+                self.recent.push(text.to_owned());
+            }
+            return Ok(());
+        }
+        if kind.is_some_and(|kind| kind.ends_with("_output")) {
+            return Ok(());
+        }
+        self.recent.clear();
+        self.flush(items)
+    }
+
+    /// Places the event no item carried, as the user message it was.
+    fn flush(&mut self, items: &mut Items) -> Result<(), ImportError> {
+        let Some((at, created_at, message)) = self.pending.take() else {
+            return Ok(());
+        };
+        let item = serde_json::json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": message}]});
+        items.item(&at, &item, created_at)
+    }
+}
+
+/// An event's message is its item's text, up to the whitespace at its ends.
+fn same_prompt(text: &str, message: &str) -> bool {
+    text == message || text.trim() == message.trim()
 }
 
 /// A `session_meta` line of a rollout: its line number and payload.
@@ -91,8 +182,12 @@ struct Meta {
     payload: Value,
 }
 
-/// Every `session_meta` line of a rollout, in order.
-struct Metas(Vec<Meta>);
+/// Every `session_meta` line of a rollout, in order (of the older layout: its header).
+struct Metas {
+    metas: Vec<Meta>,
+    /// The rollout is of the older layout (no envelope).
+    older: bool,
+}
 
 impl Metas {
     /// Reads the `session_meta` lines up to the end, or up to a line naming `session_meta`
@@ -101,6 +196,7 @@ impl Metas {
         let mut metas = Vec::new();
         let mut line = String::new();
         let mut number = 0;
+        let mut first = true;
         loop {
             line.clear();
             if input
@@ -111,6 +207,21 @@ impl Metas {
                 break;
             }
             number += 1;
+            if first && !line.trim().is_empty() {
+                first = false;
+                // The older layout's header: the whole line is what `payload` became.
+                if let Ok(Value::Object(header)) = serde_json::from_str::<Value>(&line) {
+                    if older_header(&header) {
+                        return Ok(Self {
+                            metas: vec![Meta {
+                                line: number,
+                                payload: Value::Object(header),
+                            }],
+                            older: true,
+                        });
+                    }
+                }
+            }
             if !line.contains("session_meta") {
                 continue;
             }
@@ -128,25 +239,28 @@ impl Metas {
                 });
             }
         }
-        Ok(Self(metas))
+        Ok(Self {
+            metas,
+            older: false,
+        })
     }
 
     /// The rollout's own `session_meta`: the last one that names an earlier one's thread
     /// as its `thread_spawn` parent (what comes before it was copied from its ancestors),
     /// else the first.
     fn own(&self) -> Option<&Meta> {
-        let spawned = self.0.iter().enumerate().rev().find(|(k, meta)| {
+        let spawned = self.metas.iter().enumerate().rev().find(|(k, meta)| {
             let parent = meta
                 .payload
                 .pointer("/source/subagent/thread_spawn/parent_thread_id")
                 .and_then(Value::as_str);
             parent.is_some_and(|parent| {
-                self.0[..*k].iter().any(|earlier| {
+                self.metas[..*k].iter().any(|earlier| {
                     earlier.payload.get("id").and_then(Value::as_str) == Some(parent)
                 })
             })
         });
-        spawned.map(|(_, meta)| meta).or_else(|| self.0.first())
+        spawned.map(|(_, meta)| meta).or_else(|| self.metas.first())
     }
 }
 
@@ -199,7 +313,7 @@ impl Log for Rollout {
         }
         let first_line = own.map_or(1, |meta| meta.line);
         let system = metas
-            .0
+            .metas
             .iter()
             .filter(|meta| meta.line >= first_line)
             .find_map(|meta| instructions(&meta.payload))
@@ -213,6 +327,8 @@ impl Log for Rollout {
             lines: 0,
             first_line,
             subagent: own.and_then(|meta| subagent(&meta.payload)),
+            older: metas.older,
+            prompts: Prompts::default(),
             thread_id: own
                 .and_then(|meta| meta.payload.get("id"))
                 .and_then(Value::as_str)
@@ -253,15 +369,28 @@ impl Log for Rollout {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
+                self.prompts.flush(items)?;
                 items.flush()?;
                 self.markers.push((items.len(), summary));
             }
-            "response_item" => match payload.get("type").and_then(Value::as_str) {
-                Some("ghost_snapshot") => {}
-                // The encrypted form of a compaction; its summary is the `compacted` line's.
-                Some("compaction" | "compaction_summary") => {}
-                _ => items.item(&at, payload, created_at)?,
-            },
+            "event_msg" if payload.get("type").and_then(Value::as_str) == Some("user_message") => {
+                if let Some(message) = payload.get("message").and_then(Value::as_str) {
+                    self.prompts.event(items, at, message, created_at)?;
+                }
+            }
+            "response_item" => {
+                self.prompts.before(items, payload)?;
+                response_item(items, &at, payload, created_at)?
+            }
+            // The older layout: past its header (read by `begin`) and its state snapshots, a
+            // bare item, read as a `response_item`'s payload is.
+            _ if self.older
+                && number != self.first_line
+                && !object.contains_key("payload")
+                && !object.contains_key("record_type") =>
+            {
+                response_item(items, &Location::line(number), &value, created_at)?
+            }
             _ => {}
         }
         Ok(())
@@ -275,6 +404,7 @@ impl Log for Rollout {
         if self.lines == 0 {
             return Err(ImportError::Empty);
         }
+        self.prompts.flush(&mut self.items)?;
         self.items.flush()?;
         let rest = self
             .items
@@ -291,6 +421,37 @@ impl Log for Rollout {
         };
         Ok((vec![(0, rest.messages)], streamed))
     }
+}
+
+/// One Responses item the model saw or made (a `response_item`'s payload, or a bare line of
+/// the older layout), into `items`; Codex's own bookkeeping items are skipped.
+fn response_item(
+    items: &mut Items,
+    at: &Location,
+    item: &Value,
+    created_at: Option<DateTime<Utc>>,
+) -> Result<(), ImportError> {
+    match item.get("type").and_then(Value::as_str) {
+        Some("ghost_snapshot") => Ok(()),
+        // The encrypted form of a compaction; its summary is the `compacted` line's.
+        Some("compaction" | "compaction_summary") => Ok(()),
+        _ => items.item(at, item, created_at),
+    }
+}
+
+/// True when `line` is the header of a rollout of the older layout: `{"id", "timestamp",
+/// "instructions", "git"?}` with no `type` (Codex's `SessionMeta` then, whose `instructions`
+/// was always written, `null` when unset). Nothing else has these three fields without a
+/// `type`: an envelope line, a bare item and a state snapshot all differ.
+pub(crate) fn older_header(line: &Map<String, Value>) -> bool {
+    !line.contains_key("type")
+        && !line.contains_key("payload")
+        && !line.contains_key("record_type")
+        && line.get("id").is_some_and(Value::is_string)
+        && line.get("timestamp").is_some_and(Value::is_string)
+        && line
+            .get("instructions")
+            .is_some_and(|i| i.is_string() || i.is_null())
 }
 
 /// A `session_meta` payload's instructions: `instructions` (older CLIs) or
@@ -415,6 +576,118 @@ mod tests {
             }]
         );
         assert!(imported.system.is_none());
+    }
+
+    /// The older layout (a header line, state snapshots, bare items) gives what the envelope
+    /// gives for the same items, its `instructions` the system prompt; only the timestamps,
+    /// which its items do not carry, are missing.
+    #[test]
+    fn the_older_layout_reads_as_the_envelope_does() {
+        let items = [
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ls"}]}),
+            json!({"type": "reasoning", "summary": [], "content": null, "encrypted_content": "E"}),
+            json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+            json!({"type": "function_call_output", "call_id": "c1", "output": "a.txt"}),
+            json!({"type": "local_shell_call", "call_id": "c2", "status": "completed", "action": {"type": "exec", "command": ["pwd"]}}),
+            json!({"type": "function_call_output", "call_id": "c2", "output": "/"}),
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}),
+        ];
+        let header = json!({"id": "T", "timestamp": "2025-08-01T10:00:00Z", "instructions": "be brief", "git": {"branch": "main"}});
+        let mut envelope = vec![
+            json!({"timestamp": "2025-08-01T10:00:00Z", "type": "session_meta", "payload": header}),
+        ];
+        envelope.extend(items.iter().cloned().map(item));
+        let mut older = vec![header.clone(), json!({"record_type": "state"})];
+        older.extend(items.iter().cloned());
+        older.push(json!({"record_type": "state"}));
+        let mut from_envelope = import(&rollout(&envelope)).expect("imports");
+        for message in &mut from_envelope.messages {
+            message.created_at = None;
+        }
+        let from_older = import(&rollout(&older)).expect("the older layout imports");
+        assert_eq!(from_older.messages, from_envelope.messages);
+        assert_eq!(from_older.messages.len(), 6);
+        assert_eq!(
+            from_older.system.as_ref().map(|s| &s.parts),
+            Some(&vec![Part::text("be brief")])
+        );
+        assert_eq!(from_older.system, from_envelope.system);
+        assert_eq!(from_older.source_thread_id.as_deref(), Some("T"));
+        // A null `instructions` (what Codex wrote when there were none) is no system prompt.
+        older[0] = json!({"id": "T", "timestamp": "2025-08-01T10:00:00Z", "instructions": null});
+        assert!(import(&rollout(&older)).expect("imports").system.is_none());
+    }
+
+    /// Only the first line can be the header; a line of the older layout that is no item is
+    /// refused at its number, as an envelope's broken item is.
+    #[test]
+    fn the_older_layout_refuses_what_is_no_item_by_line() {
+        let header = json!({"id": "T", "timestamp": "t", "instructions": null});
+        let text = rollout(&[header, json!({"role_of": "user"})]);
+        let err = import(&text).expect_err("no item");
+        assert_eq!(err.location().and_then(|l| l.line), Some(2));
+        let header = json!({"id": "T", "timestamp": "t", "instructions": null});
+        assert!(older_header(header.as_object().expect("object")));
+        for not_header in [
+            json!({"id": "T", "timestamp": "t"}),
+            json!({"id": "T", "timestamp": "t", "instructions": null, "type": "message"}),
+            json!({"id": 1, "timestamp": "t", "instructions": null}),
+            json!({"timestamp": "t", "type": "session_meta", "payload": {"id": "T", "timestamp": "t", "instructions": null}}),
+        ] {
+            assert!(
+                !older_header(not_header.as_object().expect("object")),
+                "{not_header}"
+            );
+        }
+    }
+
+    /// A `user_message` event is the prompt only where no user item of its turn has its
+    /// text; it is placed before the next model item, never between a call and its output.
+    #[test]
+    fn a_prompt_event_is_imported_only_where_no_item_carries_it() {
+        let event = |text: &str| json!({"timestamp": "2025-09-25T02:12:23.966Z", "type": "event_msg", "payload": {"type": "user_message", "message": text}});
+        let call = item(
+            json!({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+        );
+        let output = item(json!({"type": "function_call_output", "call_id": "c1", "output": "ok"}));
+        let answer = item(
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}),
+        );
+        let cases: [(Vec<Value>, &[&str]); 4] = [
+            // The item, then its echo (the 0.40 rollouts).
+            (vec![said("one"), event("one"), answer.clone()], &["one"]),
+            // The echo first, then the item.
+            (vec![event("one\n"), said("one"), answer.clone()], &["one"]),
+            // The event alone, before the call; a later one alone, after an output.
+            (
+                vec![
+                    event("one"),
+                    call.clone(),
+                    output.clone(),
+                    event("two"),
+                    answer.clone(),
+                ],
+                &["one", "two"],
+            ),
+            // An event arriving between a call and its output waits for the output.
+            (
+                vec![said("one"), call, event("two"), output, answer],
+                &["one", "two"],
+            ),
+        ];
+        for (lines, expected) in cases {
+            let imported = import(&rollout(&lines)).expect("imports");
+            assert_eq!(
+                texts(&imported)
+                    .iter()
+                    .filter(|t| **t != "done")
+                    .copied()
+                    .collect::<Vec<_>>(),
+                expected,
+                "{lines:?}"
+            );
+            assert!(imported.tombstoned.is_empty(), "{lines:?}");
+        }
     }
 
     #[test]

@@ -332,17 +332,24 @@ fn keyed_body(sample: &Sample, key: &str, what: &str) -> Evidence {
     }
 }
 
-/// Codex rollout lines: `{"type": one of [`CODEX_TYPES`], "payload": ...}`.
+/// Codex rollout lines: `{"type": one of [`CODEX_TYPES`], "payload": ...}`, or a first line
+/// that is the older layout's session header ([`super::codex::older_header`]).
 fn codex(sample: &Sample) -> Evidence {
     let lines: Vec<(usize, &Value)> = match sample {
         Sample::Document(value) => vec![(1, value)],
         Sample::Lines(lines) => lines.iter().map(|(n, v)| (*n, v)).collect(),
         Sample::Unreadable(reason) => return Evidence::IsNot(reason.clone()),
     };
-    for (line, value) in lines {
+    for (index, (line, value)) in lines.into_iter().enumerate() {
         let Value::Object(object) = value else {
             return Evidence::IsNot(format!("line {line} is not a JSON object"));
         };
+        if index == 0 && super::codex::older_header(object) {
+            return Evidence::Is(format!(
+                "line {line} is the session header of a Codex rollout of the older layout \
+                 (`id`, `timestamp`, `instructions`, no `type`)"
+            ));
+        }
         if let Some(Value::String(kind)) = object.get("type") {
             if CODEX_TYPES.contains(&kind.as_str()) && object.contains_key("payload") {
                 return Evidence::Is(format!("line {line} is a Codex {kind:?} line"));
@@ -674,6 +681,34 @@ mod tests {
         assert!(confirm(Format::Gemini, ANTHROPIC).is_err());
         assert!(confirm(Format::Responses, r#"{"contents": []}"#).is_err());
         assert!(confirm(Format::Anthropic, r#"{"input": []}"#).is_err());
+    }
+
+    /// A Codex rollout of the older layout (a session header first, then bare Responses
+    /// items) is Codex, and no other format: not Responses (its items are JSON Lines, not a
+    /// body's `input`), not Claude Code (no `uuid`).
+    #[test]
+    fn a_codex_rollout_of_the_older_layout_is_told_by_its_header() {
+        let older = concat!(
+            r#"{"id":"T","timestamp":"2025-08-01T10:00:00Z","instructions":null,"git":{}}"#,
+            "
+",
+            r#"{"record_type":"state"}"#,
+            "
+",
+            r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}"#,
+            "
+"
+        );
+        assert_eq!(detect(older), Ok(Format::Codex));
+        for other in CANDIDATES.iter().filter(|f| **f != Format::Codex) {
+            assert!(confirm(*other, older).is_err(), "{other}");
+        }
+        // The header alone is one JSON document, and still a rollout.
+        let header = older.lines().next().unwrap_or_default();
+        assert_eq!(detect(header), Ok(Format::Codex));
+        // Bare items without the header are no rollout Codex wrote.
+        let headless: String = older.lines().skip(1).collect::<Vec<_>>().join("\n");
+        assert!(detect(&headless).is_err());
     }
 
     #[test]

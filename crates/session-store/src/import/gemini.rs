@@ -18,6 +18,13 @@
 //!   (`executableCode`, ...) are kept verbatim for Gemini alone (opaque).
 //! - A body's `model` field, when it has one (the API takes it in the URL), is the model of
 //!   its assistant messages (`gemini/{model}`).
+//! - Every field is read under its JSON name (`functionCall`, `inlineData`, `mimeType`,
+//!   `thoughtSignature`, ...) or its proto name (`function_call`, `inline_data`, `mime_type`,
+//!   `thought_signature`, ...): the REST API takes both, and clients send either (llm-gemini
+//!   sends `function_call` beside `thoughtSignature`). One field spelled both ways in one
+//!   object is refused: the two values would have to be one. What is stored is spelled the
+//!   JSON way (a part kept verbatim too, at its top level), as the renderer writes it, and a
+//!   refusal's path names a field by its JSON name.
 //!
 //! The body is held to the pairing rules strictly: what the API would reject is refused.
 
@@ -60,10 +67,7 @@ impl Document for Body {
             ));
         }
         let object = &top.fields;
-        let system = match object
-            .get("systemInstruction")
-            .or_else(|| object.get("system_instruction"))
-        {
+        let system = match field(object, "systemInstruction", &root)? {
             None | Some(Value::Null) => None,
             Some(instruction) => {
                 let at = Location::path("systemInstruction");
@@ -118,11 +122,11 @@ impl Document for Body {
                     let at = at.join(&format!("parts[{position}]"));
                     let object = as_object(part, &at, "a part")?;
                     one_data_field(object, &at)?;
-                    match object.get("functionResponse") {
+                    match field(object, "functionResponse", &at)? {
                         Some(response) => {
                             results.push(function_response(response, &at, &mut self.calls)?)
                         }
-                        None => rest.push(user_part(object, part, &at)?),
+                        None => rest.push(user_part(object, &at)?),
                     }
                 }
                 if !results.is_empty() {
@@ -139,7 +143,7 @@ impl Document for Body {
                     let at = at.join(&format!("parts[{position}]"));
                     let object = as_object(part, &at, "a part")?;
                     one_data_field(object, &at)?;
-                    if object.contains_key("functionResponse") {
+                    if field(object, "functionResponse", &at)?.is_some() {
                         // Found by the import fuzz target: kept, it went back to Gemini in a
                         // model content, which Gemini refuses.
                         return Err(ImportError::malformed(
@@ -147,14 +151,7 @@ impl Document for Body {
                             "a functionResponse belongs in a user content, not a model content",
                         ));
                     }
-                    out.push(model_part(
-                        object,
-                        part,
-                        index,
-                        position,
-                        &at,
-                        &mut self.calls,
-                    )?);
+                    out.push(model_part(object, index, position, &at, &mut self.calls)?);
                 }
                 let mut message = NewMessage::assistant(out);
                 set_model(&mut message, self.model.as_deref());
@@ -191,21 +188,94 @@ fn parts_of<'a>(content: &'a Value, at: &Location) -> Result<&'a Vec<Value>, Imp
     }
 }
 
+/// The proto name (`snake_case`) of the field whose JSON name (`lowerCamelCase`) is `name`:
+/// `functionCall` is `function_call`; a one-word name is the same in both.
+fn proto_name(name: &str) -> String {
+    let mut proto = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            proto.push('_');
+            proto.push(c.to_ascii_lowercase());
+        } else {
+            proto.push(c);
+        }
+    }
+    proto
+}
+
+/// The JSON name of a key spelled either way: `function_call` is `functionCall`.
+fn json_name(key: &str) -> String {
+    let mut name = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        match c {
+            // A leading or doubled `_` is no word break: kept.
+            '_' if !name.is_empty() && !upper => upper = true,
+            c if upper => {
+                name.push(c.to_ascii_uppercase());
+                upper = false;
+            }
+            c => name.push(c),
+        }
+    }
+    if upper {
+        name.push('_');
+    }
+    name
+}
+
+/// The field `name` (its JSON name) of a Gemini object, spelled either way: the one reader of
+/// a key in this module (see the module docs). Both spellings in one object are refused,
+/// naming them.
+fn field<'a>(
+    object: &'a Map<String, Value>,
+    name: &str,
+    at: &Location,
+) -> Result<Option<&'a Value>, ImportError> {
+    let proto = proto_name(name);
+    let json = object.get(name);
+    if proto == name {
+        return Ok(json);
+    }
+    match (json, object.get(&proto)) {
+        (Some(_), Some(_)) => Err(ImportError::malformed(
+            at,
+            format!("both `{name}` and `{proto}`: one field spelled two ways"),
+        )),
+        (json, proto) => Ok(json.or(proto)),
+    }
+}
+
+/// `part` with its top-level keys spelled the JSON way (for a part kept verbatim: the renderer
+/// and the contract check know a part by its JSON names). A key spelled both ways is refused
+/// by [`field`] before a part gets here.
+fn json_spelled(part: &Map<String, Value>) -> Value {
+    Value::Object(
+        part.iter()
+            .map(|(key, value)| (json_name(key), value.clone()))
+            .collect(),
+    )
+}
+
 /// `{"gemini": {...}}` with the part's signature (if any) and `extra`.
-fn gemini_meta(object: &Map<String, Value>, extra: &[(&str, Value)]) -> Option<Value> {
+fn gemini_meta(
+    object: &Map<String, Value>,
+    extra: &[(&str, Value)],
+    at: &Location,
+) -> Result<Option<Value>, ImportError> {
     let mut gemini = Map::new();
     for (key, value) in extra {
         gemini.insert((*key).to_owned(), value.clone());
     }
-    if let Some(signature) = object.get(THOUGHT_SIGNATURE).filter(|s| !s.is_null()) {
+    if let Some(signature) = field(object, THOUGHT_SIGNATURE, at)?.filter(|s| !s.is_null()) {
         gemini.insert(THOUGHT_SIGNATURE.to_owned(), signature.clone());
     }
-    (!gemini.is_empty()).then(|| json!({ GEMINI: gemini }))
+    Ok((!gemini.is_empty()).then(|| json!({ GEMINI: gemini })))
 }
 
 /// A part that is not text or a call: inline data or a file as an image (an `image/*` type)
 /// or a document; anything else kept verbatim for Gemini alone (opaque).
-fn described(object: &Map<String, Value>, part: &Value) -> Part {
+fn described(object: &Map<String, Value>, at: &Location) -> Result<Part, ImportError> {
     let media = |media_type: &str, source: Value| {
         if media_type.starts_with("image/") {
             Part::Image {
@@ -221,40 +291,43 @@ fn described(object: &Map<String, Value>, part: &Value) -> Part {
             }
         }
     };
-    let field = |value: Option<&Value>, key: &str| {
-        value
-            .and_then(|v| v.get(key))
+    let text = |value: Option<&Value>, key: &str| -> Result<Option<String>, ImportError> {
+        let Some(Value::Object(value)) = value else {
+            return Ok(None);
+        };
+        Ok(field(value, key, at)?
             .and_then(Value::as_str)
-            .map(str::to_owned)
+            .map(str::to_owned))
     };
     if object.len() == 1 {
-        let inline = object.get("inlineData");
-        if let (Some(mime), Some(data)) = (field(inline, "mimeType"), field(inline, "data")) {
-            return media(
+        let inline = field(object, "inlineData", at)?;
+        if let (Some(mime), Some(data)) = (text(inline, "mimeType")?, text(inline, "data")?) {
+            return Ok(media(
                 &mime,
                 json!({"type": "base64", "media_type": mime, "data": data}),
-            );
+            ));
         }
-        let file = object.get("fileData");
-        if let (Some(mime), Some(uri)) = (field(file, "mimeType"), field(file, "fileUri")) {
-            return media(
+        let file = field(object, "fileData", at)?;
+        if let (Some(mime), Some(uri)) = (text(file, "mimeType")?, text(file, "fileUri")?) {
+            return Ok(media(
                 &mime,
                 json!({"type": "url", "url": uri, "media_type": mime}),
-            );
+            ));
         }
     }
-    Part::opaque(GEMINI, part.clone())
+    Ok(Part::opaque(GEMINI, json_spelled(object)))
 }
 
 /// Refuses a part that Gemini itself would refuse: one with none, or more than one, of the
 /// data fields (`text`, `inlineData`, `functionCall`, ...). Kept, it would be sent back
 /// verbatim and break the request (found by the import fuzz target).
 fn one_data_field(object: &Map<String, Value>, at: &Location) -> Result<(), ImportError> {
-    let found: Vec<&str> = DATA_KEYS
-        .iter()
-        .copied()
-        .filter(|key| object.contains_key(*key))
-        .collect();
+    let mut found: Vec<&str> = Vec::new();
+    for key in DATA_KEYS {
+        if field(object, key, at)?.is_some() {
+            found.push(key);
+        }
+    }
     if found.len() == 1 {
         return Ok(());
     }
@@ -272,33 +345,28 @@ fn one_data_field(object: &Map<String, Value>, at: &Location) -> Result<(), Impo
     ))
 }
 
-fn user_part(
-    object: &Map<String, Value>,
-    part: &Value,
-    at: &Location,
-) -> Result<Part, ImportError> {
+fn user_part(object: &Map<String, Value>, at: &Location) -> Result<Part, ImportError> {
     match object.get("text") {
         Some(Value::String(text)) => Ok(Part::text(text.clone())),
         Some(other) => Err(ImportError::malformed(
             &at.join("text"),
             format!("expected a string, found {}", type_name(other)),
         )),
-        None => Ok(described(object, part)),
+        None => described(object, at),
     }
 }
 
 fn model_part(
     object: &Map<String, Value>,
-    part: &Value,
     content: usize,
     position: usize,
     at: &Location,
     calls: &mut Vec<(String, String, bool)>,
 ) -> Result<Part, ImportError> {
-    if let Some(call) = object.get("functionCall") {
-        let at = at.join("functionCall");
-        let call = as_object(call, &at, "a function call")?;
-        let name = string_field(call, "name", &at)?;
+    if let Some(call) = field(object, "functionCall", at)? {
+        let call_at = at.join("functionCall");
+        let call = as_object(call, &call_at, "a function call")?;
+        let name = string_field(call, "name", &call_at)?;
         let input = match call.get("args") {
             None | Some(Value::Null) => json!({}),
             Some(Value::Object(args)) => Value::Object(args.clone()),
@@ -316,11 +384,11 @@ fn model_part(
             id,
             name: name.to_owned(),
             input,
-            provider_metadata: gemini_meta(object, &extra),
+            provider_metadata: gemini_meta(object, &extra, at)?,
         });
     }
     let Some(text) = object.get("text") else {
-        return Ok(described(object, part));
+        return described(object, at);
     };
     let Some(text) = text.as_str() else {
         return Err(ImportError::malformed(
@@ -329,22 +397,22 @@ fn model_part(
         ));
     };
     let thought = object.get("thought").and_then(Value::as_bool) == Some(true);
-    let signed = object.get(THOUGHT_SIGNATURE).is_some_and(|s| !s.is_null());
+    let signed = field(object, THOUGHT_SIGNATURE, at)?.is_some_and(|s| !s.is_null());
     Ok(if thought {
         Part::Reasoning {
             text: text.to_owned(),
-            provider_metadata: gemini_meta(object, &[("thought", json!(true))]),
+            provider_metadata: gemini_meta(object, &[("thought", json!(true))], at)?,
         }
     } else if signed && is_blank(text) {
         // The loader drops blank text; a signature that came on one is kept as thinking.
         Part::Reasoning {
             text: text.to_owned(),
-            provider_metadata: gemini_meta(object, &[("text", json!(true))]),
+            provider_metadata: gemini_meta(object, &[("text", json!(true))], at)?,
         }
     } else {
         Part::Text {
             text: text.to_owned(),
-            provider_metadata: gemini_meta(object, &[]),
+            provider_metadata: gemini_meta(object, &[], at)?,
         }
     })
 }
@@ -441,6 +509,141 @@ mod tests {
                 provider_metadata: Some(json!({"gemini": {"text": true, "thoughtSignature": "T"}})),
             }
         );
+    }
+
+    /// Every field the importer reads is taken under its proto name too, into the messages
+    /// the JSON names give; a part kept verbatim is stored spelled the JSON way.
+    #[test]
+    fn proto_names_read_as_json_names() {
+        let spelled = |snake: bool| {
+            let k = |camel: &str| {
+                if snake {
+                    proto_name(camel)
+                } else {
+                    camel.to_owned()
+                }
+            };
+            let mut inline = Map::new();
+            inline.insert(k("mimeType"), json!("image/png"));
+            inline.insert("data".into(), json!("iVBORw0KGgo="));
+            let mut file = Map::new();
+            file.insert(k("mimeType"), json!("application/pdf"));
+            file.insert(k("fileUri"), json!("gs://b/f.pdf"));
+            let part = |key: &str, value: Value| {
+                let mut part = Map::new();
+                part.insert(k(key), value);
+                Value::Object(part)
+            };
+            let mut signed = match part(
+                "functionCall",
+                json!({"name": "f", "args": {"snake_arg": 1}, "id": "c"}),
+            ) {
+                Value::Object(o) => o,
+                _ => Map::new(),
+            };
+            signed.insert(k("thoughtSignature"), json!("SIG"));
+            let mut body = Map::new();
+            body.insert(k("systemInstruction"), json!({"parts": [{"text": "s"}]}));
+            body.insert(
+                "contents".into(),
+                json!([
+                    {"role": "user", "parts": [{"text": "q"}, part("inlineData", Value::Object(inline)), part("fileData", Value::Object(file))]},
+                    {"role": "model", "parts": [
+                        part("executableCode", json!({"language": "PYTHON", "code": "print(1)"})),
+                        part("codeExecutionResult", json!({"outcome": "OUTCOME_OK", "output": "1"})),
+                        Value::Object(signed),
+                    ]},
+                    {"role": "user", "parts": [part("functionResponse", json!({"name": "f", "id": "c", "response": {"output": "ok"}}))]},
+                ]),
+            );
+            Value::Object(body).to_string()
+        };
+        let snake = spelled(true);
+        assert!(snake.contains("\"system_instruction\"") && snake.contains("\"file_uri\""));
+        let from_snake = import(&snake).expect("proto names import");
+        let from_camel = import(&spelled(false)).expect("JSON names import");
+        assert_eq!(from_snake.messages, from_camel.messages);
+        assert_eq!(from_snake.system, from_camel.system);
+        assert!(from_snake.system.is_some());
+        let user = &from_snake.messages[0].parts;
+        assert!(matches!(user[1], Part::Image { .. }), "{user:?}");
+        assert!(matches!(user[2], Part::Document { .. }), "{user:?}");
+        let model = &from_snake.messages[1].parts;
+        assert_eq!(
+            model[0],
+            Part::opaque(
+                GEMINI,
+                json!({"executableCode": {"language": "PYTHON", "code": "print(1)"}})
+            )
+        );
+        assert_eq!(
+            model[2],
+            Part::ToolUse {
+                id: "c".into(),
+                name: "f".into(),
+                input: json!({"snake_arg": 1}),
+                provider_metadata: Some(json!({"gemini": {"thoughtSignature": "SIG"}})),
+            }
+        );
+        assert_eq!(from_snake.messages[2].parts, [Part::tool_result("c", "ok")]);
+    }
+
+    /// One field spelled both ways in one object is refused (the API would have two values
+    /// for one field), naming both; two different data fields stay refused whatever their
+    /// spelling.
+    #[test]
+    fn a_field_spelled_both_ways_or_two_data_fields_are_refused() {
+        let refused = |part: Value, expected: &str| {
+            let body = json!({"contents": [
+                {"role": "user", "parts": [{"text": "q"}]},
+                {"role": "model", "parts": [part]},
+            ]});
+            match import(&body.to_string()) {
+                Err(ImportError::Malformed { at, problem }) => {
+                    assert_eq!(at.path, "contents[1].parts[0]", "{problem}");
+                    assert!(problem.contains(expected), "{problem}");
+                }
+                other => panic!("{other:?}"),
+            }
+        };
+        let call = json!({"name": "f"});
+        refused(
+            json!({"functionCall": call, "function_call": call}),
+            "both `functionCall` and `function_call`",
+        );
+        refused(
+            json!({"function_call": call, "thoughtSignature": "A", "thought_signature": "B"}),
+            "both `thoughtSignature` and `thought_signature`",
+        );
+        refused(
+            json!({"function_call": call, "text": "t"}),
+            "(found text, functionCall)",
+        );
+        refused(
+            json!({"inline_data": {"mime_type": "image/png", "data": "x"}, "file_data": {"mime_type": "image/png", "file_uri": "u"}}),
+            "(found inlineData, fileData)",
+        );
+        let body = json!({"systemInstruction": {"parts": [{"text": "a"}]}, "system_instruction": {"parts": [{"text": "b"}]}, "contents": [{"role": "user", "parts": [{"text": "q"}]}]});
+        assert!(matches!(
+            import(&body.to_string()),
+            Err(ImportError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn each_json_name_has_one_proto_name_and_back() {
+        for (json_name_, proto) in [
+            ("functionCall", "function_call"),
+            ("thoughtSignature", "thought_signature"),
+            ("codeExecutionResult", "code_execution_result"),
+            ("text", "text"),
+        ] {
+            assert_eq!(proto_name(json_name_), proto);
+            assert_eq!(json_name(proto), json_name_);
+            assert_eq!(json_name(json_name_), json_name_);
+        }
+        assert_eq!(json_name("_x"), "_x");
+        assert_eq!(json_name("x_"), "x_");
     }
 
     #[test]
