@@ -60,6 +60,7 @@ use crate::model::{NewMessage, Part, Role};
 pub(crate) mod anthropic;
 mod blocks;
 pub(crate) mod claude_code;
+mod claude_tree;
 pub(crate) mod codex;
 pub(crate) mod detect;
 pub(crate) mod gemini;
@@ -252,13 +253,30 @@ pub struct ImportedCompaction {
     pub summary: String,
 }
 
-/// A conversation run beside the imported one (a Claude Code sub-agent).
+/// A conversation run beside the imported one: a Claude Code sub-agent, or (with
+/// [`ImportedChild::branch`]) a branch of the log that is not the conversation resumed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImportedChild {
     /// The id of the call (a `Task` tool_use) that spawned it, when the source says.
     pub spawned_by: Option<String>,
+    /// Set when it is not a sub-agent but another conversation of the same log: an abandoned
+    /// branch (a rewind, an edited prompt), stored as a fork, or a conversation with a root of
+    /// its own, stored as a session of its own.
+    pub branch: Option<Branch>,
     /// The conversation.
     pub imported: Imported,
+}
+
+/// Where a conversation of a log that is not the one resumed comes from (see
+/// [`ImportedChild::branch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Branch {
+    /// The conversation it branched from, which it repeats up to where it left it: `0` the
+    /// imported one, `k` its `k`-th child. `None` when it shares no message with any (lines
+    /// of another session with a root of their own).
+    pub parent: Option<usize>,
+    /// How many of its first messages it shares with that conversation (`0` without one).
+    pub shared: usize,
 }
 
 impl Imported {
