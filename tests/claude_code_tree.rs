@@ -193,3 +193,32 @@ fn another_sessions_lines_in_a_log_become_a_session_of_their_own() {
     let row = lineage.iter().find(|l| l.id == other.session).expect("row");
     assert_eq!(row.parent, None);
 }
+
+/// A sub-agent's result that answers none of its calls is kept as text: the import says how
+/// many (`orphans_as_text` counts the children's too), and the text keeps its line's time.
+#[test]
+fn a_sidechain_result_answering_nothing_is_counted_and_keeps_its_time() {
+    let (_dir, store, _) = temp_store();
+    let summary = import(&store, "claude-code-log/sidechain_integrated.jsonl");
+    assert_eq!(summary.orphans_as_text, 1, "{summary:?}");
+    let messages: Vec<_> = summary
+        .children
+        .iter()
+        .flat_map(|child| store.messages(child).expect("messages"))
+        .collect();
+    let orphan = messages
+        .iter()
+        .find(|m| {
+            m.parts.iter().any(|p| {
+                p.provider_metadata()
+                    .is_some_and(|meta| meta["import"]["orphan_tool_result"].is_object())
+            })
+        })
+        .expect("the orphan kept as text");
+    assert_eq!(
+        orphan
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "2025-11-19T22:54:57.555Z"
+    );
+}

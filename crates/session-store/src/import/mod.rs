@@ -463,6 +463,9 @@ pub(crate) struct Assembler {
     orphans_as_text: usize,
     /// Orphan results kept as text, waiting for the open tool block to close.
     deferred: Vec<Part>,
+    /// The time of the first line the deferred text came from: the message it becomes is
+    /// dated by its source, not by the import.
+    deferred_at: Option<DateTime<Utc>>,
     /// Every call id stored so far, and the one renaming scheme for reused ones.
     ids: texts::Renamer,
     /// Calls of the open block stored under a fresh id: original id to the fresh ids, in
@@ -517,6 +520,7 @@ impl Assembler {
             tombstoned: Vec::new(),
             orphans_as_text: 0,
             deferred: Vec::new(),
+            deferred_at: None,
             ids: texts::Renamer::default(),
             renamed: std::collections::HashMap::new(),
             system: None,
@@ -705,6 +709,9 @@ impl Assembler {
         if answers.is_empty() {
             // Text cannot go into a tool message of its own, and a user message now would cut
             // off calls whose results may still come: keep it for when the block closes.
+            if self.deferred.is_empty() {
+                self.deferred_at = created_at;
+            }
             self.deferred.extend(orphans);
             if !self.walk.has_pending() {
                 self.flush_deferred(at)?;
@@ -748,7 +755,9 @@ impl Assembler {
             return Ok(());
         }
         let parts = std::mem::take(&mut self.deferred);
-        self.accept(at, NewMessage::new(Role::User, parts))
+        let mut message = NewMessage::new(Role::User, parts);
+        message.created_at = self.deferred_at.take();
+        self.accept(at, message)
     }
 
     /// Tombstones for the calls still pending, dated like the message that moves on.

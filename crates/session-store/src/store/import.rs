@@ -214,7 +214,8 @@ pub struct ImportSummary {
     pub messages: usize,
     /// See [`Imported::tombstoned`].
     pub tombstoned: Vec<String>,
-    /// See [`Imported::orphans_as_text`].
+    /// See [`Imported::orphans_as_text`]: in the session and its child sessions alike (a
+    /// sub-agent's result answering nothing is kept as text too).
     pub orphans_as_text: usize,
     /// See [`Imported::warnings`].
     pub warnings: Vec<String>,
@@ -599,7 +600,12 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
         children,
         messages: streamed.messages,
         tombstoned: streamed.tombstoned,
-        orphans_as_text: streamed.orphans_as_text,
+        orphans_as_text: streamed.orphans_as_text
+            + streamed
+                .children
+                .iter()
+                .map(|c| c.orphans_as_text)
+                .sum::<usize>(),
         warnings: streamed.warnings,
         branches,
     })
