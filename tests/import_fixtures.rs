@@ -387,6 +387,22 @@ fn import_into(store: &Store, path: &Path, format: Format) -> (Imported, Vec<Mes
     (imported, messages)
 }
 
+/// The log's other conversations (abandoned branches, other roots), each stored as a
+/// session of its own: what the main session leaves out is found there.
+fn branches_into(store: &Store, imported: &Imported, path: &Path) -> Vec<Vec<Message>> {
+    imported
+        .children
+        .iter()
+        .filter(|child| child.branch.is_some())
+        .map(|child| {
+            let session = store
+                .import_session(child.imported.clone().into_messages())
+                .unwrap_or_else(|e| panic!("{} branch not stored: {e:#?}", path.display()));
+            store.messages(&session).expect("read back")
+        })
+        .collect()
+}
+
 #[test]
 fn every_real_transcript_imports_with_every_signature_call_and_result() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -410,14 +426,29 @@ fn every_real_transcript_imports_with_every_signature_call_and_result() {
             other => unreachable!("{other} is not in the list"),
         };
         let (imported, messages) = import_into(&store, &path, format);
-        let stored = Inventory::of_stored(&messages, &imported.tombstoned);
+        let branches = branches_into(&store, &imported, &path);
+        let everything: Vec<Message> = messages
+            .iter()
+            .chain(branches.iter().flatten())
+            .cloned()
+            .collect();
+        let mut tombstoned = imported.tombstoned.clone();
+        for child in imported.children.iter().filter(|c| c.branch.is_some()) {
+            tombstoned.extend(child.imported.tombstoned.iter().cloned());
+        }
+        let stored = Inventory::of_stored(&everything, &tombstoned);
         let differences = differences(&source, &stored);
         assert!(
             differences.is_empty(),
             "{}: {differences:#?}",
             path.display()
         );
-        let exported = exported_inventory(&store, &messages, &path);
+        let mut exported = exported_inventory(&store, &messages, &path);
+        for branch in &branches {
+            exported
+                .0
+                .extend(exported_inventory(&store, branch, &path).0);
+        }
         let lost: Vec<&String> = source
             .calls
             .keys()

@@ -75,17 +75,51 @@ fn same_both_ways(store: &Store, format: Format, text: &str) {
     let streamed = store
         .import_reader(format, Cursor::new(text.as_bytes()))
         .expect("streams");
+    // Sub-agents, then the log's other conversations (each a session of its own).
+    let with_branches = |children: &[session_store::SessionId],
+                         branches: &[session_store::BranchSession]| {
+        let mut all = children.to_vec();
+        all.extend(branches.iter().map(|b| b.session.clone()));
+        all
+    };
     assert_eq!(
-        stored(store, &streamed.session, &streamed.children),
-        stored(store, &whole.session, &whole.children),
+        stored(
+            store,
+            &streamed.session,
+            &with_branches(&streamed.children, &streamed.branches)
+        ),
+        stored(
+            store,
+            &whole.session,
+            &with_branches(&whole.children, &whole.branches)
+        ),
         "{format}"
+    );
+    assert_eq!(
+        streamed
+            .branches
+            .iter()
+            .map(|b| (b.forked_from.is_some(), b.at_turn))
+            .collect::<Vec<_>>(),
+        whole
+            .branches
+            .iter()
+            .map(|b| (b.forked_from.is_some(), b.at_turn))
+            .collect::<Vec<_>>()
     );
     assert_eq!(
         streamed.messages,
         store.messages(&whole.session).expect("messages").len()
     );
     assert_eq!(streamed.tombstoned, imported.tombstoned);
-    assert_eq!(streamed.orphans_as_text, imported.orphans_as_text);
+    // The summary counts the children's orphans too.
+    let orphans = imported.orphans_as_text
+        + imported
+            .children
+            .iter()
+            .map(|c| c.imported.orphans_as_text)
+            .sum::<usize>();
+    assert_eq!(streamed.orphans_as_text, orphans);
     assert_eq!(streamed.warnings, imported.warnings);
 }
 

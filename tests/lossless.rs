@@ -412,19 +412,31 @@ fn per_block_type_counts_in_every_fixture_equal_the_counts_in_its_anthropic_expo
         };
         let source = block_counts(&source_values.iter().collect::<Vec<_>>());
         let imported = import_transcript(format, &text).expect("imports");
-        let tombstones = imported.tombstoned.len();
-        // Stored without the compactions, so the export holds every turn.
-        let id = store
-            .import_session(imported.into_messages())
-            .expect("stores");
-        let body = store
-            .export_now(&id, Provider::Anthropic, &options)
-            .expect("exports");
-        assert_eq!(check_anthropic(&body), vec![], "{}", path.display());
-        let exported_contents: Vec<&Value> = body["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let mut tombstones = imported.tombstoned.len();
+        // A Claude Code log's abandoned branches are sessions of their own, each repeating
+        // the messages it shares with the conversation it left: only its own are counted
+        // (every branch of these fixtures leaves at a turn's start).
+        let mut parts = Vec::new();
+        for child in &imported.children {
+            if let Some(branch) = child.branch {
+                tombstones += child.imported.tombstoned.len();
+                parts.push(child.imported.messages[branch.shared..].to_vec());
+            }
+        }
+        parts.insert(0, imported.into_messages());
+        let mut bodies = Vec::new();
+        for messages in parts {
+            // Stored without the compactions, so the export holds every turn.
+            let id = store.import_session(messages).expect("stores");
+            let body = store
+                .export_now(&id, Provider::Anthropic, &options)
+                .expect("exports");
+            assert_eq!(check_anthropic(&body), vec![], "{}", path.display());
+            bodies.push(body);
+        }
+        let exported_contents: Vec<&Value> = bodies
+            .iter()
+            .flat_map(|body| body["messages"].as_array().into_iter().flatten())
             .map(|m| &m["content"])
             .collect();
         let mut exported = block_counts(&exported_contents);

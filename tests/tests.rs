@@ -10,6 +10,7 @@ mod bundle;
 mod bundle_refusals;
 mod cascades;
 mod check_constraints;
+mod claude_code_tree;
 mod cli;
 mod codex_links;
 mod compaction;

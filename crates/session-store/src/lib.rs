@@ -71,11 +71,12 @@ pub use history::render::Provider;
 pub use history::turns::turn_indexes;
 pub use store::{
     clock, is_database_url, latest_schema_version, redact_database_url, schema_version,
-    search_notes, validate_bundle, CompactionOutcome, ConnectionSettings, CopyReport, Deleted,
-    Durability, ExportOptions, Forked, ImportSummary, ImportedSessions, Lineage, ObjectSize,
-    OpenMessage, OverviewRow, Reclaimed, Reverted, SearchHit, SearchOptions, SessionHealth,
-    SessionOverview, SessionRow, SessionSize, SessionUsage, SizeReport, Store, StoreOptions,
-    TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION, MAX_SEARCH_TERMS,
+    search_notes, validate_bundle, BranchSession, CompactionOutcome, ConnectionSettings,
+    CopyReport, Deleted, Durability, ExportOptions, Forked, ImportSummary, ImportedSessions,
+    Lineage, ObjectSize, OpenMessage, OverviewRow, Reclaimed, Reverted, SearchHit, SearchOptions,
+    SessionHealth, SessionOverview, SessionRow, SessionSize, SessionUsage, SizeReport, Store,
+    StoreOptions, TokenTotals, TranscriptFormat, TurnUsage, BUNDLE_FORMAT, BUNDLE_VERSION,
+    MAX_SEARCH_TERMS,
 };
 pub use store::{ReadableSession, StoredPart};
 

@@ -229,6 +229,7 @@ fn summary_json(stored: &session_store::ImportSummary, format: Format) -> serde_
         "session": stored.session.as_str(),
         "format": format.to_string(),
         "children": stored.children,
+        "branches": stored.branches,
         "messages": stored.messages,
         "tombstoned": stored.tombstoned,
         "orphans_as_text": stored.orphans_as_text,
@@ -236,12 +237,29 @@ fn summary_json(stored: &session_store::ImportSummary, format: Format) -> serde_
     })
 }
 
-/// The notes of one import on stderr: child sessions, tombstones, orphans, warnings.
+/// The notes of one import on stderr: child sessions, branches, tombstones, orphans,
+/// warnings.
 fn notes(stored: &session_store::ImportSummary) {
     for child in &stored.children {
         eprintln!(
             "session-store: a sub-agent's conversation was imported as child session {child}"
         );
+    }
+    for branch in &stored.branches {
+        match (&branch.forked_from, branch.at_turn) {
+            (Some(from), Some(turn)) => eprintln!(
+                "session-store: a branch the log left (a rewind or an edited prompt) was imported as session {}, a fork of {from} at turn {turn}",
+                branch.session
+            ),
+            (Some(from), None) => eprintln!(
+                "session-store: a branch the log left (a rewind or an edited prompt) was imported as session {}, a fork of {from}",
+                branch.session
+            ),
+            (None, _) => eprintln!(
+                "session-store: another conversation of the log (its own root) was imported as session {}",
+                branch.session
+            ),
+        }
     }
     let tombstoned = stored.tombstoned.len();
     if tombstoned > 0 {

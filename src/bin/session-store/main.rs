@@ -155,8 +155,8 @@ enum Command {
         /// their order.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// One JSON object on stdout (`session`, `children`, `messages`, `tombstoned`,
-        /// `orphans_as_text`, `warnings`) instead of the id alone.
+        /// One JSON object on stdout (`session`, `children`, `branches`, `messages`,
+        /// `tombstoned`, `orphans_as_text`, `warnings`) instead of the id alone.
         #[arg(long)]
         json: bool,
     },

@@ -12,11 +12,19 @@
 //!   images) a `user` message after it. Lines with `isMeta` (caveats, hook reminders) are kept
 //!   as user messages, their parts tagged `provider_metadata.claude_code.is_meta`. Interrupt
 //!   markers (`[Request interrupted by user...]`) stay user text, tagged `.interrupt`.
+//! - Which lines make the conversation is read from the log's `parentUuid` tree
+//!   ([`super::claude_tree`]), as Claude Code resumes it: the chain from the latest leaf back
+//!   to its root. Each abandoned branch (a rewind, an edited earlier prompt) is a child
+//!   conversation of its own ([`Imported::children`] with [`super::ImportedChild::branch`]),
+//!   the whole branch from the root, stored as a fork of the conversation it left; another
+//!   session's lines with a root of their own likewise, with no parent. A log whose lines name
+//!   no parent is read in file order.
 //! - A compaction (`compact_boundary`, then the `isCompactSummary` user line) becomes a store
 //!   compaction ([`Imported::compactions`]): its summary goes to `summaries`, every turn
 //!   before it is compacted, and the summary line stays as an empty user message tagged
 //!   `.compact_summary` that opens the next turn. An export sends what Claude Code sent: the
-//!   system prompt, the summary, and what follows.
+//!   system prompt, the summary, and what follows. The messages a partial compaction keeps
+//!   (`compactMetadata.preservedMessages` / `preservedSegment`) follow the summary, visible.
 //! - `message.model` becomes `messages.model` (`anthropic/...`), `message.usage` the
 //!   message's usage row; the latest legacy `summary` line is the session's title.
 //! - Everything else is skipped: `progress`, `file-history-snapshot`, `queue-operation`,
@@ -46,6 +54,7 @@ use serde_json::{json, Map, Value};
 use std::io::BufRead;
 
 use super::blocks::{content_blocks, split};
+use super::claude_tree::{self, Boundary, Node, Plan};
 use super::stream::{Batches, Log, Streamed, StreamedChild};
 use super::{
     as_object, json as parse, tag, Assembler, ImportError, Imported, ImportedCompaction, Leniency,
@@ -94,6 +103,27 @@ pub(crate) struct Session {
     /// The first `prompt` of each call of the main conversation, to the call's id: how a
     /// sub-agent is linked to the call that started it.
     prompts: std::collections::HashMap<String, String>,
+    /// Which conversation of the tree ([`claude_tree`]) each line goes to, and when.
+    routes: Routes,
+    /// The conversations of the tree but the main one (abandoned branches, other roots).
+    branches: Vec<Conversation>,
+}
+
+/// The plan of the log's tree as pass two follows it: conversation 0 is `main`, `k` is
+/// `branches[k - 1]`.
+#[derive(Default)]
+struct Routes {
+    plan: Option<Plan>,
+    /// The conversations each message line goes to.
+    of_line: std::collections::HashMap<usize, Vec<usize>>,
+    /// Per conversation, how many of its lines were fed.
+    fed: Vec<usize>,
+    /// Per conversation, lines read before their turn (the kept messages of a partial
+    /// compaction, fed after its summary), by line number.
+    held: Vec<std::collections::BTreeMap<usize, String>>,
+    /// Per branch conversation, how many messages it had when its first line of its own
+    /// came: the messages it shares with the conversation it left.
+    shared: Vec<Option<usize>>,
 }
 
 /// One conversation of the log being assembled.
@@ -129,9 +159,8 @@ fn entry<'a>(
 ) -> Result<Option<Entry<'a>>, ImportError> {
     let at = Location::line(line);
     let fields = as_object(value, &at, "a log entry")?;
-    let assistant = match fields.get("type").and_then(Value::as_str) {
-        Some("assistant") => true,
-        Some("user") => false,
+    match fields.get("type").and_then(Value::as_str) {
+        Some("assistant" | "user") => {}
         // The title Claude Code gives a session (the latest one wins).
         Some("summary") => {
             if let Some(summary) = fields.get("summary").and_then(Value::as_str) {
@@ -142,12 +171,25 @@ fn entry<'a>(
             return Ok(None);
         }
         _ => return Ok(None),
-    };
+    }
     if let Some(uuid) = fields.get("uuid").and_then(Value::as_str) {
         if !seen_uuids.insert(uuid.to_owned()) {
             return Ok(None);
         }
     }
+    message_entry(line, value)
+}
+
+/// The entry a `user` or `assistant` line holds (`None` for other lines), duplicates not
+/// looked for: a line held back and read again.
+fn message_entry(line: usize, value: &Value) -> Result<Option<Entry<'_>>, ImportError> {
+    let at = Location::line(line);
+    let fields = as_object(value, &at, "a log entry")?;
+    let assistant = match fields.get("type").and_then(Value::as_str) {
+        Some("assistant") => true,
+        Some("user") => false,
+        _ => return Ok(None),
+    };
     let Some(message) = fields.get("message") else {
         return Err(ImportError::malformed(&at, "missing \"message\""));
     };
@@ -159,6 +201,65 @@ fn entry<'a>(
         fields,
         sidechain: fields.get("isSidechain") == Some(&Value::Bool(true)),
     }))
+}
+
+/// What the tree ([`claude_tree`]) reads of a line that is not a sidechain's.
+fn node(line: usize, fields: &Map<String, Value>, message: bool) -> Node {
+    let text = |key: &str| fields.get(key).and_then(Value::as_str).map(str::to_owned);
+    let body = fields.get("message").and_then(Value::as_object);
+    let assistant = fields.get("type").and_then(Value::as_str) == Some("assistant");
+    let tool_result = !assistant
+        && body
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| {
+                blocks
+                    .iter()
+                    .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            });
+    let is_boundary = fields.get("type").and_then(Value::as_str) == Some("system")
+        && fields.get("subtype").and_then(Value::as_str) == Some("compact_boundary");
+    let boundary = is_boundary.then(|| {
+        let meta = fields.get("compactMetadata");
+        let uuid_at = |path: &[&str]| {
+            let mut at = meta?;
+            for key in path {
+                at = at.get(key)?;
+            }
+            at.as_str().map(str::to_owned)
+        };
+        Boundary {
+            logical_parent: text("logicalParentUuid"),
+            preserved: meta
+                .and_then(|m| m.pointer("/preservedMessages/uuids"))
+                .and_then(Value::as_array)
+                .map(|uuids| {
+                    uuids
+                        .iter()
+                        .filter_map(|u| u.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            segment: uuid_at(&["preservedSegment", "headUuid"])
+                .zip(uuid_at(&["preservedSegment", "tailUuid"])),
+        }
+    });
+    Node {
+        line,
+        uuid: text("uuid"),
+        parent: text("parentUuid"),
+        message,
+        assistant,
+        session: text("sessionId"),
+        message_id: body
+            .filter(|_| assistant)
+            .and_then(|m| m.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        tool_result,
+        compact_summary: fields.get("isCompactSummary") == Some(&Value::Bool(true)),
+        boundary,
+    }
 }
 
 /// The lines an import leaves out, counted so that the import can say so: a log of many
@@ -238,7 +339,10 @@ impl Log for Session {
             main: Conversation::new(),
             children: Vec::new(),
             prompts: std::collections::HashMap::new(),
+            routes: Routes::default(),
+            branches: Vec::new(),
         };
+        let mut nodes = Vec::new();
         let mut not_an_entry = None;
         let mut skipped = Skipped::default();
         let mut any = false;
@@ -286,8 +390,23 @@ impl Log for Session {
                         session.agents.push(agent);
                     }
                 }
-                Ok(Some(_)) => session.only_sidechain = false,
-                Ok(None) => skipped.note(&value),
+                Ok(Some(entry)) => {
+                    session.only_sidechain = false;
+                    nodes.push(node(number, entry.fields, true));
+                }
+                Ok(None) => {
+                    skipped.note(&value);
+                    if let Some(fields) = value.as_object() {
+                        let message = matches!(
+                            fields.get("type").and_then(Value::as_str),
+                            Some("user" | "assistant")
+                        );
+                        let sidechain = fields.get("isSidechain") == Some(&Value::Bool(true));
+                        if !message && !sidechain {
+                            nodes.push(node(number, fields, false));
+                        }
+                    }
+                }
                 Err(error) => not_an_entry = Some(error),
             }
         }
@@ -301,8 +420,10 @@ impl Log for Session {
         session.seen_uuids.clear();
         if session.only_sidechain {
             session.agents.clear();
+            nodes.clear();
         }
         session.children = session.agents.iter().map(|_| Conversation::new()).collect();
+        session.route(claude_tree::plan(&nodes));
         Ok(session)
     }
 
@@ -318,7 +439,7 @@ impl Log for Session {
             return Ok(());
         };
         if self.only_sidechain || !entry.sidechain {
-            return feed(&mut self.main, &entry);
+            return self.feed_routed(number, line, &entry);
         }
         let agent = agent_of(&entry);
         let Some(child) = self
@@ -344,12 +465,17 @@ impl Log for Session {
                 out.push((k + 1, child.assembler.take_ready()));
             }
         }
+        let first_branch = 1 + self.children.len();
+        for (b, branch) in self.branches.iter_mut().enumerate() {
+            out.push((first_branch + b, branch.assembler.take_ready()));
+        }
         self.observe(&out);
         out
     }
 
     fn finish(mut self, _: usize) -> Result<(Batches, Streamed), ImportError> {
         let end = Location::line(self.last_line);
+        self.feed_held()?;
         let main = std::mem::replace(&mut self.main, Conversation::new());
         let rest = main.assembler.finish_rest(&end)?;
         let mut out = vec![(0, rest.messages)];
@@ -376,6 +502,31 @@ impl Log for Session {
                 ..StreamedChild::default()
             });
         }
+        let first_branch = 1 + self.children.len();
+        let stream_of = |k: usize| if k == 0 { 0 } else { first_branch + k - 1 };
+        let forks: Vec<Option<claude_tree::Fork>> = self
+            .routes
+            .plan
+            .iter()
+            .flat_map(|plan| plan.conversations.iter().skip(1).map(|c| c.fork))
+            .collect();
+        for (b, branch) in std::mem::take(&mut self.branches).into_iter().enumerate() {
+            let rest = branch.assembler.finish_rest(&end)?;
+            out.push((first_branch + b, rest.messages));
+            let fork = forks.get(b).copied().flatten();
+            streamed.children.push(StreamedChild {
+                compactions: branch.compactions,
+                tombstoned: rest.tombstoned,
+                orphans_as_text: rest.orphans_as_text,
+                branch: Some(super::Branch {
+                    parent: fork.map(|f| stream_of(f.parent)),
+                    shared: fork
+                        .and_then(|_| self.routes.shared.get(b + 1).copied().flatten())
+                        .unwrap_or(0),
+                }),
+                ..StreamedChild::default()
+            });
+        }
         self.observe(&out);
         for (streamed, child) in streamed.children.iter_mut().zip(&self.children) {
             streamed.spawned_by = child
@@ -389,6 +540,111 @@ impl Log for Session {
 }
 
 impl Session {
+    /// Follows `plan` in pass two: a conversation for each of its branches, and where each
+    /// line goes.
+    fn route(&mut self, plan: Plan) {
+        let count = plan.conversations.len();
+        for (k, conversation) in plan.conversations.iter().enumerate() {
+            for &line in &conversation.lines {
+                self.routes.of_line.entry(line).or_default().push(k);
+            }
+        }
+        self.branches = (1..count).map(|_| Conversation::new()).collect();
+        self.routes.fed = vec![0; count];
+        self.routes.held = vec![std::collections::BTreeMap::new(); count];
+        self.routes.shared = vec![None; count];
+        self.routes.plan = Some(plan);
+    }
+
+    /// The conversation `k` of the plan.
+    fn conversation(&mut self, k: usize) -> Option<&mut Conversation> {
+        match k {
+            0 => Some(&mut self.main),
+            k => self.branches.get_mut(k - 1),
+        }
+    }
+
+    /// Feeds a message line of the tree to each conversation it belongs to, when its turn
+    /// comes; a line read early is held until then.
+    fn feed_routed(
+        &mut self,
+        number: usize,
+        line: &str,
+        entry: &Entry<'_>,
+    ) -> Result<(), ImportError> {
+        let Some(targets) = self.routes.of_line.get(&number).cloned() else {
+            return feed(&mut self.main, entry);
+        };
+        for k in targets {
+            if self.next_line(k) == Some(number) {
+                self.feed_one(k, entry)?;
+                self.feed_held_of(k)?;
+            } else if let Some(held) = self.routes.held.get_mut(k) {
+                held.insert(number, line.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    /// The next line conversation `k` takes.
+    fn next_line(&self, k: usize) -> Option<usize> {
+        let plan = self.routes.plan.as_ref()?;
+        let fed = *self.routes.fed.get(k)?;
+        plan.conversations.get(k)?.lines.get(fed).copied()
+    }
+
+    /// Feeds one entry to conversation `k`, noting where a branch's own lines begin.
+    fn feed_one(&mut self, k: usize, entry: &Entry<'_>) -> Result<(), ImportError> {
+        let shared = self
+            .routes
+            .plan
+            .as_ref()
+            .and_then(|plan| plan.conversations.get(k))
+            .and_then(|c| c.fork)
+            .map(|fork| fork.shared);
+        let fed = self.routes.fed.get(k).copied().unwrap_or_default();
+        let Some(conversation) = self.conversation(k) else {
+            return Ok(());
+        };
+        let len = conversation.assembler.len();
+        feed(conversation, entry)?;
+        if shared == Some(fed) {
+            self.routes.shared[k] = Some(len);
+        }
+        self.routes.fed[k] += 1;
+        Ok(())
+    }
+
+    /// Feeds conversation `k` the held lines whose turn has come.
+    fn feed_held_of(&mut self, k: usize) -> Result<(), ImportError> {
+        while let Some(number) = self.next_line(k) {
+            let Some(text) = self.routes.held.get_mut(k).and_then(|h| h.remove(&number)) else {
+                break;
+            };
+            let value = parse::parse(&text, &Location::line(number), None)?;
+            if let Some(entry) = message_entry(number, &value)? {
+                self.feed_one(k, &entry)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// At the end, the lines still held (their turn never came: a plan the lines did not
+    /// follow), in order rather than lost.
+    fn feed_held(&mut self) -> Result<(), ImportError> {
+        for k in 0..self.routes.held.len() {
+            self.feed_held_of(k)?;
+            let held = std::mem::take(&mut self.routes.held[k]);
+            for (number, text) in held {
+                let value = parse::parse(&text, &Location::line(number), None)?;
+                if let Some(entry) = message_entry(number, &value)? {
+                    self.feed_one(k, &entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Notes, from the messages handed out, what links a sub-agent to the call that started
     /// it: each prompt of the main conversation's calls, and each sub-agent's first text.
     fn observe(&mut self, batches: &[(usize, Vec<NewMessage>)]) {

@@ -60,6 +60,7 @@ use crate::model::{NewMessage, Part, Role};
 pub(crate) mod anthropic;
 mod blocks;
 pub(crate) mod claude_code;
+mod claude_tree;
 pub(crate) mod codex;
 pub(crate) mod detect;
 pub(crate) mod gemini;
@@ -252,13 +253,30 @@ pub struct ImportedCompaction {
     pub summary: String,
 }
 
-/// A conversation run beside the imported one (a Claude Code sub-agent).
+/// A conversation run beside the imported one: a Claude Code sub-agent, or (with
+/// [`ImportedChild::branch`]) a branch of the log that is not the conversation resumed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImportedChild {
     /// The id of the call (a `Task` tool_use) that spawned it, when the source says.
     pub spawned_by: Option<String>,
+    /// Set when it is not a sub-agent but another conversation of the same log: an abandoned
+    /// branch (a rewind, an edited prompt), stored as a fork, or a conversation with a root of
+    /// its own, stored as a session of its own.
+    pub branch: Option<Branch>,
     /// The conversation.
     pub imported: Imported,
+}
+
+/// Where a conversation of a log that is not the one resumed comes from (see
+/// [`ImportedChild::branch`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Branch {
+    /// The conversation it branched from, which it repeats up to where it left it: `0` the
+    /// imported one, `k` its `k`-th child. `None` when it shares no message with any (lines
+    /// of another session with a root of their own).
+    pub parent: Option<usize>,
+    /// How many of its first messages it shares with that conversation (`0` without one).
+    pub shared: usize,
 }
 
 impl Imported {
@@ -445,6 +463,9 @@ pub(crate) struct Assembler {
     orphans_as_text: usize,
     /// Orphan results kept as text, waiting for the open tool block to close.
     deferred: Vec<Part>,
+    /// The time of the first line the deferred text came from: the message it becomes is
+    /// dated by its source, not by the import.
+    deferred_at: Option<DateTime<Utc>>,
     /// Every call id stored so far, and the one renaming scheme for reused ones.
     ids: texts::Renamer,
     /// Calls of the open block stored under a fresh id: original id to the fresh ids, in
@@ -499,6 +520,7 @@ impl Assembler {
             tombstoned: Vec::new(),
             orphans_as_text: 0,
             deferred: Vec::new(),
+            deferred_at: None,
             ids: texts::Renamer::default(),
             renamed: std::collections::HashMap::new(),
             system: None,
@@ -687,6 +709,9 @@ impl Assembler {
         if answers.is_empty() {
             // Text cannot go into a tool message of its own, and a user message now would cut
             // off calls whose results may still come: keep it for when the block closes.
+            if self.deferred.is_empty() {
+                self.deferred_at = created_at;
+            }
             self.deferred.extend(orphans);
             if !self.walk.has_pending() {
                 self.flush_deferred(at)?;
@@ -730,7 +755,9 @@ impl Assembler {
             return Ok(());
         }
         let parts = std::mem::take(&mut self.deferred);
-        self.accept(at, NewMessage::new(Role::User, parts))
+        let mut message = NewMessage::new(Role::User, parts);
+        message.created_at = self.deferred_at.take();
+        self.accept(at, message)
     }
 
     /// Tombstones for the calls still pending, dated like the message that moves on.

@@ -92,6 +92,8 @@ pub(crate) struct StreamedChild {
     pub(crate) tombstoned: Vec<String>,
     /// See [`Imported::orphans_as_text`].
     pub(crate) orphans_as_text: usize,
+    /// See [`ImportedChild::branch`].
+    pub(crate) branch: Option<super::Branch>,
 }
 
 /// A request-body format, read as its top level and then one element of its long array at
@@ -303,6 +305,7 @@ fn collected(
         .into_iter()
         .map(|child| ImportedChild {
             spawned_by: child.spawned_by,
+            branch: child.branch,
             imported: Imported {
                 messages: conversations.next().unwrap_or_default(),
                 compactions: child.compactions,

@@ -53,7 +53,26 @@ pub struct ImportedSessions {
     pub session: SessionId,
     /// Its child sessions (sub-agents), in the source's order, depth first.
     pub children: Vec<SessionId>,
+    /// The source's other conversations (see [`BranchSession`]), in the source's order.
+    pub branches: Vec<BranchSession>,
 }
+
+/// A conversation of the source that is not the one it resumes (a Claude Code log's
+/// abandoned branch after a rewind or an edited prompt, or another session's lines with a
+/// root of their own), stored as a session of its own rather than mixed into the imported
+/// one.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BranchSession {
+    /// The session holding it: the whole branch, from the conversation's first message.
+    pub session: SessionId,
+    /// The session it branched from (`sessions.parent_id`, as a [`Store::fork`] records
+    /// it); `None` for a conversation that shares no message with another.
+    pub forked_from: Option<SessionId>,
+    /// The first turn it does not share with `forked_from` (`sessions.forked_at_turn`).
+    pub at_turn: Option<i64>,
+}
+
+const SET_LINEAGE: &str = "UPDATE sessions SET parent_id = ?2, forked_at_turn = ?3 WHERE id = ?1";
 
 const INSERT_IMPORTED_SESSION: &str = "
     INSERT INTO sessions (id, created_at, updated_at, title, parent_id) VALUES (?1, ?2, ?2, ?3, ?4)";
@@ -195,10 +214,14 @@ pub struct ImportSummary {
     pub messages: usize,
     /// See [`Imported::tombstoned`].
     pub tombstoned: Vec<String>,
-    /// See [`Imported::orphans_as_text`].
+    /// See [`Imported::orphans_as_text`]: in the session and its child sessions alike (a
+    /// sub-agent's result answering nothing is kept as text too).
     pub orphans_as_text: usize,
     /// See [`Imported::warnings`].
     pub warnings: Vec<String>,
+    /// The source's other conversations, each a session of its own (see
+    /// [`BranchSession`]), in the source's order.
+    pub branches: Vec<BranchSession>,
 }
 
 /// A backend's open write transaction, as an import writes into it: the one import logic
@@ -324,8 +347,13 @@ pub(crate) fn import_tree<T: ImportTarget>(
     imported: &Imported,
 ) -> Result<ImportedSessions> {
     let mut children = Vec::new();
-    let session = import_in(target, imported, None, &mut children)?;
-    Ok(ImportedSessions { session, children })
+    let mut branches = Vec::new();
+    let session = import_in(target, imported, None, &mut children, &mut branches)?;
+    Ok(ImportedSessions {
+        session,
+        children,
+        branches,
+    })
 }
 
 fn import_in<T: ImportTarget>(
@@ -333,7 +361,20 @@ fn import_in<T: ImportTarget>(
     imported: &Imported,
     parent: Option<&SessionId>,
     children: &mut Vec<SessionId>,
+    branches: &mut Vec<BranchSession>,
 ) -> Result<SessionId> {
+    let (id, _) = import_one(target, imported, parent, children, branches)?;
+    Ok(id)
+}
+
+/// [`import_in`], also handing back the rows appended.
+fn import_one<T: ImportTarget>(
+    target: &mut T,
+    imported: &Imported,
+    parent: Option<&SessionId>,
+    children: &mut Vec<SessionId>,
+    branches: &mut Vec<BranchSession>,
+) -> Result<(SessionId, Vec<(Role, Appended)>)> {
     let created = format_time(now());
     let id = target.create_session(&created, imported.title.as_deref(), parent)?;
     let messages: Vec<NewMessage> = imported
@@ -356,8 +397,17 @@ fn import_in<T: ImportTarget>(
             super::subagents::SourceIds::of(imported),
         )?;
     }
+    // Each conversation by its index in a branch's `parent`: 0 this one, k its k-th child.
+    let mut conversations = vec![(id.clone(), rows.clone())];
     for child in &imported.children {
-        let child_id = import_in(target, &child.imported, Some(&id), children)?;
+        let (child_id, child_rows) =
+            import_one(target, &child.imported, Some(&id), children, branches)?;
+        conversations.push((child_id.clone(), child_rows));
+        if let Some(branch) = child.branch {
+            let k = conversations.len() - 1;
+            branches.push(set_lineage(target, &conversations, k, branch)?);
+            continue;
+        }
         if let Some(call) = &child.spawned_by {
             target.link_call(&id, call, &child_id)?;
         }
@@ -369,7 +419,40 @@ fn import_in<T: ImportTarget>(
         )?;
         children.push(child_id);
     }
-    Ok(id)
+    Ok((id, rows))
+}
+
+/// Records where conversation `k` of `conversations` (its session and rows) branched off:
+/// the session it left and the first turn it does not share, or no parent at all.
+fn set_lineage<T: ImportTarget>(
+    target: &mut T,
+    conversations: &[(SessionId, Vec<(Role, Appended)>)],
+    k: usize,
+    branch: crate::import::Branch,
+) -> Result<BranchSession> {
+    let (session, rows) = &conversations[k];
+    let forked_from = branch
+        .parent
+        .filter(|&p| p < k)
+        .and_then(|p| conversations.get(p))
+        .map(|(id, _)| id.clone());
+    let at_turn = forked_from
+        .as_ref()
+        .and_then(|_| rows.get(branch.shared))
+        .map(|(_, row)| row.turn_index);
+    target.db().run(
+        SET_LINEAGE,
+        &values![
+            session.as_str(),
+            forked_from.as_ref().map(SessionId::as_str),
+            at_turn
+        ],
+    )?;
+    Ok(BranchSession {
+        session: session.clone(),
+        forked_from,
+        at_turn,
+    })
 }
 
 /// Appends each batch a streamed import hands out to its session (a child's session is
@@ -510,19 +593,27 @@ fn import_streamed<T: ImportTarget, R: BufRead + Seek>(
             subagent: streamed.subagent.as_ref(),
         },
     )?;
-    let children = finish_children(target, &session, &sessions, &rows, &streamed, &created)?;
+    let (children, branches) =
+        finish_children(target, &session, &sessions, &rows, &streamed, &created)?;
     Ok(ImportSummary {
         session,
         children,
         messages: streamed.messages,
         tombstoned: streamed.tombstoned,
-        orphans_as_text: streamed.orphans_as_text,
+        orphans_as_text: streamed.orphans_as_text
+            + streamed
+                .children
+                .iter()
+                .map(|c| c.orphans_as_text)
+                .sum::<usize>(),
         warnings: streamed.warnings,
+        branches,
     })
 }
 
-/// The streamed import's child sessions (sidechains) after their rows: their compactions,
-/// their links to the calls that spawned them and their states; their ids, in order.
+/// The streamed import's child sessions after their rows: their compactions; for a
+/// sidechain its link to the call that spawned it and its state, for a branch its lineage.
+/// The sub-agents' ids and the branches, in order.
 fn finish_children<T: ImportTarget>(
     target: &mut T,
     session: &SessionId,
@@ -530,9 +621,10 @@ fn finish_children<T: ImportTarget>(
     rows: &[Vec<(Role, Appended)>],
     streamed: &Streamed,
     created: &str,
-) -> Result<Vec<SessionId>> {
+) -> Result<(Vec<SessionId>, Vec<BranchSession>)> {
     let no_rows = Vec::new();
     let mut children = Vec::new();
+    let mut branches = Vec::new();
     for (k, child) in streamed.children.iter().enumerate() {
         let Some(Some(child_id)) = sessions.get(k + 1) else {
             continue;
@@ -545,6 +637,25 @@ fn finish_children<T: ImportTarget>(
             &child.compactions,
             created,
         )?;
+        if let Some(branch) = child.branch {
+            // The conversations by stream, with the rows each holds, as `set_lineage` reads them.
+            let conversations: Vec<(SessionId, Vec<(Role, Appended)>)> = sessions
+                .iter()
+                .enumerate()
+                .take(k + 2)
+                .map(|(s, id)| {
+                    let id = id.clone().unwrap_or_else(|| session.clone());
+                    let rows = if s == k + 1 {
+                        rows.get(s).cloned().unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    };
+                    (id, rows)
+                })
+                .collect();
+            branches.push(set_lineage(target, &conversations, k + 1, branch)?);
+            continue;
+        }
         if let Some(call) = &child.spawned_by {
             target.link_call(session, call, child_id)?;
         }
@@ -556,5 +667,5 @@ fn finish_children<T: ImportTarget>(
         )?;
         children.push(child_id.clone());
     }
-    Ok(children)
+    Ok((children, branches))
 }

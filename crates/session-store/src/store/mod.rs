@@ -65,7 +65,7 @@ pub(crate) use encode::MAX_JSON_DEPTH;
 pub use export::ExportOptions;
 pub use fork::Forked;
 pub use handle::Store;
-pub use import::{ImportSummary, ImportedSessions};
+pub use import::{BranchSession, ImportSummary, ImportedSessions};
 pub use options::{ConnectionSettings, Durability, StoreOptions};
 pub use overview::{OverviewRow, SessionHealth, SessionRow};
 pub use raw::StoredPart;
