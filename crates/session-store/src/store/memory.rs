@@ -91,22 +91,34 @@ impl TailMemory {
 #[derive(Debug, Default)]
 pub(crate) struct CallMemory {
     sessions: HashMap<SessionId, Calls, RandomState>,
+    /// How many ids `sessions` holds in all.
+    ids: usize,
 }
+
+/// How many call ids a connection keeps in all (about 100 bytes each); past it the other
+/// sessions' are forgotten (read again on their next append) rather than grow.
+const IDS: usize = 1 << 18;
 
 impl CallMemory {
     /// The calls of `session` kept under the run `epoch`, taken out (put back with
     /// [`CallMemory::keep`]); `None` when none are, or they are another run's.
     pub(crate) fn take(&mut self, session: &SessionId, epoch: i64) -> Option<Calls> {
-        self.sessions
-            .remove(session)
-            .filter(|calls| calls.epoch == epoch)
+        let calls = self.sessions.remove(session)?;
+        self.ids -= calls.ids.len();
+        (calls.epoch == epoch).then_some(calls)
     }
 
-    /// Keeps `calls` for `session`; one session more than [`SESSIONS`] forgets the others.
+    /// Keeps `calls` for `session`; one session more than [`SESSIONS`], or ids past [`IDS`],
+    /// forget the others.
     pub(crate) fn keep(&mut self, session: &SessionId, calls: Calls) {
-        if self.sessions.len() >= SESSIONS && !self.sessions.contains_key(session) {
-            self.sessions.clear();
+        if let Some(old) = self.sessions.remove(session) {
+            self.ids -= old.ids.len();
         }
+        if self.sessions.len() >= SESSIONS || self.ids + calls.ids.len() > IDS {
+            self.sessions.clear();
+            self.ids = 0;
+        }
+        self.ids += calls.ids.len();
         self.sessions.insert(session.clone(), calls);
     }
 }
@@ -200,6 +212,33 @@ mod tests {
         assert_eq!(memory.sessions.len(), SESSIONS);
         memory.keep(&SessionId::new("one more"), tail(1, 3));
         assert_eq!(memory.sessions.len(), 1);
+    }
+
+    #[test]
+    fn kept_ids_past_their_bound_forget_the_other_sessions() {
+        let (a, b) = (SessionId::new("a"), SessionId::new("b"));
+        let many = |count: usize| {
+            let mut calls = Calls::of_run(1);
+            for at in 0..count {
+                calls.add(format!("c{at}"), 1);
+            }
+            calls
+        };
+        let mut memory = CallMemory::default();
+        memory.keep(&a, many(IDS / 2));
+        memory.keep(&b, many(IDS / 2));
+        assert_eq!(memory.ids, IDS);
+        let kept = memory.take(&a, 1).expect("within the bound both stay");
+        assert_eq!(memory.ids, IDS / 2);
+        memory.keep(&a, kept);
+        memory.keep(&a, many(IDS / 2 + 1));
+        assert!(memory.take(&b, 1).is_none(), "b forgotten");
+        assert_eq!(memory.ids, IDS / 2 + 1);
+        assert!(
+            memory.take(&a, 2).is_none(),
+            "another run's ids are dropped"
+        );
+        assert_eq!(memory.ids, 0);
     }
 
     #[test]
