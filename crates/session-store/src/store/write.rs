@@ -728,11 +728,11 @@ pub(crate) fn sqlite_calls_used(
     run: &Run,
     calls: &[&str],
 ) -> Result<Vec<String>> {
-    let mut memory = memory.filter(|_| run.epoch.is_some());
-    let kept = match (memory.as_deref_mut(), run.epoch) {
-        (Some(memory), Some(epoch)) => memory.take(session, epoch),
-        _ => None,
-    };
+    // With no run known the ids are read and not kept.
+    let mut memory = memory.zip(run.epoch);
+    let kept = memory
+        .as_mut()
+        .and_then(|(memory, epoch)| memory.take(session, *epoch));
     let current = kept
         .as_ref()
         .is_some_and(|ids| run.remembered && ids.through_seq() == run.last_seq);
@@ -753,7 +753,7 @@ pub(crate) fn sqlite_calls_used(
         .filter(|id| ids.uses(id, run.except_seq))
         .map(|id| (*id).to_owned())
         .collect();
-    if let Some(memory) = memory {
+    if let Some((memory, _)) = memory {
         memory.keep(session, ids);
     }
     Ok(used)
