@@ -31,7 +31,7 @@ pub(crate) use anthropic::{
 pub use gemini::check_gemini;
 pub(crate) use gemini::DATA_KEYS as GEMINI_PART_DATA;
 pub use responses::check_responses;
-pub(crate) use responses::item_id_fits;
+pub(crate) use responses::{item_id_allowed, item_id_fits};
 pub use signed_by::check_signed_by_target;
 pub(crate) use signed_by::{check_foreign_signatures, foreign_signatures};
 

@@ -108,6 +108,17 @@ pub(crate) mod arb {
         ])
     }
 
+    /// A provider block kept verbatim: with no `id`, a string `id`, or an `id` that is no
+    /// string (which no provider takes).
+    fn opaque_block() -> impl Strategy<Value = Value> {
+        prop::sample::select(vec![
+            json!({"type": "compaction", "content": "c"}),
+            json!({"type": "web_search_call", "id": "ws_1"}),
+            json!({"type": "reasoignn", "id": [{"type": "summary_text", "text": "done"}]}),
+            json!({"type": "compaction", "id": 7}),
+        ])
+    }
+
     /// Any part, in any message.
     pub(crate) fn part() -> impl Strategy<Value = Part> {
         prop_oneof![
@@ -129,7 +140,7 @@ pub(crate) mod arb {
             ]).prop_map(Part::document),
             2 => prop::sample::select(vec!["srv_a", "srv_b"]).prop_map(|id| Part::server_tool_use(id, "web_search", serde_json::json!({"query": "q"}))),
             2 => prop::sample::select(vec!["srv_a", "srv_b"]).prop_map(|id| Part::server_tool_result(id, serde_json::json!({"type": "web_search_tool_result", "tool_use_id": id, "content": []}))),
-            1 => prop::sample::select(vec!["anthropic", "openai"]).prop_map(|p| Part::opaque(p, serde_json::json!({"type": "compaction", "content": "c"}))),
+            1 => (prop::sample::select(vec!["anthropic", "openai"]), opaque_block()).prop_map(|(p, block)| Part::opaque(p, block)),
         ]
     }
 

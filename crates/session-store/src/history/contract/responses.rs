@@ -23,13 +23,19 @@ pub(crate) fn item_id_fits(kind: &str, id: &str) -> bool {
     id.starts_with(prefix)
 }
 
+/// Whether `item` (of type `kind`) has no `id` or one the API takes: a string
+/// [`item_id_fits`] takes. The renderer sends a block kept verbatim as it came only where
+/// this holds.
+pub(crate) fn item_id_allowed(item: &Value, kind: &str) -> bool {
+    item.get("id")
+        .is_none_or(|id| id.as_str().is_some_and(|id| item_id_fits(kind, id)))
+}
+
 /// A `Shape` violation when `item` (of type `kind`) has an `id` that is not a string
 /// [`item_id_fits`] takes.
 fn require_item_id(item: &Value, kind: &str, path: &str, out: &mut Vec<ProviderViolation>) {
-    let Some(id) = item.get("id") else {
-        return;
-    };
-    if !id.as_str().is_some_and(|id| item_id_fits(kind, id)) {
+    if !item_id_allowed(item, kind) {
+        let id = item.get("id").unwrap_or(&Value::Null);
         push(
             out,
             ProviderRule::Shape,

@@ -29,7 +29,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::history::blank::is_blank;
-use crate::history::contract::item_id_fits;
+use crate::history::contract::{item_id_allowed, item_id_fits};
 use crate::history::media::openai_image_url;
 use crate::history::models::{encrypted_content, meta_str, OPENAI};
 use crate::history::provider::Provider;
@@ -207,7 +207,8 @@ const NOT_VERBATIM: &[&str] = &[
 ];
 
 /// The type of an item OpenAI made that the store kept verbatim and that goes back as it
-/// came, if `part` is one.
+/// came, if `part` is one: not a type this renderer writes itself, and with no `id` the API
+/// refuses (a block whose `id` is not a string goes back as text saying what it was).
 fn verbatim_item(part: &Part) -> Option<&str> {
     let Part::Opaque { block, .. } = part else {
         return None;
@@ -215,10 +216,9 @@ fn verbatim_item(part: &Part) -> Option<&str> {
     if part.opaque_provider() != Some(OPENAI) {
         return None;
     }
-    block
-        .get("type")
-        .and_then(Value::as_str)
-        .filter(|kind| !kind.is_empty() && !NOT_VERBATIM.contains(kind))
+    block.get("type").and_then(Value::as_str).filter(|kind| {
+        !kind.is_empty() && !NOT_VERBATIM.contains(kind) && item_id_allowed(block, kind)
+    })
 }
 
 /// What a part of an assistant message renders as, for the reasoning before it.
@@ -622,6 +622,35 @@ mod tests {
             .map(|violation| violation.path)
             .collect();
         assert_eq!(named, ["/input/1/id", "/input/2/id"]);
+    }
+
+    #[test]
+    fn verbatim_item_with_an_id_the_api_refuses_goes_back_as_text() {
+        let opaque = |block: Value| Part::opaque(OPENAI, block);
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (
+                Role::Assistant,
+                vec![
+                    opaque(json!({"type": "reasoignn", "id": [{"type": "summary_text"}]})),
+                    opaque(json!({"type": "web_search_call", "id": "ws_1"})),
+                    opaque(json!({"type": "compaction", "id": 7})),
+                ],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(
+            crate::history::contract::check_responses(&body),
+            [],
+            "{body:#}"
+        );
+        let kinds: Vec<&str> = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["type"].as_str())
+            .collect();
+        assert_eq!(kinds, ["message", "message", "web_search_call", "message"]);
     }
 
     #[test]
