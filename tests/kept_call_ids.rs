@@ -201,8 +201,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Runs `op` on `stores`, checking that an id is refused exactly when the rows hold it.
-/// `undoable`: a revert may still be undone (rows of other code are then not written: an
-/// undo puts messages back under their old ids, which SQLite may have given to them).
+/// `undoable`: a revert may still be undone (rows of other code written then are an append
+/// since, which leaves nothing to undo).
 fn run(op: &Op, stores: &[Store], path: &Path, session: &SessionId, undoable: &mut bool) {
     let id_of = |i: &usize| format!("toolu_{i}");
     match op {
@@ -280,8 +280,9 @@ fn run(op: &Op, stores: &[Store], path: &Path, session: &SessionId, undoable: &m
                 .pending_tool_uses(session)
                 .expect("pending")
                 .is_empty();
-            if stored(path, session, &id) == 0 && open && !*undoable {
+            if stored(path, session, &id) == 0 && open {
                 append_with_sql(path, session, &id);
+                *undoable = false;
             }
         }
     }

@@ -5,7 +5,7 @@
 //! it, across a reopen of the file, with the compacted head kept consistent.
 
 use rusqlite::Connection;
-use session_store::{Error, Message, NewMessage, Reverted, Store};
+use session_store::{Error, Message, NewMessage, Part, Reverted, Store};
 
 use crate::turn_fixtures::{
     assert_compacted_prefix_of_whole_turns, assert_pairs_intact, open_store, session_of_turns,
@@ -198,6 +198,36 @@ fn undo_after_another_session_reused_the_ids() -> anyhow::Result<()> {
     };
     assert_eq!(strip(&after), strip(&before));
     assert_eq!(store.messages(&other)?.len(), 6);
+    Ok(())
+}
+
+/// Rows other code wrote with SQL after a revert take the seqs (and, on SQLite, the ids) the
+/// undo would put back: that is an append since, and the undo finds nothing to undo instead
+/// of failing on a unique key halfway.
+#[test]
+fn undo_after_rows_of_other_code_finds_nothing_to_undo() -> anyhow::Result<()> {
+    let (_dir, store) = open_store()?;
+    let session = session_of_turns(&store, &[1, 2])?;
+    store.revert_to_turn(&session, 1)?;
+    let conn = Connection::open(store.path())?;
+    conn.execute_batch(&format!(
+        "INSERT INTO messages (session_id, seq, turn_index, role, created_at)
+             SELECT '{session}', MAX(seq) + 1, MAX(turn_index) + 1, 'user', '2026-01-01T00:00:00Z'
+             FROM messages WHERE session_id = '{session}';
+         INSERT INTO parts (message_id, ordinal, kind, text)
+             VALUES (last_insert_rowid(), 0, 'text', 'asked by other code');
+         UPDATE sessions SET message_count = message_count + 1 WHERE id = '{session}';"
+    ))?;
+    let before = store.messages(&session)?;
+    assert_eq!(store.undo_revert(&session)?, None);
+    assert_eq!(store.messages(&session)?, before, "nothing moved");
+    assert_eq!(violations(store.path()), Vec::<String>::new());
+    // The store's next append forgets the reverts, as after its own appends.
+    store.append(
+        &session,
+        NewMessage::assistant(vec![Part::text("answered")]),
+    )?;
+    assert_eq!(side_rows(&store)?, (0, 0, 0));
     Ok(())
 }
 

@@ -97,6 +97,13 @@ const LATEST_COVER: &str = "
 const LATEST_REVERT: &str =
     "SELECT id, from_turn FROM reverts WHERE session_id = ?1 ORDER BY id DESC LIMIT 1";
 
+/// A live message of the session at or after the first seq the revert set aside.
+const GROWN_SINCE_REVERT: &str = "
+    SELECT 1 FROM messages
+    WHERE session_id = ?1
+      AND seq >= (SELECT MIN(seq) FROM reverted_messages WHERE session_id = ?1 AND revert_id = ?2)
+    LIMIT 1";
+
 /// Keeps the original id unless another message took it meanwhile (ids are rowids and may be
 /// reused once the rows with the largest ids are gone).
 const MOVE_MESSAGES_BACK: &str = "
@@ -206,7 +213,9 @@ impl Store {
     /// Brings back what the latest revert of the session took out, in one transaction.
     ///
     /// Returns `None` when there is nothing to undo: no revert, or an append since (which
-    /// deleted the reverted messages for good). Call it again to undo the revert before.
+    /// deleted the reverted messages for good; rows other code wrote with SQL after the
+    /// revert count as one, and the store's next append deletes them). Call it again to undo
+    /// the revert before.
     pub fn undo_revert(&self, session: &SessionId) -> Result<Option<Reverted>> {
         self.write(|tx| undo_in(tx, session))
     }
@@ -371,6 +380,12 @@ fn undo_in(db: &mut impl Sql, session: &SessionId) -> Result<Option<Reverted>> {
         return Ok(None);
     };
     let of_revert = values![session.as_str(), revert_id];
+    // Messages written since by other code (SQL on the schema, which does not forget the
+    // reverts as the store's appends do) hold the seqs the undo would put back: an append
+    // since, and nothing to undo.
+    if db.optional_int(GROWN_SINCE_REVERT, &of_revert)?.is_some() {
+        return Ok(None);
+    }
     let messages = db.run(
         keyed(db, MOVE_MESSAGES_BACK, MOVE_MESSAGES_BACK_KEYED),
         &of_revert,
