@@ -3,7 +3,8 @@
 //! Anthropic refuses an image whose `media_type` is not what its data is ("Image does not
 //! match the provided media type image/png") or none of the four it takes; OpenAI refuses
 //! data that is none of the four it takes ("You uploaded an unsupported image. Please make
-//! sure your image has of one the following formats: ['png', 'jpeg', 'gif', 'webp']").
+//! sure your image has of one the following formats: ['png', 'jpeg', 'gif', 'webp']"), and
+//! takes a GIF only when it is still (its documentation: "non-animated GIF").
 
 use base64::Engine;
 use serde_json::Value;
@@ -150,6 +151,59 @@ pub(crate) fn gemini_image_type(data: &str) -> Option<&'static str> {
     }
 }
 
+/// The image type OpenAI is sent base64 `data` under: one of the four it takes, and a GIF
+/// only when it is still; `None` otherwise.
+fn openai_image_type(data: &str) -> Option<&'static str> {
+    image_type(data).filter(|kind| *kind != "image/gif" || gif_frames(data, 2) < 2)
+}
+
+/// The frames (image descriptors) of the GIF base64 `data` holds, counted up to `max`: its
+/// blocks are walked by their lengths from the header, each length decoded alone, so a
+/// still GIF is stepped through to its end and an animation stops at its second frame. A
+/// block that cannot be read ends the count.
+fn gif_frames(data: &str, max: usize) -> usize {
+    let byte = |at: usize| bytes_at(data, at, 1)?.first().copied();
+    // Past a block's sub-blocks (each a length byte and that many bytes; a zero ends them).
+    let sub_blocks_end = |mut at: usize| loop {
+        let size = byte(at)?;
+        at += 1 + usize::from(size);
+        if size == 0 {
+            return Some(at);
+        }
+    };
+    // A colour table of 2^(n+1) entries of 3 bytes follows a descriptor whose flags say so.
+    let table = |flags: u8| {
+        if flags & 0x80 == 0 {
+            0
+        } else {
+            3 << ((flags & 7) + 1)
+        }
+    };
+    let Some(flags) = byte(10) else {
+        return 0;
+    };
+    let mut at = 13 + table(flags);
+    let mut frames = 0;
+    while frames < max {
+        let next = match byte(at) {
+            // An extension: its label, then its sub-blocks.
+            Some(0x21) => sub_blocks_end(at + 2),
+            // A frame: its descriptor, its colour table, the LZW code size, its data.
+            Some(0x2c) => {
+                frames += 1;
+                byte(at + 9).and_then(|flags| sub_blocks_end(at + 11 + table(flags)))
+            }
+            // The trailer, the data's end, or bytes that are no block.
+            _ => None,
+        };
+        let Some(next) = next else {
+            break;
+        };
+        at = next;
+    }
+    frames
+}
+
 /// Whether base64 `data` is a PDF.
 pub(crate) fn is_pdf(data: &str) -> bool {
     decoded_head(data, SIGNATURE_BYTES).is_some_and(|bytes| bytes.starts_with(b"%PDF-"))
@@ -157,14 +211,14 @@ pub(crate) fn is_pdf(data: &str) -> bool {
 
 /// An image `source` as an OpenAI image URL (Chat Completions `image_url.url`, Responses
 /// `image_url`): a URL as it is; base64 data as a `data:` URL under the type its bytes are;
-/// `None` when it is neither, or its bytes are no image OpenAI takes (the renderer describes
-/// the part instead).
+/// `None` when it is neither, or its bytes are no image OpenAI takes, an animated GIF among
+/// them (the renderer describes the part instead).
 pub(crate) fn openai_image_url(source: &Value) -> Option<String> {
     match source.get("type")?.as_str()? {
         "url" => source.get("url")?.as_str().map(str::to_owned),
         "base64" => {
             let data = source.get("data")?.as_str()?;
-            Some(format!("data:{};base64,{data}", image_type(data)?))
+            Some(format!("data:{};base64,{data}", openai_image_type(data)?))
         }
         _ => None,
     }
@@ -175,9 +229,11 @@ pub(crate) fn openai_image_url(source: &Value) -> Option<String> {
 pub(crate) fn image_url_fault(url: &str) -> Option<&'static str> {
     let data = url.strip_prefix("data:")?;
     let data = data.split_once(";base64,").map(|(_, data)| data)?;
-    image_type(data)
-        .is_none()
-        .then_some("image data that is not a PNG, JPEG, GIF or WebP")
+    match (image_type(data), openai_image_type(data)) {
+        (_, Some(_)) => None,
+        (Some(_), None) => Some("an animated GIF (OpenAI takes still GIFs only)"),
+        (None, None) => Some("image data that is not a PNG, JPEG, GIF or WebP"),
+    }
 }
 
 #[cfg(test)]
@@ -268,5 +324,54 @@ mod tests {
         assert_eq!(openai_image_url(&source), None);
         assert!(image_url_fault(&format!("data:image/heic;base64,{heic}")).is_some());
         assert_eq!(image_url_fault("https://example.com/a.heic"), None);
+    }
+
+    /// A GIF of `frames` frames of 1 x 1 pixel, with a global colour table, a looping
+    /// extension and a control extension before each frame, as animations are written.
+    fn gif(frames: usize) -> Vec<u8> {
+        let mut bytes = b"GIF89a\x01\x00\x01\x00\x80\x00\x00".to_vec();
+        bytes.extend([0, 0, 0, 0xff, 0xff, 0xff]);
+        bytes.extend(b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00");
+        for _ in 0..frames {
+            bytes.extend(b"\x21\xf9\x04\x04\x0a\x00\x00\x00");
+            bytes.extend(b"\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x00");
+            bytes.extend(b"\x02\x02\x44\x01\x00");
+        }
+        bytes.push(0x3b);
+        bytes
+    }
+
+    #[test]
+    fn openai_gets_a_still_gif_and_an_animated_one_is_described() {
+        assert_eq!(gif_frames(&encode(&gif(1)), 2), 1);
+        assert_eq!(gif_frames(&encode(&gif(5)), 2), 2);
+        assert_eq!(gif_frames(&encode(&gif(5)), 10), 5);
+        let still = serde_json::json!({"type": "base64", "media_type": "image/gif", "data": encode(&gif(1))});
+        let url = openai_image_url(&still).expect("a still GIF");
+        assert_eq!(image_url_fault(&url), None);
+        let animated = encode(&gif(3));
+        let source =
+            serde_json::json!({"type": "base64", "media_type": "image/gif", "data": animated});
+        assert_eq!(openai_image_url(&source), None);
+        assert_eq!(
+            image_url_fault(&format!("data:image/gif;base64,{animated}")),
+            Some("an animated GIF (OpenAI takes still GIFs only)")
+        );
+        // A frame in a local colour table, after a comment: still counted.
+        let mut local = gif(1);
+        local.pop();
+        local.extend(b"\x21\xfe\x02hi\x00");
+        local.extend(b"\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x81");
+        local.extend([0; 12]);
+        local.extend(b"\x02\x02\x44\x01\x00\x3b");
+        assert_eq!(gif_frames(&encode(&local), 10), 2);
+        // Cut short, or only a header: what was read is counted, and the image stays a GIF.
+        let cut = gif(2);
+        assert_eq!(gif_frames(&encode(&cut[..cut.len() - 20]), 10), 1);
+        assert_eq!(gif_frames(&encode(b"GIF89a\x01\0\x01\0"), 10), 0);
+        assert!(openai_image_url(
+            &serde_json::json!({"type": "base64", "data": encode(b"GIF89a\x01\0\x01\0")})
+        )
+        .is_some());
     }
 }

@@ -132,6 +132,8 @@ pub(crate) mod arb {
                 // A PNG's first bytes; bytes that are no image Anthropic takes.
                 serde_json::json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}),
                 serde_json::json!({"type": "base64", "media_type": "image/heic", "data": "AA=="}),
+                // An animated GIF of two frames: Anthropic takes it, OpenAI only still ones.
+                serde_json::json!({"type": "base64", "media_type": "image/gif", "data": "R0lGODlhAQABAIAAAAAAAP///yH/C05FVFNDQVBFMi4wAwEAAAAh+QQECgAAACwAAAAAAQABAAACAkQBACH5BAQKAAAALAAAAAABAAEAAAICRAEAOw=="}),
                 serde_json::json!({"type": "url", "url": "https://example.com/a.png"}),
             ]).prop_map(Part::image),
             1 => prop::sample::select(vec![
