@@ -25,8 +25,8 @@ mod signed_by;
 
 pub use anthropic::check_anthropic;
 pub(crate) use anthropic::{
-    counted, result_item_fault, source_fit, too_large_among_many, Media, SourceFit,
-    CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
+    attribute_fault, counted, result_item_fault, source_fit, too_large_among_many, Media,
+    SourceFit, CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
 };
 pub use gemini::check_gemini;
 pub(crate) use gemini::DATA_KEYS as GEMINI_PART_DATA;

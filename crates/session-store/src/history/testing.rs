@@ -96,6 +96,22 @@ pub(crate) mod arb {
         ]
     }
 
+    /// A text's metadata: none, or block attributes an Anthropic source gave it, in the
+    /// shapes Anthropic takes and in shapes it refuses.
+    fn text_metadata() -> impl Strategy<Value = Option<Value>> {
+        prop::sample::select(vec![
+            None,
+            Some(json!({"anthropic": {"attributes": {"cache_control": {"type": "ephemeral"}}}})),
+            Some(
+                json!({"anthropic": {"attributes": {"citations": [{"type": "char_location", "cited_text": "c"}]}}}),
+            ),
+            Some(
+                json!({"anthropic": {"attributes": {"citations": "see above", "cache_control": "ephemeral"}}}),
+            ),
+            Some(json!({"anthropic": {"citations": [1, 2]}})),
+        ])
+    }
+
     fn input() -> impl Strategy<Value = Value> {
         prop::sample::select(vec![
             json!({"cmd": "ls"}),
@@ -123,6 +139,7 @@ pub(crate) mod arb {
     pub(crate) fn part() -> impl Strategy<Value = Part> {
         prop_oneof![
             3 => text().prop_map(Part::text),
+            1 => (text(), text_metadata()).prop_map(|(text, provider_metadata)| Part::Text { text, provider_metadata }),
             2 => (text(), metadata()).prop_map(|(text, provider_metadata)| Part::Reasoning { text, provider_metadata }),
             1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),

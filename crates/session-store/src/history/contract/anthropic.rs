@@ -363,6 +363,8 @@ struct Block<'a> {
     content: Option<&'a Value>,
     is_error: Option<&'a Value>,
     source: Option<&'a Value>,
+    citations: Option<&'a Value>,
+    cache_control: Option<&'a Value>,
 }
 
 impl<'a> Block<'a> {
@@ -389,6 +391,8 @@ impl<'a> Block<'a> {
                 "content" => block.content = Some(value),
                 "is_error" => block.is_error = Some(value),
                 "source" => block.source = Some(value),
+                "citations" => block.citations = Some(value),
+                "cache_control" => block.cache_control = Some(value),
                 _ => {}
             }
         }
@@ -414,12 +418,54 @@ impl<'a> Block<'a> {
     }
 }
 
+/// Why Anthropic refuses a block's attribute `key` of `value`, for the attributes whose
+/// shape it checks and a source may give in any shape: `citations` is null or a list of
+/// typed objects, a `cache_control` mark null or a typed object. `None` when it takes it.
+/// The renderer leaves out a kept attribute with a fault (the block itself still goes).
+pub(crate) fn attribute_fault(key: &str, value: &Value) -> Option<&'static str> {
+    let typed = |value: &Value| value.get("type").is_some_and(Value::is_string);
+    match (key, value) {
+        ("citations" | "cache_control", Value::Null) => None,
+        ("citations", Value::Array(items)) if items.iter().all(typed) => None,
+        ("citations", _) => Some("citations that are not a list of typed objects"),
+        ("cache_control", _) if typed(value) => None,
+        ("cache_control", _) => Some("a cache_control mark that is not a typed object"),
+        _ => None,
+    }
+}
+
+/// A `Shape` violation at `path` for each attribute of a block with a fault.
+fn check_attributes(
+    attributes: [(&str, Option<&Value>); 2],
+    path: &dyn Fn() -> String,
+    out: &mut Vec<ProviderViolation>,
+) {
+    for (key, value) in attributes {
+        if let Some(fault) = value.and_then(|value| attribute_fault(key, value)) {
+            push(
+                out,
+                ProviderRule::Shape,
+                &path(),
+                format!("block with {fault}"),
+            );
+        }
+    }
+}
+
 fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
     match system {
         Value::String(_) => {}
         Value::Array(blocks) => {
             for (index, block) in blocks.iter().enumerate() {
                 let path = || format!("/system/{index}");
+                check_attributes(
+                    [
+                        ("citations", block.get("citations")),
+                        ("cache_control", block.get("cache_control")),
+                    ],
+                    &path,
+                    out,
+                );
                 match block.get("text").and_then(Value::as_str) {
                     Some(text) if is_blank(text) => {
                         push(
@@ -621,6 +667,14 @@ fn check_joined_blocks<'a>(
         if kind != Some("tool_result") {
             other_seen = true;
         }
+        check_attributes(
+            [
+                ("citations", block.citations),
+                ("cache_control", block.cache_control),
+            ],
+            &|| block.path(),
+            out,
+        );
         match kind {
             Some("text") => check_text_block(block, between_signed(at), out),
             Some(kind @ ("thinking" | "redacted_thinking")) => {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::{messages_of, push, ProviderRule, ProviderViolation};
+use super::{attribute_fault, messages_of, push, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
 /// Every violation of the Anthropic Messages rules (1-10) in `body`.
@@ -217,6 +217,7 @@ fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
         Value::Array(blocks) => {
             for (index, block) in blocks.iter().enumerate() {
                 let path = format!("/system/{index}");
+                attribute_faults(|key| block.get(key), &path, out);
                 match block.get("text").and_then(Value::as_str) {
                     Some(text) if is_blank(text) => {
                         push(
@@ -271,6 +272,24 @@ fn content_blocks<'a>(
 }
 
 /// Rules 4 and 6-9 and the block shapes, within one joined message.
+/// A `Shape` violation at `path` for each checked attribute `field` finds with a fault.
+fn attribute_faults<'v>(
+    field: impl Fn(&str) -> Option<&'v Value>,
+    path: &str,
+    out: &mut Vec<ProviderViolation>,
+) {
+    for key in ["citations", "cache_control"] {
+        if let Some(fault) = field(key).and_then(|value| attribute_fault(key, value)) {
+            push(
+                out,
+                ProviderRule::Shape,
+                path,
+                format!("block with {fault}"),
+            );
+        }
+    }
+}
+
 fn check_joined_blocks<'a>(
     message: &Joined<'a>,
     seen_ids: &mut HashMap<&'a str, String>,
@@ -300,6 +319,7 @@ fn check_joined_blocks<'a>(
         if kind != Some("tool_result") {
             other_seen = true;
         }
+        attribute_faults(|key| block.field(key), path, out);
         match kind {
             Some("text") => check_text(block, path, between_signed(at), out),
             Some(kind @ ("thinking" | "redacted_thinking")) => {

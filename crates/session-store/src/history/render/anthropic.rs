@@ -27,8 +27,8 @@ use serde_json::{Map, Value};
 
 use crate::history::blank::is_blank;
 use crate::history::contract::{
-    counted, result_item_fault, source_fit, too_large_among_many, Media, SourceFit,
-    CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
+    attribute_fault, counted, result_item_fault, source_fit, too_large_among_many, Media,
+    SourceFit, CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
 };
 use crate::history::provider::Provider;
 use crate::history::sanitize::View;
@@ -309,7 +309,9 @@ fn block(mut part: Part) -> Option<Value> {
     };
     // Citations stored by the first release's importer.
     if let Some(citations) = anthropic.get("citations") {
-        out.insert("citations".to_owned(), citations.clone());
+        if attribute_fault("citations", citations).is_none() {
+            out.insert("citations".to_owned(), citations.clone());
+        }
     }
     // Attributes add to the block and never replace what it holds (a write may set any
     // metadata: a kept `type` made a text block a tool_use, a kept `text` emptied it), but
@@ -321,7 +323,8 @@ fn block(mut part: Part) -> Option<Value> {
                 && value
                     .as_str()
                     .is_some_and(|kind| kind != "tool_use" && kind.ends_with("_tool_use"));
-            if retyped || !out.contains_key(key) {
+            let taken = attribute_fault(key, value).is_none();
+            if retyped || (taken && !out.contains_key(key)) {
                 out.insert(key.clone(), value.clone());
             }
         }
