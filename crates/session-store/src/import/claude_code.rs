@@ -739,6 +739,9 @@ fn feed(conversation: &mut Conversation, entry: &Entry<'_>) -> Result<(), Import
     Ok(())
 }
 
+/// The model Claude Code names on the assistant lines it writes itself.
+const SYNTHETIC_MODEL: &str = "<synthetic>";
+
 /// An assistant entry's `parts` (not empty): more lines of the open assistant message when
 /// it carries that message's id (the last line's usage wins), else a new message.
 fn feed_assistant(
@@ -750,7 +753,15 @@ fn feed_assistant(
 ) -> Result<(), ImportError> {
     let assembler = &mut conversation.assembler;
     let message_id = entry.message.get("id").and_then(Value::as_str);
-    let model = super::model_name("anthropic", entry.message.get("model"));
+    // Claude Code writes the messages it makes itself (an API error, "No response
+    // requested.") as assistant lines of the model `<synthetic>`, with zero usage: no model
+    // wrote them, and no prompt was read for them.
+    let synthetic = entry.message.get("model").and_then(Value::as_str) == Some(SYNTHETIC_MODEL);
+    let model = super::model_name("anthropic", entry.message.get("model")).filter(|_| !synthetic);
+    let usage = match synthetic {
+        true => None,
+        false => super::usage::anthropic(entry.message, &at.join("message"))?,
+    };
     if message_id.is_some()
         && message_id == conversation.open_message_id.as_deref()
         && assembler.assistant_is_open()
@@ -758,7 +769,7 @@ fn feed_assistant(
         assembler.extend_assistant(at, parts)?;
         // Every line of a message repeats the API response's usage, the last line with
         // the final output count.
-        if let Some(usage) = super::usage::anthropic(entry.message, &at.join("message"))? {
+        if let Some(usage) = usage {
             if let Some(last) = assembler.last_assistant() {
                 last.usage = Some(usage);
             }
@@ -767,7 +778,7 @@ fn feed_assistant(
         let mut message = NewMessage::assistant(parts);
         message.created_at = created_at;
         message.model = model;
-        message.usage = super::usage::anthropic(entry.message, &at.join("message"))?;
+        message.usage = usage;
         assembler.push(at, message)?;
         conversation.open_message_id = message_id.map(str::to_owned);
     }
@@ -1046,5 +1057,37 @@ mod tests {
             imported.messages[1].model.as_deref(),
             Some("anthropic/claude-opus-4-5")
         );
+    }
+
+    /// Claude Code's own messages (an API error) name the model `<synthetic>` with zero
+    /// usage: taken as the model, it made the real model's signed thinking "another model's"
+    /// on export, and its usage made the last prompt read 0 tokens.
+    #[test]
+    fn synthetic_assistant_lines_name_no_model_and_report_no_usage() {
+        let mut real = assistant("a1", "msg_1", call("A"));
+        real["message"]["model"] = json!("claude-sonnet-4-5");
+        real["message"]["usage"] = json!({"input_tokens": 900, "output_tokens": 5});
+        let mut error = assistant("a2", "x", json!({"type": "text", "text": "API Error: 500"}));
+        error["message"]["model"] = json!("<synthetic>");
+        error["message"]["usage"] = json!({"input_tokens": 0, "output_tokens": 0});
+        error["isApiErrorMessage"] = json!(true);
+        let imported = import(&lines(&[
+            user("u1", json!("go")),
+            real,
+            user("u2", result("A")),
+            error,
+        ]))
+        .expect("imports");
+        let models: Vec<Option<&str>> = imported
+            .messages
+            .iter()
+            .map(|m| m.model.as_deref())
+            .collect();
+        assert_eq!(
+            models,
+            [None, Some("anthropic/claude-sonnet-4-5"), None, None]
+        );
+        assert!(imported.messages[3].usage.is_none());
+        assert_eq!(imported.messages[3].parts, [Part::text("API Error: 500")]);
     }
 }
