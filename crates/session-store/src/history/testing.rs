@@ -140,6 +140,11 @@ pub(crate) mod arb {
         prop_oneof![
             3 => text().prop_map(Part::text),
             1 => (text(), text_metadata()).prop_map(|(text, provider_metadata)| Part::Text { text, provider_metadata }),
+            1 => prop::sample::select(vec![json!({"enabled": true}), json!([]), json!("yes")]).prop_map(|citations| Part::Document {
+                source: json!({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjcK"}),
+                title: Some("a.pdf".to_owned()),
+                provider_metadata: Some(json!({"anthropic": {"attributes": {"citations": citations}}})),
+            }),
             2 => (text(), metadata()).prop_map(|(text, provider_metadata)| Part::Reasoning { text, provider_metadata }),
             1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),

@@ -14,8 +14,10 @@
 //!   input, named `local_shell`): tool_use parts of the assistant message being built; the
 //!   kind is kept under `provider_metadata.openai.type` unless it is `function_call`.
 //! - `function_call_output`, `custom_tool_call_output`, `local_shell_call_output`: a
-//!   tool_result in a tool message (an output that is a list of parts is stored as their
-//!   text, the list kept under `provider_metadata.openai.output`).
+//!   tool_result in a tool message. An output that is a list of parts is stored as their
+//!   text; a list with an image or a file (a screenshot, Codex's `view_image`) is also kept
+//!   as the result's content blocks (`text`, `image`, `document`), which every format
+//!   renders, and a list of texts alone under `provider_metadata.openai.output`.
 //! - Any other item (`web_search_call`, `image_generation_call`, ...) is kept verbatim in the
 //!   assistant message being built (an opaque part), sent back to OpenAI alone.
 //!
@@ -320,63 +322,7 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
         Some(Value::Array(items)) => items
             .iter()
             .enumerate()
-            .map(|(index, item)| {
-                let at = at.join(&format!("[{index}]"));
-                let object = as_object(item, &at, "a content part")?;
-                let kind = string_field(object, "type", &at)?;
-                Ok(match kind {
-                    "input_text" | "text" => Part::text(string_field(object, "text", &at)?),
-                    // Annotations (url citations), logprobs: kept to go back with the text.
-                    "output_text" => Part::Text {
-                        text: string_field(object, "text", &at)?.to_owned(),
-                        provider_metadata: attributes(object, &["type", "text"]),
-                    },
-                    "refusal" => Part::Text {
-                        text: string_field(object, "refusal", &at)?.to_owned(),
-                        provider_metadata: Some(json!({"openai": {"refusal": true}})),
-                    },
-                    "input_image" => match (
-                        object.get("image_url").and_then(Value::as_str),
-                        object.get("file_id").and_then(Value::as_str),
-                    ) {
-                        (Some(url), _) => Part::Image {
-                            source: source_of(url),
-                            title: None,
-                            provider_metadata: attributes(object, &["type", "image_url"]),
-                        },
-                        (None, Some(id)) => Part::Image {
-                            source: json!({"type": "file", "file_id": id}),
-                            title: None,
-                            provider_metadata: attributes(object, &["type", "file_id"]),
-                        },
-                        (None, None) => Part::opaque("openai", item.clone()),
-                    },
-                    "input_file" => {
-                        let title = object
-                            .get("filename")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned);
-                        match (
-                            object.get("file_data").and_then(Value::as_str),
-                            object.get("file_id").and_then(Value::as_str),
-                        ) {
-                            (Some(data), _) => Part::Document {
-                                source: source_of(data),
-                                title,
-                                provider_metadata: None,
-                            },
-                            (None, Some(id)) => Part::Document {
-                                source: json!({"type": "file", "file_id": id}),
-                                title,
-                                provider_metadata: None,
-                            },
-                            (None, None) => Part::opaque("openai", item.clone()),
-                        }
-                    }
-                    // Audio and parts newer than this build: kept verbatim for OpenAI alone.
-                    _ => Part::opaque("openai", item.clone()),
-                })
-            })
+            .map(|(index, item)| content_part(item, &at.join(&format!("[{index}]"))))
             .collect(),
         Some(other) => Err(ImportError::malformed(
             &at,
@@ -385,6 +331,84 @@ fn content(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, Impo
                 type_name(other)
             ),
         )),
+    }
+}
+
+/// One part of a content list (a message's, or an output's).
+fn content_part(item: &Value, at: &Location) -> Result<Part, ImportError> {
+    let at = at.clone();
+    let object = as_object(item, &at, "a content part")?;
+    let kind = string_field(object, "type", &at)?;
+    Ok(match kind {
+        "input_text" | "text" => Part::text(string_field(object, "text", &at)?),
+        // Annotations (url citations), logprobs: kept to go back with the text.
+        "output_text" => Part::Text {
+            text: string_field(object, "text", &at)?.to_owned(),
+            provider_metadata: attributes(object, &["type", "text"]),
+        },
+        "refusal" => Part::Text {
+            text: string_field(object, "refusal", &at)?.to_owned(),
+            provider_metadata: Some(json!({"openai": {"refusal": true}})),
+        },
+        "input_image" => match (
+            object.get("image_url").and_then(Value::as_str),
+            object.get("file_id").and_then(Value::as_str),
+        ) {
+            (Some(url), _) => Part::Image {
+                source: source_of(url),
+                title: None,
+                provider_metadata: attributes(object, &["type", "image_url"]),
+            },
+            (None, Some(id)) => Part::Image {
+                source: json!({"type": "file", "file_id": id}),
+                title: None,
+                provider_metadata: attributes(object, &["type", "file_id"]),
+            },
+            (None, None) => Part::opaque("openai", item.clone()),
+        },
+        "input_file" => {
+            let title = object
+                .get("filename")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match (
+                object.get("file_data").and_then(Value::as_str),
+                object.get("file_id").and_then(Value::as_str),
+            ) {
+                (Some(data), _) => Part::Document {
+                    source: source_of(data),
+                    title,
+                    provider_metadata: None,
+                },
+                (None, Some(id)) => Part::Document {
+                    source: json!({"type": "file", "file_id": id}),
+                    title,
+                    provider_metadata: None,
+                },
+                (None, None) => Part::opaque("openai", item.clone()),
+            }
+        }
+        // Audio and parts newer than this build: kept verbatim for OpenAI alone.
+        _ => Part::opaque("openai", item.clone()),
+    })
+}
+
+/// A part of an output's list as a result's content block (the Anthropic shape every
+/// renderer reads): a text, an image or a document with its source; anything else as it
+/// came, which renderers leave out.
+fn result_block(part: &Part) -> Value {
+    match part {
+        Part::Text { text, .. } => json!({"type": "text", "text": text}),
+        Part::Image { source, .. } => json!({"type": "image", "source": source}),
+        Part::Document { source, title, .. } => {
+            let mut block = json!({"type": "document", "source": source});
+            if let Some(title) = title {
+                block["title"] = json!(title);
+            }
+            block
+        }
+        Part::Opaque { block, .. } => block.clone(),
+        other => json!({"type": "text", "text": crate::history::texts::describe(other)}),
     }
 }
 
@@ -535,14 +559,34 @@ fn output(
     if kind != "function_call_output" {
         tags.insert("type".to_owned(), json!(kind));
     }
+    let mut blocks = None;
     let content = match object.get("output") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => {
-            tags.insert("output".to_owned(), Value::Array(parts.clone()));
+        Some(Value::Array(items)) => {
+            let at = at.join("output");
+            let parts = items
+                .iter()
+                .enumerate()
+                .map(|(index, item)| content_part(item, &at.join(&format!("[{index}]"))))
+                .collect::<Result<Vec<_>, _>>()?;
+            // An output with media (a screenshot, Codex's `view_image`) keeps its list as
+            // a result's content blocks, which every format renders; a list of texts is
+            // kept as it came.
+            if parts
+                .iter()
+                .any(|p| matches!(p, Part::Image { .. } | Part::Document { .. }))
+            {
+                blocks = Some(Value::Array(parts.iter().map(result_block).collect()));
+            } else {
+                tags.insert("output".to_owned(), Value::Array(items.clone()));
+            }
             parts
                 .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .filter_map(|p| match p {
+                    Part::Text { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
                 .collect::<Vec<_>>()
                 .join("\n")
         }
@@ -558,7 +602,7 @@ fn output(
         tool_use_id: id.to_owned(),
         content,
         is_error,
-        blocks: None,
+        blocks,
         provider_metadata: None,
     };
     if !tags.is_empty() {
@@ -570,6 +614,64 @@ fn output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An output list with an image (a screenshot tool, Codex's `view_image`) keeps it as the
+    /// result's content blocks; a list of texts is kept as it came, its text the content.
+    #[test]
+    fn an_output_list_with_an_image_keeps_it_as_the_results_blocks() {
+        let png = "data:image/png;base64,iVBORw0KGgo=";
+        let body = json!({"input": [
+            {"role": "user", "content": "shoot"},
+            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "ls", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": [
+                {"type": "input_text", "text": "here"},
+                {"type": "input_image", "image_url": png},
+                {"type": "input_image", "file_id": "file_1"},
+            ]},
+            {"type": "function_call_output", "call_id": "c2", "output": [
+                {"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"},
+            ]},
+        ]});
+        let imported = import(&body.to_string()).expect("imports");
+        let results: Vec<&Part> = imported.messages[2..]
+            .iter()
+            .flat_map(|m| &m.parts)
+            .collect();
+        let Part::ToolResult {
+            content, blocks, ..
+        } = results[0]
+        else {
+            panic!("{results:?}");
+        };
+        assert_eq!(content, "here");
+        assert_eq!(
+            blocks.as_ref(),
+            Some(&json!([
+                {"type": "text", "text": "here"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                {"type": "image", "source": {"type": "file", "file_id": "file_1"}},
+            ]))
+        );
+        let Part::ToolResult {
+            content,
+            blocks: None,
+            provider_metadata: Some(metadata),
+            ..
+        } = results[1]
+        else {
+            panic!("{results:?}");
+        };
+        assert_eq!(content, "a\nb");
+        assert_eq!(metadata["openai"]["output"][1]["text"], "b");
+        // A part that is not one at all is refused with its place.
+        let broken = json!({"input": [
+            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text"}]},
+        ]});
+        let refused = import(&broken.to_string()).expect_err("a text part without text");
+        assert!(refused.to_string().contains("output"), "{refused}");
+    }
 
     #[test]
     fn items_become_messages_with_reasoning_kept_for_replay() {

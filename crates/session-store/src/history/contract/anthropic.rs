@@ -418,30 +418,36 @@ impl<'a> Block<'a> {
     }
 }
 
-/// Why Anthropic refuses a block's attribute `key` of `value`, for the attributes whose
-/// shape it checks and a source may give in any shape: `citations` is null or a list of
-/// typed objects, a `cache_control` mark null or a typed object. `None` when it takes it.
-/// The renderer leaves out a kept attribute with a fault (the block itself still goes).
-pub(crate) fn attribute_fault(key: &str, value: &Value) -> Option<&'static str> {
+/// Why Anthropic refuses the attribute `key` of `value` on a block of type `kind`, for the
+/// attributes whose shape it checks and a source may give in any shape: a text's
+/// `citations` are null or a list of typed objects, a document's null or an object (`{"enabled":
+/// true}`), a `cache_control` mark null or a typed object. `None` when it takes it. The
+/// renderer leaves out a kept attribute with a fault (the block itself still goes).
+pub(crate) fn attribute_fault(kind: &str, key: &str, value: &Value) -> Option<&'static str> {
     let typed = |value: &Value| value.get("type").is_some_and(Value::is_string);
-    match (key, value) {
-        ("citations" | "cache_control", Value::Null) => None,
-        ("citations", Value::Array(items)) if items.iter().all(typed) => None,
-        ("citations", _) => Some("citations that are not a list of typed objects"),
-        ("cache_control", _) if typed(value) => None,
-        ("cache_control", _) => Some("a cache_control mark that is not a typed object"),
+    match (key, kind, value) {
+        ("citations" | "cache_control", _, Value::Null) => None,
+        ("citations", "text", Value::Array(items)) if items.iter().all(typed) => None,
+        ("citations", "text", _) => Some("citations that are not a list of typed objects"),
+        ("citations", "document" | "search_result", Value::Object(_)) => None,
+        ("citations", "document" | "search_result", _) => {
+            Some("a citations setting that is not an object")
+        }
+        ("cache_control", _, _) if typed(value) => None,
+        ("cache_control", _, _) => Some("a cache_control mark that is not a typed object"),
         _ => None,
     }
 }
 
-/// A `Shape` violation at `path` for each attribute of a block with a fault.
+/// A `Shape` violation at `path` for each attribute of a block of type `kind` with a fault.
 fn check_attributes(
+    kind: &str,
     attributes: [(&str, Option<&Value>); 2],
     path: &dyn Fn() -> String,
     out: &mut Vec<ProviderViolation>,
 ) {
     for (key, value) in attributes {
-        if let Some(fault) = value.and_then(|value| attribute_fault(key, value)) {
+        if let Some(fault) = value.and_then(|value| attribute_fault(kind, key, value)) {
             push(
                 out,
                 ProviderRule::Shape,
@@ -459,6 +465,7 @@ fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
             for (index, block) in blocks.iter().enumerate() {
                 let path = || format!("/system/{index}");
                 check_attributes(
+                    "text",
                     [
                         ("citations", block.get("citations")),
                         ("cache_control", block.get("cache_control")),
@@ -668,6 +675,7 @@ fn check_joined_blocks<'a>(
             other_seen = true;
         }
         check_attributes(
+            kind.unwrap_or_default(),
             [
                 ("citations", block.citations),
                 ("cache_control", block.cache_control),

@@ -217,7 +217,7 @@ fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
         Value::Array(blocks) => {
             for (index, block) in blocks.iter().enumerate() {
                 let path = format!("/system/{index}");
-                attribute_faults(|key| block.get(key), &path, out);
+                attribute_faults("text", |key| block.get(key), &path, out);
                 match block.get("text").and_then(Value::as_str) {
                     Some(text) if is_blank(text) => {
                         push(
@@ -274,12 +274,13 @@ fn content_blocks<'a>(
 /// Rules 4 and 6-9 and the block shapes, within one joined message.
 /// A `Shape` violation at `path` for each checked attribute `field` finds with a fault.
 fn attribute_faults<'v>(
+    kind: &str,
     field: impl Fn(&str) -> Option<&'v Value>,
     path: &str,
     out: &mut Vec<ProviderViolation>,
 ) {
     for key in ["citations", "cache_control"] {
-        if let Some(fault) = field(key).and_then(|value| attribute_fault(key, value)) {
+        if let Some(fault) = field(key).and_then(|value| attribute_fault(kind, key, value)) {
             push(
                 out,
                 ProviderRule::Shape,
@@ -319,7 +320,7 @@ fn check_joined_blocks<'a>(
         if kind != Some("tool_result") {
             other_seen = true;
         }
-        attribute_faults(|key| block.field(key), path, out);
+        attribute_faults(kind.unwrap_or_default(), |key| block.field(key), path, out);
         match kind {
             Some("text") => check_text(block, path, between_signed(at), out),
             Some(kind @ ("thinking" | "redacted_thinking")) => {

@@ -219,16 +219,19 @@ fn check_function_output(
             format!("no function_call with call_id {id:?} before this output"),
         ),
     }
-    if !item
-        .get("output")
-        .is_some_and(|o| o.is_string() || o.is_array())
-    {
-        push(
+    let output_path = format!("{path}/output");
+    match item.get("output") {
+        Some(Value::String(_)) => {}
+        Some(Value::Array(parts)) if !parts.is_empty() => {
+            let allowed = ["input_text", "input_image", "input_file"];
+            check_parts(parts, &allowed, "a function_call_output", &output_path, out);
+        }
+        _ => push(
             out,
             ProviderRule::Shape,
-            &format!("{path}/output"),
+            &output_path,
             "function_call_output without an output",
-        );
+        ),
     }
 }
 
@@ -312,47 +315,13 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
                     "empty message content",
                 );
             }
-            for (index, part) in parts.iter().enumerate() {
-                let part_path = format!("{content_path}/{index}");
-                let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
-                if !allowed.contains(&kind) {
-                    push(
-                        out,
-                        ProviderRule::Shape,
-                        &part_path,
-                        format!("content part {kind:?} in a {role} message"),
-                    );
-                    continue;
-                }
-                if kind == "input_file" && part.get("file_data").is_some() {
-                    let missing = ("input_file with file_data but no filename", None);
-                    require_name(part, "/filename", &part_path, missing, out);
-                }
-                let url = part.get("image_url").and_then(Value::as_str);
-                if let Some(fault) = url.and_then(crate::history::media::image_url_fault) {
-                    push(out, ProviderRule::Shape, &part_path, fault);
-                }
-                let field = if kind == "refusal" { "refusal" } else { "text" };
-                if kind.ends_with("text") || kind == "refusal" {
-                    match part.get(field).and_then(Value::as_str) {
-                        Some(text) if is_blank(text) => {
-                            push(
-                                out,
-                                ProviderRule::NonEmptyText,
-                                &part_path,
-                                "blank text part",
-                            );
-                        }
-                        Some(_) => {}
-                        None => push(
-                            out,
-                            ProviderRule::Shape,
-                            &part_path,
-                            "text part without text",
-                        ),
-                    }
-                }
-            }
+            check_parts(
+                parts,
+                allowed,
+                &format!("a {role} message"),
+                &content_path,
+                out,
+            );
         }
         _ => push(
             out,
@@ -363,11 +332,93 @@ fn check_message(item: &Value, path: &str, out: &mut Vec<ProviderViolation>) {
     }
 }
 
+/// The rules for each part of a content list at `content_path` (a message's, or an output's),
+/// of which `allowed` names the types `owner` takes.
+fn check_parts(
+    parts: &[Value],
+    allowed: &[&str],
+    owner: &str,
+    content_path: &str,
+    out: &mut Vec<ProviderViolation>,
+) {
+    for (index, part) in parts.iter().enumerate() {
+        let part_path = format!("{content_path}/{index}");
+        let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+        if !allowed.contains(&kind) {
+            push(
+                out,
+                ProviderRule::Shape,
+                &part_path,
+                format!("content part {kind:?} in {owner}"),
+            );
+            continue;
+        }
+        if kind == "input_file" && part.get("file_data").is_some() {
+            let missing = ("input_file with file_data but no filename", None);
+            require_name(part, "/filename", &part_path, missing, out);
+        }
+        let url = part.get("image_url").and_then(Value::as_str);
+        if let Some(fault) = url.and_then(crate::history::media::image_url_fault) {
+            push(out, ProviderRule::Shape, &part_path, fault);
+        }
+        let field = if kind == "refusal" { "refusal" } else { "text" };
+        if kind.ends_with("text") || kind == "refusal" {
+            match part.get(field).and_then(Value::as_str) {
+                Some(text) if is_blank(text) => {
+                    push(
+                        out,
+                        ProviderRule::NonEmptyText,
+                        &part_path,
+                        "blank text part",
+                    );
+                }
+                Some(_) => {}
+                None => push(
+                    out,
+                    ProviderRule::Shape,
+                    &part_path,
+                    "text part without text",
+                ),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_output_list_holds_input_parts_the_api_takes() {
+        let with_output = |output: Value| {
+            json!({"input": [
+                {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c", "output": output},
+            ]})
+        };
+        let paths = |output: Value| -> Vec<String> {
+            check_responses(&with_output(output))
+                .into_iter()
+                .map(|violation| violation.path)
+                .collect()
+        };
+        assert!(paths(json!([{"type": "input_text", "text": "ok"}])).is_empty());
+        assert_eq!(paths(json!([])), ["/input/1/output"]);
+        assert_eq!(
+            paths(
+                json!([{"type": "output_text", "text": "x"}, {"type": "input_text", "text": " "}])
+            ),
+            ["/input/1/output/0", "/input/1/output/1"]
+        );
+        assert_eq!(
+            paths(
+                json!([{"type": "input_image", "image_url": "data:image/heic;base64,AAAAGGZ0eXBoZWljAAAAAA=="}])
+            ),
+            ["/input/1/output/0"]
+        );
+    }
 
     fn rules(body: Value) -> Vec<ProviderRule> {
         check_responses(&body).iter().map(|v| v.rule).collect()

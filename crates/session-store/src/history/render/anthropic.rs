@@ -307,9 +307,14 @@ fn block(mut part: Part) -> Option<Value> {
     let (Value::Object(out), Some(Value::Object(anthropic))) = (&mut rendered, anthropic) else {
         return Some(rendered);
     };
+    let kind = out
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     // Citations stored by the first release's importer.
     if let Some(citations) = anthropic.get("citations") {
-        if attribute_fault("citations", citations).is_none() {
+        if attribute_fault(&kind, "citations", citations).is_none() {
             out.insert("citations".to_owned(), citations.clone());
         }
     }
@@ -323,7 +328,7 @@ fn block(mut part: Part) -> Option<Value> {
                 && value
                     .as_str()
                     .is_some_and(|kind| kind != "tool_use" && kind.ends_with("_tool_use"));
-            let taken = attribute_fault(key, value).is_none();
+            let taken = attribute_fault(&kind, key, value).is_none();
             if retyped || (taken && !out.contains_key(key)) {
                 out.insert(key.clone(), value.clone());
             }

@@ -17,7 +17,8 @@
 //!   [`crate::history::contract::item_id_fits`]), and a call's only when the reasoning of
 //!   its message before it went back with its id: the API pairs the two.
 //! - A call's `name` is one the API takes ([`Provider::tool_name`]).
-//! - Each tool_result becomes a `function_call_output` (`call_id`, `output`).
+//! - Each tool_result becomes a `function_call_output` (`call_id`, `output`): its text, or,
+//!   when its content list holds an image or a document, that list as input parts.
 //! - Images, documents and another provider's server tool parts are sent as text saying
 //!   what they were; a provider block the store kept verbatim goes back only when OpenAI
 //!   made it: as it came when it is an item of a type this renderer does not write itself
@@ -72,13 +73,18 @@ pub fn render(view: &View) -> Value {
                     if let Part::ToolResult {
                         tool_use_id,
                         content,
+                        blocks,
                         ..
                     } = part
                     {
+                        let output = blocks
+                            .as_ref()
+                            .and_then(output_list)
+                            .unwrap_or_else(|| json!(content));
                         input.push(json!({
                             "type": "function_call_output",
                             "call_id": tool_use_id,
-                            "output": content,
+                            "output": output,
                         }));
                     }
                 }
@@ -94,6 +100,40 @@ pub fn render(view: &View) -> Value {
     }
     body.insert("input".to_owned(), Value::Array(input));
     Value::Object(body)
+}
+
+/// A result's content blocks as an output's list of input parts, when they hold an image or
+/// a document (the API takes `input_text`, `input_image` and `input_file` there): each as
+/// the same part of a user message would go ([`user_part`]); items of other types left out.
+/// `None` for blocks of text alone, which go as the result's text.
+fn output_list(blocks: &Value) -> Option<Value> {
+    let parts: Vec<Part> = blocks
+        .as_array()?
+        .iter()
+        .filter_map(|block| {
+            let source = || block.get("source").cloned().unwrap_or(Value::Null);
+            match block.get("type").and_then(Value::as_str)? {
+                "text" => Some(Part::text(block.get("text")?.as_str()?)),
+                "image" => Some(Part::image(source())),
+                "document" => Some(Part::Document {
+                    source: source(),
+                    title: block
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    provider_metadata: None,
+                }),
+                _ => None,
+            }
+        })
+        .collect();
+    if !parts
+        .iter()
+        .any(|p| matches!(p, Part::Image { .. } | Part::Document { .. }))
+    {
+        return None;
+    }
+    Some(Value::Array(parts.iter().filter_map(user_part).collect()))
 }
 
 /// One part of a user message: text, an image (`input_image`), a document (`input_file`),
@@ -622,6 +662,59 @@ mod tests {
             .map(|violation| violation.path)
             .collect();
         assert_eq!(named, ["/input/1/id", "/input/2/id"]);
+    }
+
+    #[test]
+    fn a_result_with_media_goes_as_an_output_list_and_text_alone_as_a_string() {
+        let result = |blocks: Value| Part::ToolResult {
+            tool_use_id: "c".into(),
+            content: "here".into(),
+            is_error: false,
+            blocks: Some(blocks),
+            provider_metadata: None,
+        };
+        let png = "iVBORw0KGgo=";
+        let heic = "AAAAGGZ0eXBoZWljAAAAAA==";
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (Role::Assistant, vec![call("c")]),
+            (
+                Role::Tool,
+                vec![result(json!([
+                    {"type": "text", "text": "here"},
+                    {"type": "text", "text": " "},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/heic", "data": heic}},
+                    {"type": "search_result", "source": "s", "title": "t", "content": []},
+                ]))],
+            ),
+            (Role::Assistant, vec![call("d")]),
+            (
+                Role::Tool,
+                vec![Part::ToolResult {
+                    tool_use_id: "d".into(),
+                    content: "only text".into(),
+                    is_error: false,
+                    blocks: Some(json!([{"type": "text", "text": "only text"}])),
+                    provider_metadata: None,
+                }],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(
+            crate::history::contract::check_responses(&body),
+            [],
+            "{body:#}"
+        );
+        assert_eq!(
+            body["input"][2]["output"],
+            json!([
+                {"type": "input_text", "text": "here"},
+                {"type": "input_image", "image_url": format!("data:image/png;base64,{png}")},
+                {"type": "input_text", "text": "[image (image/heic) not shown]"},
+            ])
+        );
+        assert_eq!(body["input"][4]["output"], json!("only text"));
     }
 
     #[test]
