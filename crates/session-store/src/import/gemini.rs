@@ -6,7 +6,9 @@
 //!   the first unanswered call of the model content before with its name. `response`
 //!   `{"output": text}` is stored as the text, `{"error": text}` as an error result; any
 //!   other object as its JSON text, the object kept under `provider_metadata.gemini.response`
-//!   so it goes back as it came.
+//!   so it goes back as it came. The images and files of a multimodal response (`parts`,
+//!   Gemini 3) are kept as the result's content blocks after its text, which the other
+//!   formats render; Gemini is sent the response without them.
 //! - A `model` content becomes an assistant message, part for part: text, `functionCall`
 //!   as a tool_use (a call without an `id` gets `call_{content}_{part}`, marked
 //!   `{"gemini": {"id": false}}` so it goes back without one), `thought: true` text as a
@@ -450,7 +452,7 @@ fn function_response(
         let (key, value) = o.iter().next()?;
         Some((key.as_str(), value.as_str()?))
     });
-    Ok(match simple {
+    let mut result = match simple {
         Some(("output", text)) => Part::tool_result(id, text),
         Some(("error", text)) => Part::tool_error(id, text),
         _ => Part::ToolResult {
@@ -462,7 +464,42 @@ fn function_response(
                 .is_object()
                 .then(|| json!({ GEMINI: {"response": body} })),
         },
-    })
+    };
+    // A multimodal response (Gemini 3) carries its images and files in `parts`: kept as the
+    // result's content blocks after its text, so other formats get them.
+    let media = response_media(object, &at)?;
+    if let (
+        Part::ToolResult {
+            content, blocks, ..
+        },
+        false,
+    ) = (&mut result, media.is_empty())
+    {
+        let text = (!content.is_empty()).then(|| Part::text(content.as_str()));
+        let parts = text.iter().chain(&media);
+        *blocks = Some(Value::Array(parts.map(super::result_block).collect()));
+    }
+    Ok(result)
+}
+
+/// The images and documents among a function response's `parts`.
+fn response_media(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part>, ImportError> {
+    let Some(parts) = field(object, "parts", at)? else {
+        return Ok(Vec::new());
+    };
+    let at = at.join("parts");
+    let Value::Array(parts) = parts else {
+        return Err(ImportError::malformed(&at, "expected an array of parts"));
+    };
+    let mut media = Vec::new();
+    for (index, part) in parts.iter().enumerate() {
+        let at = at.join(&format!("[{index}]"));
+        let part = described(as_object(part, &at, "a part")?, &at)?;
+        if matches!(part, Part::Image { .. } | Part::Document { .. }) {
+            media.push(part);
+        }
+    }
+    Ok(media)
 }
 
 #[cfg(test)]
@@ -509,6 +546,45 @@ mod tests {
                 provider_metadata: Some(json!({"gemini": {"text": true, "thoughtSignature": "T"}})),
             }
         );
+    }
+
+    /// A multimodal function response (Gemini 3) keeps its images as the result's content
+    /// blocks after its text, whichever way its fields are spelled.
+    #[test]
+    fn a_function_responses_images_are_kept_as_the_results_blocks() {
+        for (parts, inline, mime) in [
+            ("parts", "inlineData", "mimeType"),
+            ("parts", "inline_data", "mime_type"),
+        ] {
+            let body = json!({"contents": [
+                {"role": "user", "parts": [{"text": "shoot"}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "shot", "args": {}}}]},
+                {"role": "user", "parts": [{"functionResponse": {"name": "shot",
+                    "response": {"output": "here"},
+                    parts: [{inline: {mime: "image/png", "data": "iVBORw0KGgo="}}]}}]},
+                {"role": "model", "parts": [{"text": "a pixel"}]},
+            ]});
+            let imported = import(&body.to_string()).expect("imports");
+            let Part::ToolResult {
+                content, blocks, ..
+            } = &imported.messages[2].parts[0]
+            else {
+                panic!("{:?}", imported.messages[2]);
+            };
+            assert_eq!(content, "here");
+            assert_eq!(
+                blocks.as_ref(),
+                Some(&json!([
+                    {"type": "text", "text": "here"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+                ]))
+            );
+        }
+        let refused = json!({"contents": [
+            {"role": "model", "parts": [{"functionCall": {"name": "shot", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "shot", "response": {}, "parts": "png"}}]},
+        ]});
+        assert!(import(&refused.to_string()).is_err());
     }
 
     /// Every field the importer reads is taken under its proto name too, into the messages

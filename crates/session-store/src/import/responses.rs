@@ -393,25 +393,6 @@ fn content_part(item: &Value, at: &Location) -> Result<Part, ImportError> {
     })
 }
 
-/// A part of an output's list as a result's content block (the Anthropic shape every
-/// renderer reads): a text, an image or a document with its source; anything else as it
-/// came, which renderers leave out.
-fn result_block(part: &Part) -> Value {
-    match part {
-        Part::Text { text, .. } => json!({"type": "text", "text": text}),
-        Part::Image { source, .. } => json!({"type": "image", "source": source}),
-        Part::Document { source, title, .. } => {
-            let mut block = json!({"type": "document", "source": source});
-            if let Some(title) = title {
-                block["title"] = json!(title);
-            }
-            block
-        }
-        Part::Opaque { block, .. } => block.clone(),
-        other => json!({"type": "text", "text": crate::history::texts::describe(other)}),
-    }
-}
-
 /// A URL or file data as a provider-neutral source: a `data:` URL becomes base64 data with
 /// its media type, anything else stays a URL.
 fn source_of(url: &str) -> Value {
@@ -577,7 +558,9 @@ fn output(
                 .iter()
                 .any(|p| matches!(p, Part::Image { .. } | Part::Document { .. }))
             {
-                blocks = Some(Value::Array(parts.iter().map(result_block).collect()));
+                blocks = Some(Value::Array(
+                    parts.iter().map(super::result_block).collect(),
+                ));
             } else {
                 tags.insert("output".to_owned(), Value::Array(items.clone()));
             }
