@@ -132,6 +132,9 @@ pub(crate) mod arb {
             json!({"type": "web_search_call", "id": "ws_1"}),
             json!({"type": "reasoignn", "id": [{"type": "summary_text", "text": "done"}]}),
             json!({"type": "compaction", "id": 7}),
+            // Attributes in shapes Anthropic refuses, on a block kept verbatim.
+            json!({"type": "tMhinking", "thinking": "ok", "citations": "c2ln", "cache_control": "x"}),
+            json!({"type": "search_result", "source": "s", "title": "t", "content": [], "citations": [1]}),
         ])
     }
 

@@ -304,37 +304,51 @@ fn block(mut part: Part) -> Option<Value> {
         _ => None,
     };
     let mut rendered = bare_block(part, signature, ours)?;
-    let (Value::Object(out), Some(Value::Object(anthropic))) = (&mut rendered, anthropic) else {
+    let Value::Object(out) = &mut rendered else {
         return Some(rendered);
     };
-    let kind = out
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    // Citations stored by the first release's importer.
-    if let Some(citations) = anthropic.get("citations") {
-        if attribute_fault(&kind, "citations", citations).is_none() {
+    if let Some(Value::Object(anthropic)) = anthropic {
+        // Citations stored by the first release's importer.
+        if let Some(citations) = anthropic.get("citations") {
             out.insert("citations".to_owned(), citations.clone());
         }
-    }
-    // Attributes add to the block and never replace what it holds (a write may set any
-    // metadata: a kept `type` made a text block a tool_use, a kept `text` emptied it), but
-    // for the importer's one: a server tool use of another type (`mcp_tool_use`).
-    if let Some(Value::Object(attributes)) = anthropic.get("attributes") {
-        for (key, value) in attributes {
-            let retyped = server_use
-                && key == "type"
-                && value
-                    .as_str()
-                    .is_some_and(|kind| kind != "tool_use" && kind.ends_with("_tool_use"));
-            let taken = attribute_fault(&kind, key, value).is_none();
-            if retyped || (taken && !out.contains_key(key)) {
-                out.insert(key.clone(), value.clone());
+        // Attributes add to the block and never replace what it holds (a write may set any
+        // metadata: a kept `type` made a text block a tool_use, a kept `text` emptied it),
+        // but for the importer's one: a server tool use of another type (`mcp_tool_use`).
+        if let Some(Value::Object(attributes)) = anthropic.get("attributes") {
+            for (key, value) in attributes {
+                let retyped = server_use
+                    && key == "type"
+                    && value
+                        .as_str()
+                        .is_some_and(|kind| kind != "tool_use" && kind.ends_with("_tool_use"));
+                if retyped || !out.contains_key(key) {
+                    out.insert(key.clone(), value.clone());
+                }
             }
         }
     }
+    drop_refused_attributes(out);
     Some(rendered)
+}
+
+/// Leaves out of `block` (kept attributes, or a block kept verbatim) each attribute Anthropic
+/// refuses in the shape it has ([`attribute_fault`]).
+fn drop_refused_attributes(block: &mut Map<String, Value>) {
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let refused = ["citations", "cache_control"].map(|key| {
+        block
+            .get(key)
+            .is_some_and(|value| attribute_fault(kind, key, value).is_some())
+    });
+    for (key, refused) in ["citations", "cache_control"].into_iter().zip(refused) {
+        if refused {
+            block.shift_remove(key);
+        }
+    }
 }
 
 /// The block attributes an Anthropic source gave a part, kept for Anthropic alone.
