@@ -153,6 +153,7 @@ pub(crate) mod arb {
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),
             3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: None, provider_metadata: None }),
             1 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}])), provider_metadata: None }),
+            1 => (id(), any::<bool>()).prop_map(|(id, is_error)| Part::ToolResult { tool_use_id: id, content: "t".into(), is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t", "citations": "c", "cache_control": "x"}])), provider_metadata: None }),
             1 => prop::sample::select(vec![
                 // A PNG's first bytes; bytes that are no image Anthropic takes.
                 serde_json::json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}),

@@ -1002,14 +1002,19 @@ fn check_result_content(block: &Block<'_>, out: &mut Vec<ProviderViolation>) {
         Some(Value::String(text)) => !is_blank(text),
         Some(Value::Array(items)) => {
             for (index, item) in items.iter().enumerate() {
+                let path = || format!("{}/content/{index}", block.path());
                 if let Some((rule, detail)) = result_item_fault(item, is_error) {
-                    push(
-                        out,
-                        rule,
-                        &format!("{}/content/{index}", block.path()),
-                        detail,
-                    );
+                    push(out, rule, &path(), detail);
                 }
+                check_attributes(
+                    item.get("type").and_then(Value::as_str).unwrap_or_default(),
+                    [
+                        ("citations", item.get("citations")),
+                        ("cache_control", item.get("cache_control")),
+                    ],
+                    &path,
+                    out,
+                );
             }
             !items.is_empty()
         }

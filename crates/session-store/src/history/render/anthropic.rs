@@ -461,6 +461,9 @@ fn result_items(blocks: Value, is_error: bool) -> Vec<Value> {
         .into_iter()
         .filter_map(|mut item| {
             if result_item_fault(&item, is_error).is_none() {
+                if let Value::Object(fields) = &mut item {
+                    drop_refused_attributes(fields);
+                }
                 return Some(item);
             }
             let kind = match item.get("type").and_then(Value::as_str) {
