@@ -12,7 +12,9 @@
 //!   (`openai/{model}`).
 //! - `compacted` lines (Codex's compaction marker, `{"message": summary}`): the whole turns
 //!   before the marker are the head a store compaction replaces, with the marker's summary
-//!   ([`Imported::compactions`]). `compaction` items (the encrypted form) are skipped.
+//!   ([`Imported::compactions`]). A remote compaction's marker has an empty `message` and the
+//!   history the server gave back (`replacement_history`); its message texts are the
+//!   summary. `compaction` items (the encrypted form) are skipped.
 //! - `event_msg` lines repeat what the items hold for a UI (`user_message`, `agent_message`,
 //!   `agent_reasoning`, `token_count`, `turn_aborted`) and are skipped, as is any line type
 //!   this importer does not know; but a `user_message` whose prompt no `response_item` user
@@ -367,8 +369,8 @@ impl Log for Rollout {
                 let summary = payload
                     .get("message")
                     .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                    .filter(|message| !message.trim().is_empty())
+                    .map_or_else(|| replacement_texts(payload), str::to_owned);
                 self.prompts.flush(items)?;
                 items.flush()?;
                 self.markers.push((items.len(), summary));
@@ -437,6 +439,23 @@ fn response_item(
         Some("compaction" | "compaction_summary") => Ok(()),
         _ => items.item(at, item, created_at),
     }
+}
+
+/// What a remote compaction kept legible: its `compacted` line has an empty `message` and
+/// the history the server gave back (`replacement_history`: the user messages it kept and
+/// an encrypted `compaction` item no other model reads), whose message texts, joined by a
+/// blank line, are the summary; empty when there are none.
+fn replacement_texts(payload: &Value) -> String {
+    let items = payload.get("replacement_history").and_then(Value::as_array);
+    let texts = items
+        .into_iter()
+        .flatten()
+        .filter(|item| item.get("type").is_none_or(|kind| kind == "message"))
+        .filter_map(|item| item.get("content")?.as_array())
+        .flatten()
+        .filter_map(|part| part.get("text")?.as_str())
+        .filter(|text| !text.trim().is_empty());
+    texts.collect::<Vec<_>>().join("\n\n")
 }
 
 /// True when `line` is the header of a rollout of the older layout: `{"id", "timestamp",
@@ -576,6 +595,47 @@ mod tests {
             }]
         );
         assert!(imported.system.is_none());
+    }
+
+    /// A remote compaction (an empty `message`, the server's `replacement_history`) compacts
+    /// the turns before it, summarised by the texts the server kept; one that kept none
+    /// compacts nothing.
+    #[test]
+    fn a_remote_compaction_is_summarised_by_the_texts_it_kept() {
+        let user = |text: &str| {
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+            )
+        };
+        let answer = |text: &str| {
+            item(
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
+            )
+        };
+        let marker = |kept: Value| json!({"timestamp": "2025-10-01T10:00:03Z", "type": "compacted", "payload": {"message": "", "replacement_history": kept}});
+        let text = rollout(&[
+            user("first"),
+            answer("one"),
+            user("second"),
+            answer("two"),
+            marker(json!([
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "first"}]},
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "second"}]},
+                {"type": "compaction", "encrypted_content": "gAAAA"},
+            ])),
+            user("third"),
+            answer("three"),
+            marker(json!([{"type": "compaction", "encrypted_content": "gAAAB"}])),
+            user("fourth"),
+        ]);
+        let imported = import(&text).expect("imports");
+        assert_eq!(
+            imported.compactions,
+            [ImportedCompaction {
+                at: 4,
+                summary: "first\n\nsecond".into()
+            }]
+        );
     }
 
     /// The older layout (a header line, state snapshots, bare items) gives what the envelope
