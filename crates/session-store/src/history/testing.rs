@@ -151,6 +151,14 @@ pub(crate) mod arb {
             2 => (text(), metadata()).prop_map(|(text, provider_metadata)| Part::Reasoning { text, provider_metadata }),
             1 => prop::sample::select(vec!["", "opaque"]).prop_map(|data| Part::RedactedReasoning { data: data.to_owned(), provider_metadata: None }),
             3 => (id(), prop::sample::select(vec!["bash", ""]), input()).prop_map(|(id, name, input)| Part::tool_use(id, name, input)),
+            // A call that came as an OpenAI custom tool call (free-form input), or one whose
+            // input no longer has that shape.
+            1 => (id(), prop::sample::select(vec![json!({"input": "*** Begin Patch"}), json!({"input": 5})])).prop_map(|(id, input)| Part::ToolUse {
+                id,
+                name: "apply_patch".to_owned(),
+                input,
+                provider_metadata: Some(json!({"openai": {"type": "custom_tool_call", "id": "ctc_1"}})),
+            }),
             3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: None, provider_metadata: None }),
             1 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}])), provider_metadata: None }),
             1 => (id(), any::<bool>()).prop_map(|(id, is_error)| Part::ToolResult { tool_use_id: id, content: "t".into(), is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t", "citations": "c", "cache_control": "x"}])), provider_metadata: None }),

@@ -17,6 +17,7 @@ use crate::history::provider::Provider;
 pub(crate) fn item_id_fits(kind: &str, id: &str) -> bool {
     let prefix = match kind {
         "function_call" => "fc",
+        "custom_tool_call" => "ctc",
         "reasoning" => "rs",
         _ => return true,
     };
@@ -60,8 +61,12 @@ pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
         require_item_id(item, kind, &path, &mut out);
         match kind {
             "message" => check_message(item, &path, &mut out),
-            "function_call" => check_function_call(item, &path, &mut calls, &mut out),
-            "function_call_output" => check_function_output(item, &path, &mut calls, &mut out),
+            "function_call" | "custom_tool_call" => {
+                check_function_call(item, kind, &path, &mut calls, &mut out);
+            }
+            "function_call_output" | "custom_tool_call_output" => {
+                check_function_output(item, kind, &path, &mut calls, &mut out);
+            }
             "reasoning" => check_reasoning(items, index, &path, &mut out),
             _ => {}
         }
@@ -118,10 +123,11 @@ fn item_kind<'a>(item: &'a Value, path: &str, out: &mut Vec<ProviderViolation>) 
     }
 }
 
-/// The function calls seen so far, by `call_id`: where each is and whether it was answered.
+/// The calls seen so far, by `call_id`: where each is, its type (`function_call` or
+/// `custom_tool_call`) and whether it was answered.
 #[derive(Default)]
 struct Calls<'a> {
-    by_id: HashMap<&'a str, (String, bool)>,
+    by_id: HashMap<&'a str, (String, &'a str, bool)>,
     order: Vec<&'a str>,
 }
 
@@ -129,20 +135,23 @@ impl<'a> Calls<'a> {
     /// A violation for every call no output answered, in the order of the calls.
     fn unanswered(&self, out: &mut Vec<ProviderViolation>) {
         for id in &self.order {
-            if let Some((path, false)) = self.by_id.get(id) {
+            if let Some((path, kind, false)) = self.by_id.get(id) {
                 push(
                     out,
                     ProviderRule::FunctionCallAnswered,
                     path,
-                    format!("no function_call_output for call_id {id:?}"),
+                    format!("no {kind}_output for call_id {id:?}"),
                 );
             }
         }
     }
 }
 
+/// A `function_call` or a `custom_tool_call` (`kind`): a call id of its own, a name, and its
+/// arguments as a JSON string (a function call) or its free-form input as a string.
 fn check_function_call<'a>(
     item: &'a Value,
+    kind: &'a str,
     path: &str,
     calls: &mut Calls<'a>,
     out: &mut Vec<ProviderViolation>,
@@ -150,7 +159,7 @@ fn check_function_call<'a>(
     match item.get("call_id").and_then(Value::as_str) {
         Some(id) if !id.is_empty() => {
             require_id_length(id, Provider::Responses, path, out);
-            if let Some((first, _)) = calls.by_id.get(id) {
+            if let Some((first, _, _)) = calls.by_id.get(id) {
                 push(
                     out,
                     ProviderRule::UniqueToolUseIds,
@@ -158,7 +167,7 @@ fn check_function_call<'a>(
                     format!("call_id {id:?} already used at {first}"),
                 );
             } else {
-                calls.by_id.insert(id, (path.to_owned(), false));
+                calls.by_id.insert(id, (path.to_owned(), kind, false));
                 calls.order.push(id);
             }
         }
@@ -166,16 +175,31 @@ fn check_function_call<'a>(
             out,
             ProviderRule::Shape,
             path,
-            "function_call without a call_id",
+            format!("{kind} without a call_id"),
         ),
     }
+    let unnamed = match kind {
+        "custom_tool_call" => "custom_tool_call without a name",
+        _ => "function_call without a name",
+    };
     require_name(
         item,
         "/name",
         path,
-        ("function_call without a name", Some(Provider::Responses)),
+        (unnamed, Some(Provider::Responses)),
         out,
     );
+    if kind == "custom_tool_call" {
+        if !item.get("input").is_some_and(Value::is_string) {
+            push(
+                out,
+                ProviderRule::Shape,
+                &format!("{path}/input"),
+                "custom_tool_call input is not a string",
+            );
+        }
+        return;
+    }
     let arguments = format!("{path}/arguments");
     match item.get("arguments") {
         Some(Value::String(raw)) if serde_json::from_str::<Value>(raw).is_ok() => {}
@@ -194,8 +218,11 @@ fn check_function_call<'a>(
     }
 }
 
+/// A `function_call_output` or a `custom_tool_call_output` (`kind`) answers a call of its
+/// own type before it, once.
 fn check_function_output(
     item: &Value,
+    kind: &str,
     path: &str,
     calls: &mut Calls<'_>,
     out: &mut Vec<ProviderViolation>,
@@ -204,19 +231,26 @@ fn check_function_output(
         .get("call_id")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    let call_kind = kind.strip_suffix("_output").unwrap_or(kind);
     match calls.by_id.get_mut(id) {
-        Some((_, answered)) if !*answered => *answered = true,
-        Some(_) => push(
+        Some((_, called, answered)) if !*answered && *called == call_kind => *answered = true,
+        Some((_, called, false)) => push(
             out,
             ProviderRule::FunctionOutputAnswersCall,
             path,
-            format!("function_call {id:?} is answered twice"),
+            format!("a {kind} answers the {called} {id:?}"),
+        ),
+        Some((_, called, true)) => push(
+            out,
+            ProviderRule::FunctionOutputAnswersCall,
+            path,
+            format!("{called} {id:?} is answered twice"),
         ),
         None => push(
             out,
             ProviderRule::FunctionOutputAnswersCall,
             path,
-            format!("no function_call with call_id {id:?} before this output"),
+            format!("no {call_kind} with call_id {id:?} before this output"),
         ),
     }
     let output_path = format!("{path}/output");
@@ -230,7 +264,7 @@ fn check_function_output(
             out,
             ProviderRule::Shape,
             &output_path,
-            "function_call_output without an output",
+            format!("{kind} without an output"),
         ),
     }
 }
@@ -389,6 +423,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_custom_tool_call_is_answered_by_a_custom_tool_call_output() {
+        let body = |call: Value, output: Value| json!({"input": [call, output]});
+        let custom = json!({"type": "custom_tool_call", "call_id": "c", "name": "p", "input": "x"});
+        let function =
+            json!({"type": "function_call", "call_id": "c", "name": "p", "arguments": "{}"});
+        let custom_out = json!({"type": "custom_tool_call_output", "call_id": "c", "output": "ok"});
+        let function_out = json!({"type": "function_call_output", "call_id": "c", "output": "ok"});
+        assert!(check_responses(&body(custom.clone(), custom_out.clone())).is_empty());
+        assert!(check_responses(&body(function.clone(), function_out.clone())).is_empty());
+        for (call, output) in [(custom.clone(), function_out), (function, custom_out)] {
+            assert_eq!(
+                rules(body(call, output)),
+                [
+                    ProviderRule::FunctionOutputAnswersCall,
+                    ProviderRule::FunctionCallAnswered
+                ]
+            );
+        }
+        let mut free_form = custom;
+        free_form["input"] = json!({"patch": "x"});
+        assert_eq!(
+            check_responses(&json!({"input": [free_form]}))
+                .iter()
+                .map(|v| v.path.as_str())
+                .collect::<Vec<_>>(),
+            ["/input/0/input", "/input/0"]
+        );
+    }
 
     #[test]
     fn an_output_list_holds_input_parts_the_api_takes() {

@@ -13,7 +13,10 @@
 //!   followed by the item it preceded, so reasoning is left out unless the next item its
 //!   message renders (other reasoning aside) is an output item, as is reasoning without
 //!   `encrypted_content` (another provider's, or one the server kept) and redacted reasoning.
-//! - An item's own `id` goes back only where it begins as its kind's does (`fc`, `rs`:
+//! - A call that came as a `custom_tool_call` (its free-form input kept as `{"input": text}`)
+//!   goes back as one, and its result as a `custom_tool_call_output`; every other call is a
+//!   `function_call`.
+//! - An item's own `id` goes back only where it begins as its kind's does (`fc`, `ctc`, `rs`:
 //!   [`crate::history::contract::item_id_fits`]), and a call's only when the reasoning of
 //!   its message before it went back with its id: the API pairs the two.
 //! - A call's `name` is one the API takes ([`Provider::tool_name`]).
@@ -26,6 +29,8 @@
 //!
 //! Which reasoning may be sent (the model that wrote it) is decided before the loader
 //! ([`crate::history::models::bind_to_model`]); the view guarantees the pairing.
+
+use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
@@ -43,6 +48,7 @@ use crate::model::{Part, Role};
 pub fn render(view: &View) -> Value {
     let mut instructions = Vec::new();
     let mut input = Vec::new();
+    let custom = custom_calls(view);
     for message in &view.messages {
         match message.role {
             Role::System => {
@@ -81,8 +87,12 @@ pub fn render(view: &View) -> Value {
                             .as_ref()
                             .and_then(output_list)
                             .unwrap_or_else(|| json!(content));
+                        let kind = match custom.contains(tool_use_id.as_str()) {
+                            true => "custom_tool_call_output",
+                            false => "function_call_output",
+                        };
                         input.push(json!({
-                            "type": "function_call_output",
+                            "type": kind,
                             "call_id": tool_use_id,
                             "output": output,
                         }));
@@ -100,6 +110,37 @@ pub fn render(view: &View) -> Value {
     }
     body.insert("input".to_owned(), Value::Array(input));
     Value::Object(body)
+}
+
+/// The ids of the calls that go back as `custom_tool_call` items ([`custom_input`]), whose
+/// results go as `custom_tool_call_output`.
+fn custom_calls(view: &View) -> HashSet<&str> {
+    view.messages
+        .iter()
+        .filter(|message| message.role == Role::Assistant)
+        .flat_map(|message| &message.parts)
+        .filter_map(|part| match part {
+            Part::ToolUse {
+                id,
+                input,
+                provider_metadata,
+                ..
+            } => custom_input(input, provider_metadata.as_ref()).map(|_| id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The free-form input of a call that came as a `custom_tool_call` (a tool declared with a
+/// grammar or as plain text, Codex's `apply_patch`): kept as `{"input": text}` with its
+/// type under `openai.type`, it goes back as such, not as a `function_call`.
+fn custom_input<'a>(input: &'a Value, provider_metadata: Option<&Value>) -> Option<&'a str> {
+    let kind = provider_metadata.and_then(|m| m.get(OPENAI)?.get("type")?.as_str());
+    let fields = input.as_object().filter(|fields| fields.len() == 1);
+    match kind {
+        Some("custom_tool_call") => fields?.get("input")?.as_str(),
+        _ => None,
+    }
 }
 
 /// A result's content blocks as an output's list of input parts, when they hold an image or
@@ -366,10 +407,18 @@ fn assistant(parts: &[Part], input: &mut Vec<Value>) {
             } => {
                 pending.flush(input);
                 let metadata = provider_metadata.as_ref();
+                let custom = custom_input(args, metadata);
+                let kind = match custom {
+                    Some(_) => "custom_tool_call",
+                    None => "function_call",
+                };
                 let item_id = (!reasoning_unpaired)
-                    .then(|| call_item_id(metadata))
+                    .then(|| call_item_id(kind, metadata))
                     .flatten();
-                input.push(function_call(id, name, args, item_id));
+                input.push(match custom {
+                    Some(text) => custom_call(id, name, text, item_id),
+                    None => function_call(id, name, args, item_id),
+                });
             }
         }
     }
@@ -394,11 +443,27 @@ fn followed_by_output(parts: &[Part]) -> Vec<bool> {
     followed
 }
 
-/// The item id the source gave a call (`fc_...`), where the API takes it as one.
-fn call_item_id(provider_metadata: Option<&Value>) -> Option<&str> {
+/// The item id the source gave a call (`fc_...`, `ctc_...`), where the API takes it as one
+/// for an item of type `kind`.
+fn call_item_id<'a>(kind: &str, provider_metadata: Option<&'a Value>) -> Option<&'a str> {
     provider_metadata
         .and_then(|m| m.get(OPENAI)?.get("id")?.as_str())
-        .filter(|id| item_id_fits("function_call", id))
+        .filter(|id| item_id_fits(kind, id))
+}
+
+/// A call that came as a `custom_tool_call`, with its free-form `input` and `item_id` when
+/// it goes back.
+fn custom_call(id: &str, name: &str, input: &str, item_id: Option<&str>) -> Value {
+    let mut call = json!({
+        "type": "custom_tool_call",
+        "call_id": id,
+        "name": Provider::Responses.tool_name(name),
+        "input": input,
+    });
+    if let Some(item_id) = item_id {
+        call["id"] = json!(item_id);
+    }
+    call
 }
 
 /// A tool call as a `function_call` item, with `item_id` ([`call_item_id`]) when it goes back.
@@ -715,6 +780,63 @@ mod tests {
             ])
         );
         assert_eq!(body["input"][4]["output"], json!("only text"));
+    }
+
+    #[test]
+    fn a_custom_tool_call_goes_back_as_one_with_its_output() {
+        let custom = |id: &str, input: Value| Part::ToolUse {
+            id: id.into(),
+            name: "apply_patch".into(),
+            input,
+            provider_metadata: Some(
+                json!({"openai": {"type": "custom_tool_call", "id": format!("ctc_{id}")}}),
+            ),
+        };
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("patch it")]),
+            (
+                Role::Assistant,
+                vec![
+                    custom("c1", json!({"input": "*** Begin Patch"})),
+                    // Its input rewritten into another shape: a function call.
+                    custom("c2", json!({"input": "x", "more": 1})),
+                    call("c3"),
+                ],
+            ),
+            (
+                Role::Tool,
+                vec![
+                    Part::tool_result("c1", "done"),
+                    Part::tool_result("c2", "ok"),
+                    Part::tool_result("c3", "ok"),
+                ],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(
+            crate::history::contract::check_responses(&body),
+            [],
+            "{body:#}"
+        );
+        let input = body["input"].as_array().expect("input");
+        assert_eq!(
+            input[1],
+            json!({"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch",
+                   "input": "*** Begin Patch", "id": "ctc_c1"})
+        );
+        let kinds: Vec<&str> = input.iter().filter_map(|i| i["type"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message",
+                "custom_tool_call",
+                "function_call",
+                "function_call",
+                "custom_tool_call_output",
+                "function_call_output",
+                "function_call_output"
+            ]
+        );
     }
 
     #[test]
