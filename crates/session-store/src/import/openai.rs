@@ -16,7 +16,9 @@
 //!   `provider_metadata`; `extra_content` and `thought_signature` on the assistant message
 //!   itself are kept under `provider_metadata.openai.message` of its first part.
 //! - `reasoning_content` (DeepSeek-style reasoning) becomes a reasoning part before the rest.
-//! - The legacy `function` role and `function_call` field are refused.
+//! - The legacy `function_call` field (deprecated, still taken by the API) is a call without
+//!   an id (`call_{message index}_{call index}`), and a legacy `function` message answers
+//!   it as a `tool` message without an id does; both go out as tool calls and tool messages.
 //!
 //! The body is held to the pairing rules strictly: what the API would reject is refused.
 
@@ -92,13 +94,9 @@ impl Document for Body {
                 message.usage = super::usage::openai(object, &at)?;
                 assembler.push(&at, message)?;
             }
-            "tool" => self.tool_message(object, &at)?,
-            "function" => {
-                return Err(ImportError::malformed(
-                    &at.join("role"),
-                    "the legacy \"function\" role is not supported; use tool messages",
-                ))
-            }
+            // A legacy `function` message (`name`, `content`, no id) answers the legacy call
+            // waiting, as a tool message without an id does.
+            "tool" | "function" => self.tool_message(object, &at)?,
             other => {
                 return Err(ImportError::malformed(
                     &at.join("role"),
@@ -261,12 +259,6 @@ fn assistant_parts(
     index: usize,
     at: &Location,
 ) -> Result<(Vec<Part>, Vec<String>), ImportError> {
-    if object.get("function_call").is_some_and(|f| !f.is_null()) {
-        return Err(ImportError::malformed(
-            &at.join("function_call"),
-            "the legacy \"function_call\" field is not supported; use tool_calls",
-        ));
-    }
     let mut parts = Vec::new();
     match object.get("reasoning_content") {
         None | Some(Value::Null) => {}
@@ -308,6 +300,15 @@ fn assistant_parts(
                 format!("expected an array, found {}", type_name(other)),
             ))
         }
+    }
+    // The legacy `function_call` (`{name, arguments}`, deprecated, still taken): a call
+    // without an id, after any tool_calls, which the next `function` message answers.
+    if let Some(function) = object.get("function_call").filter(|f| !f.is_null()) {
+        let call = json!({"type": "function", "function": function});
+        let call_index = parts.iter().filter(|p| p.call_id().is_some()).count();
+        let (part, _) = tool_call(&call, index, call_index, &at.join("function_call"))?;
+        unnamed.extend(part.call_id().map(str::to_owned));
+        parts.push(part);
     }
     let mut extra = Map::new();
     for key in ["extra_content", "thought_signature"] {
@@ -409,6 +410,52 @@ mod tests {
 
     fn import_json(body: Value) -> Result<Imported, ImportError> {
         import(&body.to_string())
+    }
+
+    /// The legacy `function_call` and `function` role (deprecated, still taken by the API,
+    /// written by older agents) were refused; each call is answered by the function message
+    /// after it.
+    #[test]
+    fn legacy_function_calls_are_answered_by_the_function_messages_after_them() {
+        let imported = import_json(json!({"messages": [
+            {"role": "user", "content": "weather in Paris and Rome?"},
+            {"role": "assistant", "content": null,
+             "function_call": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}},
+            {"role": "function", "name": "weather", "content": "sunny"},
+            {"role": "assistant", "content": "", "function_call": {"name": "weather", "arguments": "{}"}},
+            {"role": "function", "name": "weather", "content": "rain"},
+            {"role": "assistant", "content": "Sunny in Paris, rain in Rome."},
+        ]}))
+        .expect("imports");
+        let calls: Vec<(&str, &str)> = imported
+            .messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|p| match p {
+                Part::ToolUse { id, name, .. } => Some((id.as_str(), name.as_str())),
+                Part::ToolResult {
+                    tool_use_id,
+                    content,
+                    ..
+                } => Some((tool_use_id.as_str(), content.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("call_1_0", "weather"),
+                ("call_1_0", "sunny"),
+                ("call_3_0", "weather"),
+                ("call_3_0", "rain")
+            ]
+        );
+        // A function message with no call waiting is refused, as a tool message would be.
+        let orphan = import_json(json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "function", "name": "weather", "content": "sunny"},
+        ]}));
+        assert!(orphan.is_err());
     }
 
     #[test]
