@@ -9,7 +9,7 @@
 //! [`FRAME_TOKENS`] for the message and for each part, plus one token per
 //! [`BYTES_PER_TOKEN`] bytes of what the part sends (text, reasoning, a call's name and
 //! JSON input, a result's content; the JSON of a kind the store keeps verbatim), plus
-//! [`MEDIA_TOKENS`] per image or document. Four bytes a token is the usual figure for
+//! [`MEDIA_TOKENS`] per image or document (a tool result's included). Four bytes a token is the usual figure for
 //! English and code under the providers' BPE tokenizers; the framing covers role markers
 //! and block delimiters. The message the report came with counts its reported output
 //! tokens when there are some (it is sent back in the next request).
@@ -22,6 +22,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::compaction::{plan_compaction, CompactionPlan};
 use crate::model::{Message, Part, Role};
@@ -87,10 +88,19 @@ pub fn estimate_part(part: &Part) -> u64 {
     let body = match part {
         Part::Text { text, .. } | Part::Reasoning { text, .. } => bytes(text.len()),
         Part::ToolUse { name, input, .. } => bytes(name.len() + input.to_string().len()),
+        // A structured result's images and documents count as media, not as their base64
+        // (a screenshot's megabyte of data is not a quarter million tokens).
         Part::ToolResult {
             content, blocks, ..
         } => match blocks {
-            Some(blocks) => bytes(blocks.to_string().len()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| match item.get("type").and_then(Value::as_str) {
+                    Some("image" | "document") => MEDIA_TOKENS,
+                    _ => bytes(item.to_string().len()),
+                })
+                .sum(),
+            Some(other) => bytes(other.to_string().len()),
             None => bytes(content.len()),
         },
         Part::Image { .. } | Part::Document { .. } => MEDIA_TOKENS,
@@ -212,6 +222,27 @@ mod tests {
     use super::*;
     use crate::history::testing::history;
     use proptest::prelude::*;
+
+    /// A screenshot in a tool result counts as one image, not as its base64 text.
+    #[test]
+    fn a_results_images_count_as_media_not_as_their_data() {
+        let data = "A".repeat(1_000_000);
+        let result = Part::ToolResult {
+            tool_use_id: "c".into(),
+            content: "shot".into(),
+            is_error: false,
+            blocks: Some(serde_json::json!([
+                {"type": "text", "text": "shot"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+            ])),
+            provider_metadata: None,
+        };
+        let text = r#"{"text":"shot","type":"text"}"#.len() as u64;
+        assert_eq!(
+            estimate_part(&result),
+            FRAME_TOKENS + text.div_ceil(BYTES_PER_TOKEN) + MEDIA_TOKENS
+        );
+    }
 
     /// A session of `turns` (each: user text, assistant text of the given sizes).
     fn session(turns: &[(usize, usize)]) -> Vec<Message> {

@@ -26,7 +26,7 @@ mod signed_by;
 pub use anthropic::check_anthropic;
 pub(crate) use anthropic::{
     attribute_fault, counted, result_item_fault, source_fit, too_large_among_many, Media,
-    SourceFit, CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
+    SourceFit, CACHE_MARKS_MAX, CHECKED_ATTRIBUTES, MEDIA_BYTES_MAX, MEDIA_MAX,
 };
 pub use gemini::check_gemini;
 pub(crate) use gemini::DATA_KEYS as GEMINI_PART_DATA;

@@ -157,12 +157,16 @@ fn openai_image_type(data: &str) -> Option<&'static str> {
     image_type(data).filter(|kind| *kind != "image/gif" || gif_frames(data, 2) < 2)
 }
 
-/// The frames (image descriptors) of the GIF base64 `data` holds, counted up to `max`: its
-/// blocks are walked by their lengths from the header, each length decoded alone, so a
+/// The frames (image descriptors) of the GIF base64 `data` holds, counted up to `max`: the
+/// data is decoded once and its blocks are walked by their lengths from the header, so a
 /// still GIF is stepped through to its end and an animation stops at its second frame. A
-/// block that cannot be read ends the count.
+/// block that cannot be read (the data's end, bytes that are no block, data that is not
+/// base64) ends the count.
 fn gif_frames(data: &str, max: usize) -> usize {
-    let byte = |at: usize| bytes_at(data, at, 1)?.first().copied();
+    let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data) else {
+        return 0;
+    };
+    let byte = |at: usize| bytes.get(at).copied();
     // Past a block's sub-blocks (each a length byte and that many bytes; a zero ends them).
     let sub_blocks_end = |mut at: usize| loop {
         let size = byte(at)?;
@@ -193,7 +197,7 @@ fn gif_frames(data: &str, max: usize) -> usize {
                 frames += 1;
                 byte(at + 9).and_then(|flags| sub_blocks_end(at + 11 + table(flags)))
             }
-            // The trailer, the data's end, or bytes that are no block.
+            // The trailer, or bytes that are no block.
             _ => None,
         };
         let Some(next) = next else {

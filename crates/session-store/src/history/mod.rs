@@ -25,6 +25,7 @@ pub mod turns;
 pub mod contract;
 pub mod render;
 pub mod request;
+pub(crate) mod result_blocks;
 pub mod sanitize;
 pub mod signed;
 pub mod subagents;

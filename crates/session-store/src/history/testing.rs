@@ -135,6 +135,9 @@ pub(crate) mod arb {
             // Attributes in shapes Anthropic refuses, on a block kept verbatim.
             json!({"type": "tMhinking", "thinking": "ok", "citations": "c2ln", "cache_control": "x"}),
             json!({"type": "search_result", "source": "s", "title": "t", "content": [], "citations": [1]}),
+            // Types the Responses renderer writes itself, pairing and all.
+            json!({"type": "custom_tool_call", "call_id": "z", "name": "n", "input": "i"}),
+            json!({"type": "custom_tool_call_output", "call_id": "z", "output": []}),
         ])
     }
 
@@ -162,6 +165,13 @@ pub(crate) mod arb {
             3 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: None, provider_metadata: None }),
             1 => (id(), text(), any::<bool>()).prop_map(|(id, content, is_error)| Part::ToolResult { tool_use_id: id, content, is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}])), provider_metadata: None }),
             1 => (id(), any::<bool>()).prop_map(|(id, is_error)| Part::ToolResult { tool_use_id: id, content: "t".into(), is_error, blocks: Some(serde_json::json!([{"type": "text", "text": "t", "citations": "c", "cache_control": "x"}])), provider_metadata: None }),
+            // Media whose declared type is not its bytes' (sent under the right one) with
+            // attributes Anthropic refuses, a document without a name, an animated GIF.
+            1 => (id(), any::<bool>()).prop_map(|(id, is_error)| Part::ToolResult { tool_use_id: id, content: "t".into(), is_error, blocks: Some(serde_json::json!([
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "iVBORw0KGgo="}, "cache_control": "x"},
+                {"type": "document", "title": "", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjcK"}, "citations": true},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGODlhAQABAIAAAAAAAP///yH/C05FVFNDQVBFMi4wAwEAAAAh+QQECgAAACwAAAAAAQABAAACAkQBACH5BAQKAAAALAAAAAABAAEAAAICRAEAOw=="}},
+            ])), provider_metadata: None }),
             1 => prop::sample::select(vec![
                 // A PNG's first bytes; bytes that are no image Anthropic takes.
                 serde_json::json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}),

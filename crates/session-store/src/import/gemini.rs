@@ -41,6 +41,7 @@ use super::{
 };
 use crate::history::blank::is_blank;
 use crate::history::models::{GEMINI, THOUGHT_SIGNATURE};
+use crate::history::result_blocks;
 use crate::model::{NewMessage, Part, Role};
 
 /// Imports a Gemini `generateContent` request body.
@@ -477,7 +478,7 @@ fn function_response(
     {
         let text = (!content.is_empty()).then(|| Part::text(content.as_str()));
         let parts = text.iter().chain(&media);
-        *blocks = Some(Value::Array(parts.map(super::result_block).collect()));
+        *blocks = Some(Value::Array(parts.map(result_blocks::to_block).collect()));
     }
     Ok(result)
 }
@@ -495,7 +496,7 @@ fn response_media(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part
     for (index, part) in parts.iter().enumerate() {
         let at = at.join(&format!("[{index}]"));
         let part = described(as_object(part, &at, "a part")?, &at)?;
-        if matches!(part, Part::Image { .. } | Part::Document { .. }) {
+        if result_blocks::holds_media(std::slice::from_ref(&part)) {
             media.push(part);
         }
     }

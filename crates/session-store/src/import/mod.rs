@@ -874,25 +874,6 @@ pub(crate) fn model_name(provider: &str, model: Option<&Value>) -> Option<String
     })
 }
 
-/// A part of a tool result's content (an OpenAI output's list, a Gemini function response's
-/// parts) as a result's content block (the Anthropic shape every renderer reads): a text, an
-/// image or a document with its source; anything else as it came, which renderers leave out.
-pub(crate) fn result_block(part: &Part) -> Value {
-    match part {
-        Part::Text { text, .. } => json!({"type": "text", "text": text}),
-        Part::Image { source, .. } => json!({"type": "image", "source": source}),
-        Part::Document { source, title, .. } => {
-            let mut block = json!({"type": "document", "source": source});
-            if let Some(title) = title {
-                block["title"] = json!(title);
-            }
-            block
-        }
-        Part::Opaque { block, .. } => block.clone(),
-        other => json!({"type": "text", "text": crate::history::texts::describe(other)}),
-    }
-}
-
 /// Deep-merges `extra` into `base` (objects merge key by key; anything else replaces).
 pub(crate) fn merge_into(base: &mut Value, extra: Value) {
     match (base, extra) {

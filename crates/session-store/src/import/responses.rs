@@ -31,6 +31,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use crate::history::result_blocks;
+
 use super::json::Top;
 use super::stream::Document;
 use super::{
@@ -554,12 +556,9 @@ fn output(
             // An output with media (a screenshot, Codex's `view_image`) keeps its list as
             // a result's content blocks, which every format renders; a list of texts is
             // kept as it came.
-            if parts
-                .iter()
-                .any(|p| matches!(p, Part::Image { .. } | Part::Document { .. }))
-            {
+            if result_blocks::holds_media(&parts) {
                 blocks = Some(Value::Array(
-                    parts.iter().map(super::result_block).collect(),
+                    parts.iter().map(result_blocks::to_block).collect(),
                 ));
             } else {
                 tags.insert("output".to_owned(), Value::Array(items.clone()));

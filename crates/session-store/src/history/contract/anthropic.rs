@@ -105,7 +105,10 @@ pub(crate) fn counted<'a>(body: &'a Value) -> Counted {
         let (mut marked, mut kind, mut source, mut content) = (false, None, None, None);
         for (key, value) in fields {
             match key.as_str() {
-                "cache_control" => marked = true,
+                // A null mark marks nothing; one of another shape is refused on its own.
+                "cache_control" => {
+                    marked = !value.is_null() && attribute_fault("", key, value).is_none();
+                }
                 "type" => kind = value.as_str(),
                 "source" => source = Some(value),
                 "content" => content = value.as_array(),
@@ -418,36 +421,59 @@ impl<'a> Block<'a> {
     }
 }
 
+/// The block attributes whose shape Anthropic checks and a source may give in any shape:
+/// what [`attribute_fault`] judges.
+pub(crate) const CHECKED_ATTRIBUTES: [&str; 2] = ["citations", "cache_control"];
+
+/// The types of the citations a text block may carry.
+const CITATION_TYPES: [&str; 5] = [
+    "char_location",
+    "page_location",
+    "content_block_location",
+    "search_result_location",
+    "web_search_result_location",
+];
+
 /// Why Anthropic refuses the attribute `key` of `value` on a block of type `kind`, for the
-/// attributes whose shape it checks and a source may give in any shape: a text's
-/// `citations` are null or a list of typed objects, a document's null or an object (`{"enabled":
-/// true}`), a `cache_control` mark null or a typed object. `None` when it takes it. The
-/// renderer leaves out a kept attribute with a fault (the block itself still goes).
+/// [`CHECKED_ATTRIBUTES`]: a text's `citations` are null or a list of citations of the known
+/// types, a document's or a search result's null or an object (`{"enabled": true}`), a
+/// `cache_control` mark null or `{"type": "ephemeral", ...}`. `None` when it takes it. The
+/// renderer leaves out an attribute with a fault (the block itself still goes).
 pub(crate) fn attribute_fault(kind: &str, key: &str, value: &Value) -> Option<&'static str> {
-    let typed = |value: &Value| value.get("type").is_some_and(Value::is_string);
+    let typed = |value: &Value, types: &[&str]| {
+        value
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|kind| types.contains(&kind))
+    };
     match (key, kind, value) {
         ("citations" | "cache_control", _, Value::Null) => None,
-        ("citations", "text", Value::Array(items)) if items.iter().all(typed) => None,
-        ("citations", "text", _) => Some("citations that are not a list of typed objects"),
+        ("citations", "text", Value::Array(items))
+            if items.iter().all(|item| typed(item, &CITATION_TYPES)) =>
+        {
+            None
+        }
+        ("citations", "text", _) => Some("citations that are not a list of citations"),
         ("citations", "document" | "search_result", Value::Object(_)) => None,
         ("citations", "document" | "search_result", _) => {
             Some("a citations setting that is not an object")
         }
-        ("cache_control", _, _) if typed(value) => None,
-        ("cache_control", _, _) => Some("a cache_control mark that is not a typed object"),
+        ("cache_control", _, _) if typed(value, &["ephemeral"]) => None,
+        ("cache_control", _, _) => Some("a cache_control mark that is not an ephemeral one"),
         _ => None,
     }
 }
 
-/// A `Shape` violation at `path` for each attribute of a block of type `kind` with a fault.
-fn check_attributes(
+/// A `Shape` violation at `path` for each of the [`CHECKED_ATTRIBUTES`] that `field` finds on
+/// a block of type `kind` with a fault.
+pub(crate) fn check_attributes<'v>(
     kind: &str,
-    attributes: [(&str, Option<&Value>); 2],
+    field: impl Fn(&str) -> Option<&'v Value>,
     path: &dyn Fn() -> String,
     out: &mut Vec<ProviderViolation>,
 ) {
-    for (key, value) in attributes {
-        if let Some(fault) = value.and_then(|value| attribute_fault(kind, key, value)) {
+    for key in CHECKED_ATTRIBUTES {
+        if let Some(fault) = field(key).and_then(|value| attribute_fault(kind, key, value)) {
             push(
                 out,
                 ProviderRule::Shape,
@@ -464,15 +490,7 @@ fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
         Value::Array(blocks) => {
             for (index, block) in blocks.iter().enumerate() {
                 let path = || format!("/system/{index}");
-                check_attributes(
-                    "text",
-                    [
-                        ("citations", block.get("citations")),
-                        ("cache_control", block.get("cache_control")),
-                    ],
-                    &path,
-                    out,
-                );
+                check_attributes("text", |key| block.get(key), &path, out);
                 match block.get("text").and_then(Value::as_str) {
                     Some(text) if is_blank(text) => {
                         push(
@@ -674,15 +692,11 @@ fn check_joined_blocks<'a>(
         if kind != Some("tool_result") {
             other_seen = true;
         }
-        check_attributes(
-            kind.unwrap_or_default(),
-            [
-                ("citations", block.citations),
-                ("cache_control", block.cache_control),
-            ],
-            &|| block.path(),
-            out,
-        );
+        let attribute = |key: &str| match key {
+            "citations" => block.citations,
+            _ => block.cache_control,
+        };
+        check_attributes(kind.unwrap_or_default(), attribute, &|| block.path(), out);
         match kind {
             Some("text") => check_text_block(block, between_signed(at), out),
             Some(kind @ ("thinking" | "redacted_thinking")) => {
@@ -1006,15 +1020,8 @@ fn check_result_content(block: &Block<'_>, out: &mut Vec<ProviderViolation>) {
                 if let Some((rule, detail)) = result_item_fault(item, is_error) {
                     push(out, rule, &path(), detail);
                 }
-                check_attributes(
-                    item.get("type").and_then(Value::as_str).unwrap_or_default(),
-                    [
-                        ("citations", item.get("citations")),
-                        ("cache_control", item.get("cache_control")),
-                    ],
-                    &path,
-                    out,
-                );
+                let kind = item.get("type").and_then(Value::as_str).unwrap_or_default();
+                check_attributes(kind, |key| item.get(key), &path, out);
             }
             !items.is_empty()
         }
@@ -1191,6 +1198,8 @@ mod tests {
         "thinking",
         "content",
         "is_error",
+        "citations",
+        "cache_control",
     ];
 
     fn change() -> impl Strategy<Value = Change> {

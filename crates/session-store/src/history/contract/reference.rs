@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::{attribute_fault, messages_of, push, ProviderRule, ProviderViolation};
+use super::anthropic::check_attributes;
+use super::{messages_of, push, ProviderRule, ProviderViolation};
 use crate::history::blank::is_blank;
 
 /// Every violation of the Anthropic Messages rules (1-10) in `body`.
@@ -217,7 +218,7 @@ fn check_system(system: &Value, out: &mut Vec<ProviderViolation>) {
         Value::Array(blocks) => {
             for (index, block) in blocks.iter().enumerate() {
                 let path = format!("/system/{index}");
-                attribute_faults("text", |key| block.get(key), &path, out);
+                check_attributes("text", |key| block.get(key), &|| path.clone(), out);
                 match block.get("text").and_then(Value::as_str) {
                     Some(text) if is_blank(text) => {
                         push(
@@ -272,25 +273,6 @@ fn content_blocks<'a>(
 }
 
 /// Rules 4 and 6-9 and the block shapes, within one joined message.
-/// A `Shape` violation at `path` for each checked attribute `field` finds with a fault.
-fn attribute_faults<'v>(
-    kind: &str,
-    field: impl Fn(&str) -> Option<&'v Value>,
-    path: &str,
-    out: &mut Vec<ProviderViolation>,
-) {
-    for key in ["citations", "cache_control"] {
-        if let Some(fault) = field(key).and_then(|value| attribute_fault(kind, key, value)) {
-            push(
-                out,
-                ProviderRule::Shape,
-                path,
-                format!("block with {fault}"),
-            );
-        }
-    }
-}
-
 fn check_joined_blocks<'a>(
     message: &Joined<'a>,
     seen_ids: &mut HashMap<&'a str, String>,
@@ -320,7 +302,12 @@ fn check_joined_blocks<'a>(
         if kind != Some("tool_result") {
             other_seen = true;
         }
-        attribute_faults(kind.unwrap_or_default(), |key| block.field(key), path, out);
+        check_attributes(
+            kind.unwrap_or_default(),
+            |key| block.field(key),
+            &|| path.clone(),
+            out,
+        );
         match kind {
             Some("text") => check_text(block, path, between_signed(at), out),
             Some(kind @ ("thinking" | "redacted_thinking")) => {

@@ -53,12 +53,26 @@ pub fn check_responses(body: &Value) -> Vec<ProviderViolation> {
         return out;
     };
     let mut calls = Calls::default();
+    let mut item_ids: HashMap<&str, String> = HashMap::new();
     for (index, item) in items.iter().enumerate() {
         let path = format!("/input/{index}");
         let Some(kind) = item_kind(item, &path, &mut out) else {
             continue;
         };
         require_item_id(item, kind, &path, &mut out);
+        if let Some(id) = item.get("id").and_then(Value::as_str) {
+            match item_ids.get(id) {
+                Some(first) => push(
+                    &mut out,
+                    ProviderRule::Shape,
+                    &format!("{path}/id"),
+                    format!("item id {id:?} already used at {first}"),
+                ),
+                None => {
+                    item_ids.insert(id, path.clone());
+                }
+            }
+        }
         match kind {
             "message" => check_message(item, &path, &mut out),
             "function_call" | "custom_tool_call" => {
@@ -258,7 +272,7 @@ fn check_function_output(
         Some(Value::String(_)) => {}
         Some(Value::Array(parts)) if !parts.is_empty() => {
             let allowed = ["input_text", "input_image", "input_file"];
-            check_parts(parts, &allowed, "a function_call_output", &output_path, out);
+            check_parts(parts, &allowed, &format!("a {kind}"), &output_path, out);
         }
         _ => push(
             out,
@@ -423,6 +437,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_item_id_is_used_once() {
+        let body = json!({"input": [
+            {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
+            {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "b"}]},
+        ]});
+        let named: Vec<String> = check_responses(&body)
+            .into_iter()
+            .map(|violation| violation.path)
+            .collect();
+        assert_eq!(named, ["/input/1/id"]);
+    }
 
     #[test]
     fn a_custom_tool_call_is_answered_by_a_custom_tool_call_output() {

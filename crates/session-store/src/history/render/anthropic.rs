@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 use crate::history::blank::is_blank;
 use crate::history::contract::{
     attribute_fault, counted, result_item_fault, source_fit, too_large_among_many, Media,
-    SourceFit, CACHE_MARKS_MAX, MEDIA_BYTES_MAX, MEDIA_MAX,
+    SourceFit, CACHE_MARKS_MAX, CHECKED_ATTRIBUTES, MEDIA_BYTES_MAX, MEDIA_MAX,
 };
 use crate::history::provider::Provider;
 use crate::history::sanitize::View;
@@ -339,12 +339,12 @@ fn drop_refused_attributes(block: &mut Map<String, Value>) {
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let refused = ["citations", "cache_control"].map(|key| {
+    let refused = CHECKED_ATTRIBUTES.map(|key| {
         block
             .get(key)
             .is_some_and(|value| attribute_fault(kind, key, value).is_some())
     });
-    for (key, refused) in ["citations", "cache_control"].into_iter().zip(refused) {
+    for (key, refused) in CHECKED_ATTRIBUTES.into_iter().zip(refused) {
         if refused {
             block.shift_remove(key);
         }
@@ -461,9 +461,6 @@ fn result_items(blocks: Value, is_error: bool) -> Vec<Value> {
         .into_iter()
         .filter_map(|mut item| {
             if result_item_fault(&item, is_error).is_none() {
-                if let Value::Object(fields) = &mut item {
-                    drop_refused_attributes(fields);
-                }
                 return Some(item);
             }
             let kind = match item.get("type").and_then(Value::as_str) {
@@ -482,6 +479,12 @@ fn result_items(blocks: Value, is_error: bool) -> Vec<Value> {
                 _ => Part::document(source),
             };
             Some(text_value(describe(&media)))
+        })
+        .map(|mut item| {
+            if let Value::Object(fields) = &mut item {
+                drop_refused_attributes(fields);
+            }
+            item
         })
         .collect()
 }

@@ -40,6 +40,7 @@ use crate::history::media::openai_image_url;
 use crate::history::models::{encrypted_content, meta_str, OPENAI};
 use crate::history::provider::Provider;
 use crate::history::render::anthropic::join_text;
+use crate::history::result_blocks;
 use crate::history::sanitize::View;
 use crate::history::texts::describe;
 use crate::model::{Part, Role};
@@ -108,8 +109,45 @@ pub fn render(view: &View) -> Value {
             Value::String(instructions.join("\n\n")),
         );
     }
+    once_per_item_id(&mut input);
     body.insert("input".to_owned(), Value::Array(input));
     Value::Object(body)
+}
+
+/// Sends each item id at most once ("Duplicate item found with id rs_... Remove duplicate
+/// items from your input and try again."): ids repeat where the loader renamed a repeated
+/// call (its item id kept) or a source item came back twice. A later message, call or
+/// reasoning item goes without its id (the calls right after a reasoning item that lost
+/// its id lose theirs, which the API pairs with it); a later item kept verbatim goes as
+/// text saying what it was.
+fn once_per_item_id(input: &mut [Value]) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut unpaired = false;
+    for item in input.iter_mut() {
+        let kind = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        let call = matches!(kind, "function_call" | "custom_tool_call");
+        unpaired &= call || kind == "reasoning";
+        let Some(id) = item.get("id").and_then(Value::as_str) else {
+            continue;
+        };
+        let repeated = !seen.insert(id.to_owned());
+        match kind {
+            _ if !repeated && !(call && unpaired) => {}
+            "message" | "function_call" | "custom_tool_call" | "reasoning" => {
+                unpaired |= kind == "reasoning";
+                if let Some(fields) = item.as_object_mut() {
+                    fields.shift_remove("id");
+                }
+            }
+            other => {
+                let text = format!("[provider item {other} repeated, not sent]");
+                *item = message_item("assistant", "output_text", &[&text]);
+            }
+        }
+    }
 }
 
 /// The ids of the calls that go back as `custom_tool_call` items ([`custom_input`]), whose
@@ -151,27 +189,9 @@ fn output_list(blocks: &Value) -> Option<Value> {
     let parts: Vec<Part> = blocks
         .as_array()?
         .iter()
-        .filter_map(|block| {
-            let source = || block.get("source").cloned().unwrap_or(Value::Null);
-            match block.get("type").and_then(Value::as_str)? {
-                "text" => Some(Part::text(block.get("text")?.as_str()?)),
-                "image" => Some(Part::image(source())),
-                "document" => Some(Part::Document {
-                    source: source(),
-                    title: block
-                        .get("title")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    provider_metadata: None,
-                }),
-                _ => None,
-            }
-        })
+        .filter_map(result_blocks::from_block)
         .collect();
-    if !parts
-        .iter()
-        .any(|p| matches!(p, Part::Image { .. } | Part::Document { .. }))
-    {
+    if !result_blocks::holds_media(&parts) {
         return None;
     }
     Some(Value::Array(parts.iter().filter_map(user_part).collect()))
@@ -218,6 +238,8 @@ fn user_part(part: &Part) -> Option<Value> {
             Some(Value::Object(image))
         }
         Part::Document { source, title, .. } => {
+            // An empty title names no file ("Missing required parameter").
+            let title = title.as_deref().filter(|title| !title.is_empty());
             let mut file = Map::new();
             file.insert("type".to_owned(), json!("input_file"));
             let base64 = source.get("type").and_then(Value::as_str) == Some("base64");
@@ -225,7 +247,7 @@ fn user_part(part: &Part) -> Option<Value> {
                 (Some(data), _) => {
                     file.insert("file_data".to_owned(), json!(data));
                     // Inline data needs its file's name ("Missing required parameter").
-                    let name = title.as_deref().unwrap_or("document.pdf");
+                    let name = title.unwrap_or("document.pdf");
                     file.insert("filename".to_owned(), json!(name));
                 }
                 (None, Some(id)) => {
@@ -275,6 +297,8 @@ const NOT_VERBATIM: &[&str] = &[
     "message",
     "function_call",
     "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
     "reasoning",
     "input_text",
     "input_image",
@@ -780,6 +804,65 @@ mod tests {
             ])
         );
         assert_eq!(body["input"][4]["output"], json!("only text"));
+    }
+
+    /// "Duplicate item found with id ...": a call repeated under the same item id (the
+    /// loader renames its call id, not its item id) and an item kept verbatim twice go once.
+    #[test]
+    fn each_item_id_goes_once() {
+        let opaque = |block: Value| Part::opaque(OPENAI, block);
+        let with_item_id = |id: &str| Part::ToolUse {
+            id: id.into(),
+            name: "f".into(),
+            input: json!({}),
+            provider_metadata: Some(json!({"openai": {"id": "fc_1"}})),
+        };
+        let view = sanitize(&history(vec![
+            (Role::User, vec![Part::text("q")]),
+            (Role::Assistant, vec![with_item_id("c")]),
+            (Role::Tool, vec![Part::tool_result("c", "ok")]),
+            (
+                Role::Assistant,
+                vec![
+                    opaque(json!({"type": "web_search_call", "id": "ws_1"})),
+                    with_item_id("c"),
+                ],
+            ),
+            (Role::Tool, vec![Part::tool_result("c", "ok")]),
+            (
+                Role::Assistant,
+                vec![opaque(json!({"type": "web_search_call", "id": "ws_1"}))],
+            ),
+        ]));
+        let body = render(&view);
+        assert_eq!(
+            crate::history::contract::check_responses(&body),
+            [],
+            "{body:#}"
+        );
+        let ids: Vec<(&str, Option<&str>)> = body["input"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|item| {
+                (
+                    item["type"].as_str().unwrap_or_default(),
+                    item["id"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("message", None),
+                ("function_call", Some("fc_1")),
+                ("function_call_output", None),
+                ("web_search_call", Some("ws_1")),
+                ("function_call", None),
+                ("function_call_output", None),
+                ("message", None),
+            ]
+        );
     }
 
     #[test]
