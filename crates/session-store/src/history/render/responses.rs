@@ -133,9 +133,10 @@ fn once_per_item_id(input: &mut [Value]) {
         let Some(id) = item.get("id").and_then(Value::as_str) else {
             continue;
         };
-        let repeated = !seen.insert(id.to_owned());
+        // Sent as it is: an id not sent before, on an item its reasoning did not lose.
+        let dropped = !seen.insert(id.to_owned()) || (call && unpaired);
         match kind {
-            _ if !repeated && !(call && unpaired) => {}
+            _ if !dropped => {}
             "message" | "function_call" | "custom_tool_call" | "reasoning" => {
                 unpaired |= kind == "reasoning";
                 if let Some(fields) = item.as_object_mut() {
