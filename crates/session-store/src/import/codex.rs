@@ -9,7 +9,8 @@
 //! - `session_meta`: its `instructions` (`base_instructions.text` in newer CLIs), when not
 //!   empty, become the first system message.
 //! - `turn_context`: its `model` is the model of the assistant messages that follow
-//!   (`openai/{model}`).
+//!   (`openai/{model}`); an assistant message still open when the model changes (newer
+//!   rollouts write a turn's context before its prompt) is the earlier model's.
 //! - `compacted` lines (Codex's compaction marker, `{"message": summary}`): the whole turns
 //!   before the marker are the head a store compaction replaces, with the marker's summary
 //!   ([`Imported::compactions`]). A remote compaction's marker has an empty `message` and the
@@ -362,7 +363,15 @@ impl Log for Rollout {
             "session_meta" => {}
             "turn_context" => {
                 if let Some(Value::String(model)) = payload.get("model") {
-                    items.model = Some(format!("openai/{model}"));
+                    let model = format!("openai/{model}");
+                    // Newer rollouts write a turn's context before its prompt: the answer
+                    // still open is the earlier turn's, written by the model before (its
+                    // reasoning goes to that model alone), so it is closed first.
+                    if items.model.as_ref().is_some_and(|before| *before != model) {
+                        self.prompts.flush(items)?;
+                        items.flush()?;
+                    }
+                    items.model = Some(model);
                 }
             }
             "compacted" => {
@@ -595,6 +604,57 @@ mod tests {
             }]
         );
         assert!(imported.system.is_none());
+    }
+
+    /// Newer rollouts write a turn's `turn_context` before its prompt: the answer of the turn
+    /// before, still open then, is its own model's, not the next one's (its reasoning went
+    /// to the next model under rule 10c).
+    #[test]
+    fn a_model_switch_leaves_the_turn_before_with_its_own_model() {
+        let context = |model: &str| json!({"timestamp": "2026-01-10T10:00:01Z", "type": "turn_context", "payload": {"turn_id": "t", "model": model}});
+        let text = rollout(&[
+            context("gpt-5-codex"),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "2+2?"}]}),
+            ),
+            item(
+                json!({"type": "reasoning", "summary": [], "content": null, "encrypted_content": "E"}),
+            ),
+            item(
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4"}]}),
+            ),
+            context("gpt-5-codex"),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "3+3?"}]}),
+            ),
+            item(
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "6"}]}),
+            ),
+            context("gpt-5.1-codex-max"),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "4+4?"}]}),
+            ),
+            item(
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "8"}]}),
+            ),
+        ]);
+        let imported = import(&text).expect("imports");
+        let models: Vec<Option<&str>> = imported
+            .messages
+            .iter()
+            .map(|m| m.model.as_deref())
+            .collect();
+        assert_eq!(
+            models,
+            [
+                None,
+                Some("openai/gpt-5-codex"),
+                None,
+                Some("openai/gpt-5-codex"),
+                None,
+                Some("openai/gpt-5.1-codex-max")
+            ]
+        );
     }
 
     /// A remote compaction (an empty `message`, the server's `replacement_history`) compacts

@@ -127,8 +127,18 @@ fn user_content(parts: &[Part]) -> Option<Value> {
     let mut content = Vec::new();
     for part in parts {
         match part {
-            Part::Image { source, .. } => match openai_image_url(source) {
-                Some(url) => content.push(json!({"type": "image_url", "image_url": {"url": url}})),
+            Part::Image {
+                source,
+                provider_metadata,
+                ..
+            } => match openai_image_url(source) {
+                Some(url) => {
+                    let mut image = json!({"url": url});
+                    if let Some(detail) = image_detail(provider_metadata.as_ref()) {
+                        image["detail"] = json!(detail);
+                    }
+                    content.push(json!({"type": "image_url", "image_url": image}));
+                }
                 None => content.push(json!({"type": "text", "text": describe(part)})),
             },
             Part::Document { source, title, .. } => match file(source, title.as_deref()) {
@@ -229,6 +239,14 @@ fn assistant(parts: &[Part], same_model: bool) -> Option<Value> {
     Some(Value::Object(message))
 }
 
+/// The `detail` an OpenAI source gave an image (kept under `openai.attributes`), when it is
+/// one Chat Completions takes: how closely the model looks at it.
+fn image_detail(provider_metadata: Option<&Value>) -> Option<&str> {
+    provider_metadata
+        .and_then(|m| m.get("openai")?.get("attributes")?.get("detail")?.as_str())
+        .filter(|detail| matches!(*detail, "auto" | "low" | "high"))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -264,6 +282,31 @@ mod tests {
         let other = render_for(&view, Some("openai/gpt-5"));
         assert!(other["messages"][1].get("reasoning_content").is_none());
         assert_eq!(crate::history::contract::check_openai(&other), vec![]);
+    }
+
+    /// The `detail` an OpenAI source gave an image goes back with it; a value Chat
+    /// Completions does not take does not.
+    #[test]
+    fn an_images_detail_goes_back_with_it() {
+        let image = |detail: &str| Part::Image {
+            source: json!({"type": "url", "url": "https://example.com/a.png"}),
+            title: None,
+            provider_metadata: Some(json!({"openai": {"attributes": {"detail": detail}}})),
+        };
+        let view = sanitize(&history(vec![(
+            Role::User,
+            vec![Part::text("look"), image("high"), image("sharpest")],
+        )]));
+        let body = render_for(&view, None);
+        let content = &body["messages"][0]["content"];
+        assert_eq!(
+            content[1]["image_url"],
+            json!({"url": "https://example.com/a.png", "detail": "high"})
+        );
+        assert_eq!(
+            content[2]["image_url"],
+            json!({"url": "https://example.com/a.png"})
+        );
     }
 
     #[test]
