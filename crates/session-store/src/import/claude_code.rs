@@ -1078,13 +1078,8 @@ mod tests {
             error,
         ]))
         .expect("imports");
-        let models: Vec<Option<&str>> = imported
-            .messages
-            .iter()
-            .map(|m| m.model.as_deref())
-            .collect();
         assert_eq!(
-            models,
+            imported.models(),
             [None, Some("anthropic/claude-sonnet-4-5"), None, None]
         );
         assert!(imported.messages[3].usage.is_none());

@@ -639,13 +639,8 @@ mod tests {
             ),
         ]);
         let imported = import(&text).expect("imports");
-        let models: Vec<Option<&str>> = imported
-            .messages
-            .iter()
-            .map(|m| m.model.as_deref())
-            .collect();
         assert_eq!(
-            models,
+            imported.models(),
             [
                 None,
                 Some("openai/gpt-5-codex"),

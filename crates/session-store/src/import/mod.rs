@@ -279,6 +279,14 @@ pub struct Branch {
     pub shared: usize,
 }
 
+#[cfg(test)]
+impl Imported {
+    /// The model of each message, in order (tests).
+    pub(crate) fn models(&self) -> Vec<Option<&str>> {
+        self.messages.iter().map(|m| m.model.as_deref()).collect()
+    }
+}
+
 impl Imported {
     /// All messages to store: the system prompt first, then the conversation.
     pub fn into_messages(self) -> Vec<NewMessage> {
