@@ -8,12 +8,15 @@ use serde_json::{json, Value};
 use crate::history::texts::describe;
 use crate::model::Part;
 
+/// Whether `part` is an image or a document.
+pub(crate) fn is_media(part: &Part) -> bool {
+    matches!(part, Part::Image { .. } | Part::Document { .. })
+}
+
 /// Whether a result's content, as `parts`, holds an image or a document: only then is it kept
 /// (and sent) as a list rather than as its text.
 pub(crate) fn holds_media(parts: &[Part]) -> bool {
-    parts
-        .iter()
-        .any(|part| matches!(part, Part::Image { .. } | Part::Document { .. }))
+    parts.iter().any(is_media)
 }
 
 /// `part` as an item of a result's content list: a text, an image or a document with its

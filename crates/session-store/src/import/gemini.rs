@@ -496,7 +496,7 @@ fn response_media(object: &Map<String, Value>, at: &Location) -> Result<Vec<Part
     for (index, part) in parts.iter().enumerate() {
         let at = at.join(&format!("[{index}]"));
         let part = described(as_object(part, &at, "a part")?, &at)?;
-        if result_blocks::holds_media(std::slice::from_ref(&part)) {
+        if result_blocks::is_media(&part) {
             media.push(part);
         }
     }

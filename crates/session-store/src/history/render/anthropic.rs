@@ -304,7 +304,8 @@ fn block(mut part: Part) -> Option<Value> {
         _ => None,
     };
     let mut rendered = bare_block(part, signature, ours)?;
-    let Value::Object(out) = &mut rendered else {
+    // Only a block with kept metadata or kept verbatim can carry an attribute to judge.
+    let (Value::Object(out), true) = (&mut rendered, anthropic.is_some() || ours) else {
         return Some(rendered);
     };
     if let Some(Value::Object(anthropic)) = anthropic {
